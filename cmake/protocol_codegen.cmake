@@ -12,8 +12,11 @@ foreach(proto ${MALA_PROTO_FILES})
   list(APPEND MALA_GENERATED_HEADERS ${MALA_GENERATED_DIR}/mala/protocol/messages/${snake}.h)
 endforeach()
 set(MALA_GENERATED_EXTRA
+  ${MALA_GENERATED_DIR}/mala/protocol/messages/message_samples.cc
   ${MALA_GENERATED_DIR}/mala/protocol/messages/all_messages.h
   ${MALA_GENERATED_DIR}/mala/protocol/messages/message_catalog.cc)
+# Custom-command outputs are only visible to targets of the directory that declares them, so src/protocol calls this.
+macro(mala_generate_protocol_sources)
 file(GLOB MALA_PROTOGEN_SCRIPTS ${PROJECT_SOURCE_DIR}/tools/protogen/*.py)
 add_custom_command(
   OUTPUT ${MALA_GENERATED_SOURCES} ${MALA_GENERATED_HEADERS} ${MALA_GENERATED_EXTRA}
@@ -22,3 +25,4 @@ add_custom_command(
   DEPENDS ${MALA_PROTO_FILES} ${MALA_PROTOGEN_SCRIPTS}
   COMMENT "Generating Kafka protocol messages from proto/"
   VERBATIM)
+endmacro()

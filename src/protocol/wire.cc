@@ -7,34 +7,53 @@ namespace mala::protocol {
 
 std::string_view decode_status_name(decode_status status) {
   switch (status) {
-    case decode_status::ok: return "ok";
-    case decode_status::truncated: return "truncated";
-    case decode_status::invalid_length: return "invalid length";
-    case decode_status::too_many_elements: return "too many elements";
-    case decode_status::invalid_varint: return "invalid varint";
-    case decode_status::too_many_tagged_fields: return "too many tagged fields";
-    case decode_status::invalid_value: return "invalid value";
+    case decode_status::ok:
+      return "ok";
+    case decode_status::truncated:
+      return "truncated";
+    case decode_status::invalid_length:
+      return "invalid length";
+    case decode_status::too_many_elements:
+      return "too many elements";
+    case decode_status::invalid_varint:
+      return "invalid varint";
+    case decode_status::too_many_tagged_fields:
+      return "too many tagged fields";
+    case decode_status::invalid_value:
+      return "invalid value";
   }
   return "unknown";
 }
 
 namespace {
 template <typename T>
+T byte_swap(T v) {
+  if constexpr (sizeof(T) == 2) {
+    return static_cast<T>(__builtin_bswap16(static_cast<uint16_t>(v)));
+  } else if constexpr (sizeof(T) == 4) {
+    return static_cast<T>(__builtin_bswap32(static_cast<uint32_t>(v)));
+  } else {
+    return static_cast<T>(__builtin_bswap64(static_cast<uint64_t>(v)));
+  }
+}
+template <typename T>
 T load_be(const uint8_t* p) {
   T v;
   std::memcpy(&v, p, sizeof(T));
-  if constexpr (std::endian::native == std::endian::little && sizeof(T) > 1) v = std::byteswap(v);
+  if constexpr (std::endian::native == std::endian::little && sizeof(T) > 1) v = byte_swap(v);
   return v;
 }
 template <typename T>
 void store_be(std::vector<uint8_t>& out, T v) {
-  if constexpr (std::endian::native == std::endian::little && sizeof(T) > 1) v = std::byteswap(v);
+  if constexpr (std::endian::native == std::endian::little && sizeof(T) > 1) v = byte_swap(v);
   const auto* p = reinterpret_cast<const uint8_t*>(&v);
   out.insert(out.end(), p, p + sizeof(T));
 }
 }  // namespace
 
-bool wire_reader::read_bool() { return read_int8() != 0; }
+bool wire_reader::read_bool() {
+  return read_int8() != 0;
+}
 
 int8_t wire_reader::read_int8() {
   if (!need(1)) return 0;
@@ -46,21 +65,27 @@ int16_t wire_reader::read_int16() {
   _pos += 2;
   return v;
 }
-uint16_t wire_reader::read_uint16() { return static_cast<uint16_t>(read_int16()); }
+uint16_t wire_reader::read_uint16() {
+  return static_cast<uint16_t>(read_int16());
+}
 int32_t wire_reader::read_int32() {
   if (!need(4)) return 0;
   auto v = load_be<int32_t>(_data.data() + _pos);
   _pos += 4;
   return v;
 }
-uint32_t wire_reader::read_uint32() { return static_cast<uint32_t>(read_int32()); }
+uint32_t wire_reader::read_uint32() {
+  return static_cast<uint32_t>(read_int32());
+}
 int64_t wire_reader::read_int64() {
   if (!need(8)) return 0;
   auto v = load_be<int64_t>(_data.data() + _pos);
   _pos += 8;
   return v;
 }
-double wire_reader::read_float64() { return std::bit_cast<double>(read_int64()); }
+double wire_reader::read_float64() {
+  return std::bit_cast<double>(read_int64());
+}
 
 uuid wire_reader::read_uuid() {
   uuid id;
@@ -186,8 +211,8 @@ std::optional<std::vector<uint8_t>> wire_reader::read_nullable_bytes(bool compac
 
 records_view wire_reader::read_records(bool compact) {
   int32_t len = read_bytes_length(compact);
-  if (len < 0) return std::nullopt;
-  return read_span(static_cast<size_t>(len));
+  if (len < 0) return {};
+  return records_view::of(read_span(static_cast<size_t>(len)));
 }
 
 uint32_t wire_reader::read_tag_count() {
@@ -199,13 +224,27 @@ uint32_t wire_reader::read_tag_count() {
   return n;
 }
 
-void wire_writer::write_int16(int16_t v) { store_be(_out, v); }
-void wire_writer::write_uint16(uint16_t v) { store_be(_out, v); }
-void wire_writer::write_int32(int32_t v) { store_be(_out, v); }
-void wire_writer::write_uint32(uint32_t v) { store_be(_out, v); }
-void wire_writer::write_int64(int64_t v) { store_be(_out, v); }
-void wire_writer::write_float64(double v) { store_be(_out, std::bit_cast<int64_t>(v)); }
-void wire_writer::write_uuid(const uuid& v) { _out.insert(_out.end(), v.bytes.begin(), v.bytes.end()); }
+void wire_writer::write_int16(int16_t v) {
+  store_be(_out, v);
+}
+void wire_writer::write_uint16(uint16_t v) {
+  store_be(_out, v);
+}
+void wire_writer::write_int32(int32_t v) {
+  store_be(_out, v);
+}
+void wire_writer::write_uint32(uint32_t v) {
+  store_be(_out, v);
+}
+void wire_writer::write_int64(int64_t v) {
+  store_be(_out, v);
+}
+void wire_writer::write_float64(double v) {
+  store_be(_out, std::bit_cast<int64_t>(v));
+}
+void wire_writer::write_uuid(const uuid& v) {
+  _out.insert(_out.end(), v.bytes.begin(), v.bytes.end());
+}
 
 void wire_writer::write_uvarlong(uint64_t v) {
   while (v >= 0x80) {
@@ -214,14 +253,18 @@ void wire_writer::write_uvarlong(uint64_t v) {
   }
   _out.push_back(static_cast<uint8_t>(v));
 }
-void wire_writer::write_uvarint(uint32_t v) { write_uvarlong(v); }
+void wire_writer::write_uvarint(uint32_t v) {
+  write_uvarlong(v);
+}
 void wire_writer::write_varint(int32_t v) {
   write_uvarint((static_cast<uint32_t>(v) << 1) ^ static_cast<uint32_t>(v >> 31));
 }
 void wire_writer::write_varlong(int64_t v) {
   write_uvarlong((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
 }
-void wire_writer::write_raw(std::span<const uint8_t> bytes) { _out.insert(_out.end(), bytes.begin(), bytes.end()); }
+void wire_writer::write_raw(std::span<const uint8_t> bytes) {
+  _out.insert(_out.end(), bytes.begin(), bytes.end());
+}
 
 void wire_writer::write_string(std::string_view s, bool compact) {
   if (compact) {
@@ -262,7 +305,7 @@ void wire_writer::write_nullable_bytes(const std::optional<std::vector<uint8_t>>
   write_bytes(*b, compact);
 }
 void wire_writer::write_records(const records_view& r, bool compact) {
-  if (!r) {
+  if (r.null) {
     if (compact) {
       write_uvarint(0);
     } else {
@@ -270,7 +313,7 @@ void wire_writer::write_records(const records_view& r, bool compact) {
     }
     return;
   }
-  write_bytes(*r, compact);
+  write_bytes(r.bytes, compact);
 }
 void wire_writer::write_array_length(int32_t n, bool compact) {
   if (compact) {
@@ -288,7 +331,9 @@ size_t uvarlong_size(uint64_t v) {
   }
   return n;
 }
-size_t uvarint_size(uint32_t v) { return uvarlong_size(v); }
+size_t uvarint_size(uint32_t v) {
+  return uvarlong_size(v);
+}
 size_t varint_size(int32_t v) {
   return uvarint_size((static_cast<uint32_t>(v) << 1) ^ static_cast<uint32_t>(v >> 31));
 }

@@ -71,6 +71,10 @@ class Field:
     entity: str | None = None
     fields: list["Field"] = field(default_factory=list)  # children for struct types
     line: int = 0
+    # Per-field override of the message's flexible versions (Kafka's field-level "flexibleVersions"). Only
+    # RequestHeader.ClientId uses it ("none": always a classic int16-length string, so any broker can read the
+    # header of an ApiVersionsRequest newer than it knows). None means "as the message".
+    flexible: VersionRange | None = None
 
     @property
     def is_array(self) -> bool:
@@ -137,6 +141,8 @@ def _field_from(tokens: list[str], where: str, line: int) -> Field:
             f.mapkey = True
         elif k == "entity":
             f.entity = str(v)
+        elif k == "flexible":
+            f.flexible = VersionRange.parse(str(v))
         else:
             raise ProtoError(f"{where}: unknown field attribute '{k}'")
     if not f.tagged.is_none() and f.tag is None:

@@ -1,10 +1,13 @@
-// Primitive readers and writers for Kafka's wire format (big-endian integers, varints, strings, compact forms).
+// Primitive readers and writers for Kafka's wire format (big-endian integers, varints, strings, compact
+// forms).
 //
-// wire_reader never throws and never reads past its span: the first failure is sticky, every later read returns a
-// zero value, and callers check status() once at the end. Lengths and counts are checked against the bytes that
-// remain before anything is allocated. Neither type is thread-safe; each is used by one request at a time.
+// wire_reader never throws and never reads past its span: the first failure is sticky, every later read
+// returns a zero value, and callers check status() once at the end. Lengths and counts are checked against
+// the bytes that remain before anything is allocated. Neither type is thread-safe; each is used by one
+// request at a time.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -29,13 +32,22 @@ enum class decode_status : uint8_t {
 
 std::string_view decode_status_name(decode_status status);
 
-// Kafka 4.x bounds (MessageUtil / ByteBufferAccessor): no array may claim more elements than this, and no message
-// more tagged fields than max_tagged_fields, whatever the bytes left.
+// Kafka 4.x bounds (MessageUtil / ByteBufferAccessor): no array may claim more elements than this, and no
+// message more tagged fields than max_tagged_fields, whatever the bytes left.
 inline constexpr uint32_t max_array_elements = 1'000'000;
 inline constexpr uint32_t max_tagged_fields = 10'000;
 
-// Records fields are kept as a view into the request buffer; nullopt is a null records field.
-using records_view = std::optional<std::span<const uint8_t>>;
+// A records field, kept as a view into the request buffer (decode) or into storage the caller keeps alive
+// until the message is encoded. `null` is a null records field (distinct from an empty one).
+struct records_view {
+  std::span<const uint8_t> bytes;
+  bool null = true;
+
+  static records_view of(std::span<const uint8_t> b) { return {b, false}; }
+  friend bool operator==(const records_view& a, const records_view& b) {
+    return a.null == b.null && std::equal(a.bytes.begin(), a.bytes.end(), b.bytes.begin(), b.bytes.end());
+  }
+};
 
 class wire_reader {
  public:
@@ -75,9 +87,9 @@ class wire_reader {
   // Array count; -1 for null. Fails if the count exceeds the bytes left or max_array_elements.
   int32_t read_array_length(bool compact);
 
-  std::string read_string(bool compact);                  // null is an error (invalid_length)
+  std::string read_string(bool compact);  // null is an error (invalid_length)
   std::optional<std::string> read_nullable_string(bool compact);
-  std::vector<uint8_t> read_bytes(bool compact);          // null is an error
+  std::vector<uint8_t> read_bytes(bool compact);  // null is an error
   std::optional<std::vector<uint8_t>> read_nullable_bytes(bool compact);
   records_view read_records(bool compact);
 
@@ -97,7 +109,8 @@ class wire_reader {
   decode_status _status = decode_status::ok;
 };
 
-// Appends to a byte vector. Sizes are computed beforehand by the generated encoded_size(), so one reserve() is enough.
+// Appends to a byte vector. Sizes are computed beforehand by the generated encoded_size(), so one reserve()
+// is enough.
 class wire_writer {
  public:
   explicit wire_writer(std::vector<uint8_t>& out) : _out(out) {}
@@ -142,8 +155,12 @@ inline size_t string_size(size_t len, bool compact) {
 inline size_t bytes_size(size_t len, bool compact) {
   return compact ? uvarint_size(static_cast<uint32_t>(len + 1)) + len : 4 + len;
 }
-inline size_t null_string_size(bool compact) { return compact ? 1 : 2; }
-inline size_t null_bytes_size(bool compact) { return compact ? 1 : 4; }
+inline size_t null_string_size(bool compact) {
+  return compact ? 1 : 2;
+}
+inline size_t null_bytes_size(bool compact) {
+  return compact ? 1 : 4;
+}
 inline size_t array_length_size(int32_t n, bool compact) {
   return compact ? uvarint_size(static_cast<uint32_t>(n + 1)) : 4;
 }

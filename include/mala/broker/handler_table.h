@@ -1,0 +1,50 @@
+// The table of Kafka APIs this node serves: one entry per API with its supported version range and the
+// function that decodes the request, runs the handler and encodes the response. ApiVersions answers are
+// derived from this table, never listed by hand. Adding an API is adding a handler file pair in
+// src/broker/handlers/ and one line in handler_table.cc.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "mala/broker/request_context.h"
+#include "mala/protocol/wire.h"
+
+namespace mala::broker {
+
+// Outcome of running a handler on one request body.
+struct handler_outcome {
+  enum class kind : uint8_t { response, no_response, bad_request };
+  kind what = kind::response;
+  std::vector<uint8_t> body;         // encoded response body (no header)
+  protocol::decode_status status{};  // why the request was rejected, for bad_request
+};
+
+using handler_fn = handler_outcome (*)(request_context& ctx, protocol::wire_reader& body, int16_t version);
+
+struct handler_entry {
+  int16_t api_key;
+  std::string_view name;
+  int16_t min_version;
+  int16_t max_version;
+  // Lowest version advertised in ApiVersions; below min_version only where Kafka advertises more than it
+  // serves (Produce is advertised from v0 since KAFKA-18659).
+  int16_t advertised_min_version;
+  bool flexible_from_known;  // whether first_flexible_version is meaningful
+  int16_t first_flexible_version;
+  handler_fn handle;
+};
+
+class handler_table {
+ public:
+  handler_table();
+  const handler_entry* find(int16_t api_key) const;
+  std::span<const handler_entry> entries() const { return _entries; }
+
+ private:
+  std::vector<handler_entry> _entries;
+};
+
+}  // namespace mala::broker

@@ -1,0 +1,46 @@
+// Accepts Kafka protocol connections on the configured listeners and serves them on the shards: reads
+// size-prefixed frames (bounded by socket.request.max.bytes), dispatches each to the broker in order, writes
+// the responses back, and closes connections idle for longer than connections.max.idle.ms. Malformed framing
+// closes only the offending connection, with a log line.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mala/net/request_dispatcher.h"
+#include "mala/net/shard_pool.h"
+
+namespace mala::net {
+
+struct listen_endpoint {
+  std::string listener_name;
+  std::string host;  // empty: every interface, IPv4 and IPv6
+  uint16_t port = 0;
+};
+
+struct server_limits {
+  int32_t socket_request_max_bytes = 100 * 1024 * 1024;
+  int64_t connections_max_idle_ms = 600'000;
+};
+
+class kafka_server {
+ public:
+  kafka_server(shard_pool& shards, request_dispatcher& dispatcher, server_limits limits);
+  ~kafka_server();
+
+  // Binds every endpoint (on shard 0). Returns an error message naming the listener if one cannot be bound.
+  std::string listen(const std::vector<listen_endpoint>& endpoints);
+  // Stops accepting and closes every connection; call on shard 0's thread or before the shards run.
+  void stop();
+
+  // Port actually bound for a listener (useful when the configured port was 0).
+  uint16_t bound_port(const std::string& listener_name) const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> _impl;
+};
+
+}  // namespace mala::net

@@ -1,0 +1,37 @@
+// A fixed set of shards, each one thread running one asio::io_context (architecture.md: shard per core).
+// State owned by a shard is touched only on that shard's thread; other shards reach it by posting work to its
+// context.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <asio/io_context.hpp>
+
+namespace mala::net {
+
+class shard_pool {
+ public:
+  explicit shard_pool(size_t shard_count);
+  ~shard_pool();
+  shard_pool(const shard_pool&) = delete;
+  shard_pool& operator=(const shard_pool&) = delete;
+
+  size_t size() const { return _contexts.size(); }
+  asio::io_context& context(size_t shard) { return *_contexts[shard]; }
+
+  // Runs every shard's event loop on its own thread (shard 0 included) until stop().
+  void start();
+  // Stops every event loop and joins the threads. Safe to call from any thread, more than once.
+  void stop();
+  void join();
+
+ private:
+  std::vector<std::unique_ptr<asio::io_context>> _contexts;
+  std::vector<std::thread> _threads;
+  std::vector<std::unique_ptr<asio::executor_work_guard<asio::io_context::executor_type>>> _guards;
+};
+
+}  // namespace mala::net

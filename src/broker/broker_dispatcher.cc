@@ -1,0 +1,77 @@
+#include "mala/broker/broker_dispatcher.h"
+
+#include <fmt/format.h>
+
+#include "handlers/api_versions.h"
+#include "mala/common/logging.h"
+
+namespace mala::broker {
+
+asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connection_info& connection,
+                                                                  std::span<const uint8_t> request) {
+  co_return dispatch_now(connection, request);
+}
+
+net::dispatch_result broker_dispatcher::dispatch_now(net::connection_info& connection,
+                                                     std::span<const uint8_t> request) {
+  protocol::wire_reader r(request);
+  protocol::request_header header;
+  if (protocol::decode_request_header_prefix(r, header) != protocol::decode_status::ok) {
+    return net::dispatch_result::close(
+        fmt::format("request of {} bytes is too short for a header", request.size()));
+  }
+  const handler_entry* entry = _services.handlers->find(header.api_key);
+
+  // KIP-511: an ApiVersions request newer than we know is answered in the v0 format with UNSUPPORTED_VERSION
+  // and our range, so the client can retry; its header may be in a format we cannot parse, and we do not need
+  // to.
+  if (header.api_key == handlers::api_versions_handler::api_key && entry &&
+      header.api_version > entry->max_version) {
+    std::vector<uint8_t> out;
+    protocol::wire_writer w(out);
+    protocol::encode_response_header(w, header.correlation_id, 0);
+    w.write_raw(handlers::api_versions_handler::unsupported_version_body());
+    return net::dispatch_result::respond_with(std::move(out));
+  }
+  // Apache Kafka closes the connection on an unknown API key or a version it does not serve (the request
+  // cannot be parsed, and no response schema exists to carry an error); clients only send what ApiVersions
+  // advertised.
+  if (!entry) {
+    return net::dispatch_result::close(
+        fmt::format("unknown API key {} (correlation id {})", header.api_key, header.correlation_id));
+  }
+  if (header.api_version < entry->min_version || header.api_version > entry->max_version) {
+    return net::dispatch_result::close(fmt::format("unsupported version {} of {} (serves {}-{})",
+                                                   header.api_version, entry->name, entry->min_version,
+                                                   entry->max_version));
+  }
+  const bool flexible = entry->flexible_from_known && header.api_version >= entry->first_flexible_version;
+  if (protocol::decode_request_header_rest(r, header, protocol::request_header_version(flexible)) !=
+      protocol::decode_status::ok) {
+    return net::dispatch_result::close(fmt::format("malformed {} v{} request header: {}", entry->name,
+                                                   header.api_version,
+                                                   protocol::decode_status_name(r.status())));
+  }
+
+  request_context ctx{header, connection, _services};
+  handler_outcome outcome = entry->handle(ctx, r, header.api_version);
+  if (outcome.what == handler_outcome::kind::bad_request) {
+    return net::dispatch_result::close(fmt::format("malformed {} v{} request (correlation id {}): {}",
+                                                   entry->name, header.api_version, header.correlation_id,
+                                                   protocol::decode_status_name(outcome.status)));
+  }
+  if (outcome.what == handler_outcome::kind::no_response) return net::dispatch_result::nothing();
+
+  // Response header v1 for flexible versions, except ApiVersions, whose response header is always v0
+  // (KIP-511).
+  const int16_t response_header_version =
+      (flexible && header.api_key != handlers::api_versions_handler::api_key) ? 1 : 0;
+  std::vector<uint8_t> out;
+  out.reserve(outcome.body.size() + 5);
+  protocol::wire_writer w(out);
+  protocol::encode_response_header(w, header.correlation_id, response_header_version);
+  w.write_raw(outcome.body);
+  return net::dispatch_result::respond_with(std::move(out));
+}
+
+}  // namespace mala::broker

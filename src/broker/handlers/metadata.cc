@@ -1,0 +1,122 @@
+#include "handlers/metadata.h"
+
+#include <climits>
+
+#include "mala/common/error_code.h"
+
+namespace mala::broker::handlers {
+
+namespace {
+
+// AclOperation codes (Kafka's AclOperation enum); without an authorizer every operation is allowed, and Kafka
+// then reports these bitfields when a client asks for authorized operations.
+constexpr int32_t op_bit(int code) {
+  return int32_t{1} << code;
+}
+constexpr int32_t topic_operations = op_bit(3) | op_bit(4) | op_bit(5) | op_bit(6) | op_bit(7) | op_bit(8) |
+                                     op_bit(10) |
+                                     op_bit(11);  // READ WRITE CREATE DELETE ALTER DESCRIBE D/A_CONFIGS
+constexpr int32_t cluster_operations = op_bit(5) | op_bit(7) | op_bit(8) | op_bit(9) | op_bit(10) |
+                                       op_bit(11) | op_bit(12) | op_bit(13) | op_bit(14);
+
+void add_topic(const metadata::metadata_image& image, const metadata::topic_metadata& topic, int16_t version,
+               bool include_ops, metadata_handler::response& out) {
+  auto& t = out.topics.emplace_back();
+  t.error_code = to_wire(error_code::none);
+  t.name = topic.name;
+  t.topic_id = topic.id;
+  t.is_internal = topic.internal;
+  t.topic_authorized_operations = include_ops ? topic_operations : INT32_MIN;
+  for (const auto& p : topic.partitions) {
+    auto& part = t.partitions.emplace_back();
+    part.partition_index = p.partition;
+    part.leader_id = p.leader;
+    part.leader_epoch = p.leader_epoch;
+    part.replica_nodes = p.replicas;
+    part.isr_nodes = p.isr;
+    for (int32_t r : p.replicas)
+      if (!image.broker_alive(r)) part.offline_replicas.push_back(r);
+    // Kafka answers LEADER_NOT_AVAILABLE for a partition without a live leader (v0+), and still lists it.
+    part.error_code = to_wire(
+        p.leader >= 0 && image.broker_alive(p.leader) ? error_code::none : error_code::leader_not_available);
+  }
+  (void)version;
+}
+
+void add_error_topic(std::optional<std::string> name, const uuid& id, error_code code,
+                     metadata_handler::response& out) {
+  auto& t = out.topics.emplace_back();
+  t.error_code = to_wire(code);
+  t.name = std::move(name);
+  t.topic_id = id;
+}
+
+}  // namespace
+
+bool is_valid_topic_name(const std::string& name) {
+  if (name.empty() || name.size() > 249 || name == "." || name == "..") return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+metadata_handler::response metadata_handler::handle(request_context& ctx, const request& req,
+                                                    int16_t version) {
+  const auto image = ctx.services.metadata->current();
+  response resp;
+  for (const auto& [id, broker] : image->brokers) {
+    if (broker.fenced) continue;
+    // Clients are told the endpoints of the listener they connected through (Kafka:
+    // MetadataCache.getAliveBrokerNodes by listener name); a broker without that listener is left out.
+    const auto* ep = broker.endpoint_for(ctx.connection.listener_name);
+    if (!ep) continue;
+    auto& b = resp.brokers.emplace_back();
+    b.node_id = id;
+    b.host = ep->host;
+    b.port = ep->port;
+    b.rack = broker.rack;
+  }
+  resp.cluster_id = image->cluster_id;
+  resp.controller_id = image->controller_id;
+  resp.cluster_authorized_operations =
+      (version >= 8 && version <= 10 && req.include_cluster_authorized_operations) ? cluster_operations
+                                                                                   : INT32_MIN;
+  const bool include_topic_ops = version >= 8 && req.include_topic_authorized_operations;
+
+  // v0: an empty list means every topic; v1+: null means every topic and an empty list none.
+  const bool all_topics = !req.topics.has_value() || (version == 0 && req.topics->empty());
+  if (all_topics) {
+    for (const auto& [name, topic] : image->topics)
+      add_topic(*image, topic, version, include_topic_ops, resp);
+    return resp;
+  }
+  for (const auto& wanted : *req.topics) {
+    if (wanted.name.has_value()) {
+      const std::string& name = *wanted.name;
+      if (!is_valid_topic_name(name)) {
+        add_error_topic(name, uuid{}, error_code::invalid_topic_exception, resp);
+        continue;
+      }
+      if (const auto* topic = image->find_topic(name)) {
+        add_topic(*image, *topic, version, include_topic_ops, resp);
+      } else {
+        // Automatic topic creation (auto.create.topics.enable) arrives with topic administration; until then
+        // an unknown topic is reported as Kafka reports it with auto-creation disabled.
+        add_error_topic(name, uuid{}, error_code::unknown_topic_or_partition, resp);
+      }
+      continue;
+    }
+    // v10+: by topic id, name null.
+    if (const auto* topic = image->find_topic(wanted.topic_id)) {
+      add_topic(*image, *topic, version, include_topic_ops, resp);
+    } else {
+      add_error_topic(std::nullopt, wanted.topic_id, error_code::unknown_topic_id, resp);
+    }
+  }
+  return resp;
+}
+
+}  // namespace mala::broker::handlers

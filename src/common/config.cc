@@ -1,0 +1,758 @@
+// Loading and validating a node's configuration: gather raw values (YAML or properties file, then overrides),
+// parse each known key by its Kafka type, check its validator, then run the cross-key checks Kafka's
+// KafkaConfig runs for KRaft nodes (listeners, controller listeners, quorum voters, roles, time-unit chains).
+#include "mala/common/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "mala/common/uuid.h"
+
+namespace mala {
+
+namespace {
+
+struct raw_value {
+  std::optional<std::string> text;  // nullopt: YAML null, i.e. "use the default"
+  config_source source = config_source::file;
+};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep = ",") {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+config_error invalid(std::string_view key, std::string_view raw, std::string_view reason) {
+  return {std::string(key), "Invalid value '" + std::string(raw) + "' for configuration " + std::string(key) +
+                                ": " + std::string(reason)};
+}
+
+// Every message names its key, so that an operator reading only the message knows what to fix.
+config_error error(std::string_view key, std::string message) {
+  if (!key.empty() && message.find(key) == std::string::npos) message = std::string(key) + ": " + message;
+  return {std::string(key), std::move(message)};
+}
+
+// ---- Reading files
+
+// Flattens nested maps with dots; a sequence of scalars becomes Kafka's comma-separated form.
+std::optional<config_error> flatten_yaml(const YAML::Node& node, const std::string& prefix,
+                                         std::vector<std::pair<std::string, raw_value>>& out) {
+  for (const auto& item : node) {
+    if (!item.first.IsScalar()) return error(prefix, "YAML keys must be scalars (under '" + prefix + "')");
+    std::string key = prefix.empty() ? item.first.Scalar() : prefix + "." + item.first.Scalar();
+    const YAML::Node& value = item.second;
+    switch (value.Type()) {
+      case YAML::NodeType::Null:
+      case YAML::NodeType::Undefined:
+        out.emplace_back(key, raw_value{std::nullopt});
+        break;
+      case YAML::NodeType::Scalar:
+        out.emplace_back(key, raw_value{value.Scalar()});
+        break;
+      case YAML::NodeType::Sequence: {
+        std::vector<std::string> elements;
+        for (const auto& element : value) {
+          if (!element.IsScalar()) return error(key, key + ": list elements must be plain values");
+          elements.push_back(element.Scalar());
+        }
+        out.emplace_back(key, raw_value{join(elements)});
+        break;
+      }
+      case YAML::NodeType::Map:
+        if (auto err = flatten_yaml(value, key, out)) return err;
+        break;
+    }
+  }
+  return std::nullopt;
+}
+
+std::variant<std::vector<std::pair<std::string, raw_value>>, config_error> read_yaml(std::string_view text) {
+  std::vector<std::pair<std::string, raw_value>> out;
+  // Configuration is read once at start-up, off the request path; yaml-cpp reports syntax errors by throwing.
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    if (root.IsNull()) return out;
+    if (!root.IsMap())
+      return error("", "the configuration must be a YAML map of Kafka property names to values");
+    if (auto err = flatten_yaml(root, "", out)) return *err;
+  } catch (const YAML::Exception& e) {
+    return error("", std::string("YAML syntax error: ") + e.what());
+  }
+  // Both `log.dirs:` and `log: {dirs:}` in one file is a mistake, not an override.
+  std::set<std::string> seen;
+  for (const auto& [key, value] : out) {
+    if (!seen.insert(key).second) return error(key, key + " is set more than once in the configuration file");
+  }
+  return out;
+}
+
+// ---- Typed parsing
+
+template <typename Int>
+std::optional<Int> parse_integer(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);  // Java's parseInt accepts a leading '+'
+  Int value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::variant<node_config::value, config_error> parse_typed(const config_key& key, std::string_view raw_text) {
+  auto text = trim(raw_text);
+  switch (key.type) {
+    case config_type::boolean: {
+      auto v = lower(text);
+      if (v == "true") return true;
+      if (v == "false") return false;
+      return invalid(key.name, raw_text, "Expected value to be either true or false");
+    }
+    case config_type::int32: {
+      auto v = parse_integer<int32_t>(text);
+      if (!v) return invalid(key.name, raw_text, "Not a number of type int");
+      return static_cast<int64_t>(*v);
+    }
+    case config_type::int16: {
+      auto v = parse_integer<int16_t>(text);
+      if (!v) return invalid(key.name, raw_text, "Not a number of type short");
+      return static_cast<int64_t>(*v);
+    }
+    case config_type::int64: {
+      auto v = parse_integer<int64_t>(text);
+      if (!v) return invalid(key.name, raw_text, "Not a number of type long");
+      return *v;
+    }
+    case config_type::float64: {
+      std::string s(text);
+      char* end = nullptr;
+      errno = 0;
+      double v = std::strtod(s.c_str(), &end);
+      if (s.empty() || errno != 0 || end != s.c_str() + s.size())
+        return invalid(key.name, raw_text, "Not a number of type double");
+      return v;
+    }
+    case config_type::string:
+    case config_type::password:
+    case config_type::class_name:
+      return std::string(text);
+    case config_type::list: {
+      std::vector<std::string> items;
+      if (text.empty()) return items;
+      while (true) {
+        auto comma = text.find(',');
+        auto item = trim(text.substr(0, comma));
+        if (item.empty()) return invalid(key.name, raw_text, "empty element in comma-separated list");
+        items.emplace_back(item);
+        if (comma == std::string_view::npos) break;
+        text.remove_prefix(comma + 1);
+      }
+      return items;
+    }
+  }
+  return invalid(key.name, raw_text, "unsupported type");
+}
+
+std::optional<config_error> check_validator(const config_key& key, const node_config::value& v,
+                                            std::string_view raw) {
+  if (auto* n = std::get_if<int64_t>(&v)) {
+    if (key.min && *n < *key.min)
+      return invalid(key.name, raw, "Value must be at least " + std::to_string(*key.min));
+    if (key.max && *n > *key.max)
+      return invalid(key.name, raw, "Value must be no more than " + std::to_string(*key.max));
+  }
+  if (key.allowed.empty()) return std::nullopt;
+  auto allowed = [&](std::string_view s) {
+    return std::find(key.allowed.begin(), key.allowed.end(), s) != key.allowed.end();
+  };
+  std::string choices;
+  for (auto a : key.allowed) choices += (choices.empty() ? "" : ", ") + std::string(a);
+  if (auto* s = std::get_if<std::string>(&v)) {
+    if (!allowed(*s)) return invalid(key.name, raw, "String must be one of: " + choices);
+  }
+  if (auto* l = std::get_if<std::vector<std::string>>(&v)) {
+    for (const auto& item : *l) {
+      if (!allowed(item)) return invalid(key.name, raw, "'" + item + "' is not one of: " + choices);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string format_value(const node_config::value& v) {
+  struct visitor {
+    std::string operator()(std::monostate) const { return ""; }
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(int64_t n) const { return std::to_string(n); }
+    std::string operator()(double d) const {
+      std::ostringstream s;
+      s << d;
+      return s.str();
+    }
+    std::string operator()(const std::string& s) const { return s; }
+    std::string operator()(const std::vector<std::string>& l) const { return join(l); }
+  };
+  return std::visit(visitor{}, v);
+}
+
+bool explicitly_set(const std::map<std::string, raw_value, std::less<>>& raw, std::string_view key) {
+  auto it = raw.find(key);
+  return it != raw.end() && it->second.text.has_value();
+}
+
+bool is_literal_ipv6(const std::string& host) {
+  return host.find(':') != std::string::npos;
+}
+bool is_literal_ipv4(const std::string& host) {
+  return !host.empty() &&
+         std::all_of(host.begin(), host.end(), [](char c) { return std::isdigit(c) || c == '.'; });
+}
+
+[[noreturn]] void invariant_failed(std::string_view name, std::string_view what) {
+  std::fprintf(stderr, "mala: configuration invariant failed: %.*s for key %.*s\n",
+               static_cast<int>(what.size()), what.data(), static_cast<int>(name.size()), name.data());
+  std::abort();
+}
+
+}  // namespace
+
+// Builds a node_config from raw values; a class so that it may fill node_config's private members.
+class node_config_loader {
+ public:
+  static std::variant<node_config, config_error> build(std::vector<std::pair<std::string, raw_value>> raw,
+                                                       const std::vector<std::string>& overrides,
+                                                       std::vector<std::string> warnings);
+
+ private:
+  static std::optional<config_error> validate_cross_keys(
+      node_config& config, const std::map<std::string, raw_value, std::less<>>& raw);
+};
+
+std::variant<node_config, config_error> node_config_loader::build(
+    std::vector<std::pair<std::string, raw_value>> raw_entries, const std::vector<std::string>& overrides,
+    std::vector<std::string> warnings) {
+  std::map<std::string, raw_value, std::less<>> raw;
+  for (auto& [key, value] : raw_entries) raw[std::string(trim(key))] = std::move(value);
+  for (const auto& item : overrides) {
+    auto eq = item.find('=');
+    auto key = trim(std::string_view(item).substr(0, eq));
+    if (eq == std::string::npos || key.empty())
+      return error(key, "override '" + item + "' is not of the form key=value");
+    raw[std::string(key)] = raw_value{item.substr(eq + 1), config_source::override_value};
+  }
+
+  node_config config;
+  for (const auto& [key, value] : raw) {
+    if (!find_config_key(key)) {
+      warnings.push_back("unknown configuration key '" + key + "' (from " +
+                         std::string(to_string(value.source)) + ") is ignored");
+    }
+  }
+  for (const auto& key : known_config_keys()) {
+    node_config::stored_value stored;
+    auto it = raw.find(key.name);
+    std::optional<std::string> text;
+    if (it != raw.end() && it->second.text) {
+      text = it->second.text;
+      stored.source = it->second.source;
+    } else if (key.default_value) {
+      text = std::string(*key.default_value);
+    }
+    if (!text) {
+      if (key.required) {
+        return error(key.name, "Missing required configuration \"" + std::string(key.name) +
+                                   "\" which has no default value.");
+      }
+      config._values.emplace(std::string(key.name), std::move(stored));
+      continue;
+    }
+    auto parsed = parse_typed(key, *text);
+    if (auto* err = std::get_if<config_error>(&parsed)) return *err;
+    stored.parsed = std::move(std::get<node_config::value>(parsed));
+    if (auto err = check_validator(key, stored.parsed, *text)) return *err;
+    config._values.emplace(std::string(key.name), std::move(stored));
+  }
+  config._warnings = std::move(warnings);
+  if (auto err = validate_cross_keys(config, raw)) return *err;
+  return config;
+}
+
+std::optional<config_error> node_config_loader::validate_cross_keys(
+    node_config& config, const std::map<std::string, raw_value, std::less<>>& raw) {
+  // --- Log dirs and time-unit chains (Kafka's validateLogConfig)
+  auto log_dirs = config.get_list("log.dirs");
+  config._log_dirs = log_dirs ? *log_dirs : std::vector<std::string>{};
+  if (config._log_dirs.empty()) {
+    auto dir = config.get_string("log.dir").value_or("");
+    if (!dir.empty()) config._log_dirs.push_back(dir);
+  }
+  if (config._log_dirs.empty())
+    return error("log.dirs", "At least one log directory must be defined via log.dirs or log.dir.");
+  {
+    std::set<std::string> seen;
+    for (const auto& d : config._log_dirs) {
+      if (!seen.insert(d).second) return error("log.dirs", "log.dirs lists the directory " + d + " twice");
+    }
+  }
+  if (config.log_retention_ms() == 0) {
+    const char* key = config.get_long("log.retention.ms")       ? "log.retention.ms"
+                      : config.get_int("log.retention.minutes") ? "log.retention.minutes"
+                                                                : "log.retention.hours";
+    return error(key, std::string(key) + ": log retention must be unlimited (-1) or at least 1 ms");
+  }
+
+  // --- Roles
+  config._process_roles = *config.get_list("process.roles");
+  if (config._process_roles.empty())
+    return error("process.roles", "process.roles must contain 'broker', 'controller' or both");
+  {
+    std::set<std::string> roles(config._process_roles.begin(), config._process_roles.end());
+    if (roles.size() != config._process_roles.size())
+      return error("process.roles",
+                   "Duplicate role names found in process.roles: " + join(config._process_roles));
+  }
+  config._node_id = *config.get_int("node.id");
+  bool broker = config.has_role("broker");
+  bool controller = config.has_role("controller");
+
+  // --- Listeners and their security protocols
+  auto map_text = config.get_string("listener.security.protocol.map").value_or("");
+  auto parsed_map = parse_security_protocol_map(map_text);
+  if (auto* err = std::get_if<parse_error>(&parsed_map))
+    return invalid("listener.security.protocol.map", map_text, err->message);
+  std::map<std::string, security_protocol> protocol_map;
+  for (const auto& m : std::get<std::vector<listener_protocol_mapping>>(parsed_map))
+    protocol_map[m.listener_name] = m.protocol;
+
+  auto listeners_text = join(*config.get_list("listeners"));
+  auto parsed_listeners = parse_listeners(listeners_text);
+  if (auto* err = std::get_if<parse_error>(&parsed_listeners))
+    return invalid("listeners", listeners_text, err->message);
+  const auto& endpoints = std::get<std::vector<listener_endpoint>>(parsed_listeners);
+  if (endpoints.empty()) return error("listeners", "listeners must define at least one listener");
+  // Kafka: each listener needs its own port, except one IPv4 and one IPv6 listener sharing it (KIP-797).
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    for (size_t j = i + 1; j < endpoints.size(); ++j) {
+      const auto& a = endpoints[i];
+      const auto& b = endpoints[j];
+      if (a.port == 0 || a.port != b.port) continue;
+      bool dual_stack = (is_literal_ipv4(a.host) && is_literal_ipv6(b.host)) ||
+                        (is_literal_ipv6(a.host) && is_literal_ipv4(b.host));
+      if (!dual_stack)
+        return invalid(
+            "listeners", listeners_text,
+            "listeners " + a.name + " and " + b.name + " use the same port " + std::to_string(a.port));
+    }
+  }
+
+  config._controller_listener_names.clear();
+  auto controller_names = config.get_list("controller.listener.names").value_or(std::vector<std::string>{});
+  for (const auto& name : controller_names) config._controller_listener_names.push_back(upper(name));
+  auto is_controller_listener = [&](const std::string& name) {
+    const auto& names = config._controller_listener_names;
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+
+  // Kafka (KRaft): when listener.security.protocol.map is not set explicitly and no SSL/SASL listener is in
+  // use, controller listeners map to PLAINTEXT, so `CONTROLLER://:9093` works without spelling out the map.
+  if (!explicitly_set(raw, "listener.security.protocol.map")) {
+    auto ssl_or_sasl = [](const std::string& n) {
+      return n == "SSL" || n == "SASL_SSL" || n == "SASL_PLAINTEXT";
+    };
+    bool secure =
+        std::any_of(config._controller_listener_names.begin(), config._controller_listener_names.end(),
+                    ssl_or_sasl) ||
+        std::any_of(endpoints.begin(), endpoints.end(), [&](auto& e) { return ssl_or_sasl(e.name); });
+    if (!secure) {
+      for (const auto& name : config._controller_listener_names)
+        protocol_map.try_emplace(name, security_protocol::plaintext);
+    }
+  }
+
+  auto resolve = [&](const std::vector<listener_endpoint>& list, std::string_view key,
+                     std::vector<listener_config>& out) -> std::optional<config_error> {
+    out.clear();
+    for (const auto& e : list) {
+      auto it = protocol_map.find(e.name);
+      if (it == protocol_map.end()) {
+        return error(key, std::string(key) + ": no security protocol defined for listener " + e.name +
+                              " (add it to listener.security.protocol.map)");
+      }
+      out.push_back({e.name, e.host, e.port, it->second});
+    }
+    return std::nullopt;
+  };
+  if (auto err = resolve(endpoints, "listeners", config._listeners)) return err;
+  for (const auto& name : config._controller_listener_names) {
+    if (!protocol_map.contains(name)) {
+      return error("controller.listener.names", "Controller listener with name " + name +
+                                                    " defined in controller.listener.names not found in "
+                                                    "listener.security.protocol.map");
+    }
+  }
+
+  // advertised.listeners: explicit, or listeners minus controller listeners (Kafka's
+  // effectiveAdvertisedListeners).
+  auto advertised_list = config.get_list("advertised.listeners");
+  std::vector<listener_endpoint> advertised;
+  if (advertised_list) {
+    auto advertised_text = join(*advertised_list);
+    if (controller && !broker) {
+      return error("advertised.listeners",
+                   "The advertised.listeners config must be empty when process.roles=controller");
+    }
+    auto parsed = parse_listeners(advertised_text);
+    if (auto* err = std::get_if<parse_error>(&parsed))
+      return invalid("advertised.listeners", advertised_text, err->message);
+    advertised = std::get<std::vector<listener_endpoint>>(parsed);
+    for (const auto& a : advertised) {
+      if (is_controller_listener(a.name)) {
+        return error("advertised.listeners",
+                     "The advertised.listeners config must not contain KRaft controller listeners from "
+                     "controller.listener.names when process.roles contains the broker role (found " +
+                         a.name + ")");
+      }
+      bool in_listeners =
+          std::any_of(endpoints.begin(), endpoints.end(), [&](auto& e) { return e.name == a.name; });
+      if (!in_listeners) {
+        return error("advertised.listeners", "advertised.listeners listener " + a.name +
+                                                 " is not among the listener names defined in listeners");
+      }
+      if (a.host == "0.0.0.0") {
+        return error("advertised.listeners",
+                     "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. Use a routable "
+                     "IP address.");
+      }
+    }
+  } else {
+    for (const auto& e : endpoints) {
+      if (!is_controller_listener(e.name)) advertised.push_back(e);
+    }
+  }
+  if (auto err = resolve(advertised, "advertised.listeners", config._advertised_listeners)) return err;
+
+  // inter.broker.listener.name, else the listener named after security.inter.broker.protocol.
+  auto inter_broker_name = config.get_string("inter.broker.listener.name");
+  if (inter_broker_name && explicitly_set(raw, "security.inter.broker.protocol")) {
+    return error("inter.broker.listener.name",
+                 "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.");
+  }
+  config._inter_broker_listener_name =
+      inter_broker_name ? upper(*inter_broker_name) : *config.get_string("security.inter.broker.protocol");
+
+  if (broker) {
+    if (config._advertised_listeners.empty()) {
+      return error("advertised.listeners",
+                   "There must be at least one advertised listener. Perhaps all listeners appear in "
+                   "controller.listener.names?");
+    }
+    bool advertised_inter_broker =
+        std::any_of(config._advertised_listeners.begin(), config._advertised_listeners.end(),
+                    [&](auto& l) { return l.name == config._inter_broker_listener_name; });
+    if (!advertised_inter_broker) {
+      std::vector<std::string> names;
+      for (const auto& l : config._advertised_listeners) names.push_back(l.name);
+      return error(
+          "inter.broker.listener.name",
+          "inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid "
+          "options based on currently configured listeners are " +
+              join(names));
+    }
+    if (is_controller_listener(config._inter_broker_listener_name)) {
+      return error("inter.broker.listener.name",
+                   "controller.listener.names must not contain the inter-broker "
+                   "listener name " +
+                       config._inter_broker_listener_name);
+    }
+  }
+
+  // --- KRaft quorum
+  auto voters_text = join(*config.get_list("controller.quorum.voters"));
+  auto voters = parse_quorum_voters(voters_text);
+  if (auto* err = std::get_if<parse_error>(&voters))
+    return invalid("controller.quorum.voters", voters_text, err->message);
+  config._quorum_voters = std::get<std::vector<quorum_voter>>(voters);
+  auto bootstrap_text = join(*config.get_list("controller.quorum.bootstrap.servers"));
+  auto bootstrap = parse_host_ports(bootstrap_text);
+  if (auto* err = std::get_if<parse_error>(&bootstrap))
+    return invalid("controller.quorum.bootstrap.servers", bootstrap_text, err->message);
+  config._quorum_bootstrap_servers = std::get<std::vector<host_port>>(bootstrap);
+  if (config._quorum_voters.empty() && config._quorum_bootstrap_servers.empty()) {
+    return error(
+        "controller.quorum.voters",
+        "If using process.roles, either controller.quorum.bootstrap.servers must contain the set of "
+        "bootstrap controllers or controller.quorum.voters must contain a parseable set of controllers.");
+  }
+  bool node_is_voter = std::any_of(config._quorum_voters.begin(), config._quorum_voters.end(),
+                                   [&](auto& v) { return v.id == config._node_id; });
+
+  // --- Role-specific checks (Kafka's validateKraftBrokerConfig / ControllerConfig / CombinedModeConfig)
+  auto controller_listeners = config.controller_listeners();
+  if (controller) {
+    if (!config._quorum_voters.empty() && !node_is_voter) {
+      return error("controller.quorum.voters",
+                   "If process.roles contains the 'controller' role, the node id " +
+                       std::to_string(config._node_id) +
+                       " must be included in the set of voters controller.quorum.voters");
+    }
+    if (controller_listeners.empty()) {
+      return error("controller.listener.names",
+                   "controller.listener.names must contain at least one value appearing in the 'listeners' "
+                   "configuration when running the KRaft controller role");
+    }
+    for (const auto& name : config._controller_listener_names) {
+      bool present = std::any_of(endpoints.begin(), endpoints.end(), [&](auto& e) { return e.name == name; });
+      if (!present) {
+        return error("controller.listener.names",
+                     "controller.listener.names must only contain values appearing in the 'listeners' "
+                     "configuration when running the KRaft controller role (" +
+                         name + " is not)");
+      }
+    }
+    if (!broker && !config._advertised_listeners.empty()) {
+      return error("listeners",
+                   "The listeners config must only contain KRaft controller listeners from "
+                   "controller.listener.names when process.roles=controller");
+    }
+  } else {
+    if (node_is_voter) {
+      return error("node.id", "If process.roles contains just the 'broker' role, the node id " +
+                                  std::to_string(config._node_id) +
+                                  " must not be included in the set of voters controller.quorum.voters");
+    }
+    if (config._controller_listener_names.empty()) {
+      return error(
+          "controller.listener.names",
+          "controller.listener.names must contain at least one value when running KRaft with just the "
+          "broker role");
+    }
+    if (!controller_listeners.empty()) {
+      return error(
+          "controller.listener.names",
+          "controller.listener.names must not contain a value appearing in the 'listeners' configuration "
+          "when running KRaft with just the broker role");
+    }
+    if (config._controller_listener_names.size() > 1) {
+      config._warnings.push_back(
+          "controller.listener.names has multiple entries; only the first will be used since "
+          "process.roles=broker: " +
+          join(config._controller_listener_names));
+    }
+  }
+
+  // --- Replication
+  if (config.replica_fetch_wait_max_ms() > config.replica_lag_time_max_ms()) {
+    return error("replica.fetch.wait.max.ms",
+                 "replica.fetch.wait.max.ms should always be less than or equal to "
+                 "replica.lag.time.max.ms to prevent frequent changes in ISR");
+  }
+
+  // --- Mala-specific
+  if (auto id = config.cluster_id()) {
+    auto parsed = uuid::parse(*id);
+    if (!parsed || parsed->is_zero()) {
+      return invalid("cluster.id", *id,
+                     "a cluster id is a 22-character URL-safe base64 uuid (as kafka-storage "
+                     "random-uuid prints)");
+    }
+  }
+  return std::nullopt;
+}
+
+std::variant<node_config, config_error> node_config::load_from_string(
+    std::string_view text, config_format format, const std::vector<std::string>& overrides) {
+  std::vector<std::pair<std::string, raw_value>> raw;
+  std::vector<std::string> warnings;
+  if (format == config_format::properties) {
+    std::set<std::string> seen;
+    for (auto& [key, value] : parse_java_properties(text)) {
+      // java.util.Properties keeps the last value of a repeated key; say so, since it is usually a mistake.
+      if (!seen.insert(key).second)
+        warnings.push_back(key + " is set more than once; the last value is used");
+      raw.emplace_back(std::move(key), raw_value{std::move(value)});
+    }
+  } else {
+    auto parsed = read_yaml(text);
+    if (auto* err = std::get_if<config_error>(&parsed)) return *err;
+    raw = std::move(std::get<0>(parsed));
+  }
+  return node_config_loader::build(std::move(raw), overrides, std::move(warnings));
+}
+
+std::variant<node_config, config_error> node_config::load(const std::filesystem::path* file,
+                                                          const std::vector<std::string>& overrides) {
+  if (file == nullptr) return load_from_string(embedded_default_config(), config_format::yaml, overrides);
+  std::ifstream in(*file, std::ios::binary);
+  if (!in) return error("", "cannot read configuration file " + file->string() + ": " + std::strerror(errno));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) return error("", "cannot read configuration file " + file->string());
+  auto format = file->extension() == ".properties" ? config_format::properties : config_format::yaml;
+  auto result = load_from_string(contents.str(), format, overrides);
+  if (auto* err = std::get_if<config_error>(&result)) {
+    if (err->key.empty()) err->message = file->string() + ": " + err->message;
+  }
+  return result;
+}
+
+// ---- Accessors
+
+const node_config::stored_value* node_config::find(std::string_view name) const {
+  auto it = _values.find(name);
+  return it == _values.end() ? nullptr : &it->second;
+}
+
+std::optional<int32_t> node_config::get_int(std::string_view name) const {
+  auto* key = find_config_key(name);
+  auto* v = find(name);
+  if (!key || !v || (key->type != config_type::int32 && key->type != config_type::int16)) return std::nullopt;
+  if (auto* n = std::get_if<int64_t>(&v->parsed)) return static_cast<int32_t>(*n);
+  return std::nullopt;
+}
+
+std::optional<int64_t> node_config::get_long(std::string_view name) const {
+  auto* v = find(name);
+  if (!v) return std::nullopt;
+  if (auto* n = std::get_if<int64_t>(&v->parsed)) return *n;
+  return std::nullopt;
+}
+
+std::optional<double> node_config::get_double(std::string_view name) const {
+  auto* v = find(name);
+  if (!v) return std::nullopt;
+  if (auto* d = std::get_if<double>(&v->parsed)) return *d;
+  return std::nullopt;
+}
+
+std::optional<bool> node_config::get_bool(std::string_view name) const {
+  auto* v = find(name);
+  if (!v) return std::nullopt;
+  if (auto* b = std::get_if<bool>(&v->parsed)) return *b;
+  return std::nullopt;
+}
+
+std::optional<std::string> node_config::get_string(std::string_view name) const {
+  auto* v = find(name);
+  if (!v) return std::nullopt;
+  if (auto* s = std::get_if<std::string>(&v->parsed)) return *s;
+  return std::nullopt;
+}
+
+std::optional<std::vector<std::string>> node_config::get_list(std::string_view name) const {
+  auto* v = find(name);
+  if (!v) return std::nullopt;
+  if (auto* l = std::get_if<std::vector<std::string>>(&v->parsed)) return *l;
+  return std::nullopt;
+}
+
+std::map<std::string, config_entry, std::less<>> node_config::all_values() const {
+  std::map<std::string, config_entry, std::less<>> out;
+  for (const auto& [name, stored] : _values) {
+    config_entry entry;
+    entry.source = stored.source;
+    if (!std::holds_alternative<std::monostate>(stored.parsed)) {
+      auto* key = find_config_key(name);
+      entry.value = key && key->type == config_type::password ? "[hidden]" : format_value(stored.parsed);
+    }
+    out.emplace(name, std::move(entry));
+  }
+  return out;
+}
+
+bool node_config::has_role(std::string_view role) const {
+  return std::find(_process_roles.begin(), _process_roles.end(), role) != _process_roles.end();
+}
+
+std::vector<listener_config> node_config::controller_listeners() const {
+  std::vector<listener_config> out;
+  for (const auto& l : _listeners) {
+    if (std::find(_controller_listener_names.begin(), _controller_listener_names.end(), l.name) !=
+        _controller_listener_names.end())
+      out.push_back(l);
+  }
+  return out;
+}
+
+int64_t node_config::log_roll_ms() const {
+  if (auto ms = get_long("log.roll.ms")) return *ms;
+  return int64_t{60} * 60 * 1000 * int_value("log.roll.hours");
+}
+
+int64_t node_config::log_retention_ms() const {
+  int64_t ms = 0;
+  if (auto v = get_long("log.retention.ms")) {
+    ms = *v;
+  } else if (auto minutes = get_int("log.retention.minutes")) {
+    ms = int64_t{60} * 1000 * *minutes;
+  } else {
+    ms = int64_t{60} * 60 * 1000 * int_value("log.retention.hours");
+  }
+  return ms < 0 ? -1 : ms;  // Kafka: any negative value means "no time limit"
+}
+
+int64_t node_config::log_flush_interval_ms() const {
+  if (auto ms = get_long("log.flush.interval.ms")) return *ms;
+  return long_value("log.flush.scheduler.interval.ms");
+}
+
+int32_t node_config::int_value(std::string_view name) const {
+  auto v = get_int(name);
+  if (!v) invariant_failed(name, "int value missing");
+  return *v;
+}
+
+int64_t node_config::long_value(std::string_view name) const {
+  auto v = get_long(name);
+  if (!v) invariant_failed(name, "long value missing");
+  return *v;
+}
+
+bool node_config::bool_value(std::string_view name) const {
+  auto v = get_bool(name);
+  if (!v) invariant_failed(name, "boolean value missing");
+  return *v;
+}
+
+std::string node_config::string_value(std::string_view name) const {
+  auto v = get_string(name);
+  if (!v) invariant_failed(name, "string value missing");
+  return *v;
+}
+
+std::vector<std::string> node_config::list_value(std::string_view name) const {
+  auto v = get_list(name);
+  if (!v) invariant_failed(name, "list value missing");
+  return *v;
+}
+
+}  // namespace mala

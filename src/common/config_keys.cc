@@ -1,0 +1,275 @@
+// The table of configuration keys Mala knows: Apache Kafka 4.x's names, types, defaults, validators,
+// importance and update modes for the broker/controller keys, plus three Mala-specific keys (cluster.id,
+// mala.shards, log.level).
+#include <algorithm>
+#include <string>
+
+#include "mala/common/config.h"
+
+namespace mala {
+
+namespace {
+
+using enum config_type;
+using enum config_importance;
+using enum config_update_mode;
+
+std::vector<config_key> build_table() {
+  // clang-format off
+  std::vector<config_key> keys = {
+    // --- Roles and identity (KRaft)
+    {.name = "node.id", .type = int32, .required = true, .min = 0, .importance = high,
+     .doc = "The node id for the roles this process plays; required in KRaft mode."},
+    {.name = "process.roles", .type = list, .required = true, .allowed = {"broker", "controller"}, .importance = high,
+     .doc = "The roles this process plays: 'broker', 'controller', or 'broker,controller' (combined mode)."},
+    {.name = "cluster.id", .type = string, .importance = medium,
+     .doc = "Mala: the cluster id (Kafka's 22-character base64 uuid) written when formatting empty log dirs; "
+            "a random one when unset. Kafka passes it to `kafka-storage format --cluster-id` instead."},
+    {.name = "broker.rack", .type = string, .importance = medium,
+     .doc = "Rack of the broker, used for rack-aware replica assignment."},
+
+    // --- Listeners
+    {.name = "listeners", .type = list, .default_value = "PLAINTEXT://:9092", .importance = high,
+     .update_mode = per_broker,
+     .doc = "Comma-separated listeners NAME://host:port; an empty host binds every interface."},
+    {.name = "advertised.listeners", .type = list, .importance = high, .update_mode = per_broker,
+     .doc = "Listeners published to clients and other brokers when they differ from `listeners`; defaults to "
+            "`listeners` without the controller listeners."},
+    {.name = "listener.security.protocol.map", .type = string,
+     .default_value = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+     .importance = low, .update_mode = per_broker,
+     .doc = "Map from listener name to security protocol. When not set explicitly, controller listeners map to "
+            "PLAINTEXT (as Kafka does in KRaft mode)."},
+    {.name = "inter.broker.listener.name", .type = string, .importance = medium,
+     .doc = "Listener used between brokers; defaults to the listener named after security.inter.broker.protocol."},
+    {.name = "security.inter.broker.protocol", .type = string, .default_value = "PLAINTEXT",
+     .allowed = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, .importance = medium,
+     .doc = "Security protocol between brokers; not allowed together with inter.broker.listener.name."},
+    {.name = "controller.listener.names", .type = list, .default_value = "", .importance = high,
+     .doc = "Names of the listeners used by the controller; a broker uses the first to reach the quorum."},
+
+    // --- KRaft quorum
+    {.name = "controller.quorum.voters", .type = list, .default_value = "", .importance = high,
+     .doc = "Static voter set id@host:port,...; all controllers of the quorum."},
+    {.name = "controller.quorum.bootstrap.servers", .type = list, .default_value = "", .importance = high,
+     .doc = "host:port,... of controllers to discover the quorum from (KIP-853 dynamic quorum)."},
+    {.name = "controller.quorum.election.timeout.ms", .type = int32, .default_value = "1000", .importance = high,
+     .doc = "Maximum time without fetching from the leader before a new election starts."},
+    {.name = "controller.quorum.fetch.timeout.ms", .type = int32, .default_value = "2000", .importance = high,
+     .doc = "Maximum time without a successful fetch from the leader before a voter becomes a candidate."},
+    {.name = "controller.quorum.election.backoff.max.ms", .type = int32, .default_value = "1000",
+     .importance = high, .doc = "Maximum backoff before starting a new election (exponential backoff)."},
+    {.name = "broker.heartbeat.interval.ms", .type = int32, .default_value = "2000", .importance = medium,
+     .doc = "Milliseconds between broker heartbeats to the controller."},
+    {.name = "broker.session.timeout.ms", .type = int32, .default_value = "9000", .importance = medium,
+     .doc = "Milliseconds a broker lease lasts without a heartbeat before the broker is fenced."},
+    {.name = "metadata.log.max.record.bytes.between.snapshots", .type = int64, .default_value = "20971520",
+     .min = 1, .importance = high,
+     .doc = "Bytes of metadata log records after the latest snapshot that trigger a new snapshot."},
+
+    // --- Network and threads
+    {.name = "socket.request.max.bytes", .type = int32, .default_value = "104857600", .min = 1,
+     .importance = high, .doc = "The maximum number of bytes in a socket request."},
+    {.name = "socket.send.buffer.bytes", .type = int32, .default_value = "102400", .importance = high,
+     .doc = "SO_SNDBUF of server sockets; -1 uses the OS default."},
+    {.name = "socket.receive.buffer.bytes", .type = int32, .default_value = "102400", .importance = high,
+     .doc = "SO_RCVBUF of server sockets; -1 uses the OS default."},
+    {.name = "connections.max.idle.ms", .type = int64, .default_value = "600000", .importance = medium,
+     .doc = "Idle connections are closed after this many milliseconds."},
+    {.name = "num.network.threads", .type = int32, .default_value = "3", .min = 1, .importance = high,
+     .update_mode = cluster_wide,
+     .doc = "Threads receiving requests and sending responses (Mala: accepted, unused; see mala.shards)."},
+    {.name = "num.io.threads", .type = int32, .default_value = "8", .min = 1, .importance = high,
+     .update_mode = cluster_wide, .doc = "Threads processing requests, which may include disk I/O."},
+    {.name = "mala.shards", .type = int32, .default_value = "0", .min = 0, .max = 1024, .importance = high,
+     .doc = "Mala: number of shard threads (one io_context each); 0 means one per core."},
+    {.name = "log.level", .type = string, .default_value = "info",
+     .allowed = {"trace", "debug", "info", "warn", "error", "critical", "off"}, .importance = low,
+     .doc = "Mala: level of every subsystem logger."},
+
+    // --- Topics and logs
+    {.name = "log.dirs", .type = list, .importance = high,
+     .doc = "Comma-separated directories where log data is stored; log.dir when unset."},
+    {.name = "log.dir", .type = string, .default_value = "/tmp/mala-logs", .importance = high,
+     .doc = "The directory where log data is kept (supplemental to log.dirs)."},
+    {.name = "num.partitions", .type = int32, .default_value = "1", .min = 1, .importance = medium,
+     .doc = "The default number of partitions per auto-created topic."},
+    {.name = "default.replication.factor", .type = int32, .default_value = "1", .importance = medium,
+     .doc = "The replication factor of automatically created topics and of CreateTopics with -1."},
+    {.name = "min.insync.replicas", .type = int32, .default_value = "1", .min = 1, .importance = high,
+     .update_mode = cluster_wide,
+     .doc = "With acks=all, the minimum number of in-sync replicas that must acknowledge a write."},
+    {.name = "auto.create.topics.enable", .type = boolean, .default_value = "true", .importance = high,
+     .doc = "Create a topic when a client asks for metadata of an unknown one."},
+    {.name = "delete.topic.enable", .type = boolean, .default_value = "true", .importance = high,
+     .doc = "Allow deleting topics; when false, DeleteTopics fails."},
+    {.name = "message.max.bytes", .type = int32, .default_value = "1048588", .min = 0, .importance = high,
+     .update_mode = cluster_wide, .doc = "The largest record batch size allowed (topic: max.message.bytes)."},
+    {.name = "log.segment.bytes", .type = int32, .default_value = "1073741824", .min = 1048576,
+     .importance = high, .update_mode = cluster_wide, .doc = "The maximum size of a single log segment file."},
+    {.name = "log.roll.ms", .type = int64, .min = 1, .importance = high, .update_mode = cluster_wide,
+     .doc = "Maximum time before a new segment is rolled; log.roll.hours when unset."},
+    {.name = "log.roll.hours", .type = int32, .default_value = "168", .min = 1, .importance = high,
+     .doc = "Maximum time before a new segment is rolled, in hours; secondary to log.roll.ms."},
+    {.name = "log.retention.ms", .type = int64, .importance = high, .update_mode = cluster_wide,
+     .doc = "Milliseconds to keep a log segment; -1 means no time limit; log.retention.minutes when unset."},
+    {.name = "log.retention.minutes", .type = int32, .importance = high,
+     .doc = "Minutes to keep a log segment; secondary to log.retention.ms; log.retention.hours when unset."},
+    {.name = "log.retention.hours", .type = int32, .default_value = "168", .importance = high,
+     .doc = "Hours to keep a log segment; tertiary to log.retention.ms."},
+    {.name = "log.retention.bytes", .type = int64, .default_value = "-1", .importance = high,
+     .update_mode = cluster_wide, .doc = "Maximum size of a partition's log before old segments are deleted."},
+    {.name = "log.retention.check.interval.ms", .type = int64, .default_value = "300000", .min = 1,
+     .importance = medium, .doc = "How often logs are checked for segments eligible for deletion."},
+    {.name = "log.index.interval.bytes", .type = int32, .default_value = "4096", .min = 0, .importance = medium,
+     .update_mode = cluster_wide, .doc = "Bytes of log between two offset index entries."},
+    {.name = "log.index.size.max.bytes", .type = int32, .default_value = "10485760", .min = 4,
+     .importance = medium, .update_mode = cluster_wide, .doc = "The maximum size in bytes of the offset index."},
+    {.name = "log.flush.interval.messages", .type = int64, .default_value = "9223372036854775807", .min = 1,
+     .importance = high, .update_mode = cluster_wide,
+     .doc = "Messages accumulated on a partition before they are flushed to disk."},
+    {.name = "log.flush.interval.ms", .type = int64, .importance = high, .update_mode = cluster_wide,
+     .doc = "Maximum time a message stays unflushed; log.flush.scheduler.interval.ms when unset."},
+    {.name = "log.flush.scheduler.interval.ms", .type = int64, .default_value = "9223372036854775807",
+     .importance = high, .doc = "How often the flusher checks whether any log needs flushing."},
+    {.name = "log.cleanup.policy", .type = list, .default_value = "delete", .allowed = {"compact", "delete"},
+     .importance = medium, .update_mode = cluster_wide,
+     .doc = "Default cleanup policy for segments beyond the retention window: delete, compact or both."},
+    {.name = "num.recovery.threads.per.data.dir", .type = int32, .default_value = "1", .min = 1,
+     .importance = high, .update_mode = cluster_wide,
+     .doc = "Threads per log dir used for recovery at startup and flushing at shutdown."},
+
+    // --- Replication
+    {.name = "unclean.leader.election.enable", .type = boolean, .default_value = "false", .importance = high,
+     .update_mode = cluster_wide,
+     .doc = "Allow electing a replica outside the ISR (and ELR) as a last resort, losing data."},
+    {.name = "auto.leader.rebalance.enable", .type = boolean, .default_value = "true", .importance = high,
+     .doc = "Periodically move leadership back to preferred replicas."},
+    {.name = "replica.lag.time.max.ms", .type = int64, .default_value = "30000", .importance = high,
+     .doc = "A follower that has not caught up for this long is removed from the ISR."},
+    {.name = "replica.fetch.max.bytes", .type = int32, .default_value = "1048576", .min = 0, .importance = medium,
+     .doc = "Bytes fetched per partition by a follower (a larger first batch is still returned)."},
+    {.name = "replica.fetch.wait.max.ms", .type = int32, .default_value = "500", .importance = medium,
+     .doc = "Maximum wait of a follower fetch; must not exceed replica.lag.time.max.ms."},
+    {.name = "replica.fetch.min.bytes", .type = int32, .default_value = "1", .importance = high,
+     .doc = "Minimum bytes a follower fetch waits for."},
+    {.name = "num.replica.fetchers", .type = int32, .default_value = "1", .min = 1, .importance = high,
+     .update_mode = cluster_wide, .doc = "Fetcher threads per source broker."},
+
+    // --- Coordinators and internal topics
+    {.name = "offsets.topic.num.partitions", .type = int32, .default_value = "50", .min = 1, .importance = high,
+     .doc = "Partitions of __consumer_offsets (must not change after deployment)."},
+    {.name = "offsets.topic.replication.factor", .type = int16, .default_value = "3", .min = 1,
+     .importance = high, .doc = "Replication factor of __consumer_offsets."},
+    {.name = "offsets.retention.minutes", .type = int32, .default_value = "10080", .min = 1, .importance = high,
+     .doc = "Committed offsets of an empty group are kept this long."},
+    {.name = "group.initial.rebalance.delay.ms", .type = int32, .default_value = "3000", .importance = medium,
+     .doc = "Delay of the first rebalance of a new classic group, to let more members join."},
+    {.name = "group.max.size", .type = int32, .default_value = "2147483647", .min = 1, .importance = medium,
+     .doc = "Maximum number of members in one classic group."},
+    {.name = "transaction.state.log.replication.factor", .type = int16, .default_value = "3", .min = 1,
+     .importance = high, .doc = "Replication factor of __transaction_state."},
+    {.name = "transaction.state.log.min.isr", .type = int32, .default_value = "2", .min = 1, .importance = high,
+     .doc = "min.insync.replicas of __transaction_state."},
+    {.name = "share.coordinator.state.topic.replication.factor", .type = int16, .default_value = "3", .min = 1,
+     .importance = high, .doc = "Replication factor of __share_group_state (accepted; share groups unsupported)."},
+    {.name = "share.coordinator.state.topic.min.isr", .type = int16, .default_value = "2", .min = 1,
+     .importance = high, .doc = "min.insync.replicas of __share_group_state (accepted; share groups unsupported)."},
+  };
+  // clang-format on
+  std::sort(keys.begin(), keys.end(),
+            [](const config_key& a, const config_key& b) { return a.name < b.name; });
+  return keys;
+}
+
+}  // namespace
+
+std::span<const config_key> known_config_keys() {
+  static const std::vector<config_key> table = build_table();
+  return table;
+}
+
+const config_key* find_config_key(std::string_view name) {
+  auto keys = known_config_keys();
+  auto it = std::lower_bound(keys.begin(), keys.end(), name,
+                             [](const config_key& k, std::string_view n) { return k.name < n; });
+  if (it == keys.end() || it->name != name) return nullptr;
+  return &*it;
+}
+
+std::string describe_valid_values(const config_key& key) {
+  if (!key.allowed.empty()) {
+    std::string out = "[";
+    for (size_t i = 0; i < key.allowed.size(); ++i) {
+      if (i > 0) out += ", ";
+      out += key.allowed[i];
+    }
+    return out + "]";
+  }
+  if (key.min && key.max) return "[" + std::to_string(*key.min) + ",...," + std::to_string(*key.max) + "]";
+  if (key.min) return "[" + std::to_string(*key.min) + ",...]";
+  if (key.max) return "[...," + std::to_string(*key.max) + "]";
+  return "";
+}
+
+std::string_view to_string(config_type type) {
+  switch (type) {
+    case boolean:
+      return "boolean";
+    case string:
+      return "string";
+    case int32:
+      return "int";
+    case int16:
+      return "short";
+    case int64:
+      return "long";
+    case float64:
+      return "double";
+    case list:
+      return "list";
+    case password:
+      return "password";
+    case class_name:
+      return "class";
+  }
+  return "string";
+}
+
+std::string_view to_string(config_importance importance) {
+  switch (importance) {
+    case high:
+      return "high";
+    case medium:
+      return "medium";
+    case low:
+      return "low";
+  }
+  return "medium";
+}
+
+std::string_view to_string(config_update_mode mode) {
+  switch (mode) {
+    case read_only:
+      return "read-only";
+    case per_broker:
+      return "per-broker";
+    case cluster_wide:
+      return "cluster-wide";
+  }
+  return "read-only";
+}
+
+std::string_view to_string(config_source source) {
+  switch (source) {
+    case config_source::default_value:
+      return "default";
+    case config_source::file:
+      return "file";
+    case config_source::override_value:
+      return "override";
+  }
+  return "default";
+}
+
+}  // namespace mala

@@ -1,0 +1,27 @@
+#include "mala/metadata/metadata_image.h"
+
+namespace mala::metadata {
+
+const broker_endpoint* broker_registration::endpoint_for(const std::string& listener_name) const {
+  for (const auto& e : endpoints)
+    if (e.listener_name == listener_name) return &e;
+  return nullptr;
+}
+
+const topic_metadata* metadata_image::find_topic(const std::string& name) const {
+  auto it = topics.find(name);
+  return it == topics.end() ? nullptr : &it->second;
+}
+
+const topic_metadata* metadata_image::find_topic(const uuid& id) const {
+  for (const auto& [name, topic] : topics)
+    if (topic.id == id) return &topic;
+  return nullptr;
+}
+
+bool metadata_image::broker_alive(int32_t id) const {
+  auto it = brokers.find(id);
+  return it != brokers.end() && !it->second.fenced;
+}
+
+}  // namespace mala::metadata

@@ -1,0 +1,220 @@
+#include "mala/net/kafka_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <map>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ip/v6_only.hpp>
+#include <asio/read.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "mala/common/logging.h"
+
+namespace mala::net {
+
+using asio::ip::tcp;
+
+namespace {
+
+std::string endpoint_text(const tcp::endpoint& ep) {
+  std::error_code ec;
+  auto addr = ep.address();
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped())
+    addr = asio::ip::make_address_v4(asio::ip::v4_mapped, addr.to_v6());
+  return addr.is_v6() ? "[" + addr.to_string() + "]:" + std::to_string(ep.port())
+                      : addr.to_string() + ":" + std::to_string(ep.port());
+}
+
+// State shared by a connection's reader coroutine and its idle watchdog; both run on the connection's shard.
+struct connection_state {
+  explicit connection_state(tcp::socket s) : socket(std::move(s)), idle_timer(socket.get_executor()) {}
+  tcp::socket socket;
+  asio::steady_timer idle_timer;
+  std::chrono::steady_clock::time_point last_activity = std::chrono::steady_clock::now();
+  bool closed = false;
+  connection_info info;
+
+  void close() {
+    if (closed) return;
+    closed = true;
+    std::error_code ec;
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+    idle_timer.cancel();
+  }
+};
+
+}  // namespace
+
+struct kafka_server::impl {
+  impl(shard_pool& s, request_dispatcher& d, server_limits l) : shards(s), dispatcher(d), limits(l) {}
+
+  shard_pool& shards;
+  request_dispatcher& dispatcher;
+  server_limits limits;
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  std::map<std::string, uint16_t> bound_ports;
+  std::atomic<uint64_t> next_connection_id{1};
+  std::atomic<size_t> next_shard{0};
+  std::shared_ptr<spdlog::logger> log = subsystem_logger("net");
+
+  asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, std::string listener_name) {
+    for (;;) {
+      const size_t shard = next_shard.fetch_add(1) % shards.size();
+      std::error_code ec;
+      tcp::socket socket = co_await acceptor.async_accept(shards.context(shard),
+                                                          asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+        log->warn("accept on listener {} failed: {}", listener_name, ec.message());
+        continue;
+      }
+      socket.set_option(tcp::no_delay(true), ec);
+      auto state = std::make_shared<connection_state>(std::move(socket));
+      state->info.id = next_connection_id.fetch_add(1);
+      state->info.shard = shard;
+      state->info.listener_name = listener_name;
+      auto remote = state->socket.remote_endpoint(ec);
+      state->info.peer = ec ? "unknown" : endpoint_text(remote);
+      asio::co_spawn(shards.context(shard), serve_connection(state), asio::detached);
+      if (limits.connections_max_idle_ms > 0) {
+        asio::co_spawn(shards.context(shard), idle_watchdog(state), asio::detached);
+      }
+    }
+  }
+
+  asio::awaitable<void> idle_watchdog(std::shared_ptr<connection_state> state) {
+    const auto max_idle = std::chrono::milliseconds(limits.connections_max_idle_ms);
+    while (!state->closed) {
+      const auto deadline = state->last_activity + max_idle;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        log->info("closing connection {} from {}: idle for more than connections.max.idle.ms={}",
+                  state->info.id, state->info.peer, limits.connections_max_idle_ms);
+        state->close();
+        co_return;
+      }
+      state->idle_timer.expires_at(deadline);
+      std::error_code ec;
+      co_await state->idle_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+  }
+
+  asio::awaitable<void> serve_connection(std::shared_ptr<connection_state> state) {
+    auto& socket = state->socket;
+    log->debug("connection {} from {} on listener {} (shard {})", state->info.id, state->info.peer,
+               state->info.listener_name, state->info.shard);
+    std::vector<uint8_t> frame;
+    std::vector<uint8_t> out;
+    for (;;) {
+      uint8_t size_bytes[4];
+      std::error_code ec;
+      co_await asio::async_read(socket, asio::buffer(size_bytes),
+                                asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;  // peer closed, idle timeout or shutdown
+      state->last_activity = std::chrono::steady_clock::now();
+      const int32_t size =
+          static_cast<int32_t>((uint32_t{size_bytes[0]} << 24) | (uint32_t{size_bytes[1]} << 16) |
+                               (uint32_t{size_bytes[2]} << 8) | uint32_t{size_bytes[3]});
+      if (size < 0 || size > limits.socket_request_max_bytes) {
+        log->warn("closing connection {} from {}: request size {} is outside 0..socket.request.max.bytes={}",
+                  state->info.id, state->info.peer, size, limits.socket_request_max_bytes);
+        break;
+      }
+      frame.resize(static_cast<size_t>(size));
+      co_await asio::async_read(socket, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (ec != asio::error::eof && ec != asio::error::operation_aborted) {
+          log->info("connection {} from {}: read failed mid-request: {}", state->info.id, state->info.peer,
+                    ec.message());
+        } else if (ec == asio::error::eof) {
+          log->info("connection {} from {} closed mid-request ({} of {} bytes missing)", state->info.id,
+                    state->info.peer, size, size);
+        }
+        break;
+      }
+      state->last_activity = std::chrono::steady_clock::now();
+      dispatch_result result = co_await dispatcher.dispatch(state->info, frame);
+      if (result.what == dispatch_result::action::close) {
+        log->warn("closing connection {} from {}: {}", state->info.id, state->info.peer, result.close_reason);
+        break;
+      }
+      if (result.what == dispatch_result::action::no_response) continue;
+      const auto n = static_cast<uint32_t>(result.response.size());
+      out.clear();
+      out.reserve(4 + n);
+      out.push_back(static_cast<uint8_t>(n >> 24));
+      out.push_back(static_cast<uint8_t>(n >> 16));
+      out.push_back(static_cast<uint8_t>(n >> 8));
+      out.push_back(static_cast<uint8_t>(n));
+      out.insert(out.end(), result.response.begin(), result.response.end());
+      co_await asio::async_write(socket, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+      state->last_activity = std::chrono::steady_clock::now();
+    }
+    state->close();
+  }
+};
+
+kafka_server::kafka_server(shard_pool& shards, request_dispatcher& dispatcher, server_limits limits)
+    : _impl(std::make_unique<impl>(shards, dispatcher, limits)) {}
+
+kafka_server::~kafka_server() = default;
+
+std::string kafka_server::listen(const std::vector<listen_endpoint>& endpoints) {
+  auto& ctx = _impl->shards.context(0);
+  for (const auto& ep : endpoints) {
+    std::error_code ec;
+    tcp::endpoint bind_to;
+    bool dual_stack = false;
+    if (ep.host.empty() || ep.host == "::" || ep.host == "[::]") {
+      bind_to = tcp::endpoint(tcp::v6(), ep.port);
+      dual_stack = true;
+    } else if (ep.host == "0.0.0.0") {
+      bind_to = tcp::endpoint(tcp::v4(), ep.port);
+    } else {
+      tcp::resolver resolver(ctx);
+      auto results = resolver.resolve(ep.host, std::to_string(ep.port), ec);
+      if (ec || results.empty()) {
+        return "listener " + ep.listener_name + ": cannot resolve host '" + ep.host + "': " + ec.message();
+      }
+      bind_to = results.begin()->endpoint();
+    }
+    auto acceptor = std::make_unique<tcp::acceptor>(ctx);
+    acceptor->open(bind_to.protocol(), ec);
+    if (!ec && dual_stack) acceptor->set_option(asio::ip::v6_only(false), ec);
+    if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor->bind(bind_to, ec);
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return "listener " + ep.listener_name + ": cannot listen on " + endpoint_text(bind_to) + ": " +
+             ec.message();
+    }
+    const uint16_t port = acceptor->local_endpoint(ec).port();
+    _impl->bound_ports[ep.listener_name] = port;
+    _impl->log->info("listening on {} ({})", endpoint_text(tcp::endpoint(bind_to.address(), port)),
+                     ep.listener_name);
+    asio::co_spawn(ctx, _impl->accept_loop(*acceptor, ep.listener_name), asio::detached);
+    _impl->acceptors.push_back(std::move(acceptor));
+  }
+  return {};
+}
+
+void kafka_server::stop() {
+  for (auto& a : _impl->acceptors) {
+    std::error_code ec;
+    a->close(ec);
+  }
+}
+
+uint16_t kafka_server::bound_port(const std::string& listener_name) const {
+  auto it = _impl->bound_ports.find(listener_name);
+  return it == _impl->bound_ports.end() ? 0 : it->second;
+}
+
+}  // namespace mala::net

@@ -1,0 +1,488 @@
+#include "mala/common/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace mala {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A small valid combined-mode node; tests append or override keys.
+constexpr std::string_view base_yaml = R"(
+node.id: 1
+process.roles: broker,controller
+listeners: PLAINTEXT://:9092,CONTROLLER://:9093
+controller.listener.names: CONTROLLER
+controller.quorum.voters: 1@localhost:9093
+log.dirs: /tmp/mala-test
+)";
+
+node_config load_ok(std::string_view yaml, const std::vector<std::string>& overrides = {},
+                    config_format format = config_format::yaml) {
+  auto r = node_config::load_from_string(yaml, format, overrides);
+  if (auto* err = std::get_if<config_error>(&r)) {
+    ADD_FAILURE() << "key " << err->key << ": " << err->message;
+    return std::get<node_config>(node_config::load(nullptr, {}));
+  }
+  return std::get<node_config>(std::move(r));
+}
+
+config_error load_error(std::string_view yaml, const std::vector<std::string>& overrides = {},
+                        config_format format = config_format::yaml) {
+  auto r = node_config::load_from_string(yaml, format, overrides);
+  EXPECT_TRUE(std::holds_alternative<config_error>(r)) << "expected the configuration to be refused";
+  return std::holds_alternative<config_error>(r) ? std::get<config_error>(r) : config_error{};
+}
+
+// Loading base_yaml with `overrides` fails on `key`, and the message names it.
+void expect_refused(const std::vector<std::string>& overrides, std::string_view key) {
+  auto err = load_error(base_yaml, overrides);
+  EXPECT_EQ(err.key, key) << err.message;
+  EXPECT_NE(err.message.find(key), std::string::npos) << err.message;
+}
+
+TEST(config_test, embedded_default_is_a_working_single_node) {
+  auto r = node_config::load(nullptr, {});
+  ASSERT_TRUE(std::holds_alternative<node_config>(r)) << std::get<config_error>(r).message;
+  const auto& c = std::get<node_config>(r);
+  EXPECT_TRUE(c.warnings().empty());
+  EXPECT_EQ(c.node_id(), 1);
+  EXPECT_TRUE(c.has_role("broker"));
+  EXPECT_TRUE(c.has_role("controller"));
+  ASSERT_EQ(c.listeners().size(), 2u);
+  EXPECT_EQ(c.listeners()[0], (listener_config{"PLAINTEXT", "", 9092, security_protocol::plaintext}));
+  EXPECT_EQ(c.listeners()[1], (listener_config{"CONTROLLER", "", 9093, security_protocol::plaintext}));
+  ASSERT_EQ(c.advertised_listeners().size(), 1u);
+  EXPECT_EQ(c.advertised_listeners()[0],
+            (listener_config{"PLAINTEXT", "localhost", 9092, security_protocol::plaintext}));
+  ASSERT_EQ(c.controller_listeners().size(), 1u);
+  EXPECT_EQ(c.controller_listeners()[0].port, 9093);
+  EXPECT_EQ(c.inter_broker_listener_name(), "PLAINTEXT");
+  ASSERT_EQ(c.quorum_voters().size(), 1u);
+  EXPECT_EQ(c.quorum_voters()[0], (quorum_voter{1, "localhost", 9093}));
+  EXPECT_EQ(c.log_dirs(), std::vector<std::string>{"/tmp/mala-logs"});
+  EXPECT_EQ(c.num_partitions(), 1);
+  EXPECT_EQ(c.offsets_topic_replication_factor(), 1);
+  EXPECT_EQ(c.shards(), 0);
+  EXPECT_EQ(c.log_level(), "info");
+  EXPECT_FALSE(c.cluster_id().has_value());
+  EXPECT_NE(embedded_default_config().find("node.id: 1"), std::string_view::npos);
+}
+
+TEST(config_test, cluster_files_load) {
+  for (int n = 1; n <= 3; ++n) {
+    fs::path path =
+        fs::path(MALA_SOURCE_DIR) / "config" / "cluster" / ("node-" + std::to_string(n) + ".yaml");
+    auto r = node_config::load(&path, {});
+    ASSERT_TRUE(std::holds_alternative<node_config>(r)) << std::get<config_error>(r).message;
+    const auto& c = std::get<node_config>(r);
+    EXPECT_TRUE(c.warnings().empty());
+    EXPECT_EQ(c.node_id(), n);
+    EXPECT_EQ(c.quorum_voters().size(), 3u);
+    EXPECT_EQ(c.log_dirs(), std::vector<std::string>{"/tmp/mala-cluster/node-" + std::to_string(n)});
+    EXPECT_EQ(c.min_insync_replicas(), 2);
+    EXPECT_EQ(c.advertised_listeners().at(0).port, 9090 + 2 * n);
+  }
+  fs::path server = fs::path(MALA_SOURCE_DIR) / "config" / "server.yaml";
+  EXPECT_TRUE(std::holds_alternative<node_config>(node_config::load(&server, {})));
+}
+
+TEST(config_test, defaults_match_kafka) {
+  auto c = load_ok(base_yaml);
+  EXPECT_EQ(c.socket_request_max_bytes(), 104857600);
+  EXPECT_EQ(c.connections_max_idle_ms(), 600000);
+  EXPECT_EQ(c.message_max_bytes(), 1048588);
+  EXPECT_EQ(c.log_segment_bytes(), 1073741824);
+  EXPECT_EQ(c.num_io_threads(), 8);
+  EXPECT_EQ(c.num_network_threads(), 3);
+  EXPECT_EQ(c.log_index_interval_bytes(), 4096);
+  EXPECT_EQ(c.log_index_size_max_bytes(), 10485760);
+  EXPECT_EQ(c.log_retention_bytes(), -1);
+  EXPECT_EQ(c.log_cleanup_policy(), std::vector<std::string>{"delete"});
+  EXPECT_FALSE(c.unclean_leader_election_enable());
+  EXPECT_TRUE(c.auto_create_topics_enable());
+  EXPECT_EQ(c.replica_lag_time_max_ms(), 30000);
+  EXPECT_EQ(c.replica_fetch_max_bytes(), 1048576);
+  EXPECT_EQ(c.replica_fetch_wait_max_ms(), 500);
+  EXPECT_EQ(c.offsets_topic_num_partitions(), 50);
+  EXPECT_EQ(c.offsets_topic_replication_factor(), 3);
+  EXPECT_EQ(c.offsets_retention_minutes(), 10080);
+  EXPECT_EQ(c.group_initial_rebalance_delay_ms(), 3000);
+  EXPECT_EQ(c.group_max_size(), 2147483647);
+  EXPECT_EQ(c.broker_heartbeat_interval_ms(), 2000);
+  EXPECT_EQ(c.broker_session_timeout_ms(), 9000);
+  EXPECT_EQ(c.controller_quorum_election_timeout_ms(), 1000);
+  EXPECT_EQ(c.controller_quorum_fetch_timeout_ms(), 2000);
+  EXPECT_EQ(c.controller_quorum_election_backoff_max_ms(), 1000);
+  EXPECT_EQ(c.metadata_log_max_record_bytes_between_snapshots(), 20971520);
+  EXPECT_EQ(c.transaction_state_log_replication_factor(), 3);
+  EXPECT_EQ(c.transaction_state_log_min_isr(), 2);
+  EXPECT_FALSE(c.broker_rack().has_value());
+  // No advertised.listeners: the listeners minus the controller ones, as Kafka advertises to clients.
+  ASSERT_EQ(c.advertised_listeners().size(), 1u);
+  EXPECT_EQ(c.advertised_listeners()[0].name, "PLAINTEXT");
+}
+
+TEST(config_test, yaml_flat_nested_and_sequence_forms_agree) {
+  auto flat =
+      load_ok(std::string(base_yaml) + "log.retention.hours: 5\nlog.cleanup.policy: compact,delete\n");
+  auto nested = load_ok(R"(
+node:
+  id: 1
+process:
+  roles: [broker, controller]
+listeners:
+  - PLAINTEXT://:9092
+  - CONTROLLER://:9093
+controller:
+  listener.names: CONTROLLER
+  quorum:
+    voters: ["1@localhost:9093"]
+log:
+  dirs: [/tmp/mala-test]
+  retention: {hours: 5}
+  cleanup.policy:
+    - compact
+    - delete
+)");
+  EXPECT_EQ(flat.all_values(), nested.all_values());
+  EXPECT_EQ(nested.log_retention_ms(), 5 * 3600 * 1000);
+  EXPECT_EQ(nested.log_cleanup_policy(), (std::vector<std::string>{"compact", "delete"}));
+  EXPECT_EQ(nested.listeners().size(), 2u);
+}
+
+TEST(config_test, yaml_null_means_default_and_duplicates_are_refused) {
+  auto c = load_ok(std::string(base_yaml) + "num.partitions:\n");
+  EXPECT_EQ(c.num_partitions(), 1);
+  auto err = load_error(std::string(base_yaml) + "log:\n  dirs: /elsewhere\n");
+  EXPECT_EQ(err.key, "log.dirs");
+  EXPECT_EQ(load_error("- a\n- b\n").key, "");
+  EXPECT_NE(load_error("node.id: [1\n").message.find("YAML"), std::string::npos);
+}
+
+TEST(config_test, java_properties_parsing) {
+  auto p = parse_java_properties(
+      "# comment\n"
+      "  ! another comment\n"
+      "\n"
+      "a=1\n"
+      "b = two words \n"
+      "c:3\n"
+      "d 4\n"
+      "listeners=PLAINTEXT://:9092,\\\n"
+      "          CONTROLLER://:9093\n"
+      "e=\\\n"
+      "# not a comment inside a continuation\n"
+      "f=tab\\there\\u0041\n"
+      "g\\=h=x\n"
+      "empty=\n"
+      "bare\n"
+      "path=C:\\\\dir\r\n"
+      "last=1\\");
+  std::vector<std::pair<std::string, std::string>> expected = {
+      {"a", "1"},
+      {"b", "two words "},
+      {"c", "3"},
+      {"d", "4"},
+      {"listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"},
+      {"e", "# not a comment inside a continuation"},
+      {"f",
+       "tab\there"
+       "A"},
+      {"g=h", "x"},
+      {"empty", ""},
+      {"bare", ""},
+      {"path", "C:\\dir"},
+      {"last", "1"},
+  };
+  EXPECT_EQ(p, expected);
+}
+
+TEST(config_test, properties_file_loads) {
+  auto path = fs::temp_directory_path() /
+              ("mala-config-test-" + std::to_string(std::random_device{}()) + ".properties");
+  std::ofstream(path) << "process.roles=broker,controller\n"
+                         "node.id=3\n"
+                         "controller.quorum.voters=3@localhost:9093\n"
+                         "listeners=PLAINTEXT://:9092,\\\n"
+                         "    CONTROLLER://:9093\n"
+                         "controller.listener.names=CONTROLLER\n"
+                         "# Kafka's stock server.properties keys\n"
+                         "num.recovery.threads.per.data.dir=1\n"
+                         "socket.send.buffer.bytes=102400\n"
+                         "log.dirs=/tmp/a,/tmp/b\n";
+  auto r = node_config::load(&path, {"num.partitions=4"});
+  fs::remove(path);
+  ASSERT_TRUE(std::holds_alternative<node_config>(r)) << std::get<config_error>(r).message;
+  const auto& c = std::get<node_config>(r);
+  EXPECT_EQ(c.node_id(), 3);
+  EXPECT_EQ(c.listeners().size(), 2u);
+  EXPECT_EQ(c.log_dirs(), (std::vector<std::string>{"/tmp/a", "/tmp/b"}));
+  EXPECT_EQ(c.num_partitions(), 4);
+  EXPECT_TRUE(c.warnings().empty());
+
+  fs::path missing = "/nonexistent/mala.yaml";
+  auto err = std::get<config_error>(node_config::load(&missing, {}));
+  EXPECT_NE(err.message.find("/nonexistent/mala.yaml"), std::string::npos);
+}
+
+TEST(config_test, overrides_win_and_are_reported) {
+  auto c = load_ok(std::string(base_yaml) + "num.partitions: 3\n",
+                   {"num.partitions=6", "log.dirs=/x,/y", "num.partitions=7", "broker.rack= r1 "});
+  EXPECT_EQ(c.num_partitions(), 7);
+  EXPECT_EQ(c.log_dirs(), (std::vector<std::string>{"/x", "/y"}));
+  EXPECT_EQ(c.broker_rack(), "r1");
+  auto all = c.all_values();
+  EXPECT_EQ(all.at("num.partitions").value, "7");
+  EXPECT_EQ(all.at("num.partitions").source, config_source::override_value);
+  EXPECT_EQ(all.at("node.id").source, config_source::file);
+  EXPECT_EQ(all.at("num.io.threads").source, config_source::default_value);
+  EXPECT_EQ(all.at("num.io.threads").value, "8");
+  EXPECT_FALSE(all.at("log.retention.ms").value.has_value());
+  EXPECT_EQ(all.size(), known_config_keys().size());
+  EXPECT_EQ(load_error(base_yaml, {"num.partitions"}).message.find("key=value") != std::string::npos, true);
+}
+
+TEST(config_test, unknown_keys_warn) {
+  auto c = load_ok(std::string(base_yaml) + "compression.typo: lz4\n", {"made.up=1"});
+  ASSERT_EQ(c.warnings().size(), 2u);
+  EXPECT_NE(c.warnings()[0].find("compression.typo"), std::string::npos);
+  EXPECT_NE(c.warnings()[1].find("made.up"), std::string::npos);
+  EXPECT_NE(c.warnings()[1].find("override"), std::string::npos);
+}
+
+TEST(config_test, generic_getters) {
+  auto c = load_ok(base_yaml);
+  EXPECT_EQ(c.get_int("num.partitions"), 1);
+  EXPECT_EQ(c.get_long("connections.max.idle.ms"), 600000);
+  EXPECT_EQ(c.get_bool("delete.topic.enable"), true);
+  EXPECT_EQ(c.get_string("log.level"), "info");
+  EXPECT_EQ(c.get_list("process.roles"), (std::vector<std::string>{"broker", "controller"}));
+  EXPECT_FALSE(c.get_int("connections.max.idle.ms").has_value());  // a long, not an int
+  EXPECT_FALSE(c.get_int("no.such.key").has_value());
+  EXPECT_FALSE(c.get_long("log.retention.ms").has_value());  // null
+}
+
+TEST(config_test, time_unit_chains_resolve_like_kafka) {
+  EXPECT_EQ(load_ok(base_yaml).log_retention_ms(), 168LL * 3600 * 1000);
+  EXPECT_EQ(load_ok(base_yaml, {"log.retention.hours=1"}).log_retention_ms(), 3600LL * 1000);
+  EXPECT_EQ(load_ok(base_yaml, {"log.retention.hours=1", "log.retention.minutes=2"}).log_retention_ms(),
+            120000);
+  EXPECT_EQ(load_ok(base_yaml, {"log.retention.minutes=2", "log.retention.ms=5"}).log_retention_ms(), 5);
+  EXPECT_EQ(load_ok(base_yaml, {"log.retention.ms=-1"}).log_retention_ms(), -1);
+  EXPECT_EQ(load_ok(base_yaml, {"log.retention.hours=-5"}).log_retention_ms(), -1);
+  expect_refused({"log.retention.ms=0"}, "log.retention.ms");
+  expect_refused({"log.retention.minutes=0"}, "log.retention.minutes");
+  EXPECT_EQ(load_ok(base_yaml).log_roll_ms(), 168LL * 3600 * 1000);
+  EXPECT_EQ(load_ok(base_yaml, {"log.roll.hours=2"}).log_roll_ms(), 2LL * 3600 * 1000);
+  EXPECT_EQ(load_ok(base_yaml, {"log.roll.hours=2", "log.roll.ms=100"}).log_roll_ms(), 100);
+  EXPECT_EQ(load_ok(base_yaml).log_flush_interval_ms(), INT64_MAX);
+  EXPECT_EQ(load_ok(base_yaml, {"log.flush.interval.ms=1000"}).log_flush_interval_ms(), 1000);
+  EXPECT_EQ(load_ok(base_yaml, {"log.dirs="}).log_dirs(),
+            std::vector<std::string>{"/tmp/mala-logs"});  // log.dir
+}
+
+TEST(config_test, refuses_bad_types_and_ranges) {
+  expect_refused({"node.id=abc"}, "node.id");
+  expect_refused({"node.id=-1"}, "node.id");
+  expect_refused({"node.id=2147483648"}, "node.id");
+  expect_refused({"num.partitions=0"}, "num.partitions");
+  expect_refused({"auto.create.topics.enable=yes"}, "auto.create.topics.enable");
+  expect_refused({"offsets.topic.replication.factor=40000"}, "offsets.topic.replication.factor");
+  expect_refused({"connections.max.idle.ms=1.5"}, "connections.max.idle.ms");
+  expect_refused({"log.segment.bytes=1000"}, "log.segment.bytes");
+  expect_refused({"log.cleanup.policy=delete,archive"}, "log.cleanup.policy");
+  expect_refused({"log.dirs=/a,,/b"}, "log.dirs");
+  expect_refused({"log.dirs=/a,/a"}, "log.dirs");
+  expect_refused({"log.level=verbose"}, "log.level");
+  expect_refused({"mala.shards=-1"}, "mala.shards");
+  expect_refused({"cluster.id=not-a-uuid"}, "cluster.id");
+  expect_refused({"replica.fetch.wait.max.ms=40000"}, "replica.fetch.wait.max.ms");
+  auto err = load_error(base_yaml, {"num.partitions=x"});
+  EXPECT_EQ(err.message, "Invalid value 'x' for configuration num.partitions: Not a number of type int");
+}
+
+TEST(config_test, refuses_missing_required_and_bad_roles) {
+  auto err = load_error("process.roles: broker,controller\nlisteners: CONTROLLER://:9093\n");
+  EXPECT_EQ(err.key, "node.id");
+  EXPECT_NE(err.message.find("Missing required configuration"), std::string::npos);
+  expect_refused({"process.roles="}, "process.roles");
+  expect_refused({"process.roles=broker,zookeeper"}, "process.roles");
+  expect_refused({"process.roles=broker,broker"}, "process.roles");
+}
+
+TEST(config_test, refuses_bad_listeners) {
+  expect_refused({"listeners=PLAINTEXT://:9092,CONTROLLER://localhost"}, "listeners");
+  expect_refused({"listeners=PLAINTEXT://:9092,CONTROLLER://:99999"}, "listeners");
+  expect_refused({"listeners=PLAINTEXT://:9092,plaintext://:9094,CONTROLLER://:9093"}, "listeners");
+  expect_refused({"listeners=PLAINTEXT://:9092,CONTROLLER://:9092"}, "listeners");  // same port
+  // One IPv4 and one IPv6 listener may share a port (KIP-797).
+  load_ok(base_yaml,
+          {"listeners=PLAINTEXT://127.0.0.1:9092,V6://[::1]:9092,CONTROLLER://:9093",
+           "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,V6:PLAINTEXT,CONTROLLER:PLAINTEXT"});
+  // A listener name without a security protocol.
+  expect_refused({"listeners=PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093"}, "listeners");
+  // An explicit map must name the controller listener too (the implicit CONTROLLER:PLAINTEXT applies only to
+  // the default map).
+  expect_refused({"listener.security.protocol.map=PLAINTEXT:PLAINTEXT"}, "listeners");
+  expect_refused({"process.roles=broker", "node.id=4", "listeners=PLAINTEXT://:9092",
+                  "listener.security.protocol.map=PLAINTEXT:PLAINTEXT"},
+                 "controller.listener.names");
+  expect_refused({"listener.security.protocol.map=PLAINTEXT:TLS"}, "listener.security.protocol.map");
+  auto ok = load_ok(base_yaml,
+                    {"listeners=PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
+                     "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:PLAINTEXT"});
+  EXPECT_EQ(ok.listeners()[1].protocol, security_protocol::ssl);
+}
+
+TEST(config_test, refuses_bad_advertised_listeners) {
+  expect_refused({"advertised.listeners=OTHER://localhost:9092"}, "advertised.listeners");
+  expect_refused({"advertised.listeners=PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners");
+  expect_refused({"advertised.listeners=PLAINTEXT://h:9092,CONTROLLER://h:9093"}, "advertised.listeners");
+  expect_refused({"advertised.listeners=PLAINTEXT://h"}, "advertised.listeners");
+  // Every listener a controller listener: nothing to advertise to clients.
+  expect_refused({"listeners=CONTROLLER://:9093"}, "advertised.listeners");
+  auto c = load_ok(base_yaml, {"advertised.listeners=PLAINTEXT://[2001:db8::1]:19092"});
+  EXPECT_EQ(c.advertised_listeners()[0].host, "2001:db8::1");
+  EXPECT_EQ(format_listener(c.advertised_listeners()[0]), "PLAINTEXT://[2001:db8::1]:19092");
+}
+
+TEST(config_test, controller_requirements_follow_kafka) {
+  // A controller needs a listener named in controller.listener.names.
+  expect_refused({"controller.listener.names=",
+                  "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"},
+                 "controller.listener.names");
+  expect_refused({"controller.listener.names=CTRL",
+                  "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,CTRL:PLAINTEXT"},
+                 "controller.listener.names");
+  // And must be one of the voters.
+  expect_refused({"controller.quorum.voters=2@localhost:9093"}, "controller.quorum.voters");
+  expect_refused({"controller.quorum.voters="}, "controller.quorum.voters");
+  expect_refused({"controller.quorum.voters=1@localhost"}, "controller.quorum.voters");
+  expect_refused({"controller.quorum.bootstrap.servers=localhost"}, "controller.quorum.bootstrap.servers");
+  // KIP-853: bootstrap servers instead of static voters.
+  auto dynamic =
+      load_ok(base_yaml, {"controller.quorum.voters=", "controller.quorum.bootstrap.servers=localhost:9093"});
+  EXPECT_EQ(dynamic.quorum_bootstrap_servers(), (std::vector<host_port>{{"localhost", 9093}}));
+
+  // Controller only: only controller listeners, no advertised.listeners.
+  load_ok(base_yaml, {"process.roles=controller", "listeners=CONTROLLER://:9093"});
+  expect_refused({"process.roles=controller"}, "listeners");
+  expect_refused(
+      {"process.roles=controller", "listeners=CONTROLLER://:9093", "advertised.listeners=CONTROLLER://h:1"},
+      "advertised.listeners");
+
+  // Broker only: not a voter, controller listener not among listeners but mapped.
+  auto broker = load_ok(base_yaml, {"process.roles=broker", "node.id=4", "listeners=PLAINTEXT://:9092"});
+  EXPECT_TRUE(broker.controller_listeners().empty());
+  EXPECT_EQ(broker.controller_listener_names(), std::vector<std::string>{"CONTROLLER"});
+  expect_refused({"process.roles=broker", "listeners=PLAINTEXT://:9092"}, "node.id");
+  expect_refused({"process.roles=broker", "node.id=4"}, "controller.listener.names");
+}
+
+TEST(config_test, inter_broker_listener) {
+  auto c = load_ok(
+      base_yaml,
+      {"listeners=PLAINTEXT://:9092,REPLICATION://:9094,CONTROLLER://:9093",
+       "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT",
+       "inter.broker.listener.name=replication"});
+  EXPECT_EQ(c.inter_broker_listener_name(), "REPLICATION");
+  expect_refused({"inter.broker.listener.name=NOPE"}, "inter.broker.listener.name");
+  expect_refused({"inter.broker.listener.name=CONTROLLER"}, "inter.broker.listener.name");
+  expect_refused({"inter.broker.listener.name=PLAINTEXT", "security.inter.broker.protocol=PLAINTEXT"},
+                 "inter.broker.listener.name");
+  expect_refused({"security.inter.broker.protocol=SSL"}, "inter.broker.listener.name");  // no SSL listener
+}
+
+TEST(config_test, key_table_covers_the_documented_keys) {
+  for (std::string_view name : {"node.id",
+                                "process.roles",
+                                "listeners",
+                                "advertised.listeners",
+                                "listener.security.protocol.map",
+                                "inter.broker.listener.name",
+                                "controller.listener.names",
+                                "controller.quorum.voters",
+                                "controller.quorum.bootstrap.servers",
+                                "controller.quorum.election.timeout.ms",
+                                "controller.quorum.fetch.timeout.ms",
+                                "controller.quorum.election.backoff.max.ms",
+                                "log.dirs",
+                                "log.dir",
+                                "num.partitions",
+                                "default.replication.factor",
+                                "min.insync.replicas",
+                                "auto.create.topics.enable",
+                                "socket.request.max.bytes",
+                                "connections.max.idle.ms",
+                                "num.network.threads",
+                                "num.io.threads",
+                                "message.max.bytes",
+                                "log.segment.bytes",
+                                "log.roll.ms",
+                                "log.roll.hours",
+                                "log.retention.ms",
+                                "log.retention.minutes",
+                                "log.retention.hours",
+                                "log.retention.bytes",
+                                "log.index.interval.bytes",
+                                "log.index.size.max.bytes",
+                                "log.flush.interval.messages",
+                                "log.flush.interval.ms",
+                                "log.cleanup.policy",
+                                "unclean.leader.election.enable",
+                                "replica.lag.time.max.ms",
+                                "replica.fetch.max.bytes",
+                                "replica.fetch.wait.max.ms",
+                                "replica.fetch.min.bytes",
+                                "num.replica.fetchers",
+                                "offsets.topic.num.partitions",
+                                "offsets.topic.replication.factor",
+                                "offsets.retention.minutes",
+                                "group.initial.rebalance.delay.ms",
+                                "group.max.size",
+                                "broker.heartbeat.interval.ms",
+                                "broker.session.timeout.ms",
+                                "broker.rack",
+                                "metadata.log.max.record.bytes.between.snapshots",
+                                "auto.leader.rebalance.enable",
+                                "delete.topic.enable",
+                                "transaction.state.log.replication.factor",
+                                "transaction.state.log.min.isr",
+                                "cluster.id",
+                                "mala.shards",
+                                "log.level"}) {
+    const auto* key = find_config_key(name);
+    ASSERT_NE(key, nullptr) << name;
+    EXPECT_FALSE(key->doc.empty()) << name;
+  }
+  EXPECT_EQ(describe_valid_values(*find_config_key("num.partitions")), "[1,...]");
+  EXPECT_EQ(describe_valid_values(*find_config_key("process.roles")), "[broker, controller]");
+  EXPECT_EQ(to_string(find_config_key("connections.max.idle.ms")->type), "long");
+  EXPECT_EQ(to_string(find_config_key("listeners")->update_mode), "per-broker");
+  auto keys = known_config_keys();
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end(), [](auto& a, auto& b) { return a.name < b.name; }));
+}
+
+}  // namespace
+}  // namespace mala
+
+namespace mala {
+namespace {
+
+TEST(config_test, every_key_is_documented) {
+  std::ifstream in(std::filesystem::path(MALA_SOURCE_DIR) / "docs" / "configuration.md");
+  ASSERT_TRUE(in.good());
+  std::string docs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& key : known_config_keys()) {
+    EXPECT_NE(docs.find("| `" + std::string(key.name) + "` |"), std::string::npos)
+        << key.name << " is missing from docs/configuration.md";
+  }
+}
+
+}  // namespace
+}  // namespace mala

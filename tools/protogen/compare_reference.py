@@ -1,0 +1,461 @@
+#!/usr/bin/env python3
+"""Checks Mala's message definitions (proto/*.msg) against Apache Kafka's JSON message schemas.
+
+Run by ctest (proto_matches_kafka_reference). For every definition it finds the reference schema with the same
+message name and compares, at every version both sides know: the ordered fields present at that version (recursing
+through inline structs and common structs), each field's type, nullability, tagged-ness and tag, default (normalised),
+ignorable/mapKey/entityType and per-field flexibleVersions; plus the message kind, api key and flexible versions.
+It also checks that each API's `versions=` spans Kafka 4.x's minimum (or its extra versions) to the reference's
+newest, and that every API Mala serves has a request and a response definition.
+
+Exit status: 0 all match, 1 any mismatch (one precise line each), 77 (ctest skip) if the reference dir is absent.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import proto_model  # noqa: E402
+from proto_model import Field, Message, VersionRange  # noqa: E402
+
+# The APIs Mala serves: api key -> (API name, Kafka 4.x minimum version, extra versions Mala also serves).
+#
+# Minimums: the `validVersions` lower bounds in `common/message/*.json` of the kafka-clients 4.0.0 jar from Maven
+# Central (org.apache.kafka:kafka-clients:4.0.0), i.e. after KIP-896 removed the pre-2.1 protocol versions. The
+# kafka-clients 4.0.1, 4.1.1 and 4.4.0 jars have the same lower bounds except JoinGroup, which is 0 again there.
+# Extras (versions below that minimum which Kafka 4.x still advertises or answers):
+#   Produce v0-v2: KAFKA-18659 (apache/kafka#18727, 4.0.0) - ApiVersions advertises Produce from v0 because
+#     librdkafka refuses to produce compressed batches otherwise; the schema JSON itself still says 3+.
+#   JoinGroup v0-v1: KAFKA-19444 (apache/kafka#20116, 4.0.1 and 4.1.0) - restored for older librdkafka with
+#     Kerberos; the 4.0.1+ jars' JoinGroupRequest.json says 0-9.
+API_MINIMUMS: dict[int, tuple[str, int, str]] = {
+    0: ("Produce", 3, "0-2"),
+    1: ("Fetch", 4, "none"),
+    2: ("ListOffsets", 1, "none"),
+    3: ("Metadata", 0, "none"),
+    8: ("OffsetCommit", 2, "none"),
+    9: ("OffsetFetch", 1, "none"),
+    10: ("FindCoordinator", 0, "none"),
+    11: ("JoinGroup", 2, "0-1"),
+    12: ("Heartbeat", 0, "none"),
+    13: ("LeaveGroup", 0, "none"),
+    14: ("SyncGroup", 0, "none"),
+    15: ("DescribeGroups", 0, "none"),
+    16: ("ListGroups", 0, "none"),
+    17: ("SaslHandshake", 0, "none"),
+    18: ("ApiVersions", 0, "none"),
+    19: ("CreateTopics", 2, "none"),
+    20: ("DeleteTopics", 1, "none"),
+    21: ("DeleteRecords", 0, "none"),
+    22: ("InitProducerId", 0, "none"),
+    23: ("OffsetForLeaderEpoch", 2, "none"),
+    24: ("AddPartitionsToTxn", 0, "none"),
+    25: ("AddOffsetsToTxn", 0, "none"),
+    26: ("EndTxn", 0, "none"),
+    27: ("WriteTxnMarkers", 1, "none"),
+    28: ("TxnOffsetCommit", 0, "none"),
+    29: ("DescribeAcls", 1, "none"),
+    30: ("CreateAcls", 1, "none"),
+    31: ("DeleteAcls", 1, "none"),
+    32: ("DescribeConfigs", 1, "none"),
+    33: ("AlterConfigs", 0, "none"),
+    35: ("DescribeLogDirs", 1, "none"),
+    36: ("SaslAuthenticate", 0, "none"),
+    37: ("CreatePartitions", 0, "none"),
+    42: ("DeleteGroups", 0, "none"),
+    43: ("ElectLeaders", 0, "none"),
+    44: ("IncrementalAlterConfigs", 0, "none"),
+    45: ("AlterPartitionReassignments", 0, "none"),
+    46: ("ListPartitionReassignments", 0, "none"),
+    47: ("OffsetDelete", 0, "none"),
+    48: ("DescribeClientQuotas", 0, "none"),
+    49: ("AlterClientQuotas", 0, "none"),
+    50: ("DescribeUserScramCredentials", 0, "none"),
+    51: ("AlterUserScramCredentials", 0, "none"),
+    52: ("Vote", 0, "none"),
+    53: ("BeginQuorumEpoch", 0, "none"),
+    54: ("EndQuorumEpoch", 0, "none"),
+    55: ("DescribeQuorum", 0, "none"),
+    56: ("AlterPartition", 2, "none"),
+    57: ("UpdateFeatures", 0, "none"),
+    59: ("FetchSnapshot", 0, "none"),
+    60: ("DescribeCluster", 0, "none"),
+    61: ("DescribeProducers", 0, "none"),
+    62: ("BrokerRegistration", 0, "none"),
+    63: ("BrokerHeartbeat", 0, "none"),
+    65: ("DescribeTransactions", 0, "none"),
+    66: ("ListTransactions", 0, "none"),
+    67: ("AllocateProducerIds", 0, "none"),
+    68: ("ConsumerGroupHeartbeat", 0, "none"),
+    69: ("ConsumerGroupDescribe", 0, "none"),
+    71: ("GetTelemetrySubscriptions", 0, "none"),
+    75: ("DescribeTopicPartitions", 0, "none"),
+}
+HEADERS = ("RequestHeader", "ResponseHeader")
+
+INT_TYPES = {"int8", "int16", "uint16", "int32", "int64", "uint32"}
+
+
+def strip_json_comments(text: str) -> str:
+    """Kafka's schema files carry `//` (and possibly `/* */`) comments; JSON does not allow them."""
+    out: list[str] = []
+    i, n, in_string = 0, len(text), False
+    while i < n:
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                in_string = False
+            i += 1
+        elif c == '"':
+            in_string = True
+            out.append(c)
+            i += 1
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def load_schema(path: Path) -> dict:
+    return json.loads(strip_json_comments(path.read_text()))
+
+
+def load_reference(reference_dir: Path) -> dict[str, dict]:
+    """Reference schemas by message name (not by file name)."""
+    schemas: dict[str, dict] = {}
+    for path in sorted(reference_dir.glob("*.json")):
+        schema = load_schema(path)
+        if "name" in schema:
+            schemas[schema["name"]] = schema
+    return schemas
+
+
+def json_default_text(value: object) -> str:
+    """A JSON `default` as the literal our grammar writes (the schemas use both "false" and false, "-1" and -1)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# --- reference JSON -> proto_model objects (independent of json_to_proto.py's text output) ---
+
+def _ref_field(node: dict) -> Field:
+    f = Field(name=node["name"], type=node["type"], versions=VersionRange.parse(node["versions"]))
+    f.nullable = VersionRange.parse(node.get("nullableVersions", "none"))
+    f.tagged = VersionRange.parse(node.get("taggedVersions", "none"))
+    f.tag = int(node["tag"]) if "tag" in node else None  # BrokerHeartbeatRequest.json writes "tag": "0"
+    f.default = json_default_text(node["default"]) if "default" in node else None
+    f.ignorable = bool(node.get("ignorable", False))
+    f.mapkey = bool(node.get("mapKey", False))
+    f.entity = node.get("entityType")
+    if "flexibleVersions" in node:
+        f.flexible = VersionRange.parse(node["flexibleVersions"])
+    f.fields = [_ref_field(c) for c in node.get("fields", [])]
+    return f
+
+
+def reference_message(schema: dict) -> Message:
+    msg = Message(kind=schema["type"], name=schema["name"], api_key=schema.get("apiKey"),
+                  versions=VersionRange.parse(schema["validVersions"]),
+                  flexible=VersionRange.parse(schema.get("flexibleVersions", "none")),
+                  unstable_latest=bool(schema.get("latestVersionUnstable", False)))
+    msg.fields = [_ref_field(f) for f in schema.get("fields", [])]
+    for s in schema.get("commonStructs", []):
+        msg.common_structs.append(proto_model.Struct(name=s["name"], versions=VersionRange.parse(s["versions"]),
+                                                     fields=[_ref_field(f) for f in s.get("fields", [])]))
+    return msg
+
+
+# --- per-version flattening ---
+
+def _struct_registry(msg: Message) -> dict[str, list[Field]]:
+    """Struct type name -> its fields, from common structs and from struct fields declared inline."""
+    registry: dict[str, list[Field]] = {s.name: s.fields for s in msg.common_structs}
+
+    def walk(fields: list[Field]) -> None:
+        for f in fields:
+            if f.is_struct and f.fields:
+                registry.setdefault(f.element_type, f.fields)
+            walk(f.fields)
+
+    walk(msg.fields)
+    for s in msg.common_structs:
+        walk(s.fields)
+    return registry
+
+
+def _normalised_default(f: Field) -> str:
+    t = f.element_type
+    if f.is_array:
+        return "null" if f.default == "null" else "[]"
+    if f.default is None:
+        implicit = {"bool": "false", "float64": "0.0", "string": "''", "bytes": "''", "records": "null",
+                    "uuid": "AAAAAAAAAAAAAAAAAAAAAA"}
+        return "0" if t in INT_TYPES else implicit.get(t, "struct")
+    d = f.default
+    if d == "null":
+        return "null"
+    if t in INT_TYPES:
+        try:
+            return str(int(d, 0))
+        except ValueError:
+            return f"invalid-int({d})"
+    if t == "bool":
+        return d.lower()
+    if t == "float64":
+        return repr(float(d))
+    if t in ("string", "bytes"):
+        return repr(d)
+    return d
+
+
+def _on(r: VersionRange, v: int) -> bool:
+    return r.contains(v)
+
+
+def flatten(msg: Message, version: int) -> list[tuple[str, dict[str, object]]]:
+    """The fields present at `version`, depth first, each as (path, properties at that version)."""
+    registry = _struct_registry(msg)
+    out: list[tuple[str, dict[str, object]]] = []
+
+    def walk(fields: list[Field], prefix: str, depth: int) -> None:
+        if depth > 32:
+            raise proto_model.ProtoError(f"{msg.name}: struct nesting too deep (recursive type?)")
+        for f in fields:
+            if not f.versions.contains(version):
+                continue
+            path = prefix + f.name
+            tagged = f.tagged.contains(version)
+            flexible_override = getattr(f, "flexible", None)
+            out.append((path, {
+                "type": f.type,
+                "nullable": f.nullable.contains(version),
+                "tagged": tagged,
+                "tag": f.tag if tagged else None,
+                "default": _normalised_default(f),
+                "ignorable": f.ignorable,
+                "mapkey": f.mapkey,
+                "entity": f.entity,
+                "flexible-override": None if flexible_override is None else flexible_override.contains(version),
+            }))
+            if f.is_struct:
+                children = f.fields or registry.get(f.element_type)
+                if children is None:
+                    out.append((path + ".?", {"type": f"unresolved struct type {f.element_type}"}))
+                    continue
+                walk(children, path + ("[]." if f.is_array else "."), depth + 1)
+
+    walk(msg.fields, "", 0)
+    return out
+
+
+def compare_version(mine: Message, ref: Message, version: int) -> list[str]:
+    errors: list[str] = []
+    where = f"{mine.name} v{version}"
+    a, b = flatten(mine, version), flatten(ref, version)
+    names_a, names_b = [p for p, _ in a], [p for p, _ in b]
+    if names_a != names_b:
+        missing = [p for p in names_b if p not in names_a]
+        extra = [p for p in names_a if p not in names_b]
+        if missing:
+            errors.append(f"{where}: missing field(s) {', '.join(missing)}")
+        if extra:
+            errors.append(f"{where}: field(s) not in the reference: {', '.join(extra)}")
+        if not missing and not extra:
+            for i, (x, y) in enumerate(zip(names_a, names_b)):
+                if x != y:
+                    errors.append(f"{where}: field order differs at position {i}: {x} (reference: {y})")
+                    break
+    for path, props in a:
+        if str(props.get("type", "")).startswith("unresolved"):
+            errors.append(f"{where}: {path}: {props['type']} (no inline definition or common struct)")
+    props_b = dict(b)
+    for path, props in a:
+        other = props_b.get(path)
+        if other is None:
+            continue
+        for key, value in props.items():
+            if other.get(key) != value:
+                errors.append(f"{where}: {path}: {key} is {value!r}, reference says {other.get(key)!r}")
+    for flag in ("flexible",):
+        if mine.flexible.contains(version) != ref.flexible.contains(version):
+            errors.append(f"{where}: {flag} is {mine.flexible.contains(version)}, reference flexibleVersions "
+                          f"{ref.flexible}")
+    return errors
+
+
+def expected_range(msg: Message, ref: Message) -> tuple[int, str] | str:
+    """(expected low version, expected extra-versions) for a request/response, or an error."""
+    entry = API_MINIMUMS.get(ref.api_key if ref.api_key is not None else -1)
+    if entry is None:
+        return f"{msg.name}: api key {ref.api_key} is not in compare_reference.py's list of APIs Mala serves"
+    _, minimum, extras = entry
+    extra_range = VersionRange.parse(extras)
+    return (extra_range.low if not extra_range.is_none() else minimum), extras
+
+
+def compare_message(mine: Message, ref: Message) -> tuple[list[str], int]:
+    errors: list[str] = []
+    n = mine.name
+    if mine.kind != ref.kind:
+        errors.append(f"{n}: kind is {mine.kind}, reference says {ref.kind}")
+    if mine.api_key != ref.api_key:
+        errors.append(f"{n}: key={mine.api_key}, reference apiKey is {ref.api_key}")
+    if str(mine.flexible) != str(ref.flexible):
+        errors.append(f"{n}: flexible={mine.flexible}, reference flexibleVersions is {ref.flexible}")
+    if mine.unstable_latest != ref.unstable_latest:
+        errors.append(f"{n}: unstable-latest is {mine.unstable_latest}, reference latestVersionUnstable is "
+                      f"{ref.unstable_latest}")
+    if mine.versions.is_none():
+        errors.append(f"{n}: versions=none")
+    elif mine.versions.high != ref.versions.high:
+        errors.append(f"{n}: versions={mine.versions} must end at the reference's newest version {ref.versions.high}")
+    if mine.kind in ("request", "response"):
+        expected = expected_range(mine, ref)
+        if isinstance(expected, str):
+            errors.append(expected)
+        else:
+            low, extras = expected
+            if mine.versions.low != low:
+                errors.append(f"{n}: versions={mine.versions} must start at {low} (Kafka 4.x minimum "
+                              f"{API_MINIMUMS[ref.api_key][1]}, extra versions {extras})")
+            if str(mine.extra_versions) != str(VersionRange.parse(extras)):
+                errors.append(f"{n}: extra-versions={mine.extra_versions}, expected {extras}")
+    else:
+        if str(mine.versions) != str(ref.versions):
+            errors.append(f"{n}: versions={mine.versions}, reference validVersions is {ref.versions}")
+        if not mine.extra_versions.is_none():
+            errors.append(f"{n}: extra-versions is only meaningful for requests and responses")
+    if not mine.extra_versions.is_none() and not (mine.versions.contains(mine.extra_versions.low) and
+                                                   mine.versions.contains(mine.extra_versions.high)):
+        errors.append(f"{n}: extra-versions={mine.extra_versions} lies outside versions={mine.versions}")
+    # Field ranges are copied as the reference states them ("0+" stays "0+" even where versions= starts later).
+    ranges_ref = dict(_ranges(ref))
+    for path, text in _ranges(mine):
+        if path in ranges_ref and ranges_ref[path] != text:
+            errors.append(f"{n}: {path}: ranges {text}, reference states {ranges_ref[path]}")
+    common = mine.versions.intersect(ref.versions)
+    compared = 0
+    # The same problem usually shows at many versions: report it once with the versions it affects.
+    per_problem: dict[str, list[int]] = {}
+    if not common.is_none():
+        for v in range(common.low, common.high + 1):
+            for e in compare_version(mine, ref, v):
+                per_problem.setdefault(e.split(": ", 1)[1], []).append(v)
+            compared += 1
+    for problem, versions in per_problem.items():
+        errors.append(f"{n} v{_versions_text(versions)}: {problem}")
+    return errors, compared
+
+
+def _ranges(msg: Message) -> list[tuple[str, str]]:
+    """Every declared field (all versions) with its version, nullable and tagged ranges as written."""
+    out: list[tuple[str, str]] = []
+
+    def walk(fields: list[Field], prefix: str) -> None:
+        for f in fields:
+            out.append((prefix + f.name, f"v{f.versions} nullable={f.nullable} tagged={f.tagged}"))
+            walk(f.fields, prefix + f.name + ("[]." if f.is_array else "."))
+
+    walk(msg.fields, "")
+    for s in msg.common_structs:
+        walk(s.fields, f"struct {s.name}.")
+    return out
+
+
+def _versions_text(versions: list[int]) -> str:
+    runs: list[str] = []
+    start = prev = versions[0]
+    for v in versions[1:] + [None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ",".join(runs)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--proto-dir", type=Path, required=True)
+    ap.add_argument("--reference-dir", type=Path, required=True)
+    args = ap.parse_args()
+    if not args.reference_dir.is_dir():
+        print(f"skip: reference dir {args.reference_dir} not present")
+        return 77
+    reference = load_reference(args.reference_dir)
+    try:
+        messages = proto_model.load_all(args.proto_dir)
+    except proto_model.ProtoError as e:
+        print(f"FAIL parse: {e}")
+        return 1
+
+    failures = 0
+    by_name: dict[str, Message] = {}
+    for msg in messages:
+        by_name[msg.name] = msg
+        if msg.path is not None and msg.path.stem != msg.name:
+            print(f"FAIL {msg.name}: defined in {msg.path.name}, expected {msg.name}.msg")
+            failures += 1
+        schema = reference.get(msg.name)
+        if schema is None:
+            if msg.kind == "data":
+                print(f"note {msg.name}: no reference schema (Mala-only data), not compared")
+                continue
+            print(f"FAIL {msg.name}: no reference schema named {msg.name} in {args.reference_dir}")
+            failures += 1
+            continue
+        errors, compared = compare_message(msg, reference_message(schema))
+        if errors:
+            failures += 1
+            for e in errors:
+                print(f"FAIL {e}")
+        else:
+            print(f"ok {msg.name} v{msg.versions} ({compared} version{'' if compared == 1 else 's'})")
+
+    missing: list[str] = []
+    for key, (api, _, _) in sorted(API_MINIMUMS.items()):
+        for suffix in ("Request", "Response"):
+            m = by_name.get(api + suffix)
+            if m is None:
+                missing.append(api + suffix)
+            elif m.api_key != key:
+                print(f"FAIL {m.name}: key={m.api_key}, expected {key}")
+                failures += 1
+    for h in HEADERS:
+        if h not in by_name:
+            missing.append(h)
+    for name in missing:
+        print(f"FAIL missing definition proto/{name}.msg")
+    failures += len(missing)
+    # A request and its response must cover the same versions (the generator pairs them by api key).
+    for key, (api, _, _) in sorted(API_MINIMUMS.items()):
+        req, resp = by_name.get(api + "Request"), by_name.get(api + "Response")
+        if req and resp and (str(req.versions) != str(resp.versions) or
+                             str(req.extra_versions) != str(resp.extra_versions)):
+            print(f"FAIL {api}: request versions={req.versions} extra={req.extra_versions} but response "
+                  f"versions={resp.versions} extra={resp.extra_versions}")
+            failures += 1
+
+    print(f"summary: {len(messages)} definitions, {len(API_MINIMUMS)} APIs + {len(HEADERS)} headers required, "
+          f"{failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

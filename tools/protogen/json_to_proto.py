@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Converts Apache Kafka JSON message schemas into Mala's compact definitions (docs/protocol-definitions.md).
+
+A one-off authoring aid, not part of the build: the .msg files in proto/ are the source of truth and
+compare_reference.py keeps them honest. All prose ("about" text and `//` comments) is dropped; so are attributes
+the grammar has no use for (zeroCopy, deprecatedVersions, listeners).
+
+  json_to_proto.py SCHEMA.json [--min-version N] [--extra-versions R]     one definition to stdout
+  json_to_proto.py --reference-dir DIR --out-dir proto                     every API Mala serves, plus the headers
+
+In batch mode `versions=` starts at Kafka 4.x's minimum (or the extra versions) from compare_reference.API_MINIMUMS
+and ends at the reference's newest version.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_reference import API_MINIMUMS, HEADERS, json_default_text, load_schema  # noqa: E402
+from proto_model import VersionRange  # noqa: E402
+
+
+def _quote(value: str) -> str:
+    """The parser splits lines with shlex; quote only what needs it (empty strings, spaces, quotes, '#')."""
+    if value and all(c.isalnum() or c in "-+_.:/" for c in value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _field_lines(node: dict, depth: int) -> list[str]:
+    parts = [node["name"], node["type"], "v" + node["versions"]]
+    if "nullableVersions" in node and not VersionRange.parse(node["nullableVersions"]).is_none():
+        parts.append("nullable=" + node["nullableVersions"])
+    if "taggedVersions" in node and not VersionRange.parse(node["taggedVersions"]).is_none():
+        parts.append("tagged=" + node["taggedVersions"])
+        parts.append(f"tag={node['tag']}")
+    if "flexibleVersions" in node:
+        parts.append("flexible=" + node["flexibleVersions"])
+    if "default" in node:
+        parts.append("default=" + _quote(json_default_text(node["default"])))
+    if node.get("ignorable"):
+        parts.append("ignorable")
+    if node.get("mapKey"):
+        parts.append("mapkey")
+    if "entityType" in node:
+        parts.append("entity=" + node["entityType"])
+    lines = ["  " * depth + " ".join(parts)]
+    for child in node.get("fields", []):
+        lines.extend(_field_lines(child, depth + 1))
+    return lines
+
+
+def convert(schema: dict, source_name: str, min_version: int | None = None, extra_versions: str = "none") -> str:
+    valid = VersionRange.parse(schema["validVersions"])
+    extras = VersionRange.parse(extra_versions)
+    low = valid.low if min_version is None else min_version
+    if not extras.is_none():
+        low = min(low, extras.low)
+    versions = VersionRange(low, valid.high)
+    head = [schema["type"], schema["name"]]
+    if "apiKey" in schema:
+        head.append(f"key={schema['apiKey']}")
+    head.append(f"versions={versions}")
+    head.append(f"flexible={schema.get('flexibleVersions', 'none')}")
+    if schema.get("latestVersionUnstable"):
+        head.append("unstable-latest")
+    if not extras.is_none():
+        head.append(f"extra-versions={extras}")
+    lines = [f"# Converted from Apache Kafka's {source_name} (validVersions {schema['validVersions']}) by "
+             "tools/protogen/json_to_proto.py;",
+             "# checked by tools/protogen/compare_reference.py. Grammar: docs/protocol-definitions.md.",
+             " ".join(head)]
+    for f in schema.get("fields", []):
+        lines.extend(_field_lines(f, 1))
+    for s in schema.get("commonStructs", []):
+        lines.append(f"  struct {s['name']} v{s['versions']}")
+        for f in s.get("fields", []):
+            lines.extend(_field_lines(f, 2))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("schema", nargs="?", type=Path)
+    ap.add_argument("--min-version", type=int)
+    ap.add_argument("--extra-versions", default="none")
+    ap.add_argument("--reference-dir", type=Path)
+    ap.add_argument("--out-dir", type=Path)
+    args = ap.parse_args()
+
+    if args.schema:
+        sys.stdout.write(convert(load_schema(args.schema), args.schema.name, args.min_version, args.extra_versions))
+        return 0
+    if not (args.reference_dir and args.out_dir):
+        ap.error("give a SCHEMA.json, or --reference-dir and --out-dir")
+    by_name: dict[str, tuple[Path, dict]] = {}
+    for path in sorted(args.reference_dir.glob("*.json")):
+        schema = load_schema(path)
+        by_name[schema.get("name", "")] = (path, schema)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    wanted: list[tuple[str, int | None, str]] = [(h, None, "none") for h in HEADERS]
+    for key, (api, minimum, extras) in sorted(API_MINIMUMS.items()):
+        wanted += [(api + "Request", minimum, extras), (api + "Response", minimum, extras)]
+    for name, minimum, extras in wanted:
+        if name not in by_name:
+            print(f"error: no schema named {name} in {args.reference_dir}", file=sys.stderr)
+            return 1
+        path, schema = by_name[name]
+        (args.out_dir / f"{name}.msg").write_text(convert(schema, path.name, minimum, extras))
+    print(f"wrote {len(wanted)} definitions to {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
