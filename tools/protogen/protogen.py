@@ -128,8 +128,14 @@ class MessageGen:
                 raise ProtoError(f"{self.msg.name}: unknown type {f.element_type}")
 
     # --- helpers ------------------------------------------------------------------------------------------
+    def flat(self, struct_name: str) -> str:
+        """Namespace-scope name of a message's struct. Structs are defined outside the message (and aliased into it)
+        because clang refuses to construct a nested class with default member initializers before the enclosing
+        class is complete."""
+        return f"{self.cpp}__{self.structs[struct_name].cpp}"
+
     def qual(self, struct_name: str) -> str:
-        return f"::mala::protocol::{self.cpp}::{self.structs[struct_name].cpp}"
+        return f"::mala::protocol::{self.flat(struct_name)}"
 
     def nullable_anywhere(self, f: Field) -> bool:
         return not f.nullable.intersect(self.versions).is_none()
@@ -596,8 +602,14 @@ class MessageGen:
             "#include <cstdint>", "#include <optional>", "#include <string>", "#include <vector>", "",
             '#include "mala/common/uuid.h"', '#include "mala/protocol/wire.h"', "",
             "namespace mala::protocol {", "",
-            f"struct {self.cpp} {{",
         ]
+        for name in self.order:
+            sd = self.structs[name]
+            lines.append(f"struct {self.flat(name)} {{")
+            lines.extend(self.struct_decl(self.flat(name), sd.fields, False))
+            lines.append("};")
+            lines.append("")
+        lines.append(f"struct {self.cpp} {{")
         if m.api_key is not None:
             lines.append(f"  static constexpr int16_t api_key = {m.api_key};")
         lines.append(f"  static constexpr int16_t min_version = {m.versions.low};")
@@ -610,11 +622,8 @@ class MessageGen:
         lines.append(f"  static constexpr bool is_flexible([[maybe_unused]] int16_t version) {{ return {range_cond(m.flexible)}; }}")
         lines.append("")
         for name in self.order:
-            sd = self.structs[name]
-            lines.append(f"  struct {sd.cpp} {{")
-            lines.extend("  " + l if l else "" for l in self.struct_decl(sd.cpp, sd.fields, False))
-            lines.append("  };")
-            lines.append("")
+            lines.append(f"  using {self.structs[name].cpp} = {self.flat(name)};")
+        lines.append("")
         lines.extend(self.struct_decl(self.cpp, m.fields, True))
         lines.append("};")
         lines.append("")
@@ -631,7 +640,7 @@ class MessageGen:
         ]
         for name in self.order:
             sd = self.structs[name]
-            lines.extend(self.struct_impl(f"{self.cpp}::{sd.cpp}", sd.fields, False))
+            lines.extend(self.struct_impl(self.flat(name), sd.fields, False))
         lines.extend(self.struct_impl(self.cpp, self.msg.fields, True))
         lines.append("}  // namespace mala::protocol")
         lines.append("")
@@ -641,10 +650,10 @@ class MessageGen:
         out = []
         for name in self.order:
             sd = self.structs[name]
-            out.append(f"void fill_sample({self.cpp}::{sd.cpp}& value, int16_t version, uint32_t& seed);")
+            out.append(f"void fill_sample({self.flat(name)}& value, int16_t version, uint32_t& seed);")
         for name in self.order:
             sd = self.structs[name]
-            out.extend(self.sample_impl(f"{self.cpp}::{sd.cpp}", sd.fields))
+            out.extend(self.sample_impl(self.flat(name), sd.fields))
         out.extend(self.sample_impl(self.cpp, self.msg.fields))
         return out
 
