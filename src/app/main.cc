@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include <asio/signal_set.hpp>
 
 #include "mala/broker/broker_dispatcher.h"
@@ -60,6 +62,12 @@ std::optional<command_line> parse_command_line(int argc, char** argv) {
   return cl;
 }
 
+std::string local_host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
 // The image a single node starts with: itself as the only broker (and the controller clients are told about).
 // The controller quorum replaces this with the replicated metadata log.
 mala::metadata::metadata_image initial_image(const mala::node_config& config, const std::string& cluster_id) {
@@ -70,7 +78,10 @@ mala::metadata::metadata_image initial_image(const mala::node_config& config, co
     self.id = config.node_id();
     self.rack = config.broker_rack();
     for (const auto& l : config.advertised_listeners()) {
-      self.endpoints.push_back({l.name, l.host, l.port, std::string(mala::to_string(l.protocol))});
+      // A listener bound to every interface and not advertised explicitly is advertised under the machine's host
+      // name, as Kafka does (it uses the canonical host name).
+      std::string host = l.host.empty() ? local_host_name() : l.host;
+      self.endpoints.push_back({l.name, host, l.port, std::string(mala::to_string(l.protocol))});
     }
     image.brokers[self.id] = self;
     // In KRaft mode Kafka tells clients a live broker as the controller (it forwards controller-bound

@@ -394,25 +394,26 @@ class MessageGen:
         out.append(f"{ind}friend bool operator==(const {cpp}&, const {cpp}&) = default;")
         return out
 
+    def for_each_inline(self, fields: list[Field], out: list[str], emit):
+        """Emits, for each field that is written inline (present and not tagged) at some version, a version guard
+        around emit(field, member, out, indent, nullable-at-this-version expression)."""
+        for f in fields:
+            cond = range_cond(f.versions)
+            if cond == "false":
+                continue
+            out.append(f"  if (({cond}) && !({range_cond(f.tagged)})) {{")
+            emit(f, member_name(f.name), out, "    ", f"({range_cond(f.nullable)})")
+            out.append("  }")
+
     def struct_impl(self, qual: str, fields: list[Field], top: bool) -> list[str]:
         msg = self.cpp
-        inline = [f for f in fields]
         tagged = sorted([f for f in fields if not f.tagged.is_none()], key=lambda f: f.tag)
         out = []
         # encode
         out.append(f"void {qual}::encode(wire_writer& w, int16_t version) const {{")
         out.append(f"  const bool flexible = {msg}::is_flexible(version);")
         out.append("  (void)flexible;")
-        for f in inline:
-            present = f.versions
-            cond = range_cond(present)
-            tcond = range_cond(f.tagged)
-            if cond == "false":
-                continue
-            m = member_name(f.name)
-            out.append(f"  if (({cond}) && !({tcond})) {{")
-            self.encode_value(f, m, out, "    ", f"({range_cond(f.nullable)})")
-            out.append("  }")
+        self.for_each_inline(fields, out, self.encode_value)
         out.append("  if (flexible) {")
         if tagged:
             out.append("    uint32_t tag_count = 0;")
@@ -444,14 +445,7 @@ class MessageGen:
         out.append(f"{ret} {qual}::decode(wire_reader& r, int16_t version) {{")
         out.append(f"  const bool flexible = {msg}::is_flexible(version);")
         out.append("  (void)flexible;")
-        for f in inline:
-            cond = range_cond(f.versions)
-            if cond == "false":
-                continue
-            m = member_name(f.name)
-            out.append(f"  if (({cond}) && !({range_cond(f.tagged)})) {{")
-            self.decode_value(f, m, out, "    ", f"({range_cond(f.nullable)})")
-            out.append("  }")
+        self.for_each_inline(fields, out, self.decode_value)
         out.append("  if (flexible) {")
         out.append("    const uint32_t tag_count = r.read_tag_count();")
         out.append("    for (uint32_t i = 0; i < tag_count && r.ok(); ++i) {")
@@ -493,14 +487,7 @@ class MessageGen:
         out.append(f"  const bool flexible = {msg}::is_flexible(version);")
         out.append("  (void)flexible;")
         out.append("  size_t size = 0;")
-        for f in inline:
-            cond = range_cond(f.versions)
-            if cond == "false":
-                continue
-            m = member_name(f.name)
-            out.append(f"  if (({cond}) && !({range_cond(f.tagged)})) {{")
-            self.size_value(f, m, out, "    ", f"({range_cond(f.nullable)})")
-            out.append("  }")
+        self.for_each_inline(fields, out, self.size_value)
         out.append("  if (flexible) {")
         if tagged:
             out.append("    uint32_t tag_count = 0;")
