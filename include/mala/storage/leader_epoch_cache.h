@@ -1,0 +1,49 @@
+// The leader epoch cache of a partition (Kafka's LeaderEpochFileCache): for every leader epoch the first offset
+// written in it, persisted in leader-epoch-checkpoint. Followers use end_offset_for_epoch (OffsetForLeaderEpoch /
+// Fetch DivergingEpoch) to find where their log diverges from the leader's. Touched only by the owning shard.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "mala/common/result.h"
+#include "mala/storage/checkpoint_file.h"
+
+namespace mala::storage {
+
+struct epoch_end_offset {
+  int32_t epoch = -1;        // the largest epoch <= the requested one, -1 if none (UNDEFINED_EPOCH)
+  int64_t end_offset = -1;   // the start offset of the next larger epoch, or the log end offset; -1 if none
+  friend bool operator==(const epoch_end_offset&, const epoch_end_offset&) = default;
+};
+
+class leader_epoch_cache {
+ public:
+  // Loads the checkpoint in `partition_dir` (missing file: empty cache).
+  static result<leader_epoch_cache> load(const std::filesystem::path& partition_dir);
+
+  // Records that `epoch` starts at `start_offset`. An epoch not larger than the latest, or an offset smaller than
+  // the latest's, replaces the entries it conflicts with (Kafka's assign()). Persists on change.
+  status assign(int32_t epoch, int64_t start_offset);
+  std::optional<epoch_entry> latest() const;
+  std::optional<int32_t> latest_epoch() const;
+  // Kafka's endOffsetFor(requestedEpoch, logEndOffset).
+  epoch_end_offset end_offset_for_epoch(int32_t requested_epoch, int64_t log_end_offset) const;
+  // Epoch of the batch at `offset` by the cache (the latest entry whose start offset <= offset).
+  std::optional<int32_t> epoch_for_offset(int64_t offset) const;
+  // Removes entries whose start offset >= end_offset (log truncated to end_offset). Persists.
+  status truncate_from_end(int64_t end_offset);
+  // Removes entries wholly before start_offset and moves the first kept one's start up to it. Persists.
+  status truncate_from_start(int64_t start_offset);
+  status clear();
+  const std::vector<epoch_entry>& entries() const { return _entries; }
+
+ private:
+  status persist() const;
+  std::filesystem::path _path;
+  std::vector<epoch_entry> _entries;
+};
+
+}  // namespace mala::storage

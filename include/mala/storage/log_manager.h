@@ -1,0 +1,82 @@
+// All partition logs of a node across its log.dirs: loads them at start-up (recovering the ones a crash left
+// unclean), creates and deletes partitions, writes the dir-level checkpoints (recovery points, log start offsets),
+// runs retention and file deletion when asked, and writes the clean-shutdown marker on a clean stop. A log dir that
+// fails (disk full, permissions, corrupt files it cannot recover) goes offline with its partitions instead of taking
+// the process down.
+//
+// Threads: the manager's own methods are called from one thread (the node's start-up / shard 0). Each partition_log
+// it hands out is then used only by the partition's owning shard (see partition_log.h). Loading uses a small pool
+// of threads (num.recovery.threads.per.data.dir per dir).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mala/common/result.h"
+#include "mala/common/uuid.h"
+#include "mala/storage/log_config.h"
+#include "mala/storage/partition_log.h"
+
+namespace mala::storage {
+
+struct log_dir_status {
+  std::filesystem::path path;
+  bool online = true;
+  std::string error;  // why it went offline
+  int32_t partitions = 0;
+};
+
+struct log_manager_options {
+  std::vector<std::filesystem::path> dirs;
+  log_config defaults;  // broker-level defaults (topic overrides come with create()/update_config())
+  int32_t recovery_threads_per_dir = 1;  // num.recovery.threads.per.data.dir
+  std::function<int64_t()> clock_ms;     // injectable for tests
+  // Per-topic config for partitions found on disk at start-up; defaults when unset.
+  std::function<log_config(const std::string& topic)> topic_config;
+};
+
+class log_manager {
+ public:
+  static result<std::unique_ptr<log_manager>> open(log_manager_options options);
+  ~log_manager();
+
+  partition_log* get(const topic_partition& tp) const;
+  std::vector<topic_partition> partitions() const;
+  // Creates the partition's log in the online dir holding the fewest partitions (or returns the existing one).
+  result<partition_log*> create(const topic_partition& tp, const uuid& topic_id, const log_config& config);
+  // Closes the log, renames its directory to <topic>-<partition>.<uuid>-delete and removes it in the background.
+  status remove(const topic_partition& tp);
+
+  status checkpoint_recovery_points();
+  status checkpoint_log_start_offsets();
+  // Runs apply_retention and delete_expired_files on every online log; high_watermark(tp) bounds deletions
+  // (nullopt: the log end offset).
+  void run_retention(int64_t now_ms, const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark);
+  // Flushes and closes every log, writes the checkpoints and, per dir, the clean-shutdown marker.
+  status shutdown();
+
+  std::vector<log_dir_status> dirs() const;
+  // Takes a dir offline (an I/O error on one of its files): its partitions stop being served.
+  void mark_offline(const std::filesystem::path& dir, const std::string& error);
+  // Load statistics, for the start-up log line and benchmarks.
+  struct load_report {
+    int32_t partitions = 0;
+    int32_t recovered = 0;  // partitions scanned because the dir was not cleanly shut down
+    int64_t truncated_bytes = 0;
+    int64_t elapsed_ms = 0;
+  };
+  const load_report& loaded() const;
+
+ private:
+  log_manager() = default;
+  struct impl;
+  std::unique_ptr<impl> _impl;
+};
+
+}  // namespace mala::storage

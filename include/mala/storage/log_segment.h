@@ -1,0 +1,116 @@
+// One segment of a partition log: <base>.log (record batches back to back, exactly as on the wire) with its offset
+// and time indexes and an empty <base>.txnindex. Appends go to the end; reads return byte ranges of whole batches
+// that the fetch path can sendfile. Touched only by the partition's owning shard, except segment_file handles,
+// which may be read (pread/sendfile) or fsynced from other threads while the segment lives.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "mala/common/result.h"
+#include "mala/storage/log_config.h"
+#include "mala/storage/offset_index.h"
+#include "mala/storage/time_index.h"
+
+namespace mala::storage {
+
+// An open .log file. Shared so that an in-flight read or fsync keeps the descriptor valid after the segment is
+// deleted or closed.
+class segment_file {
+ public:
+  ~segment_file();
+  int fd() const { return _fd; }
+  const std::filesystem::path& path() const { return _path; }
+  // Reads exactly n bytes at position (fewer only at end of file).
+  result<std::vector<uint8_t>> read(int64_t position, int32_t n) const;
+  status sync() const;
+
+ private:
+  friend class log_segment;
+  segment_file(int fd, std::filesystem::path path) : _fd(fd), _path(std::move(path)) {}
+  int _fd = -1;
+  std::filesystem::path _path;
+};
+
+// A byte range of whole batches in one segment file.
+struct file_slice {
+  std::shared_ptr<const segment_file> file;
+  int64_t position = 0;
+  int32_t size = 0;
+};
+
+// What a batch appended to a segment contributes to its indexes.
+struct appended_batch {
+  int64_t base_offset = 0;
+  int64_t last_offset = 0;
+  int64_t max_timestamp = -1;
+  int64_t offset_of_max_timestamp = 0;
+};
+
+// Result of a recovery scan.
+struct segment_recovery {
+  int64_t valid_bytes = 0;      // the .log was cut to this size
+  int64_t truncated_bytes = 0;  // how much was cut (torn or corrupt tail)
+  int64_t next_offset = 0;      // last offset of the last valid batch + 1 (base offset if empty)
+  int32_t valid_batches = 0;
+};
+
+class log_segment {
+ public:
+  // Opens an existing segment (its files must exist) or, with create = true, makes empty ones.
+  static result<std::unique_ptr<log_segment>> open(const std::filesystem::path& dir, int64_t base_offset,
+                                                   const log_config& config, bool create);
+  ~log_segment();
+
+  int64_t base_offset() const;
+  int64_t size() const;  // bytes in .log
+  // Offset after the last batch (base_offset() when empty); derived from the last batch on open.
+  int64_t next_offset() const;
+  int64_t max_timestamp() const;             // largest batch max timestamp, -1 if none
+  int64_t offset_of_max_timestamp() const;   // its offset
+  int64_t created_ms() const;                // for segment.ms rolling: first append time (or file time)
+  std::shared_ptr<const segment_file> file() const;
+  offset_index& offsets();
+  time_index& times();
+
+  // Appends one batch whose offsets and CRC are already final. Adds index entries every index.interval.bytes.
+  status append(std::span<const uint8_t> batch, const appended_batch& info);
+
+  // Whole batches starting at the batch that contains `start_offset` (the batch's base offset may be lower) up to
+  // max_bytes (at least one whole batch when min_one_batch), stopping before any batch whose base offset is >=
+  // max_offset or whose position is >= max_position. nullopt when start_offset is past the segment's data.
+  std::optional<file_slice> read(int64_t start_offset, int32_t max_bytes, int64_t max_offset, int64_t max_position,
+                                 bool min_one_batch) const;
+  // Position of the first batch whose last offset >= offset, with that batch's base offset; nullopt if none.
+  std::optional<offset_position> find_batch(int64_t offset) const;
+  // First batch whose max timestamp >= timestamp: (offset of that batch's base, its max timestamp).
+  std::optional<timestamp_offset> find_offset_by_timestamp(int64_t timestamp) const;
+
+  // Drops every batch at or after `offset` (the batch containing it included); returns the bytes removed.
+  result<int64_t> truncate_to(int64_t offset);
+  // Rescans the .log from the start: validates framing and CRC batch by batch, cuts at the first invalid batch,
+  // and rebuilds both indexes.
+  result<segment_recovery> recover();
+  // Called when the segment stops being the active one: final time index entry, indexes trimmed to their entries.
+  status on_roll();
+  // Whether appending `batch_bytes` at `now_ms` should first roll to a new segment (segment.bytes, segment.ms with
+  // jitter, a full index, or a relative offset that would not fit in 32 bits).
+  bool should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_batch_last_offset,
+                   int64_t rolling_jitter_ms) const;
+  status flush();
+  // Renames every file to <name>.deleted (asynchronous deletion); the handles stay valid.
+  status rename_for_deletion();
+  status delete_files();
+  status close();  // trims indexes; leaves files in place
+
+ private:
+  log_segment() = default;
+  struct impl;
+  std::unique_ptr<impl> _impl;
+};
+
+}  // namespace mala::storage

@@ -1,0 +1,58 @@
+// A segment's sparse offset index (<base>.index): fixed 8-byte entries (offset relative to the segment's base
+// offset, byte position in the .log), sorted by both. Preallocated to segment.index.bytes and memory-mapped; trimmed
+// to its entries on roll and close (Kafka's OffsetIndex). Touched only by the partition's owning shard.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "mala/common/result.h"
+
+namespace mala::storage {
+
+struct offset_position {
+  int64_t offset = 0;    // absolute
+  int64_t position = 0;  // byte position in the segment's .log
+  friend bool operator==(const offset_position&, const offset_position&) = default;
+};
+
+class offset_index {
+ public:
+  // Opens or creates the file. A new or writable index is grown to max_index_size (rounded down to whole entries);
+  // the entry count is taken from the file's length for an index that was trimmed, and from the last non-zero
+  // entry otherwise.
+  static result<std::unique_ptr<offset_index>> open(const std::filesystem::path& path, int64_t base_offset,
+                                                    int32_t max_index_size, bool writable);
+  ~offset_index();
+
+  // The entry with the largest offset <= target, or {base_offset, 0} when there is none.
+  offset_position lookup(int64_t target_offset) const;
+  // Appends an entry; offsets must increase. Fails (invariant) when the index is full or the offset does not fit.
+  status append(int64_t offset, int64_t position);
+  bool is_full() const;
+  int32_t entries() const;
+  offset_position entry(int32_t n) const;
+  std::optional<offset_position> last_entry() const;
+  // Drops entries with offset >= offset.
+  void truncate_to(int64_t offset);
+  void truncate_all();
+  // Shrinks the file to its entries (roll, clean close) or regrows it (reopening the active segment).
+  status trim_to_entries();
+  status resize(int32_t max_index_size);
+  status flush();
+  // Kafka's sanity check: entries sorted and the last entry's offset >= base offset; file size a multiple of 8.
+  status sanity_check() const;
+  int64_t base_offset() const;
+  const std::filesystem::path& path() const;
+  status rename_to(const std::filesystem::path& path);
+  status close_and_delete();
+
+ private:
+  offset_index() = default;
+  struct impl;
+  std::unique_ptr<impl> _impl;
+};
+
+}  // namespace mala::storage

@@ -1,0 +1,53 @@
+// A segment's sparse time index (<base>.timeindex): 12-byte entries (max timestamp seen so far, offset relative to
+// the segment's base offset) with strictly increasing timestamps, for ListOffsets by timestamp and time-based
+// retention. Preallocated, memory-mapped and trimmed like the offset index (Kafka's TimeIndex). Touched only by the
+// partition's owning shard.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "mala/common/result.h"
+
+namespace mala::storage {
+
+struct timestamp_offset {
+  int64_t timestamp = -1;
+  int64_t offset = 0;  // absolute
+  friend bool operator==(const timestamp_offset&, const timestamp_offset&) = default;
+};
+
+class time_index {
+ public:
+  static result<std::unique_ptr<time_index>> open(const std::filesystem::path& path, int64_t base_offset,
+                                                  int32_t max_index_size, bool writable);
+  ~time_index();
+
+  // The entry with the largest timestamp <= target, or {-1, base_offset} when there is none.
+  timestamp_offset lookup(int64_t target_timestamp) const;
+  // Appends when timestamp is larger than the last entry's (Kafka's maybeAppend); a smaller or equal one is ignored.
+  status maybe_append(int64_t timestamp, int64_t offset, bool skip_full_check = false);
+  bool is_full() const;
+  int32_t entries() const;
+  timestamp_offset entry(int32_t n) const;
+  std::optional<timestamp_offset> last_entry() const;
+  void truncate_to(int64_t offset);
+  void truncate_all();
+  status trim_to_entries();
+  status resize(int32_t max_index_size);
+  status flush();
+  status sanity_check() const;
+  int64_t base_offset() const;
+  const std::filesystem::path& path() const;
+  status rename_to(const std::filesystem::path& path);
+  status close_and_delete();
+
+ private:
+  time_index() = default;
+  struct impl;
+  std::unique_ptr<impl> _impl;
+};
+
+}  // namespace mala::storage
