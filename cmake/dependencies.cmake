@@ -14,6 +14,11 @@ add_library(mala_asio INTERFACE)
 target_include_directories(mala_asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
 target_compile_definitions(mala_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
 target_link_libraries(mala_asio INTERFACE Threads::Threads)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  # asio 1.22 only detects coroutines through __cpp_coroutines, which clang 14 does not define in C++20 mode
+  # (it defines __cpp_impl_coroutine, which libstdc++'s <coroutine> accepts).
+  target_compile_definitions(mala_asio INTERFACE ASIO_HAS_CO_AWAIT=1 ASIO_HAS_STD_COROUTINE=1)
+endif()
 find_package(GTest REQUIRED)
 if(MALA_BUILD_BENCH)
   find_package(benchmark REQUIRED)

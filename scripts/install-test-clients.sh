@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Installs the real Kafka clients the integration tests drive against a running Mala node:
+#   - kcat (librdkafka's command-line client, Debian package),
+#   - Java 17 + Maven, then Apache Kafka's own jars (kafka-clients, kafka-tools, ...) from Maven Central into
+#     tests/integration/.deps/kafka-libs and the small Java programs of tests/integration/java compiled against them,
+#   - Python packages pinned in tests/integration/requirements.txt (pytest, confluent-kafka, kafka-python).
+# Idempotent and quick on re-run: each step is skipped when its result is already present and up to date.
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+it_dir=$repo_root/tests/integration
+deps_dir=$it_dir/.deps
+java_dir=$it_dir/java
+
+# --- Debian packages -------------------------------------------------------------------------------------------
+packages=(kcat openjdk-17-jdk-headless maven)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
+    # An already working JDK/Maven (another packaging) is fine too.
+    case $p in
+      openjdk-17-jdk-headless) command -v javac >/dev/null && javac -version 2>&1 | grep -qE ' (1[7-9]|2[0-9])' && continue ;;
+      maven) command -v mvn >/dev/null && continue ;;
+      kcat) command -v kcat >/dev/null && continue ;;
+    esac
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} > 0)); then
+  echo "install-test-clients: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# --- Python packages -------------------------------------------------------------------------------------------
+python=${PYTHON:-python3}
+if ! "$python" - "$it_dir/requirements.txt" <<'PY'
+import sys
+from importlib import metadata
+ok = True
+for line in open(sys.argv[1]):
+    line = line.split('#', 1)[0].strip()
+    if not line:
+        continue
+    name, _, want = line.partition('==')
+    try:
+        have = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        have = None
+    if have != want:
+        ok = False
+sys.exit(0 if ok else 1)
+PY
+then
+  echo "install-test-clients: pip install -r tests/integration/requirements.txt"
+  pip_args=(-m pip install -q --disable-pip-version-check --root-user-action=ignore -r "$it_dir/requirements.txt")
+  if ! "$python" -m pip --version >/dev/null 2>&1; then
+    apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+  fi
+  # Debian's own python3 refuses pip installs outside a venv (PEP 668); these are test-only packages.
+  "$python" "${pip_args[@]}" 2>/dev/null || "$python" "${pip_args[@]}" --break-system-packages
+fi
+
+# --- Apache Kafka jars from Maven Central ------------------------------------------------------------------------
+libs_dir=$deps_dir/kafka-libs
+pom_hash=$(sha256sum "$java_dir/pom.xml" | cut -d' ' -f1)
+if [[ ! -f $libs_dir/.pom-sha256 || $(cat "$libs_dir/.pom-sha256") != "$pom_hash" ]]; then
+  echo "install-test-clients: resolving Apache Kafka jars with Maven"
+  rm -rf "$libs_dir"
+  mkdir -p "$libs_dir"
+  (cd "$java_dir" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$libs_dir")
+  echo "$pom_hash" >"$libs_dir/.pom-sha256"
+fi
+
+# --- Small Java programs -----------------------------------------------------------------------------------------
+classes_dir=$deps_dir/classes
+mapfile -t java_sources < <(find "$java_dir/src" -name '*.java' | sort)
+src_hash=$(cat "${java_sources[@]}" "$libs_dir/.pom-sha256" | sha256sum | cut -d' ' -f1)
+if [[ ! -f $classes_dir/.src-sha256 || $(cat "$classes_dir/.src-sha256") != "$src_hash" ]]; then
+  echo "install-test-clients: compiling ${#java_sources[@]} Java test program(s)"
+  rm -rf "$classes_dir"
+  mkdir -p "$classes_dir"
+  javac -encoding UTF-8 --release 17 -cp "$libs_dir/*" -d "$classes_dir" "${java_sources[@]}"
+  echo "$src_hash" >"$classes_dir/.src-sha256"
+fi
+
+echo "install-test-clients: kcat, Java tools (Kafka $(ls "$libs_dir" | sed -n 's/^kafka-clients-\(.*\)\.jar$/\1/p')), Python clients ready"

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Builds Mala and runs every test suite: unit tests (ctest), the same unit tests under ASan+UBSan, the protocol
+# fuzzer for 60 s, and the integration tests (real `mala` processes driven by real Kafka clients, pytest).
+# Exits non-zero if anything fails; the last line is the summary "N passed, M failed, K skipped".
+# Environment: MALA_JOBS (parallel build jobs, default 2), MALA_FUZZ_SECONDS (default 60),
+#              MALA_SKIP_SANITIZE=1 to skip the sanitizer + fuzz stage locally,
+#              MALA_BUILD_DIR / MALA_SANITIZE_DIR (default build, build-sanitize).
+set -uo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+jobs=${MALA_JOBS:-2}
+fuzz_seconds=${MALA_FUZZ_SECONDS:-60}
+build_dir=${MALA_BUILD_DIR:-build}
+san_dir=${MALA_SANITIZE_DIR:-build-sanitize}
+
+# ccache shared between checkouts (CI builds a fresh clone in another folder): hash paths relative to the repo.
+export CCACHE_BASEDIR=$repo_root
+export CCACHE_NOHASHDIR=1
+
+passed=0
+failed=0
+skipped=0
+stage_lines=()
+start_time=$SECONDS
+
+note() { printf '\n=== %s ===\n' "$*"; }
+record() { # record <stage> <passed> <failed> <skipped> [detail]
+  passed=$((passed + $2))
+  failed=$((failed + $3))
+  skipped=$((skipped + $4))
+  stage_lines+=("$(printf '%-22s %4d passed, %d failed, %d skipped %s' "$1" "$2" "$3" "$4" "${5:-}")")
+}
+# Adds up a JUnit XML file (ctest --output-junit, pytest --junitxml) and records it; a missing file is a failure.
+record_junit() { # record_junit <stage> <file> <exit code>
+  local counts
+  if [[ -f $2 ]] && counts=$(python3 - "$2" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+tests = failures = skipped = 0
+for s in suites:
+    cases = s.findall("testcase")
+    tests += len(cases)
+    for c in cases:
+        if c.find("failure") is not None or c.find("error") is not None:
+            failures += 1
+        elif c.find("skipped") is not None or c.get("status") in ("notrun", "disabled"):
+            skipped += 1
+print(tests - failures - skipped, failures, skipped)
+PY
+  ); then
+    read -r p f s <<<"$counts"
+    # A runner that failed without a failing test case (crash, collection error) still counts as one failure.
+    if [[ $3 -ne 0 && $f -eq 0 ]]; then f=1; fi
+    record "$1" "$p" "$f" "$s" "(exit $3)"
+  else
+    record "$1" 0 1 0 "(no report, exit $3)"
+  fi
+}
+
+note "dependencies"
+scripts/install-deps.sh || { echo "install-deps failed"; exit 1; }
+scripts/install-test-clients.sh || { echo "install-test-clients failed"; exit 1; }
+
+# --- main build + unit tests ------------------------------------------------------------------------------------
+note "build ($build_dir/, RelWithDebInfo)"
+main_built=0
+if cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+  if ninja -C "$build_dir" -j"$jobs"; then
+    main_built=1
+    record "build" 1 0 0
+  else
+    record "build" 0 1 0
+  fi
+else
+  record "build" 0 1 0 "(configure)"
+fi
+
+if ((main_built)); then
+  note "unit tests (ctest)"
+  ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" --timeout 300 \
+    --output-junit "$repo_root/$build_dir/ctest-junit.xml"
+  record_junit "unit tests" "$build_dir/ctest-junit.xml" $?
+fi
+
+# --- sanitizers and fuzzing: one clang tree (ASan + UBSan everywhere, libFuzzer coverage on the decoders) --------
+if [[ ${MALA_SKIP_SANITIZE:-0} == 1 ]]; then
+  record "sanitized unit tests" 0 0 1 "(MALA_SKIP_SANITIZE=1)"
+  record "fuzz" 0 0 1 "(MALA_SKIP_SANITIZE=1)"
+else
+  note "unit tests under ASan+UBSan and fuzz_request_decode for ${fuzz_seconds} s ($san_dir/, clang)"
+  if CC=clang CXX=clang++ cmake -S . -B "$san_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMALA_FUZZ=ON \
+       -DMALA_BUILD_APP=ON -DMALA_BUILD_BENCH=OFF >/dev/null; then
+    mapfile -t unit_targets < <(ninja -C "$san_dir" -t targets all | sed -n 's/^\(unit_[A-Za-z0-9_]*\): .*/\1/p' | sort -u)
+    if ninja -C "$san_dir" -j"$jobs" "${unit_targets[@]}" fuzz_request_decode make_seed_corpus; then
+      ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
+      UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+        ctest --test-dir "$san_dir" --output-on-failure -j"$jobs" --timeout 600 -L unit \
+          --output-junit "$repo_root/$san_dir/ctest-junit.xml"
+      record_junit "sanitized unit tests" "$san_dir/ctest-junit.xml" $?
+
+      # Seeds: a valid request of every API at every version (tests/fuzz/make_seed_corpus).
+      corpus=$san_dir/fuzz-corpus
+      rm -rf "$san_dir/seed-corpus"
+      mkdir -p "$corpus" "$san_dir/seed-corpus" "$san_dir/fuzz-artifacts"
+      "$san_dir/tests/fuzz/make_seed_corpus" "$san_dir/seed-corpus"
+      # -rss_limit_mb: the decoder must bound every length before allocating; -timeout: no input may take long.
+      "$san_dir/tests/fuzz/fuzz_request_decode" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$corpus" "$san_dir/seed-corpus" 2>&1 | tail -15
+      rc=${PIPESTATUS[0]}
+      if [[ $rc -eq 0 ]]; then record "fuzz" 1 0 0; else record "fuzz" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
+    else
+      record "sanitizer build" 0 1 0
+    fi
+  else
+    record "sanitizer build" 0 1 0 "(configure)"
+  fi
+fi
+
+# --- integration tests: real mala processes, real Kafka clients -----------------------------------------------------
+if ((main_built)); then
+  note "integration tests (pytest)"
+  MALA_BIN=$repo_root/$build_dir/src/app/mala timeout 1500 python3 -m pytest tests/integration -q -p no:cacheprovider \
+    --junitxml="$repo_root/$build_dir/pytest-junit.xml"
+  record_junit "integration tests" "$build_dir/pytest-junit.xml" $?
+else
+  record "integration tests" 0 1 0 "(not run: build failed)"
+fi
+
+note "summary ($(((SECONDS - start_time) / 60)) min $(((SECONDS - start_time) % 60)) s)"
+printf '%s\n' "${stage_lines[@]}"
+echo "$passed passed, $failed failed, $skipped skipped"
+((failed == 0))

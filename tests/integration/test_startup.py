@@ -1,0 +1,83 @@
+"""Start-up and shutdown of the real binary: configuration errors refuse to start with a message that names the
+problem, unknown keys only warn (as Kafka does), and SIGTERM is a clean exit."""
+
+import re
+import uuid
+
+from clients import kcat_metadata
+
+REFUSE_TIMEOUT_S = 15
+
+
+def test_sigterm_exits_cleanly(mala_factory):
+    node = mala_factory().start()
+    assert kcat_metadata(node.bootstrap)["brokers"][0]["id"] == 1
+    assert node.stop() == 0, node.log_text()
+
+
+def test_restart_on_same_log_dir(mala_factory, tmp_path):
+    first = mala_factory(name="first", log_dir=tmp_path / "data").start()
+    assert first.stop() == 0, first.log_text()
+    second = mala_factory(name="second", log_dir=tmp_path / "data").start()
+    assert [b["id"] for b in kcat_metadata(second.bootstrap)["brokers"]] == [1]
+
+
+def test_log_dir_of_another_node_id_refuses_to_start(mala_factory, tmp_path):
+    data = tmp_path / "data"
+    first = mala_factory(name="first", node_id=1, log_dir=data).start()
+    assert first.stop() == 0, first.log_text()
+
+    other = mala_factory(name="other", node_id=2, log_dir=data).launch()
+    code = other.wait_exit(REFUSE_TIMEOUT_S)
+    log = other.full_log()
+    assert code != 0, log[-5000:]
+    assert str(data) in log, f"the error should name the log dir {data}\n{log[-5000:]}"
+
+
+def test_kafka_meta_properties_of_another_node_id_refuses_to_start(mala_factory, tmp_path):
+    # A log dir formatted by Kafka (kafka-storage.sh format) for node 7: meta.properties is the on-disk contract.
+    data = tmp_path / "kafka-data"
+    data.mkdir()
+    (data / "meta.properties").write_text(
+        "#\n#Written by tests/integration\n"
+        f"node.id=7\ndirectory.id=gKlYq7MGQXKa0XUXvMVuvg\nversion=1\ncluster.id={uuid.uuid4().hex[:22]}\n")
+    node = mala_factory(node_id=1, log_dir=data).launch()
+    code = node.wait_exit(REFUSE_TIMEOUT_S)
+    log = node.full_log()
+    assert code != 0, log[-5000:]
+    assert str(data) in log, f"the error should name the log dir {data}\n{log[-5000:]}"
+
+
+def test_unknown_config_key_warns_but_starts(mala_factory):
+    node = mala_factory(extra_config={"no.such.broker.setting": "x"}).start()
+    assert [b["id"] for b in kcat_metadata(node.bootstrap)["brokers"]] == [1]
+    log = node.full_log()
+    line = next((l for l in log.splitlines() if "no.such.broker.setting" in l), None)
+    assert line is not None, f"no log line names the unknown key\n{log[-5000:]}"
+    assert re.search(r"warn", line, re.I), f"the unknown key should be logged as a warning: {line}"
+
+
+def test_invalid_value_refuses_to_start(mala_factory):
+    node = mala_factory(extra_config={"num.partitions": -3}).launch()
+    code = node.wait_exit(REFUSE_TIMEOUT_S)
+    log = node.full_log()
+    assert code != 0, log[-5000:]
+    assert "num.partitions" in log, f"the error should name the key\n{log[-5000:]}"
+
+
+def test_override_on_the_command_line(mala_factory):
+    # --override key=value wins over the file (here: an invalid value in the file, fixed on the command line).
+    node = mala_factory(extra_config={"num.partitions": -3})
+    node.start(extra_args=["--override", "num.partitions=3"])
+    assert [b["id"] for b in kcat_metadata(node.bootstrap)["brokers"]] == [1]
+
+
+def test_missing_config_file_refuses_to_start(mala_factory, tmp_path):
+    node = mala_factory()
+    node.config_path = tmp_path / "does-not-exist.yaml"
+    node.write_config = lambda: None  # leave the file missing
+    node.launch()
+    code = node.wait_exit(REFUSE_TIMEOUT_S)
+    log = node.full_log()
+    assert code != 0, log[-5000:]
+    assert "does-not-exist.yaml" in log, f"the error should name the file\n{log[-5000:]}"
