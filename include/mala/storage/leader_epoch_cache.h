@@ -14,7 +14,9 @@
 namespace mala::storage {
 
 struct epoch_end_offset {
-  int32_t epoch = -1;        // the largest epoch <= the requested one, -1 if none (UNDEFINED_EPOCH)
+  // The largest epoch <= the requested one; the requested one itself when it is below every cached epoch (as
+  // Kafka answers); -1 (UNDEFINED_EPOCH) when it is undefined or above every cached epoch.
+  int32_t epoch = -1;
   int64_t end_offset = -1;   // the start offset of the next larger epoch, or the log end offset; -1 if none
   friend bool operator==(const epoch_end_offset&, const epoch_end_offset&) = default;
 };

@@ -58,8 +58,10 @@ class log_manager {
   // Runs apply_retention and delete_expired_files on every online log; high_watermark(tp) bounds deletions
   // (nullopt: the log end offset).
   void run_retention(int64_t now_ms, const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark);
-  // Flushes and closes every log, writes the checkpoints and, per dir, the clean-shutdown marker.
-  status shutdown();
+  // Flushes and closes every log, writes the checkpoints and, per dir, the clean-shutdown marker. The marker
+  // holds the broker epoch, as Kafka 3.7+ writes it (KIP-966: the next registration reports it as the
+  // previous epoch of a clean shutdown); -1 when unknown.
+  status shutdown(int64_t broker_epoch = -1);
 
   std::vector<log_dir_status> dirs() const;
   // Takes a dir offline (an I/O error on one of its files): its partitions stop being served.
@@ -70,6 +72,9 @@ class log_manager {
     int32_t recovered = 0;  // partitions scanned because the dir was not cleanly shut down
     int64_t truncated_bytes = 0;
     int64_t elapsed_ms = 0;
+    // The broker epoch all the clean-shutdown markers held (KIP-966); -1 if a dir is offline, had no marker
+    // or a marker without an epoch, or the dirs disagree.
+    int64_t previous_broker_epoch = -1;
   };
   const load_report& loaded() const;
 

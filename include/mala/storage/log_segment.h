@@ -1,11 +1,13 @@
-// One segment of a partition log: <base>.log (record batches back to back, exactly as on the wire) with its offset
-// and time indexes and an empty <base>.txnindex. Appends go to the end; reads return byte ranges of whole batches
-// that the fetch path can sendfile. Touched only by the partition's owning shard, except segment_file handles,
-// which may be read (pread/sendfile) or fsynced from other threads while the segment lives.
+// One segment of a partition log: <base>.log (record batches back to back, exactly as on the wire) with its
+// offset and time indexes and an empty <base>.txnindex. Appends go to the end; reads return byte ranges of
+// whole batches that the fetch path can sendfile. Touched only by the partition's owning shard, except
+// segment_file handles, which may be read (pread/sendfile) or fsynced from other threads while the segment
+// lives.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,8 +20,8 @@
 
 namespace mala::storage {
 
-// An open .log file. Shared so that an in-flight read or fsync keeps the descriptor valid after the segment is
-// deleted or closed.
+// An open .log file. Shared so that an in-flight read or fsync keeps the descriptor valid after the segment
+// is deleted or closed.
 class segment_file {
  public:
   ~segment_file();
@@ -61,30 +63,48 @@ struct segment_recovery {
 
 class log_segment {
  public:
-  // Opens an existing segment (its files must exist) or, with create = true, makes empty ones.
+  // Opens an existing segment (its .log must exist) or, with create = true, makes empty ones (replacing files
+  // of the same name, as Kafka's roll does). New indexes are preallocated to segment.index.bytes; an existing
+  // segment's indexes keep their length (call offsets()/times().resize() when it becomes the active segment).
+  // A missing index file is created empty and reported by index_files_created(). clock_ms (wall clock; tests
+  // inject one) defaults to the system clock.
   static result<std::unique_ptr<log_segment>> open(const std::filesystem::path& dir, int64_t base_offset,
-                                                   const log_config& config, bool create);
+                                                   const log_config& config, bool create,
+                                                   std::function<int64_t()> clock_ms = {});
+  // Releases the descriptor and mappings without trimming (close() trims).
   ~log_segment();
 
   int64_t base_offset() const;
   int64_t size() const;  // bytes in .log
   // Offset after the last batch (base_offset() when empty); derived from the last batch on open.
   int64_t next_offset() const;
-  int64_t max_timestamp() const;             // largest batch max timestamp, -1 if none
-  int64_t offset_of_max_timestamp() const;   // its offset
-  int64_t created_ms() const;                // for segment.ms rolling: first append time (or file time)
+  int64_t max_timestamp() const;            // largest batch max timestamp, -1 if none
+  int64_t offset_of_max_timestamp() const;  // its offset
+  int64_t created_ms() const;               // for segment.ms rolling: first append time (or file time)
+  // Max timestamp of the first batch (Kafka's rollingBasedTimestamp), -1 when empty or without timestamps.
+  int64_t first_batch_timestamp() const;
+  // open() found an index file missing and created it empty: run recover() to rebuild it (Kafka's LogLoader
+  // does).
+  bool index_files_created() const;
   std::shared_ptr<const segment_file> file() const;
   offset_index& offsets();
   time_index& times();
 
-  // Appends one batch whose offsets and CRC are already final. Adds index entries every index.interval.bytes.
+  // Appends one batch whose offsets and CRC are already final. Adds index entries every index.interval.bytes:
+  // (batch last offset, batch position) and (max timestamp so far, info.offset_of_max_timestamp) once more
+  // than index.interval.bytes were appended since the last entry (Kafka's LogSegment.append). Pass the
+  // batch's last offset as offset_of_max_timestamp (Kafka's "shallow" offset) so that recover() rebuilds the
+  // same entries. Fails before writing when offsets do not increase or do not fit the 32-bit relative range;
+  // a full index only skips the entry (should_roll() said to roll).
   status append(std::span<const uint8_t> batch, const appended_batch& info);
 
-  // Whole batches starting at the batch that contains `start_offset` (the batch's base offset may be lower) up to
-  // max_bytes (at least one whole batch when min_one_batch), stopping before any batch whose base offset is >=
-  // max_offset or whose position is >= max_position. nullopt when start_offset is past the segment's data.
-  std::optional<file_slice> read(int64_t start_offset, int32_t max_bytes, int64_t max_offset, int64_t max_position,
-                                 bool min_one_batch) const;
+  // Whole batches starting at the batch that contains `start_offset` (the batch's base offset may be lower)
+  // up to max_bytes (at least one whole batch when min_one_batch), stopping before any batch whose base
+  // offset is >= max_offset or whose position is >= max_position. nullopt when start_offset is past the
+  // segment's data; a slice of size 0 (at the batch's position) when the first batch does not fit or is
+  // beyond a bound.
+  std::optional<file_slice> read(int64_t start_offset, int32_t max_bytes, int64_t max_offset,
+                                 int64_t max_position, bool min_one_batch) const;
   // Position of the first batch whose last offset >= offset, with that batch's base offset; nullopt if none.
   std::optional<offset_position> find_batch(int64_t offset) const;
   // First batch whose max timestamp >= timestamp: (offset of that batch's base, its max timestamp).
@@ -92,20 +112,31 @@ class log_segment {
 
   // Drops every batch at or after `offset` (the batch containing it included); returns the bytes removed.
   result<int64_t> truncate_to(int64_t offset);
-  // Rescans the .log from the start: validates framing and CRC batch by batch, cuts at the first invalid batch,
-  // and rebuilds both indexes.
+  // Rescans the .log from the start: validates framing and CRC batch by batch, cuts at the first invalid
+  // batch, and rebuilds both indexes. A batch is invalid when it is cut short, fails validate_batch() (CRC
+  // included), or its offsets go backwards or leave the segment's 32-bit relative range (the base offset is
+  // not CRC-covered). Indexes are left preallocated (ready for appends) with the final time index entry
+  // added, as Kafka's recover().
   result<segment_recovery> recover();
-  // Called when the segment stops being the active one: final time index entry, indexes trimmed to their entries.
+  // Called when the segment stops being the active one: final time index entry, indexes trimmed to their
+  // entries.
   status on_roll();
-  // Whether appending `batch_bytes` at `now_ms` should first roll to a new segment (segment.bytes, segment.ms with
-  // jitter, a full index, or a relative offset that would not fit in 32 bits).
+  // Whether appending `batch_bytes` at `now_ms` should first roll to a new segment (segment.bytes, segment.ms
+  // with jitter, a full index, or a relative offset that would not fit in 32 bits). segment.ms counts from
+  // the first batch's max timestamp to batch_max_timestamp (Kafka compares message timestamps, so replicated
+  // or mirrored old data does not roll on every batch); without either timestamp it counts from now_ms back
+  // to created_ms(), and with only the first it uses now_ms.
   bool should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_batch_last_offset,
-                   int64_t rolling_jitter_ms) const;
+                   int64_t rolling_jitter_ms, int64_t batch_max_timestamp = -1) const;
   status flush();
-  // Renames every file to <name>.deleted (asynchronous deletion); the handles stay valid.
+  // Renames every file to <name>.deleted (asynchronous deletion); the handles stay valid (file() then returns
+  // a new handle with the new path; earlier handles keep theirs).
   status rename_for_deletion();
+  // Unlinks the files under their current names; file_slices already handed out keep reading.
   status delete_files();
-  status close();  // trims indexes; leaves files in place
+  // Adds the final time index entry and trims indexes, like Kafka's close; leaves files in place. The segment
+  // is not used afterwards.
+  status close();
 
  private:
   log_segment() = default;

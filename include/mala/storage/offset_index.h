@@ -1,6 +1,7 @@
 // A segment's sparse offset index (<base>.index): fixed 8-byte entries (offset relative to the segment's base
-// offset, byte position in the .log), sorted by both. Preallocated to segment.index.bytes and memory-mapped; trimmed
-// to its entries on roll and close (Kafka's OffsetIndex). Touched only by the partition's owning shard.
+// offset, byte position in the .log), sorted by both. Preallocated to segment.index.bytes and memory-mapped;
+// trimmed to its entries on roll and close (Kafka's OffsetIndex). Touched only by the partition's owning
+// shard.
 #pragma once
 
 #include <cstdint>
@@ -20,29 +21,39 @@ struct offset_position {
 
 class offset_index {
  public:
-  // Opens or creates the file. A new or writable index is grown to max_index_size (rounded down to whole entries);
-  // the entry count is taken from the file's length for an index that was trimmed, and from the last non-zero
-  // entry otherwise.
+  // Opens or creates the file. A new or writable index is grown to max_index_size (rounded down to whole
+  // entries); the entry count is taken from the file's length for an index that was trimmed, and from the
+  // last non-zero entry otherwise (an untrimmed file left by a crash; only entry 0 may legitimately be all
+  // zero). `writable` is for the active segment's index; a rolled segment's trimmed index is opened with
+  // false and keeps its length (it is full, so nothing is appended until resize()). The mapping is read-write
+  // either way, so truncate_to() and a recovery rebuild work on both. Fails with invalid_config when
+  // max_index_size is below one entry.
   static result<std::unique_ptr<offset_index>> open(const std::filesystem::path& path, int64_t base_offset,
                                                     int32_t max_index_size, bool writable);
   ~offset_index();
 
   // The entry with the largest offset <= target, or {base_offset, 0} when there is none.
   offset_position lookup(int64_t target_offset) const;
-  // Appends an entry; offsets must increase. Fails (invariant) when the index is full or the offset does not fit.
+  // Appends an entry; offsets must increase. Fails (invariant) when the index is full or the offset does not
+  // fit.
   status append(int64_t offset, int64_t position);
   bool is_full() const;
   int32_t entries() const;
+  int32_t max_entries() const;  // slots in the current file length
+  // Entry n (0 <= n < entries(); anything else is a bug and aborts).
   offset_position entry(int32_t n) const;
   std::optional<offset_position> last_entry() const;
-  // Drops entries with offset >= offset.
+  // Drops entries with offset >= offset. Dropped slots are zeroed so that a crash before the next trim cannot
+  // bring them back when the untrimmed file is reopened.
   void truncate_to(int64_t offset);
   void truncate_all();
   // Shrinks the file to its entries (roll, clean close) or regrows it (reopening the active segment).
+  // resize() rounds down to whole entries and never drops entries.
   status trim_to_entries();
   status resize(int32_t max_index_size);
   status flush();
-  // Kafka's sanity check: entries sorted and the last entry's offset >= base offset; file size a multiple of 8.
+  // Kafka's sanity check: entries sorted and the last entry's offset >= base offset; file size a multiple
+  // of 8. corrupt_message when it fails.
   status sanity_check() const;
   int64_t base_offset() const;
   const std::filesystem::path& path() const;

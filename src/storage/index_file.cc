@@ -1,0 +1,191 @@
+#include "index_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+namespace mala::storage::detail {
+
+namespace {
+
+status io_error(const char* what, const std::filesystem::path& path, int err) {
+  return status::error(error_code::kafka_storage_error,
+                       std::string(what) + " " + path.string() + ": " + std::strerror(err));
+}
+
+// Closes a descriptor on every path out of a function.
+class fd_guard {
+ public:
+  explicit fd_guard(int fd) : _fd(fd) {}
+  ~fd_guard() {
+    if (_fd >= 0) ::close(_fd);
+  }
+  fd_guard(const fd_guard&) = delete;
+  fd_guard& operator=(const fd_guard&) = delete;
+  int get() const { return _fd; }
+
+ private:
+  int _fd;
+};
+
+int64_t round_down(int64_t bytes, int32_t entry_size) {
+  return bytes / entry_size * entry_size;
+}
+
+}  // namespace
+
+void index_invariant_failed(const char* what, const std::filesystem::path& path, int64_t value) {
+  std::fprintf(stderr, "mala storage invariant failed: %s (index %s, value %lld)\n", what, path.c_str(),
+               static_cast<long long>(value));
+  std::abort();
+}
+
+index_file::~index_file() {
+  unmap();
+}
+
+void index_file::unmap() {
+  if (_data != nullptr) ::munmap(_data, static_cast<size_t>(_length));
+  _data = nullptr;
+}
+
+status index_file::map(int fd, int64_t length) {
+  unmap();
+  _length = length;
+  _max_entries = static_cast<int32_t>(length / _entry_size);
+  if (length == 0) return status::success();  // mmap cannot map nothing; an empty index needs no bytes
+  void* p = ::mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    _length = 0;
+    _max_entries = 0;
+    return io_error("cannot map index", _path, errno);
+  }
+  _data = static_cast<uint8_t*>(p);
+  // Lookups are binary searches and appends touch one page at a time: read-ahead on a fault would only zero
+  // or read pages nobody asked for (it showed as several percent of append time on a freshly preallocated
+  // index).
+  (void)::madvise(_data, static_cast<size_t>(length), MADV_RANDOM);
+  return status::success();
+}
+
+status index_file::open(const std::filesystem::path& path, int32_t entry_size, int32_t max_index_size,
+                        bool preallocate) {
+  _path = path;
+  _entry_size = entry_size;
+  _max_index_size = max_index_size;
+  if (max_index_size < entry_size) {
+    return status::error(error_code::invalid_config, "segment.index.bytes " + std::to_string(max_index_size) +
+                                                         " is smaller than one index entry for " +
+                                                         path.string());
+  }
+  bool created = true;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    created = false;
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  }
+  if (fd < 0) return io_error("cannot open index", path, errno);
+  fd_guard guard(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return io_error("cannot stat index", path, errno);
+  if (st.st_size > std::numeric_limits<int32_t>::max()) {
+    return status::error(error_code::corrupt_message, "index " + path.string() + " is larger than 2 GiB (" +
+                                                          std::to_string(st.st_size) + ")");
+  }
+  _misaligned_on_open = st.st_size % entry_size != 0;
+  if (auto s = map(fd, st.st_size); !s.ok()) return s;
+
+  // The entry count: after the last byte that is not zero. A trimmed index ends with its last entry; a
+  // preallocated one left by a crash ends with zeros. Only entry 0 can be all zero ((relative offset 0,
+  // position 0) or (timestamp 0, relative offset 0)), so a file of exactly one zero entry was trimmed to one
+  // entry.
+  const int64_t usable = round_down(_length, entry_size);
+  int64_t end = usable;
+  while (end >= 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, _data + end - 8, sizeof word);
+    if (word != 0) break;
+    end -= 8;
+  }
+  while (end > 0 && _data[end - 1] == 0) --end;
+  if (end == 0) {
+    _entries = usable == entry_size ? 1 : 0;
+  } else {
+    _entries = static_cast<int32_t>((end - 1) / entry_size + 1);
+  }
+
+  if (created || preallocate) {
+    int64_t target = std::max(round_down(max_index_size, entry_size), int64_t{_entries} * entry_size);
+    if (target != _length) {
+      unmap();
+      if (::ftruncate(fd, target) != 0) {
+        const int err = errno;
+        (void)map(fd, _length);
+        return io_error("cannot resize index", path, err);
+      }
+      if (auto s = map(fd, target); !s.ok()) return s;
+    }
+  }
+  return status::success();
+}
+
+void index_file::truncate_to_entries(int32_t n) {
+  if (n < 0) n = 0;
+  if (n >= _entries) return;
+  std::memset(slot(n), 0, static_cast<size_t>(_entries - n) * static_cast<size_t>(_entry_size));
+  _entries = n;
+}
+
+status index_file::resize(int64_t bytes) {
+  int64_t target =
+      std::max(round_down(std::max<int64_t>(bytes, 0), _entry_size), int64_t{_entries} * _entry_size);
+  if (target == _length) return status::success();
+  int fd = ::open(_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return io_error("cannot open index", _path, errno);
+  fd_guard guard(fd);
+  const int64_t old_length = _length;
+  unmap();
+  if (::ftruncate(fd, target) != 0) {
+    const int err = errno;
+    (void)map(fd, old_length);
+    return io_error("cannot resize index", _path, err);
+  }
+  return map(fd, target);
+}
+
+status index_file::flush() const {
+  if (_data != nullptr && ::msync(_data, static_cast<size_t>(_length), MS_SYNC) != 0) {
+    return io_error("cannot msync index", _path, errno);
+  }
+  // The length changes on trim and resize; fsync makes it durable along with the entries.
+  int fd = ::open(_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error("cannot open index", _path, errno);
+  fd_guard guard(fd);
+  if (::fsync(fd) != 0) return io_error("cannot fsync index", _path, errno);
+  return status::success();
+}
+
+status index_file::rename_to(const std::filesystem::path& path) {
+  if (::rename(_path.c_str(), path.c_str()) != 0) return io_error("cannot rename index", _path, errno);
+  _path = path;
+  return status::success();
+}
+
+status index_file::close_and_delete() {
+  unmap();
+  _length = 0;
+  _entries = 0;
+  _max_entries = 0;
+  if (::unlink(_path.c_str()) != 0 && errno != ENOENT) return io_error("cannot delete index", _path, errno);
+  return status::success();
+}
+
+}  // namespace mala::storage::detail

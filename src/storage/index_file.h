@@ -1,0 +1,86 @@
+// Internal to the storage library: the memory-mapped, fixed-entry-size file under offset_index and time_index
+// (Kafka's AbstractIndex). It owns the mapping and the entry count; the typed indexes interpret the entries.
+// Touched only by the owning shard, like the indexes built on it.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+
+#include "mala/common/result.h"
+
+namespace mala::storage::detail {
+
+inline int32_t load_be32(const uint8_t* p) {
+  return static_cast<int32_t>((uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3]);
+}
+inline int64_t load_be64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return static_cast<int64_t>(v);
+}
+inline void store_be32(uint8_t* p, int32_t value) {
+  const auto v = static_cast<uint32_t>(value);
+  p[0] = static_cast<uint8_t>(v >> 24);
+  p[1] = static_cast<uint8_t>(v >> 16);
+  p[2] = static_cast<uint8_t>(v >> 8);
+  p[3] = static_cast<uint8_t>(v);
+}
+inline void store_be64(uint8_t* p, int64_t value) {
+  const auto v = static_cast<uint64_t>(value);
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
+}
+
+// Aborts with a message: for broken invariants (a caller bug), never for bad input.
+[[noreturn]] void index_invariant_failed(const char* what, const std::filesystem::path& path, int64_t value);
+
+class index_file {
+ public:
+  index_file() = default;
+  index_file(const index_file&) = delete;
+  index_file& operator=(const index_file&) = delete;
+  ~index_file();
+
+  // Opens or creates `path` and maps it. A new file, or any file when `preallocate`, is grown to
+  // max_index_size rounded down to whole entries. The entry count comes from the last entry that is not all
+  // zero (which is the file's length for a trimmed index); entry 0 may be all zero, so a one-entry file
+  // counts as one entry.
+  status open(const std::filesystem::path& path, int32_t entry_size, int32_t max_index_size,
+              bool preallocate);
+
+  uint8_t* slot(int32_t n) { return _data + static_cast<size_t>(n) * static_cast<size_t>(_entry_size); }
+  const uint8_t* slot(int32_t n) const {
+    return _data + static_cast<size_t>(n) * static_cast<size_t>(_entry_size);
+  }
+  int32_t entries() const { return _entries; }
+  int32_t max_entries() const { return _max_entries; }
+  int64_t length() const { return _length; }
+  int32_t max_index_size() const { return _max_index_size; }
+  bool misaligned_on_open() const { return _misaligned_on_open; }
+  const std::filesystem::path& path() const { return _path; }
+
+  // The caller has written slot(entries()); count it.
+  void push_entry() { ++_entries; }
+  // Drops entries from n on, zeroing their slots.
+  void truncate_to_entries(int32_t n);
+  // Sets the file length (rounded down to whole entries, never below the entries) and remaps.
+  status resize(int64_t bytes);
+  status flush() const;
+  status rename_to(const std::filesystem::path& path);
+  status close_and_delete();
+
+ private:
+  status map(int fd, int64_t length);
+  void unmap();
+
+  std::filesystem::path _path;
+  uint8_t* _data = nullptr;
+  int64_t _length = 0;
+  int32_t _entry_size = 1;
+  int32_t _max_index_size = 0;
+  int32_t _entries = 0;
+  int32_t _max_entries = 0;
+  bool _misaligned_on_open = false;
+};
+
+}  // namespace mala::storage::detail

@@ -1,0 +1,787 @@
+#include "mala/storage/log_manager.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "mala/common/logging.h"
+#include "mala/storage/checkpoint_file.h"
+
+namespace mala::storage {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What Kafka (3.7+, KIP-966) writes into .kafka_cleanshutdown: Jackson's encoding of {version, brokerEpoch}.
+std::string clean_shutdown_contents(int64_t broker_epoch) {
+  return "{\"version\":0,\"brokerEpoch\":" + std::to_string(broker_epoch) + "}";
+}
+
+// The brokerEpoch of a marker, or nullopt (older Kafka versions wrote an empty file).
+std::optional<int64_t> parse_clean_shutdown_epoch(std::string_view text) {
+  constexpr std::string_view key = "\"brokerEpoch\"";
+  auto at = text.find(key);
+  if (at == std::string_view::npos) return std::nullopt;
+  text.remove_prefix(at + key.size());
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\n'))
+    text.remove_prefix(1);
+  if (text.empty() || text.front() != ':') return std::nullopt;
+  text.remove_prefix(1);
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\n'))
+    text.remove_prefix(1);
+  int64_t epoch = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epoch);
+  if (ec != std::errc{} || end == text.data()) return std::nullopt;
+  return epoch;
+}
+
+status io_error(const std::string& what, const fs::path& path, int err) {
+  return status::error(error_code::kafka_storage_error,
+                       what + " " + path.string() + ": " + std::strerror(err));
+}
+
+// Small files only (the clean-shutdown marker). nullopt content: the file does not exist.
+result<std::optional<std::string>> read_small_file(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<std::string>{};
+    return io_error("cannot open", path, errno);
+  }
+  std::string contents;
+  char buffer[512];
+  while (true) {
+    auto n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return io_error("cannot read", path, err);
+    }
+    if (n == 0 || contents.size() > 4096) break;
+    contents.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return std::optional<std::string>{std::move(contents)};
+}
+
+status fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return io_error("cannot open directory", dir, errno);
+  bool ok = ::fsync(fd) == 0;
+  int err = errno;
+  ::close(fd);
+  if (!ok) return io_error("cannot fsync directory", dir, err);
+  return status::success();
+}
+
+// Absolute, without "." / ".." and without a trailing separator, so that paths given by callers of
+// mark_offline() compare equal to the configured ones.
+fs::path normalize_dir(const fs::path& dir) {
+  std::error_code ec;
+  auto absolute = fs::absolute(dir, ec);
+  auto normal = (ec ? dir : absolute).lexically_normal();
+  if (!normal.has_filename() && normal.has_parent_path() && normal != normal.root_path())
+    normal = normal.parent_path();
+  return normal;
+}
+
+// Kafka's name for a partition dir waiting for deletion: "<topic>-<partition>.<uuid, 32 hex digits>-delete",
+// the topic cut so that the name stays within the 255-byte file name limit (LocalLog.logDeleteDirName).
+std::string delete_dir_name(const topic_partition& tp) {
+  auto id = uuid::random();
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string unique;
+  for (auto byte : id.bytes) {
+    unique += hex[byte >> 4];
+    unique += hex[byte & 0xf];
+  }
+  auto suffix = "-" + std::to_string(tp.partition) + "." + unique + std::string(delete_dir_suffix);
+  auto topic_length = std::min(tp.topic.size(), size_t{255} - suffix.size());
+  return tp.topic.substr(0, topic_length) + suffix;
+}
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Runs job(i) for every i in [0, count) on up to `threads` new threads per group, all groups at once (Kafka
+// runs one pool of num.recovery.threads.per.data.dir threads per log dir, the dirs in parallel). Falls back
+// to the calling thread when no thread can be started.
+void run_in_pools(int32_t threads, const std::vector<size_t>& group_sizes,
+                  const std::function<void(size_t group, size_t index)>& job) {
+  struct group_state {
+    size_t size = 0;
+    std::atomic<size_t> next{0};
+  };
+  std::vector<group_state> groups(group_sizes.size());
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].size = group_sizes[g];
+  auto drain = [&](size_t g) {
+    while (true) {
+      auto i = groups[g].next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= groups[g].size) return;
+      job(g, i);
+    }
+  };
+  std::vector<std::thread> pool;
+  std::vector<bool> started(groups.size(), false);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    auto wanted = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), groups[g].size);
+    for (size_t t = 0; t < wanted; ++t) {
+      try {
+        pool.emplace_back(drain, g);
+        started[g] = true;
+      } catch (const std::system_error&) {
+        break;  // out of threads: whatever is left runs below or on the threads already started
+      }
+    }
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (!started[g]) drain(g);
+  }
+  for (auto& thread : pool) thread.join();
+}
+
+// Removes "-delete" directories off the manager's thread: a deleted topic can hold gigabytes.
+class background_deleter {
+ public:
+  explicit background_deleter(std::shared_ptr<spdlog::logger> log) : _log(std::move(log)) {}
+  ~background_deleter() { stop(); }
+
+  void enqueue(fs::path dir) {
+    {
+      std::lock_guard lock(_mutex);
+      _queue.push_back(std::move(dir));
+      if (!_thread.joinable()) {
+        try {
+          _thread = std::thread([this] { run(); });
+        } catch (const std::system_error&) {
+          // No thread: delete now rather than leave it (it would also be retried at the next start).
+          auto path = std::move(_queue.back());
+          _queue.pop_back();
+          remove(path);
+          return;
+        }
+      }
+    }
+    _wake.notify_one();
+  }
+
+  // Finishes the queued deletions and joins the thread.
+  void stop() {
+    {
+      std::lock_guard lock(_mutex);
+      _stopping = true;
+    }
+    _wake.notify_one();
+    if (_thread.joinable()) _thread.join();
+    std::lock_guard lock(_mutex);
+    _stopping = false;
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(_mutex);
+    while (true) {
+      _wake.wait(lock, [this] { return _stopping || !_queue.empty(); });
+      if (_queue.empty()) return;  // stopping, nothing left
+      auto dir = std::move(_queue.front());
+      _queue.pop_front();
+      lock.unlock();
+      remove(dir);
+      lock.lock();
+    }
+  }
+
+  void remove(const fs::path& dir) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (ec) {
+      // Left for the next start-up, which removes every "-delete" dir it finds.
+      _log->warn("Cannot delete {}: {}", dir.string(), ec.message());
+    } else {
+      _log->info("Deleted log directory {}", dir.string());
+    }
+  }
+
+  std::shared_ptr<spdlog::logger> _log;
+  std::mutex _mutex;
+  std::condition_variable _wake;
+  std::deque<fs::path> _queue;
+  bool _stopping = false;
+  std::thread _thread;
+};
+
+}  // namespace
+
+struct log_manager::impl {
+  struct dir_state {
+    fs::path path;
+    bool online = true;
+    std::string error;
+    int32_t partitions = 0;  // kept up to date: create() balances on it
+  };
+  struct log_entry {
+    std::unique_ptr<partition_log> log;
+    size_t dir = 0;
+  };
+
+  log_manager_options options;
+  std::shared_ptr<spdlog::logger> log = subsystem_logger("storage");
+  std::vector<dir_state> dirs;
+  std::map<topic_partition, log_entry> logs;
+  // Logs of dirs taken offline, closed: kept alive until the manager goes so that the partition_log pointers
+  // callers still hold stay valid (they learn of the failure from dirs() / metadata, not from a crash).
+  std::vector<std::unique_ptr<partition_log>> retired;
+  load_report report;
+  background_deleter deleter{log};
+  bool shut_down = false;
+
+  std::optional<size_t> find_dir(const fs::path& path) const {
+    auto normal = normalize_dir(path);
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      if (dirs[i].path == normal) return i;
+    }
+    return std::nullopt;
+  }
+
+  void take_offline(size_t d, const std::string& error) {
+    auto& dir = dirs[d];
+    if (!dir.online) return;
+    dir.online = false;
+    dir.error = error;
+    int32_t closed = 0;
+    for (auto it = logs.begin(); it != logs.end();) {
+      if (it->second.dir != d) {
+        ++it;
+        continue;
+      }
+      // Best effort: the disk is failing, so errors here add nothing.
+      (void)it->second.log->close();
+      retired.push_back(std::move(it->second.log));
+      it = logs.erase(it);
+      ++closed;
+    }
+    dir.partitions = 0;
+    log->error("Log dir {} is offline ({} partitions stop being served): {}", dir.path.string(), closed,
+               error);
+  }
+
+  std::map<size_t, offset_checkpoint> offsets_by_dir(bool recovery_points) const {
+    std::map<size_t, offset_checkpoint> by_dir;
+    for (size_t d = 0; d < dirs.size(); ++d) {
+      if (dirs[d].online) by_dir[d];  // a dir with no partitions left gets an empty checkpoint
+    }
+    for (const auto& [tp, entry] : logs) {
+      by_dir[entry.dir][tp] = recovery_points ? entry.log->recovery_point() : entry.log->log_start_offset();
+    }
+    return by_dir;
+  }
+
+  status write_checkpoint(size_t d, bool recovery_points, const offset_checkpoint& offsets) {
+    auto file = recovery_points ? recovery_point_checkpoint_file : log_start_offset_checkpoint_file;
+    auto written = write_offset_checkpoint(dirs[d].path / file, offsets);
+    if (!written.ok()) {
+      take_offline(d, "cannot write " + std::string(file) + ": " + written.message);
+      return status::error(error_code::kafka_storage_error, written.message);
+    }
+    return status::success();
+  }
+
+  status checkpoint(bool recovery_points, std::optional<size_t> only_dir = std::nullopt) {
+    status first;
+    for (const auto& [d, offsets] : offsets_by_dir(recovery_points)) {
+      if (only_dir && d != *only_dir) continue;
+      if (!dirs[d].online) continue;
+      auto written = write_checkpoint(d, recovery_points, offsets);
+      if (!written.ok() && first.ok()) first = written;
+    }
+    return first;
+  }
+
+  status load();
+};
+
+status log_manager::impl::load() {
+  auto start = steady_ms();
+
+  // Per dir: create it, consume the clean-shutdown marker, read the checkpoints, list the partition dirs.
+  struct load_job {
+    topic_partition tp;
+    fs::path path;
+    log_config config;
+    log_open_options open_options;
+    std::optional<result<std::unique_ptr<partition_log>>> outcome;
+  };
+  struct dir_load {
+    bool clean_shutdown = false;
+    std::optional<int64_t> broker_epoch;
+    std::vector<load_job> jobs;
+    int32_t leftover_deletions = 0;
+  };
+  std::vector<dir_load> loads(dirs.size());
+
+  for (size_t d = 0; d < dirs.size(); ++d) {
+    auto& dir = dirs[d];
+    auto& load = loads[d];
+    std::error_code ec;
+    fs::create_directories(dir.path, ec);
+    if (ec) {
+      take_offline(d, "cannot create log dir " + dir.path.string() + ": " + ec.message());
+      continue;
+    }
+    if (!fs::is_directory(dir.path, ec)) {
+      take_offline(d, "log dir " + dir.path.string() + " is not a directory");
+      continue;
+    }
+
+    // The marker is removed before anything is loaded so that a crash during this run is seen as unclean by
+    // the next one (KAFKA-10471); the removal is made durable for the same reason.
+    auto marker_path = dir.path / clean_shutdown_file;
+    auto marker = read_small_file(marker_path);
+    if (!marker.ok()) {
+      take_offline(d, marker.error().message);
+      continue;
+    }
+    if (marker->has_value()) {
+      load.clean_shutdown = true;
+      load.broker_epoch = parse_clean_shutdown_epoch(**marker);
+      if (::unlink(marker_path.c_str()) != 0 && errno != ENOENT) {
+        take_offline(d, io_error("cannot delete", marker_path, errno).message);
+        continue;
+      }
+      if (auto synced = fsync_dir(dir.path); !synced.ok()) {
+        take_offline(d, synced.message);
+        continue;
+      }
+    }
+
+    // Like Kafka, an unreadable checkpoint only costs work: recovery from offset 0, or the log start offset
+    // taken from the first segment.
+    offset_checkpoint recovery_points;
+    if (auto read = read_offset_checkpoint(dir.path / recovery_point_checkpoint_file); read.ok()) {
+      recovery_points = std::move(*read);
+    } else {
+      log->warn("Cannot read {} in {}, recovering from offset 0: {}", recovery_point_checkpoint_file,
+                dir.path.string(), read.error().message);
+    }
+    offset_checkpoint start_offsets;
+    if (auto read = read_offset_checkpoint(dir.path / log_start_offset_checkpoint_file); read.ok()) {
+      start_offsets = std::move(*read);
+    } else {
+      log->warn("Cannot read {} in {}, using each log's first segment: {}", log_start_offset_checkpoint_file,
+                dir.path.string(), read.error().message);
+    }
+
+    fs::directory_iterator it(dir.path, ec);
+    bool listed = !ec;
+    for (; listed && it != fs::directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      std::error_code type_ec;
+      if (!it->is_directory(type_ec)) continue;
+      auto name = it->path().filename().string();
+      if (name.ends_with(delete_dir_suffix)) {
+        // Left over from a topic deletion interrupted by a stop.
+        deleter.enqueue(it->path());
+        ++load.leftover_deletions;
+        continue;
+      }
+      auto tp = parse_partition_dir_name(name);
+      if (!tp) {
+        log->debug("Ignoring {} in log dir {}: not a <topic>-<partition> directory", name, dir.path.string());
+        continue;
+      }
+      load_job job;
+      job.tp = *tp;
+      job.path = it->path();
+      // Resolved here, on the caller's thread: the callback need not be thread-safe.
+      job.config = options.topic_config ? options.topic_config(tp->topic) : options.defaults;
+      if (auto rp = recovery_points.find(*tp); rp != recovery_points.end())
+        job.open_options.recovery_point = rp->second;
+      if (auto so = start_offsets.find(*tp); so != start_offsets.end())
+        job.open_options.log_start_offset = so->second;
+      job.open_options.clean_shutdown = load.clean_shutdown;
+      job.open_options.clock_ms = options.clock_ms;
+      load.jobs.push_back(std::move(job));
+    }
+    if (ec) {
+      load.jobs.clear();
+      take_offline(d, "cannot list log dir " + dir.path.string() + ": " + ec.message());
+      continue;
+    }
+  }
+
+  std::vector<size_t> sizes;
+  for (const auto& load : loads) sizes.push_back(load.jobs.size());
+  run_in_pools(options.recovery_threads_per_dir, sizes, [&](size_t d, size_t i) {
+    auto& job = loads[d].jobs[i];
+    job.outcome.emplace(partition_log::open(job.path, job.tp, job.config, job.open_options));
+  });
+
+  // Two dirs holding the same partition: Kafka refuses to start, since either copy could be the stale one (a
+  // reassignment between dirs interrupted by a disk failure) and only an operator can tell.
+  std::map<topic_partition, fs::path> seen;
+  for (auto& load : loads) {
+    for (auto& job : load.jobs) {
+      if (!job.outcome || !job.outcome->ok()) continue;
+      auto [at, inserted] = seen.emplace(job.tp, job.path);
+      if (!inserted) {
+        return status::error(
+            error_code::kafka_storage_error,
+            "Duplicate log directories for " + partition_dir_name(job.tp.topic, job.tp.partition) +
+                " are found in both " + at->second.string() + " and " + job.path.string() +
+                ". Delete the stale one (likely the one on the dir that failed recently) and "
+                "restart.");
+      }
+    }
+  }
+
+  for (size_t d = 0; d < dirs.size(); ++d) {
+    auto& load = loads[d];
+    // A partition that cannot be opened (I/O error, corruption recovery could not cut away) takes its whole
+    // dir offline, as Kafka does with an IOException during loading.
+    std::string failure;
+    for (auto& job : load.jobs) {
+      if (job.outcome && !job.outcome->ok() && failure.empty()) {
+        failure = "cannot load " + job.path.string() + ": " + job.outcome->error().message;
+      }
+    }
+    int32_t loaded = 0;
+    int32_t recovered = 0;
+    int64_t truncated = 0;
+    for (auto& job : load.jobs) {
+      if (!job.outcome || !job.outcome->ok()) continue;
+      auto partition = std::move(job.outcome->value());
+      const auto& recovery = partition->recovery_report();
+      ++loaded;
+      if (recovery.scanned) ++recovered;
+      truncated += recovery.truncated_bytes;
+      logs[job.tp] = log_entry{std::move(partition), d};
+      ++dirs[d].partitions;
+    }
+    if (!failure.empty()) {
+      take_offline(d, failure);
+      continue;
+    }
+    if (!dirs[d].online) continue;
+    report.partitions += loaded;
+    report.recovered += recovered;
+    report.truncated_bytes += truncated;
+    if (load.jobs.empty()) {
+      log->info("No partitions found in {}{}", dirs[d].path.string(),
+                load.leftover_deletions
+                    ? fmt::format(", {} deleted partitions to remove", load.leftover_deletions)
+                    : "");
+    } else if (load.clean_shutdown) {
+      log->info("Loaded {} partitions from {} without recovery (clean shutdown marker found){}", loaded,
+                dirs[d].path.string(),
+                load.leftover_deletions
+                    ? fmt::format(", {} deleted partitions to remove", load.leftover_deletions)
+                    : "");
+    } else {
+      log->info("Loaded {} partitions from {} after an unclean shutdown: {} recovered, {} bytes truncated{}",
+                loaded, dirs[d].path.string(), recovered, truncated,
+                load.leftover_deletions
+                    ? fmt::format(", {} deleted partitions to remove", load.leftover_deletions)
+                    : "");
+    }
+  }
+
+  std::string offline;
+  for (const auto& dir : dirs) {
+    if (dir.online) {
+      offline.clear();
+      break;
+    }
+    offline += (offline.empty() ? "" : "; ") + dir.error;
+  }
+  if (!offline.empty())
+    return status::error(error_code::kafka_storage_error, "every log dir is offline: " + offline);
+
+  // KIP-966: an epoch is reported only when every dir, all online, stopped cleanly with the same one.
+  report.previous_broker_epoch = -1;
+  std::optional<int64_t> epoch;
+  bool consistent = true;
+  for (size_t d = 0; d < dirs.size(); ++d) {
+    if (!dirs[d].online || !loads[d].broker_epoch || (epoch && *epoch != *loads[d].broker_epoch)) {
+      consistent = false;
+      break;
+    }
+    epoch = loads[d].broker_epoch;
+  }
+  if (consistent && epoch) report.previous_broker_epoch = *epoch;
+
+  report.elapsed_ms = steady_ms() - start;
+  log->info("Loaded {} partitions from {} log dirs in {} ms ({} recovered, {} bytes truncated)",
+            report.partitions, dirs.size(), report.elapsed_ms, report.recovered, report.truncated_bytes);
+  return status::success();
+}
+
+result<std::unique_ptr<log_manager>> log_manager::open(log_manager_options options) {
+  if (options.dirs.empty()) return status::error(error_code::kafka_storage_error, "no log dirs configured");
+  std::unique_ptr<log_manager> manager(new log_manager());
+  manager->_impl = std::make_unique<impl>();
+  auto& m = *manager->_impl;
+  std::set<fs::path> unique;
+  for (const auto& dir : options.dirs) {
+    auto normal = normalize_dir(dir);
+    if (!unique.insert(normal).second) {
+      return status::error(error_code::kafka_storage_error,
+                           "log dir " + normal.string() + " is listed twice");
+    }
+    m.dirs.push_back(impl::dir_state{normal, true, {}});
+  }
+  m.options = std::move(options);
+  if (auto loaded = m.load(); !loaded.ok()) return loaded;
+  return manager;
+}
+
+log_manager::~log_manager() {
+  // No flush, no checkpoints, no marker: destroying without shutdown() is what a crash looks like to the next
+  // start.
+  if (_impl) _impl->deleter.stop();
+}
+
+partition_log* log_manager::get(const topic_partition& tp) const {
+  auto it = _impl->logs.find(tp);
+  return it == _impl->logs.end() ? nullptr : it->second.log.get();
+}
+
+std::vector<topic_partition> log_manager::partitions() const {
+  std::vector<topic_partition> out;
+  out.reserve(_impl->logs.size());
+  for (const auto& [tp, entry] : _impl->logs) out.push_back(tp);
+  return out;
+}
+
+result<partition_log*> log_manager::create(const topic_partition& tp, const uuid& topic_id,
+                                           const log_config& config) {
+  auto& m = *_impl;
+  if (auto it = m.logs.find(tp); it != m.logs.end()) {
+    // A partition of a deleted topic recreated under the same name has a new id: the old data must not be
+    // served as the new topic's (Kafka's InconsistentTopicIdException).
+    auto stored = read_partition_metadata(it->second.log->dir());
+    if (stored.ok() && stored->has_value() && !(**stored == topic_id)) {
+      return status::error(error_code::inconsistent_topic_id,
+                           "partition " + partition_dir_name(tp.topic, tp.partition) + " in " +
+                               it->second.log->dir().string() + " has topic id " + (*stored)->to_string() +
+                               ", not " + topic_id.to_string());
+    }
+    return it->second.log.get();
+  }
+  if (m.shut_down) return status::error(error_code::kafka_storage_error, "log manager is shut down");
+
+  // Fewest partitions first; ties keep the configured order (Kafka's nextLogDirs).
+  std::vector<std::pair<int32_t, size_t>> candidates;
+  for (size_t d = 0; d < m.dirs.size(); ++d) {
+    if (m.dirs[d].online) candidates.emplace_back(m.dirs[d].partitions, d);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+
+  status last = status::error(
+      error_code::kafka_storage_error,
+      "cannot create " + partition_dir_name(tp.topic, tp.partition) + ": every log dir is offline");
+  for (const auto& [_, d] : candidates) {
+    if (!m.dirs[d].online) continue;  // taken offline by an earlier attempt
+    log_open_options open_options;
+    open_options.topic_id = topic_id;
+    open_options.clock_ms = m.options.clock_ms;
+    auto path = m.dirs[d].path / partition_dir_name(tp.topic, tp.partition);
+    auto opened = partition_log::open(path, tp, config, open_options);
+    if (opened.ok()) {
+      auto* raw = opened->get();
+      m.logs[tp] = impl::log_entry{std::move(*opened), d};
+      ++m.dirs[d].partitions;
+      m.log->info("Created log for {} in {}", partition_dir_name(tp.topic, tp.partition),
+                  m.dirs[d].path.string());
+      return raw;
+    }
+    if (opened.error().code != error_code::kafka_storage_error) return opened.error();
+    // Kafka takes a dir that cannot hold a new partition offline and tries the next one.
+    m.take_offline(d, "cannot create " + path.string() + ": " + opened.error().message);
+    last = opened.error();
+  }
+  return last;
+}
+
+status log_manager::remove(const topic_partition& tp) {
+  auto& m = *_impl;
+  auto it = m.logs.find(tp);
+  if (it == m.logs.end()) {
+    for (const auto& dir : m.dirs) {
+      if (!dir.online) {
+        return status::error(error_code::kafka_storage_error,
+                             "cannot delete " + partition_dir_name(tp.topic, tp.partition) +
+                                 ": it may be in the offline log dir " + dir.path.string());
+      }
+    }
+    return status::success();  // nothing to delete: topic deletion is replayed idempotently
+  }
+  auto d = it->second.dir;
+  auto log = std::move(it->second.log);
+  m.logs.erase(it);
+  --m.dirs[d].partitions;
+  auto from = log->dir();
+  // Errors closing do not matter: the data is being thrown away.
+  (void)log->close();
+  log.reset();
+
+  auto to = m.dirs[d].path / delete_dir_name(tp);
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    auto error = io_error("cannot rename " + from.string() + " to", to, errno);
+    m.take_offline(d, error.message);
+    return error;
+  }
+  // Durable before the checkpoints drop the partition: a crash must not bring the deleted partition back.
+  if (auto synced = fsync_dir(m.dirs[d].path); !synced.ok()) {
+    m.take_offline(d, synced.message);
+    return synced;
+  }
+  m.log->info("Log for {} renamed to {} and scheduled for deletion",
+              partition_dir_name(tp.topic, tp.partition), to.string());
+  m.deleter.enqueue(to);
+  auto recovery = m.checkpoint(true, d);
+  auto start = m.checkpoint(false, d);
+  return recovery.ok() ? start : recovery;
+}
+
+status log_manager::checkpoint_recovery_points() {
+  return _impl->checkpoint(true);
+}
+
+status log_manager::checkpoint_log_start_offsets() {
+  return _impl->checkpoint(false);
+}
+
+void log_manager::run_retention(
+    int64_t now_ms, const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark) {
+  auto& m = *_impl;
+  std::map<size_t, std::string> failed;
+  for (auto& [tp, entry] : m.logs) {
+    if (failed.contains(entry.dir)) continue;
+    auto& log = *entry.log;
+    std::optional<int64_t> hw;
+    if (high_watermark) hw = high_watermark(tp);
+    auto removed = log.apply_retention(now_ms, hw.value_or(log.log_end_offset()));
+    if (!removed.ok()) {
+      if (removed.error().code == error_code::kafka_storage_error) {
+        failed[entry.dir] = "retention of " + log.dir().string() + ": " + removed.error().message;
+        continue;
+      }
+      m.log->warn("Retention of {} failed: {}", log.dir().string(), removed.error().message);
+    }
+    log.delete_expired_files(now_ms);
+  }
+  for (const auto& [d, error] : failed) m.take_offline(d, error);
+}
+
+status log_manager::shutdown(int64_t broker_epoch) {
+  auto& m = *_impl;
+  if (m.shut_down) return status::success();
+  m.shut_down = true;
+  m.log->info("Shutting down the log manager");
+
+  // Flush and close in parallel per dir, like the log loading.
+  std::vector<std::vector<std::pair<topic_partition, partition_log*>>> by_dir(m.dirs.size());
+  for (auto& [tp, entry] : m.logs) by_dir[entry.dir].emplace_back(tp, entry.log.get());
+  struct close_outcome {
+    status result;
+    int64_t recovery_point = 0;
+    int64_t log_start_offset = 0;
+  };
+  std::vector<std::vector<close_outcome>> outcomes(m.dirs.size());
+  std::vector<size_t> sizes;
+  for (size_t d = 0; d < by_dir.size(); ++d) {
+    outcomes[d].resize(by_dir[d].size());
+    sizes.push_back(by_dir[d].size());
+  }
+  run_in_pools(m.options.recovery_threads_per_dir, sizes, [&](size_t d, size_t i) {
+    auto* log = by_dir[d][i].second;
+    auto& outcome = outcomes[d][i];
+    // close() flushes first (Kafka's shutdown flushes then closes; one flush is enough), which moves the
+    // recovery point to the log end offset: that is what gets checkpointed.
+    outcome.result = log->close();
+    outcome.recovery_point = log->recovery_point();
+    outcome.log_start_offset = log->log_start_offset();
+  });
+
+  status first;
+  for (size_t d = 0; d < m.dirs.size(); ++d) {
+    if (!m.dirs[d].online) continue;
+    // A dir whose logs did not all close cleanly gets no marker, so the next start recovers it (Kafka skips
+    // the checkpoints and the marker of such a dir too).
+    std::string failure;
+    offset_checkpoint recovery_points;
+    offset_checkpoint start_offsets;
+    for (size_t i = 0; i < outcomes[d].size(); ++i) {
+      const auto& outcome = outcomes[d][i];
+      if (!outcome.result.ok() && failure.empty()) {
+        failure = "cannot close " + by_dir[d][i].second->dir().string() + ": " + outcome.result.message;
+      }
+      recovery_points[by_dir[d][i].first] = outcome.recovery_point;
+      start_offsets[by_dir[d][i].first] = outcome.log_start_offset;
+    }
+    if (!failure.empty()) {
+      m.log->error("Log dir {} not marked clean: {}", m.dirs[d].path.string(), failure);
+      if (first.ok()) first = status::error(error_code::kafka_storage_error, failure);
+      continue;
+    }
+    auto recovery = m.write_checkpoint(d, true, recovery_points);
+    auto start = recovery.ok() ? m.write_checkpoint(d, false, start_offsets) : recovery;
+    if (!start.ok()) {
+      if (first.ok()) first = start;
+      continue;
+    }
+    auto marker =
+        write_file_atomically(m.dirs[d].path / clean_shutdown_file, clean_shutdown_contents(broker_epoch));
+    if (!marker.ok()) {
+      m.log->error("Cannot write the clean shutdown marker in {}: {}", m.dirs[d].path.string(),
+                   marker.message);
+      if (first.ok()) first = marker;
+    }
+  }
+
+  for (auto& [tp, entry] : m.logs) m.retired.push_back(std::move(entry.log));
+  m.logs.clear();
+  for (auto& dir : m.dirs) dir.partitions = 0;
+  m.deleter.stop();
+  m.log->info("Log manager shut down");
+  return first;
+}
+
+std::vector<log_dir_status> log_manager::dirs() const {
+  std::vector<log_dir_status> out;
+  for (const auto& dir : _impl->dirs)
+    out.push_back(log_dir_status{dir.path, dir.online, dir.error, dir.partitions});
+  return out;
+}
+
+void log_manager::mark_offline(const fs::path& dir, const std::string& error) {
+  auto d = _impl->find_dir(dir);
+  if (!d) {
+    _impl->log->warn("mark_offline: {} is not a log dir ({})", dir.string(), error);
+    return;
+  }
+  _impl->take_offline(*d, error);
+}
+
+const log_manager::load_report& log_manager::loaded() const {
+  return _impl->report;
+}
+
+}  // namespace mala::storage

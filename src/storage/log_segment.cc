@@ -1,0 +1,652 @@
+#include "mala/storage/log_segment.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "mala/common/logging.h"
+#include "mala/protocol/record_batch.h"
+#include "mala/storage/segment_files.h"
+
+namespace mala::storage {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace layout = protocol::batch_layout;
+using protocol::record_batch_header;
+
+constexpr int64_t max_relative_offset = std::numeric_limits<int32_t>::max();
+constexpr int64_t max_segment_position = std::numeric_limits<int32_t>::max();
+// The smallest batchLength a v2 batch can have (its header minus the log overhead).
+constexpr int32_t min_batch_length = static_cast<int32_t>(layout::header_size - layout::log_overhead);
+// Header scans read this much at a time: a few index intervals of small batches per system call.
+constexpr size_t scan_chunk = 16 * 1024;
+// Recovery reads whole batches, this much at a time (more when a batch is larger).
+constexpr size_t recovery_chunk = 1024 * 1024;
+
+status io_error(const char* what, const fs::path& path, int err) {
+  return status::error(error_code::kafka_storage_error,
+                       std::string(what) + " " + path.string() + ": " + std::strerror(err));
+}
+
+status invariant_error(const std::string& what, const fs::path& path) {
+  return status::error(error_code::unknown_server_error, what + " (segment " + path.string() + ")");
+}
+
+int64_t system_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Reads up to n bytes at position; fewer only at end of file. -1 (errno set) on an I/O error.
+int64_t pread_full(int fd, uint8_t* data, size_t n, int64_t position) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r =
+        ::pread(fd, data + done, n - done, static_cast<off_t>(position + static_cast<int64_t>(done)));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return static_cast<int64_t>(done);
+}
+
+bool pwrite_full(int fd, const uint8_t* data, size_t n, int64_t position) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r =
+        ::pwrite(fd, data + done, n - done, static_cast<off_t>(position + static_cast<int64_t>(done)));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+status unlink_if_exists(const fs::path& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return io_error("cannot delete", path, errno);
+  return status::success();
+}
+
+fs::path with_suffix(fs::path path, std::string_view suffix) {
+  path += suffix;
+  return path;
+}
+
+struct located_batch {
+  int64_t position = 0;
+  record_batch_header header;
+};
+
+// Walks batch headers forward through [position, end) of a .log without reading the records: framing only
+// (magic, a batchLength that fits). Stops at the end, at a batch cut short or implausible, or on a read
+// error.
+class header_scanner {
+ public:
+  header_scanner(int fd, int64_t position, int64_t end) : _fd(fd), _position(position), _end(end) {}
+
+  std::optional<located_batch> next() {
+    if (_end - _position < static_cast<int64_t>(layout::header_size)) return std::nullopt;
+    const auto header_bytes = static_cast<int64_t>(layout::header_size);
+    if (_position < _buffer_start || _position + header_bytes > _buffer_start + _buffer_length) {
+      const auto want = static_cast<size_t>(std::min<int64_t>(scan_chunk, _end - _position));
+      const int64_t got = pread_full(_fd, _buffer, want, _position);
+      if (got < header_bytes) return std::nullopt;
+      _buffer_start = _position;
+      _buffer_length = got;
+    }
+    const auto header = protocol::parse_batch_header(
+        std::span<const uint8_t>(_buffer + (_position - _buffer_start), layout::header_size));
+    if (!header || header->magic != protocol::current_magic || header->batch_length < min_batch_length ||
+        header->size_in_bytes() > _end - _position) {
+      return std::nullopt;
+    }
+    located_batch found{_position, *header};
+    _position += header->size_in_bytes();
+    return found;
+  }
+
+ private:
+  int _fd;
+  int64_t _position;
+  int64_t _end;
+  uint8_t _buffer[scan_chunk];
+  int64_t _buffer_start = 0;
+  int64_t _buffer_length = 0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// segment_file
+
+segment_file::~segment_file() {
+  if (_fd >= 0) ::close(_fd);
+}
+
+result<std::vector<uint8_t>> segment_file::read(int64_t position, int32_t n) const {
+  if (position < 0 || n < 0) {
+    return status::error(error_code::unknown_server_error, "bad read of " + std::to_string(n) + " bytes at " +
+                                                               std::to_string(position) + " from " +
+                                                               _path.string());
+  }
+  std::vector<uint8_t> data(static_cast<size_t>(n));
+  const int64_t got = pread_full(_fd, data.data(), data.size(), position);
+  if (got < 0) return io_error("cannot read", _path, errno);
+  data.resize(static_cast<size_t>(got));
+  return data;
+}
+
+status segment_file::sync() const {
+  // fdatasync covers the data and the file length (what a reader needs); the modification time can stay
+  // behind.
+  if (::fdatasync(_fd) != 0) return io_error("cannot fsync", _path, errno);
+  return status::success();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// log_segment
+
+struct log_segment::impl {
+  fs::path dir;
+  int64_t base_offset = 0;
+  log_config config;
+  std::function<int64_t()> clock;
+  std::shared_ptr<segment_file> file;
+  std::unique_ptr<offset_index> offsets;
+  std::unique_ptr<time_index> times;
+  fs::path txn_path;
+
+  int64_t size = 0;
+  int64_t next_offset = 0;
+  timestamp_offset max_timestamp{-1, -1};  // largest batch max timestamp and its offset (Kafka's UNKNOWN)
+  int64_t rolling_timestamp = -1;          // the first batch's max timestamp (Kafka's rollingBasedTimestamp)
+  int64_t created_ms = 0;
+  int64_t bytes_since_last_index_entry = 0;
+  bool index_files_created = false;
+  bool closed = false;
+
+  int64_t now() const { return clock ? clock() : system_clock_ms(); }
+  int fd() const { return file->fd(); }
+
+  // The first batch whose last offset is >= offset: from the offset index entry at or below it, forward. An
+  // entry that does not point at a batch header (a corrupt index) falls back to a scan from the start.
+  std::optional<located_batch> locate(int64_t offset) const {
+    if (size == 0) return std::nullopt;
+    int64_t start = offsets->lookup(offset).position;
+    if (start < 0 || start >= size) start = 0;
+    for (;;) {
+      header_scanner scanner(fd(), start, size);
+      bool first = true;
+      while (auto batch = scanner.next()) {
+        if (batch->header.last_offset() >= offset) return batch;
+        first = false;
+      }
+      if (!first || start == 0) return std::nullopt;
+      start = 0;
+    }
+  }
+
+  // Scans [start, size) for the last batch and the largest timestamp after the time index's last entry.
+  bool scan_tail(int64_t start, timestamp_offset from_index) {
+    header_scanner scanner(fd(), start, size);
+    timestamp_offset largest = from_index;
+    std::optional<int64_t> next;
+    while (auto batch = scanner.next()) {
+      if (batch->header.max_timestamp > largest.timestamp) {
+        largest = {batch->header.max_timestamp, batch->header.last_offset()};
+      }
+      next = batch->header.next_offset();
+    }
+    if (!next) return false;
+    next_offset = *next;
+    max_timestamp = largest;
+    return true;
+  }
+
+  // Derives what appends need from the indexes and the .log tail (Kafka's readNextOffset and
+  // readLargestTimestamp): the scan starts at the offset index entry below the time index's last entry, so
+  // after a clean close it covers a few batches.
+  void load_tail() {
+    next_offset = base_offset;
+    max_timestamp = {-1, -1};
+    const timestamp_offset from_index = times->last_entry().value_or(timestamp_offset{-1, -1});
+    const int64_t start = offsets->lookup(from_index.offset).position;
+    if (size > 0 && !scan_tail(start < size ? start : 0, from_index) && start != 0) scan_tail(0, from_index);
+    const auto last_entry = offsets->last_entry();
+    bytes_since_last_index_entry = size - (last_entry ? last_entry->position : 0);
+  }
+
+  void load_first_batch_timestamp() {
+    rolling_timestamp = -1;
+    header_scanner scanner(fd(), 0, size);
+    if (auto first = scanner.next()) rolling_timestamp = first->header.max_timestamp;
+  }
+
+  // Kafka's AbstractIndex.reset() for both indexes: empty, at full size (the segment is or becomes active).
+  status reset_indexes() {
+    offsets->truncate_all();
+    times->truncate_all();
+    if (auto s = offsets->resize(config.segment_index_bytes); !s.ok()) return s;
+    return times->resize(config.segment_index_bytes);
+  }
+
+  status trim_indexes_with_final_entry() {
+    // The entry for the largest timestamp may be missing (entries are sparse); a rolled or closed segment
+    // gets it so that time-based retention and ListOffsets see the segment's true maximum.
+    if (max_timestamp.timestamp >= 0) {
+      if (auto s = times->maybe_append(max_timestamp.timestamp, max_timestamp.offset, true); !s.ok())
+        return s;
+    }
+    if (auto s = offsets->trim_to_entries(); !s.ok()) return s;
+    return times->trim_to_entries();
+  }
+};
+
+result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int64_t base_offset,
+                                                       const log_config& config, bool create,
+                                                       std::function<int64_t()> clock_ms) {
+  std::unique_ptr<log_segment> segment(new log_segment());
+  segment->_impl = std::make_unique<impl>();
+  impl& s = *segment->_impl;
+  s.dir = dir;
+  s.base_offset = base_offset;
+  s.config = config;
+  s.clock = std::move(clock_ms);
+  s.next_offset = base_offset;
+
+  const fs::path log_path = segment_file_path(dir, base_offset, log_suffix);
+  const fs::path offset_path = segment_file_path(dir, base_offset, offset_index_suffix);
+  const fs::path time_path = segment_file_path(dir, base_offset, time_index_suffix);
+  s.txn_path = segment_file_path(dir, base_offset, txn_index_suffix);
+
+  const int flags = create ? (O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC) : (O_RDWR | O_CLOEXEC);
+  const int fd = ::open(log_path.c_str(), flags, 0644);
+  if (fd < 0) return io_error("cannot open segment", log_path, errno);
+  s.file = std::shared_ptr<segment_file>(new segment_file(fd, log_path));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return io_error("cannot stat segment", log_path, errno);
+  if (st.st_size > max_segment_position) {
+    return status::error(error_code::corrupt_message,
+                         "segment " + log_path.string() + " is larger than 2 GiB (" +
+                             std::to_string(st.st_size) + " bytes); positions are 32-bit");
+  }
+  s.size = st.st_size;
+
+  if (create) {
+    // Stale index files of a segment that is being recreated would otherwise be read back as entries.
+    for (const auto& p : {offset_path, time_path}) {
+      if (auto u = unlink_if_exists(p); !u.ok()) return u;
+    }
+    // Kafka creates the transaction index lazily; an empty file is what it holds without aborted
+    // transactions.
+    const int txn_fd = ::open(s.txn_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (txn_fd < 0) return io_error("cannot create", s.txn_path, errno);
+    ::close(txn_fd);
+  } else {
+    std::error_code ec;
+    s.index_files_created = !fs::exists(offset_path, ec) || !fs::exists(time_path, ec);
+  }
+
+  auto offsets = offset_index::open(offset_path, base_offset, config.segment_index_bytes, create);
+  if (!offsets) return offsets.error();
+  s.offsets = std::move(offsets.value());
+  auto times = time_index::open(time_path, base_offset, config.segment_index_bytes, create);
+  if (!times) return times.error();
+  s.times = std::move(times.value());
+
+  s.load_first_batch_timestamp();
+  s.load_tail();
+  if (s.size == 0) {
+    s.created_ms = s.now();
+  } else {
+    s.created_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+  }
+  return segment;
+}
+
+log_segment::~log_segment() = default;
+
+int64_t log_segment::base_offset() const {
+  return _impl->base_offset;
+}
+int64_t log_segment::size() const {
+  return _impl->size;
+}
+int64_t log_segment::next_offset() const {
+  return _impl->next_offset;
+}
+int64_t log_segment::max_timestamp() const {
+  return _impl->max_timestamp.timestamp;
+}
+int64_t log_segment::offset_of_max_timestamp() const {
+  return _impl->max_timestamp.offset;
+}
+int64_t log_segment::created_ms() const {
+  return _impl->created_ms;
+}
+int64_t log_segment::first_batch_timestamp() const {
+  return _impl->rolling_timestamp;
+}
+bool log_segment::index_files_created() const {
+  return _impl->index_files_created;
+}
+std::shared_ptr<const segment_file> log_segment::file() const {
+  return _impl->file;
+}
+offset_index& log_segment::offsets() {
+  return *_impl->offsets;
+}
+time_index& log_segment::times() {
+  return *_impl->times;
+}
+
+status log_segment::append(std::span<const uint8_t> batch, const appended_batch& info) {
+  impl& s = *_impl;
+  const fs::path& path = s.file->path();
+  if (s.closed) return invariant_error("append to a closed segment", path);
+  if (batch.empty()) return status::success();
+  const int64_t lowest_base = s.size == 0 ? s.base_offset : s.next_offset;
+  if (info.base_offset < lowest_base || info.last_offset < info.base_offset) {
+    return invariant_error("append of offsets " + std::to_string(info.base_offset) + ".." +
+                               std::to_string(info.last_offset) + " below the segment's next offset " +
+                               std::to_string(lowest_base),
+                           path);
+  }
+  if (info.last_offset - s.base_offset > max_relative_offset) {
+    return invariant_error("offset " + std::to_string(info.last_offset) +
+                               " does not fit the 32-bit relative range of the segment",
+                           path);
+  }
+  if (s.size + static_cast<int64_t>(batch.size()) > max_segment_position) {
+    return invariant_error("append past 2 GiB", path);
+  }
+
+  const int64_t position = s.size;
+  if (!pwrite_full(s.fd(), batch.data(), batch.size(), position)) {
+    const int err = errno;
+    // Leave no torn batch behind (a later append would land after it).
+    if (::ftruncate(s.fd(), position) != 0) {
+      subsystem_logger("storage")->error("cannot cut a failed append back to {} bytes in {}: {}", position,
+                                         path.string(), std::strerror(errno));
+    }
+    return io_error("cannot append to", path, err);
+  }
+  if (position == 0) {
+    s.rolling_timestamp = info.max_timestamp;
+    s.created_ms = s.now();
+  }
+  s.size += static_cast<int64_t>(batch.size());
+  s.next_offset = info.last_offset + 1;
+  if (info.max_timestamp > s.max_timestamp.timestamp) {
+    s.max_timestamp = {info.max_timestamp, info.offset_of_max_timestamp};
+  }
+  // Kafka's rule: index the batch that starts after more than index.interval.bytes were written since the
+  // last entry; the entry holds the batch's last offset and its position.
+  if (s.bytes_since_last_index_entry > s.config.index_interval_bytes) {
+    if (!s.offsets->is_full()) {
+      if (auto r = s.offsets->append(info.last_offset, position); !r.ok()) return r;
+    }
+    if (!s.times->is_full()) {
+      if (auto r = s.times->maybe_append(s.max_timestamp.timestamp, s.max_timestamp.offset); !r.ok())
+        return r;
+    }
+    s.bytes_since_last_index_entry = 0;
+  }
+  s.bytes_since_last_index_entry += static_cast<int64_t>(batch.size());
+  return status::success();
+}
+
+std::optional<file_slice> log_segment::read(int64_t start_offset, int32_t max_bytes, int64_t max_offset,
+                                            int64_t max_position, bool min_one_batch) const {
+  const impl& s = *_impl;
+  const auto first = s.locate(start_offset);
+  if (!first) return std::nullopt;
+  file_slice slice{s.file, first->position, 0};
+  const int64_t limit = std::max(max_bytes, 0);
+  int64_t total = 0;
+  header_scanner scanner(s.fd(), first->position, s.size);
+  while (auto batch = scanner.next()) {
+    if (batch->header.base_offset >= max_offset || batch->position >= max_position) break;
+    const int64_t batch_size = batch->header.size_in_bytes();
+    if (total + batch_size > limit && !(total == 0 && min_one_batch)) break;
+    total += batch_size;
+  }
+  slice.size = static_cast<int32_t>(total);
+  return slice;
+}
+
+std::optional<offset_position> log_segment::find_batch(int64_t offset) const {
+  const auto batch = _impl->locate(offset);
+  if (!batch) return std::nullopt;
+  return offset_position{batch->header.base_offset, batch->position};
+}
+
+std::optional<timestamp_offset> log_segment::find_offset_by_timestamp(int64_t timestamp) const {
+  const impl& s = *_impl;
+  if (s.size == 0) return std::nullopt;
+  // Every batch up to the time index entry at or below the target has a max timestamp <= that entry's, so the
+  // first batch reaching the target is at or after the batch holding the entry's offset.
+  const timestamp_offset below = s.times->lookup(timestamp);
+  int64_t start = s.offsets->lookup(below.offset).position;
+  if (start < 0 || start >= s.size) start = 0;
+  header_scanner scanner(s.fd(), start, s.size);
+  while (auto batch = scanner.next()) {
+    if (batch->header.max_timestamp >= timestamp) {
+      return timestamp_offset{batch->header.max_timestamp, batch->header.base_offset};
+    }
+  }
+  return std::nullopt;
+}
+
+result<int64_t> log_segment::truncate_to(int64_t offset) {
+  impl& s = *_impl;
+  const auto cut = s.locate(offset);
+  int64_t removed = 0;
+  if (cut) {
+    // Entries of the batch being cut go too, even those for its offsets below `offset`.
+    const int64_t cut_offset = std::min(offset, cut->header.base_offset);
+    s.offsets->truncate_to(cut_offset);
+    s.times->truncate_to(cut_offset);
+    if (::ftruncate(s.fd(), cut->position) != 0) return io_error("cannot truncate", s.file->path(), errno);
+    removed = s.size - cut->position;
+    s.size = cut->position;
+  }
+  // The truncated segment becomes the active one (Kafka resizes its indexes here too).
+  if (auto r = s.offsets->resize(s.config.segment_index_bytes); !r.ok()) return r;
+  if (auto r = s.times->resize(s.config.segment_index_bytes); !r.ok()) return r;
+  if (s.size == 0) {
+    s.created_ms = s.now();
+    s.rolling_timestamp = -1;
+  }
+  s.load_tail();
+  return removed;
+}
+
+result<segment_recovery> log_segment::recover() {
+  impl& s = *_impl;
+  const fs::path& path = s.file->path();
+  if (auto r = s.reset_indexes(); !r.ok()) return r;
+
+  std::vector<uint8_t> buffer;
+  int64_t buffer_start = 0;
+  int64_t buffer_length = 0;
+  int read_error = 0;
+  // The bytes [position, position + n) of the .log, from the buffer or a fresh read; nullopt past the end or
+  // on a read error (read_error set).
+  auto bytes = [&](int64_t position, int64_t n) -> std::optional<std::span<const uint8_t>> {
+    if (position < buffer_start || position + n > buffer_start + buffer_length) {
+      const auto want =
+          static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(n, recovery_chunk), s.size - position));
+      if (buffer.size() < want) buffer.resize(want);
+      const int64_t got = pread_full(s.fd(), buffer.data(), want, position);
+      if (got < 0) {
+        read_error = errno;
+        return std::nullopt;
+      }
+      buffer_start = position;
+      buffer_length = got;
+      if (got < n) return std::nullopt;
+    }
+    return std::span<const uint8_t>(buffer.data() + (position - buffer_start), static_cast<size_t>(n));
+  };
+
+  segment_recovery report;
+  int64_t valid = 0;
+  int64_t last_index_position = 0;
+  int64_t expected_base = s.base_offset;
+  timestamp_offset largest{-1, -1};
+  int64_t first_timestamp = -1;
+  std::string stop_reason;
+  while (valid < s.size) {
+    const int64_t remaining = s.size - valid;
+    if (remaining < static_cast<int64_t>(layout::header_size)) {
+      stop_reason = "a batch cut short";
+      break;
+    }
+    const auto head = bytes(valid, static_cast<int64_t>(layout::header_size));
+    if (!head) break;
+    const auto header = protocol::parse_batch_header(*head);
+    if (!header || header->batch_length < min_batch_length) {
+      stop_reason = "a batch length below the header size";
+      break;
+    }
+    if (header->size_in_bytes() > remaining) {
+      stop_reason = "a batch cut short";
+      break;
+    }
+    const auto whole = bytes(valid, header->size_in_bytes());
+    if (!whole) break;
+    if (const auto verdict = protocol::validate_batch(*whole); verdict != protocol::batch_status::ok) {
+      stop_reason = std::string(protocol::batch_status_name(verdict));
+      break;
+    }
+    // The base offset is outside the CRC: a flipped bit there shows only as offsets going backwards or out of
+    // the segment's range.
+    if (header->base_offset < expected_base || header->last_offset_delta < 0 ||
+        header->last_offset() - s.base_offset > max_relative_offset) {
+      stop_reason = "offsets " + std::to_string(header->base_offset) + ".." +
+                    std::to_string(header->last_offset()) + " out of order or out of the segment's range";
+      break;
+    }
+    if (header->max_timestamp > largest.timestamp) largest = {header->max_timestamp, header->last_offset()};
+    if (report.valid_batches == 0) first_timestamp = header->max_timestamp;
+    // The same rule as append(), so that a rebuilt index equals the one appends wrote.
+    if (valid - last_index_position > s.config.index_interval_bytes) {
+      if (!s.offsets->is_full()) {
+        if (auto r = s.offsets->append(header->last_offset(), valid); !r.ok()) return r;
+      }
+      if (!s.times->is_full()) {
+        if (auto r = s.times->maybe_append(largest.timestamp, largest.offset); !r.ok()) return r;
+      }
+      last_index_position = valid;
+    }
+    valid += header->size_in_bytes();
+    expected_base = header->next_offset();
+    report.next_offset = header->next_offset();
+    ++report.valid_batches;
+  }
+  if (read_error != 0) return io_error("cannot read segment during recovery", path, read_error);
+
+  report.valid_bytes = valid;
+  report.truncated_bytes = s.size - valid;
+  if (report.valid_batches == 0) report.next_offset = s.base_offset;
+  if (report.truncated_bytes > 0) {
+    subsystem_logger("storage")->warn("{}: cutting {} bytes at position {} during recovery ({})",
+                                      path.string(), report.truncated_bytes, valid, stop_reason);
+    if (::ftruncate(s.fd(), valid) != 0) return io_error("cannot truncate", path, errno);
+  }
+  s.size = valid;
+  s.next_offset = report.next_offset;
+  s.max_timestamp = largest;
+  s.rolling_timestamp = first_timestamp;
+  s.bytes_since_last_index_entry = valid - last_index_position;
+  if (valid == 0) s.created_ms = s.now();
+  // As Kafka's recover(): the index ends with the segment's largest timestamp, as a cleanly closed one does.
+  if (largest.timestamp >= 0) {
+    if (auto r = s.times->maybe_append(largest.timestamp, largest.offset, true); !r.ok()) return r;
+  }
+  return report;
+}
+
+status log_segment::on_roll() {
+  return _impl->trim_indexes_with_final_entry();
+}
+
+bool log_segment::should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_batch_last_offset,
+                              int64_t rolling_jitter_ms, int64_t batch_max_timestamp) const {
+  const impl& s = *_impl;
+  if (s.size > int64_t{s.config.segment_bytes} - batch_bytes) return true;
+  if (s.size > 0) {
+    int64_t waited = 0;
+    if (s.rolling_timestamp >= 0) {
+      waited = (batch_max_timestamp >= 0 ? batch_max_timestamp : now_ms) - s.rolling_timestamp;
+    } else {
+      waited = now_ms - s.created_ms;
+    }
+    if (waited > s.config.segment_ms - rolling_jitter_ms) return true;
+  }
+  if (s.offsets->is_full() || s.times->is_full()) return true;
+  const int64_t relative = next_batch_last_offset - s.base_offset;
+  return relative < 0 || relative > max_relative_offset;
+}
+
+status log_segment::flush() {
+  impl& s = *_impl;
+  if (auto r = s.file->sync(); !r.ok()) return r;
+  if (auto r = s.offsets->flush(); !r.ok()) return r;
+  return s.times->flush();
+}
+
+status log_segment::rename_for_deletion() {
+  impl& s = *_impl;
+  const fs::path log_path = s.file->path();
+  const fs::path deleted_log = with_suffix(log_path, deleted_suffix);
+  if (::rename(log_path.c_str(), deleted_log.c_str()) != 0) return io_error("cannot rename", log_path, errno);
+  // Handles already given out keep their path; new ones get the new name. A duplicate descriptor lets both
+  // close independently.
+  const int fd = ::fcntl(s.fd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return io_error("cannot duplicate the descriptor of", deleted_log, errno);
+  s.file = std::shared_ptr<segment_file>(new segment_file(fd, deleted_log));
+  if (auto r = s.offsets->rename_to(with_suffix(s.offsets->path(), deleted_suffix)); !r.ok()) return r;
+  if (auto r = s.times->rename_to(with_suffix(s.times->path(), deleted_suffix)); !r.ok()) return r;
+  const fs::path deleted_txn = with_suffix(s.txn_path, deleted_suffix);
+  if (::rename(s.txn_path.c_str(), deleted_txn.c_str()) != 0) {
+    if (errno != ENOENT) return io_error("cannot rename", s.txn_path, errno);
+  }
+  s.txn_path = deleted_txn;
+  return status::success();
+}
+
+status log_segment::delete_files() {
+  impl& s = *_impl;
+  s.closed = true;
+  status first_error = unlink_if_exists(s.file->path());
+  for (auto r : {s.offsets->close_and_delete(), s.times->close_and_delete(), unlink_if_exists(s.txn_path)}) {
+    if (first_error.ok() && !r.ok()) first_error = r;
+  }
+  return first_error;
+}
+
+status log_segment::close() {
+  impl& s = *_impl;
+  if (s.closed) return status::success();
+  s.closed = true;
+  return s.trim_indexes_with_final_entry();
+}
+
+}  // namespace mala::storage

@@ -1,0 +1,977 @@
+#include "mala/storage/partition_log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+
+#include "mala/common/logging.h"
+#include "mala/protocol/record_batch.h"
+#include "mala/storage/checkpoint_file.h"
+
+namespace mala::storage {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace proto = mala::protocol;
+
+using segment_map = std::map<int64_t, std::unique_ptr<log_segment>>;
+
+int64_t system_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string describe(const topic_partition& tp) {
+  return tp.topic + "-" + std::to_string(tp.partition);
+}
+
+status storage_error(const topic_partition& tp, const std::string& what) {
+  return status::error(error_code::kafka_storage_error, describe(tp) + ": " + what);
+}
+
+status fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return status::error(error_code::kafka_storage_error,
+                         "cannot open " + dir.string() + ": " + std::strerror(errno));
+  bool ok = ::fsync(fd) == 0;
+  int err = errno;
+  ::close(fd);
+  if (!ok)
+    return status::error(error_code::kafka_storage_error,
+                         "cannot fsync " + dir.string() + ": " + std::strerror(err));
+  return status::success();
+}
+
+// Kafka's LogSegment.largestTimestamp: the largest batch timestamp, or the file's modification time for a
+// segment without timestamps, so that retention.ms still applies to it.
+int64_t largest_timestamp(const log_segment& segment) {
+  if (segment.max_timestamp() >= 0) return segment.max_timestamp();
+  struct stat st {};
+  if (::stat(segment.file()->path().c_str(), &st) != 0) return -1;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+}
+
+// One batch read back from a segment file.
+struct stored_batch {
+  proto::record_batch_header header;
+  int64_t position = 0;
+  std::vector<uint8_t> bytes;  // filled by read_batch_bytes
+};
+
+std::optional<proto::record_batch_header> read_header(const log_segment& segment, int64_t position) {
+  auto bytes = segment.file()->read(position, static_cast<int32_t>(proto::batch_layout::header_size));
+  if (!bytes || bytes->size() < proto::batch_layout::header_size) return std::nullopt;
+  return proto::parse_batch_header(*bytes);
+}
+
+std::optional<std::vector<uint8_t>> read_batch_bytes(const log_segment& segment, int64_t position,
+                                                     const proto::record_batch_header& header) {
+  auto size = header.size_in_bytes();
+  if (size > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  auto bytes = segment.file()->read(position, static_cast<int32_t>(size));
+  if (!bytes || static_cast<int64_t>(bytes->size()) != size) return std::nullopt;
+  return std::move(*bytes);
+}
+
+// The first record (offset, timestamp) of an uncompressed batch matching `pred`; for a compressed batch
+// (whose records cannot be read here) the batch itself stands in: its max timestamp at `fallback_offset`.
+template <typename Pred>
+std::optional<std::pair<int64_t, int64_t>> first_record(std::span<const uint8_t> batch,
+                                                        int64_t fallback_offset, Pred pred) {
+  proto::record_batch_view view(batch, proto::crc_check::skip);
+  if (!view.ok()) return std::nullopt;
+  if (view.is_compressed()) return std::pair{fallback_offset, view.header().max_timestamp};
+  auto reader = view.records();
+  for (const auto& r : reader) {
+    auto offset = view.offset_of(r);
+    auto timestamp = view.timestamp_of(r);
+    if (pred(offset, timestamp)) return std::pair{offset, timestamp};
+  }
+  return std::nullopt;
+}
+
+// What validation learned about one batch of a leader append.
+struct batch_check {
+  std::span<uint8_t> bytes;
+  proto::record_batch_header header;
+  int64_t offset_delta_of_max_timestamp = 0;
+  bool fix_max_timestamp = false;
+  int64_t record_max_timestamp = -1;
+};
+
+error_code code_for(proto::batch_status s) {
+  switch (s) {
+    case proto::batch_status::ok:
+      return error_code::none;
+    case proto::batch_status::negative_record_count:
+    case proto::batch_status::malformed_record:
+    case proto::batch_status::record_count_mismatch:
+      return error_code::invalid_record;
+    default:
+      return error_code::corrupt_message;
+  }
+}
+
+}  // namespace
+
+struct partition_log::impl {
+  fs::path dir;
+  topic_partition tp;
+  log_config config;
+  std::function<int64_t()> clock;
+  segment_map segments;
+  leader_epoch_cache epochs;
+  int64_t log_start_offset = 0;
+  int64_t log_end_offset = 0;
+  int64_t recovery_point = 0;
+  log_recovery_report report;
+
+  // Flush policy bookkeeping: the offset a handed-out flush_work() will reach once the caller marks it
+  // flushed, and when work was last handed out (flush.ms counts from there).
+  int64_t flush_pending_offset = 0;
+  int64_t last_flush_ms = 0;
+
+  // segment.jitter.ms: a random part subtracted from segment.ms for the active segment, so that partitions
+  // created together do not all roll at the same moment (Kafka's rollJitterMs).
+  std::mt19937_64 random{std::random_device{}()};
+  int64_t rolling_jitter_ms = 0;
+
+  struct pending_delete {
+    int64_t due_ms = 0;
+    std::unique_ptr<log_segment> segment;
+  };
+  std::vector<pending_delete> pending_deletes;
+  bool closed = false;
+
+  log_segment& active() { return *segments.rbegin()->second; }
+  const log_segment& active() const { return *segments.rbegin()->second; }
+
+  void new_jitter() {
+    int64_t bound = std::min(config.segment_jitter_ms, config.segment_ms);
+    rolling_jitter_ms = bound > 0 ? static_cast<int64_t>(random() % static_cast<uint64_t>(bound)) : 0;
+  }
+
+  segment_map::const_iterator floor_segment(int64_t offset) const {
+    auto it = segments.upper_bound(offset);
+    if (it == segments.begin()) return segments.end();
+    return std::prev(it);
+  }
+
+  int64_t size_bytes() const {
+    int64_t total = 0;
+    for (const auto& [base, segment] : segments) total += segment->size();
+    return total;
+  }
+
+  // Removes files a previous segment with this base offset left behind, then creates the new segment.
+  result<std::unique_ptr<log_segment>> create_segment(int64_t base_offset) {
+    for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix, txn_index_suffix}) {
+      std::error_code ec;
+      fs::remove(segment_file_path(dir, base_offset, suffix), ec);
+    }
+    auto segment = log_segment::open(dir, base_offset, config, true, clock);
+    if (!segment)
+      return storage_error(
+          tp, "cannot create segment " + offset_file_stem(base_offset) + ": " + segment.error().message);
+    return std::move(*segment);
+  }
+
+  // Kafka's roll(): the active segment stops taking appends (its indexes are trimmed) and a new one starts at
+  // the log end offset. The directory is synced so that the new file's entry survives a power loss.
+  status roll(int64_t base_offset) {
+    auto& old = active();
+    if (auto st = old.on_roll(); !st.ok()) return storage_error(tp, "cannot roll segment: " + st.message);
+    auto segment = create_segment(base_offset);
+    if (!segment) return segment.error();
+    segments.emplace(base_offset, std::move(*segment));
+    new_jitter();
+    if (auto st = fsync_dir(dir); !st.ok()) return storage_error(tp, st.message);
+    subsystem_logger("storage")->debug("{}: rolled new segment at offset {}", describe(tp), base_offset);
+    return status::success();
+  }
+
+  // Unlinks a segment from the log and renames its files to .deleted; the files go after file.delete.delay.ms
+  // (readers holding a file_slice keep their descriptor meanwhile).
+  status schedule_delete(std::unique_ptr<log_segment> segment, int64_t now_ms) {
+    auto st = segment->rename_for_deletion();
+    pending_deletes.push_back({now_ms + config.file_delete_delay_ms, std::move(segment)});
+    if (!st.ok()) return storage_error(tp, "cannot rename segment for deletion: " + st.message);
+    return status::success();
+  }
+
+  // Kafka's deletableSegments: oldest first while `predicate` holds, never the active segment, and never a
+  // segment with offsets at or above the high watermark (the log start offset must not pass it).
+  template <typename Pred>
+  std::vector<int64_t> deletable(int64_t high_watermark, Pred predicate) {
+    std::vector<int64_t> out;
+    for (auto it = segments.begin(); it != segments.end(); ++it) {
+      auto next = std::next(it);
+      if (next == segments.end()) break;
+      if (high_watermark < next->first || !predicate(*it->second, *next->second)) break;
+      out.push_back(it->first);
+    }
+    return out;
+  }
+
+  result<int32_t> delete_segments(const std::vector<int64_t>& bases, int64_t now_ms, const char* reason) {
+    if (bases.empty()) return 0;
+    // The log start offset moves first so that no reader is sent into a segment about to go.
+    auto next = segments.upper_bound(bases.back());
+    if (next->first > log_start_offset) {
+      log_start_offset = next->first;
+      if (auto st = epochs.truncate_from_start(log_start_offset); !st.ok())
+        return storage_error(tp, st.message);
+    }
+    status first_error;
+    for (auto base : bases) {
+      auto node = segments.extract(base);
+      auto st = schedule_delete(std::move(node.mapped()), now_ms);
+      if (!st.ok() && first_error.ok()) first_error = st;
+    }
+    subsystem_logger("storage")->info("{}: deleted {} segment(s) ({}), log start offset now {}", describe(tp),
+                                      bases.size(), reason, log_start_offset);
+    if (!first_error.ok()) return first_error;
+    return static_cast<int32_t>(bases.size());
+  }
+
+  status load(const log_open_options& options);
+  result<append_result> append(std::span<uint8_t> leader_records, std::span<const uint8_t> follower_records,
+                               std::optional<int32_t> leader_epoch);
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Opening and recovery (Kafka's LogLoader, without producer state and compaction swaps).
+
+status partition_log::impl::load(const log_open_options& options) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return storage_error(tp, "cannot create " + dir.string() + ": " + ec.message());
+
+  if (options.topic_id) {
+    auto existing = read_partition_metadata(dir);
+    if (!existing) return storage_error(tp, existing.error().message);
+    if (existing->has_value()) {
+      if (**existing != *options.topic_id) {
+        return status::error(error_code::inconsistent_topic_id,
+                             describe(tp) + ": " + dir.string() + "/partition.metadata has topic id " +
+                                 (*existing)->to_string() + ", expected " + options.topic_id->to_string());
+      }
+    } else if (auto st = write_partition_metadata(dir, *options.topic_id); !st.ok()) {
+      return storage_error(tp, st.message);
+    }
+  }
+
+  // First pass: files a crash left behind. Segments renamed for deletion, compaction output (no compaction
+  // runs yet, so every .cleaned/.swap file is stray) and half-written checkpoint temp files all go. Index
+  // files without their .log go too (Kafka's orphaned index check).
+  std::set<int64_t> bases;
+  std::vector<fs::path> index_files;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file()) continue;
+    auto name = it->path().filename().string();
+    if (name.ends_with(deleted_suffix) || name.ends_with(cleaned_suffix) || name.ends_with(swap_suffix) ||
+        name.ends_with(".tmp")) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+      continue;
+    }
+    if (auto base = parse_segment_base_offset(name, log_suffix)) {
+      bases.insert(*base);
+    } else if (parse_segment_base_offset(name, offset_index_suffix) ||
+               parse_segment_base_offset(name, time_index_suffix) ||
+               parse_segment_base_offset(name, txn_index_suffix)) {
+      index_files.push_back(it->path());
+    }
+  }
+  if (ec) return storage_error(tp, "cannot list " + dir.string() + ": " + ec.message());
+  for (const auto& path : index_files) {
+    auto name = path.filename().string();
+    auto base = parse_segment_base_offset(name, offset_index_suffix);
+    if (!base) base = parse_segment_base_offset(name, time_index_suffix);
+    if (!base) base = parse_segment_base_offset(name, txn_index_suffix);
+    if (base && !bases.contains(*base)) {
+      subsystem_logger("storage")->warn("{}: deleting orphaned index file {}", describe(tp), path.string());
+      std::error_code rm;
+      fs::remove(path, rm);
+    }
+  }
+
+  auto loaded_epochs = leader_epoch_cache::load(dir);
+  if (!loaded_epochs) return storage_error(tp, loaded_epochs.error().message);
+  epochs = std::move(*loaded_epochs);
+
+  // Second pass: open every segment. A missing or corrupt index is rebuilt by rescanning its segment,
+  // whatever the shutdown was.
+  std::map<int64_t, int64_t> recovered_at_open;  // base offset -> bytes cut
+  for (auto base : bases) {
+    auto segment = log_segment::open(dir, base, config, false, clock);
+    if (!segment)
+      return storage_error(tp,
+                           "cannot open segment " + offset_file_stem(base) + ": " + segment.error().message);
+    bool missing_index = (*segment)->index_files_created();
+    auto& seg = *segment;
+    bool corrupt_index = false;
+    if (!missing_index) {
+      auto offsets_ok = seg->offsets().sanity_check();
+      auto times_ok = seg->times().sanity_check();
+      if (!offsets_ok.ok() || !times_ok.ok()) {
+        corrupt_index = true;
+        subsystem_logger("storage")->warn("{}: corrupt index for segment {} ({}); rebuilding", describe(tp),
+                                          base, offsets_ok.ok() ? times_ok.message : offsets_ok.message);
+      }
+    }
+    if (missing_index || corrupt_index) {
+      auto recovered = seg->recover();
+      if (!recovered)
+        return storage_error(
+            tp, "cannot recover segment " + offset_file_stem(base) + ": " + recovered.error().message);
+      report.indexes_rebuilt++;
+      report.truncated_bytes += recovered->truncated_bytes;
+      recovered_at_open[base] = recovered->truncated_bytes;
+    }
+    segments.emplace(base, std::move(seg));
+  }
+
+  // Third pass, after an unclean shutdown only: rescan every segment from the one holding the recovery point.
+  // Data after a torn or corrupt batch cannot be trusted, so the first truncating recovery deletes every
+  // later segment (Kafka's recoverLog).
+  if (!options.clean_shutdown && !segments.empty()) {
+    report.scanned = true;
+    auto from = floor_segment(options.recovery_point);
+    if (from == segments.end()) from = segments.begin();
+    for (auto it = segments.begin(); it != segments.end(); ++it) {
+      if (it->first < from->first) continue;
+      int64_t cut = 0;
+      if (auto done = recovered_at_open.find(it->first); done != recovered_at_open.end()) {
+        cut = done->second;  // already rescanned for its index
+      } else {
+        auto recovered = it->second->recover();
+        if (!recovered) {
+          return storage_error(
+              tp, "cannot recover segment " + offset_file_stem(it->first) + ": " + recovered.error().message);
+        }
+        cut = recovered->truncated_bytes;
+        report.truncated_bytes += cut;
+      }
+      report.segments_scanned++;
+      if (cut > 0) {
+        subsystem_logger("storage")->warn(
+            "{}: corruption in segment {}: cut {} bytes, log now ends at offset {}", describe(tp), it->first,
+            cut, it->second->next_offset());
+        for (auto later = std::next(it); later != segments.end();) {
+          report.truncated_bytes += later->second->size();
+          if (auto st = later->second->delete_files(); !st.ok()) return storage_error(tp, st.message);
+          later = segments.erase(later);
+        }
+        break;
+      }
+    }
+  }
+
+  int64_t checkpointed_start = options.log_start_offset.value_or(0);
+  // Kafka's deleteSegmentsIfLogStartGreaterThanLogEnd: segment files deleted behind the broker's back leave a
+  // log ending before its start; it restarts empty at the checkpointed start.
+  if (!segments.empty() && active().next_offset() < checkpointed_start) {
+    subsystem_logger("storage")->warn(
+        "{}: log end offset {} is below log start offset {}; deleting all segments", describe(tp),
+        active().next_offset(), checkpointed_start);
+    for (auto& [base, segment] : segments) {
+      if (auto st = segment->delete_files(); !st.ok()) return storage_error(tp, st.message);
+    }
+    segments.clear();
+    if (auto st = epochs.clear(); !st.ok()) return storage_error(tp, st.message);
+  }
+  if (segments.empty()) {
+    auto segment = create_segment(checkpointed_start);
+    if (!segment) return segment.error();
+    segments.emplace(checkpointed_start, std::move(*segment));
+  } else {
+    // The active segment's indexes take appends again (they were trimmed by the last roll or close).
+    auto& last = active();
+    if (auto st = last.offsets().resize(config.segment_index_bytes); !st.ok())
+      return storage_error(tp, st.message);
+    if (auto st = last.times().resize(config.segment_index_bytes); !st.ok())
+      return storage_error(tp, st.message);
+  }
+
+  log_end_offset = active().next_offset();
+  log_start_offset = std::max(checkpointed_start, segments.begin()->first);
+  // Only a clean shutdown proves everything was flushed; otherwise the recovery point never moves ahead here.
+  recovery_point = options.clean_shutdown ? log_end_offset : std::min(options.recovery_point, log_end_offset);
+  flush_pending_offset = recovery_point;
+  last_flush_ms = clock();
+  new_jitter();
+
+  // The checkpoint is written before the data it describes, so after a crash it can be ahead of the log.
+  if (auto st = epochs.truncate_from_end(log_end_offset); !st.ok()) return storage_error(tp, st.message);
+  if (auto st = epochs.truncate_from_start(log_start_offset); !st.ok()) return storage_error(tp, st.message);
+  return status::success();
+}
+
+result<std::unique_ptr<partition_log>> partition_log::open(const std::filesystem::path& dir,
+                                                           topic_partition tp, const log_config& config,
+                                                           log_open_options options) {
+  std::unique_ptr<partition_log> log(new partition_log());
+  log->_impl = std::make_unique<impl>();
+  auto& m = *log->_impl;
+  m.dir = dir;
+  m.tp = std::move(tp);
+  m.config = config;
+  m.clock = options.clock_ms ? options.clock_ms : std::function<int64_t()>(system_clock_ms);
+  if (auto st = m.load(options); !st.ok()) return st;
+  if (m.report.scanned || m.report.indexes_rebuilt > 0) {
+    subsystem_logger("storage")->info(
+        "{}: recovered log: {} segment(s) scanned, {} index(es) rebuilt, {} bytes cut; offsets {}..{}",
+        describe(m.tp), m.report.segments_scanned, m.report.indexes_rebuilt, m.report.truncated_bytes,
+        m.log_start_offset, m.log_end_offset);
+  }
+  return log;
+}
+
+partition_log::~partition_log() = default;
+
+const topic_partition& partition_log::partition() const {
+  return _impl->tp;
+}
+const std::filesystem::path& partition_log::dir() const {
+  return _impl->dir;
+}
+const log_config& partition_log::config() const {
+  return _impl->config;
+}
+void partition_log::update_config(const log_config& config) {
+  _impl->config = config;
+  _impl->new_jitter();
+}
+const log_recovery_report& partition_log::recovery_report() const {
+  return _impl->report;
+}
+int64_t partition_log::log_start_offset() const {
+  return _impl->log_start_offset;
+}
+int64_t partition_log::log_end_offset() const {
+  return _impl->log_end_offset;
+}
+int64_t partition_log::recovery_point() const {
+  return _impl->recovery_point;
+}
+int64_t partition_log::size_bytes() const {
+  return _impl->size_bytes();
+}
+size_t partition_log::segment_count() const {
+  return _impl->segments.size();
+}
+leader_epoch_cache& partition_log::epochs() {
+  return _impl->epochs;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Appends.
+
+result<append_result> partition_log::impl::append(std::span<uint8_t> leader_records,
+                                                  std::span<const uint8_t> follower_records,
+                                                  std::optional<int32_t> leader_epoch) {
+  const bool as_leader = leader_epoch.has_value();
+  std::span<const uint8_t> all = as_leader ? std::span<const uint8_t>(leader_records) : follower_records;
+  append_result out;
+  if (all.empty()) return out;
+  // Kafka refuses a request larger than a whole segment: it could never be appended (RecordBatchTooLarge).
+  if (all.size() > static_cast<size_t>(config.segment_bytes)) {
+    return status::error(error_code::record_list_too_large, describe(tp) + ": " + std::to_string(all.size()) +
+                                                                " bytes exceed segment.bytes " +
+                                                                std::to_string(config.segment_bytes));
+  }
+
+  // Validate every batch before anything is stamped or written: a request is appended whole or not at all.
+  std::vector<batch_check> checks;
+  proto::batch_splitter splitter(all);
+  int64_t expected_offset = log_end_offset;
+  while (auto batch = splitter.next()) {
+    auto offset_in_request = static_cast<size_t>(batch->data() - all.data());
+    batch_check check;
+    if (as_leader) check.bytes = leader_records.subspan(offset_in_request, batch->size());
+    auto st = proto::validate_batch(*batch);
+    if (st != proto::batch_status::ok) {
+      return status::error(code_for(st), describe(tp) + ": batch at byte " +
+                                             std::to_string(offset_in_request) +
+                                             " is invalid: " + std::string(proto::batch_status_name(st)));
+    }
+    check.header = *proto::parse_batch_header(*batch);
+    const auto& h = check.header;
+    // Replicas skip max.message.bytes (Kafka's ignoreRecordSize): the leader accepted the batch, possibly
+    // under an older limit, and a follower that refused it could never catch up.
+    if (as_leader && h.size_in_bytes() > config.max_message_bytes) {
+      return status::error(error_code::message_too_large, describe(tp) + ": batch of " +
+                                                              std::to_string(h.size_in_bytes()) +
+                                                              " bytes exceeds max.message.bytes " +
+                                                              std::to_string(config.max_message_bytes));
+    }
+    if (h.last_offset_delta < 0) {
+      return status::error(error_code::invalid_record, describe(tp) + ": negative lastOffsetDelta " +
+                                                           std::to_string(h.last_offset_delta));
+    }
+    if (as_leader) {
+      // Kafka's LogValidator: the header's record count must agree with lastOffsetDelta, and every record of
+      // an uncompressed batch must be readable with consecutive offset deltas. maxTimestamp is corrected to
+      // the largest record timestamp (CreateTime), as Kafka does.
+      if (h.compression() == proto::compression_codec::none) {
+        if (h.record_count != h.last_offset_delta + 1 || h.record_count <= 0) {
+          return status::error(error_code::invalid_record,
+                               describe(tp) + ": record count " + std::to_string(h.record_count) +
+                                   " does not match lastOffsetDelta " + std::to_string(h.last_offset_delta));
+        }
+        proto::record_batch_view view(*batch, proto::crc_check::skip);
+        auto reader = view.records();
+        int32_t expected_delta = 0;
+        int64_t max_ts = -1;
+        int64_t delta_of_max = 0;
+        for (const auto& r : reader) {
+          if (r.offset_delta != expected_delta) {
+            return status::error(error_code::invalid_record,
+                                 describe(tp) + ": record offset delta " + std::to_string(r.offset_delta) +
+                                     ", expected " + std::to_string(expected_delta));
+          }
+          auto ts = view.timestamp_of(r);
+          if (expected_delta == 0 || ts > max_ts) {
+            max_ts = ts;
+            delta_of_max = expected_delta;
+          }
+          ++expected_delta;
+        }
+        if (!reader.ok() || expected_delta != h.record_count) {
+          auto why = reader.ok() ? proto::batch_status::record_count_mismatch : reader.status();
+          return status::error(error_code::invalid_record, describe(tp) + ": invalid record in batch: " +
+                                                               std::string(proto::batch_status_name(why)));
+        }
+        check.offset_delta_of_max_timestamp = delta_of_max;
+        check.record_max_timestamp = max_ts;
+        check.fix_max_timestamp =
+            h.timestamp_kind() == proto::timestamp_type::create_time && max_ts != h.max_timestamp;
+      } else {
+        check.offset_delta_of_max_timestamp = h.last_offset_delta;
+      }
+    } else {
+      // Replicated batches keep their offsets, which must continue the log without overlap.
+      // The first must start exactly at the log end offset; later ones may leave gaps (compacted leaders).
+      bool in_order = checks.empty() ? h.base_offset == expected_offset : h.base_offset >= expected_offset;
+      if (!in_order) {
+        return status::error(error_code::unknown_server_error,
+                             describe(tp) + ": replicated batch at offset " + std::to_string(h.base_offset) +
+                                 (checks.empty() ? " does not start at the log end offset "
+                                                 : " is out of order after offset ") +
+                                 std::to_string(expected_offset));
+      }
+      expected_offset = h.next_offset();
+    }
+    checks.push_back(check);
+  }
+  if (!splitter.ok()) {
+    return status::error(error_code::corrupt_message,
+                         describe(tp) + ": malformed record set at byte " +
+                             std::to_string(splitter.position()) + ": " +
+                             std::string(proto::batch_status_name(splitter.status())));
+  }
+  if (checks.empty()) return out;
+
+  const int64_t now = clock();
+  // Stamp the leader-owned fields. Base offset and leader epoch are outside the CRC; LogAppendTime and a
+  // corrected maxTimestamp are inside it, so those rewrite the CRC.
+  if (as_leader) {
+    int64_t next = log_end_offset;
+    for (auto& c : checks) {
+      proto::stamp_base_offset(c.bytes, next);
+      proto::stamp_partition_leader_epoch(c.bytes, *leader_epoch);
+      if (config.log_append_time) {
+        proto::stamp_log_append_time(c.bytes, now);
+        c.offset_delta_of_max_timestamp =
+            0;  // every record carries the append time; the first one is the max
+      } else if (c.fix_max_timestamp) {
+        auto ts = static_cast<uint64_t>(c.record_max_timestamp);
+        for (size_t i = 0; i < 8; ++i) {
+          c.bytes[proto::batch_layout::max_timestamp + i] = static_cast<uint8_t>(ts >> (56 - 8 * i));
+        }
+        proto::rewrite_batch_crc(c.bytes);
+      }
+      c.header = *proto::parse_batch_header(c.bytes);
+      next = c.header.next_offset();
+    }
+  }
+
+  const int64_t first_offset = checks.front().header.base_offset;
+  const int64_t last_offset = checks.back().header.last_offset();
+  int64_t set_max_timestamp = -1;
+  for (const auto& c : checks) set_max_timestamp = std::max(set_max_timestamp, c.header.max_timestamp);
+  // Roll first when the active segment cannot take this request (size, age, full index, relative offsets).
+  auto& current = active();
+  if (current.size() > 0 && current.should_roll(static_cast<int32_t>(all.size()), now, last_offset,
+                                                rolling_jitter_ms, set_max_timestamp)) {
+    if (auto st = roll(first_offset); !st.ok()) return st;
+  }
+
+  // The epoch cache is written before the data (as Kafka does), so after a crash it may be ahead of the log
+  // but never behind; loading truncates it to the log end offset.
+  if (as_leader) {
+    auto latest = epochs.latest_epoch();
+    if (*leader_epoch >= 0 && (!latest || *leader_epoch > *latest)) {
+      if (auto st = epochs.assign(*leader_epoch, first_offset); !st.ok())
+        return storage_error(tp, st.message);
+    }
+  } else {
+    for (const auto& c : checks) {
+      if (c.header.partition_leader_epoch >= 0) {
+        if (auto st = epochs.assign(c.header.partition_leader_epoch, c.header.base_offset); !st.ok()) {
+          return storage_error(tp, st.message);
+        }
+      }
+    }
+  }
+
+  auto& segment = active();
+  size_t position = 0;
+  for (const auto& c : checks) {
+    const auto& h = c.header;
+    auto bytes = all.subspan(position, static_cast<size_t>(h.size_in_bytes()));
+    position += bytes.size();
+    appended_batch info{h.base_offset, h.last_offset(), h.max_timestamp, h.last_offset()};
+    if (auto st = segment.append(bytes, info); !st.ok()) {
+      log_end_offset = segment.next_offset();
+      return storage_error(tp, "append failed: " + st.message);
+    }
+    log_end_offset = h.next_offset();
+    if (out.batches == 0 || h.max_timestamp > out.max_timestamp) {
+      out.max_timestamp = h.max_timestamp;
+      out.offset_of_max_timestamp = h.base_offset + c.offset_delta_of_max_timestamp;
+    }
+    out.batches++;
+    out.bytes += static_cast<int64_t>(bytes.size());
+  }
+  out.first_offset = first_offset;
+  out.last_offset = last_offset;
+  if (as_leader && config.log_append_time) out.log_append_time = now;
+  return out;
+}
+
+result<append_result> partition_log::append_as_leader(std::span<uint8_t> records, int32_t leader_epoch) {
+  return _impl->append(records, {}, leader_epoch);
+}
+
+result<append_result> partition_log::append_as_follower(std::span<const uint8_t> records) {
+  return _impl->append({}, records, std::nullopt);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reads.
+
+result<read_result> partition_log::read(int64_t start_offset, int32_t max_bytes, int64_t max_offset,
+                                        bool min_one_batch) const {
+  const auto& m = *_impl;
+  read_result out;
+  out.log_start_offset = m.log_start_offset;
+  out.log_end_offset = m.log_end_offset;
+  if (start_offset < m.log_start_offset || start_offset > m.log_end_offset) {
+    return status::error(error_code::offset_out_of_range,
+                         describe(m.tp) + ": offset " + std::to_string(start_offset) + " is outside " +
+                             std::to_string(m.log_start_offset) + ".." + std::to_string(m.log_end_offset));
+  }
+  if (start_offset == m.log_end_offset || start_offset >= max_offset) return out;
+  auto it = m.floor_segment(start_offset);
+  if (it == m.segments.end()) it = m.segments.begin();
+  // A segment may hold nothing at or after the offset (the rest of it was never written or was truncated):
+  // the next segment continues the log.
+  for (; it != m.segments.end() && it->first < max_offset; ++it) {
+    auto slice = it->second->read(start_offset, max_bytes, max_offset, it->second->size(), min_one_batch);
+    if (slice) {
+      if (slice->size > 0) out.data = std::move(*slice);
+      return out;
+    }
+  }
+  return out;
+}
+
+std::optional<offset_for_timestamp> partition_log::find_offset_by_timestamp(int64_t timestamp,
+                                                                            int64_t max_offset) const {
+  const auto& m = *_impl;
+  auto batch_epoch = [&](int32_t ple, int64_t offset) -> std::optional<int32_t> {
+    if (ple >= 0) return ple;
+    return m.epochs.epoch_for_offset(offset);
+  };
+
+  if (timestamp == earliest_timestamp || timestamp == earliest_local_timestamp) {
+    // No tiered storage: the earliest local offset is the log start offset. The first cached epoch applies
+    // only if it starts at or before the log start (Kafka's check).
+    offset_for_timestamp out{-1, m.log_start_offset, std::nullopt};
+    if (!m.epochs.entries().empty() && m.epochs.entries().front().start_offset <= m.log_start_offset) {
+      out.leader_epoch = m.epochs.entries().front().epoch;
+    }
+    return out;
+  }
+  if (timestamp == latest_timestamp) {
+    // max_offset is the high watermark (or last stable offset) for consumers, the log end offset for
+    // replicas.
+    return offset_for_timestamp{-1, std::min(max_offset, m.log_end_offset), m.epochs.latest_epoch()};
+  }
+  if (timestamp == max_timestamp_query) {
+    const log_segment* best = nullptr;
+    for (const auto& [base, segment] : m.segments) {
+      if (segment->size() > 0 && (!best || segment->max_timestamp() > best->max_timestamp()))
+        best = segment.get();
+    }
+    if (!best) return std::nullopt;
+    auto located = best->find_batch(best->offset_of_max_timestamp());
+    if (!located) return std::nullopt;
+    for (int64_t pos = located->position; pos < best->size();) {
+      auto header = read_header(*best, pos);
+      if (!header) return std::nullopt;
+      if (header->max_timestamp == best->max_timestamp()) {
+        auto bytes = read_batch_bytes(*best, pos, *header);
+        if (!bytes) return std::nullopt;
+        auto target = header->max_timestamp;
+        auto hit =
+            first_record(*bytes, header->last_offset(), [&](int64_t, int64_t ts) { return ts == target; });
+        if (!hit || hit->first >= max_offset) return std::nullopt;
+        return offset_for_timestamp{target, hit->first,
+                                    batch_epoch(header->partition_leader_epoch, hit->first)};
+      }
+      pos += header->size_in_bytes();
+    }
+    return std::nullopt;
+  }
+  if (timestamp < 0) return std::nullopt;
+
+  // Kafka's searchOffsetInLocalLog: the first segment whose largest timestamp reaches the target, then, from
+  // the time index's hint, the first record at or after the log start offset with a timestamp >= the target.
+  for (const auto& [base, segment] : m.segments) {
+    if (segment->size() == 0 || segment->max_timestamp() < timestamp) continue;
+    auto hint = segment->find_offset_by_timestamp(timestamp);
+    int64_t from_offset = std::max(hint ? hint->offset : base, m.log_start_offset);
+    auto located = segment->find_batch(from_offset);
+    if (!located) continue;
+    for (int64_t pos = located->position; pos < segment->size();) {
+      auto header = read_header(*segment, pos);
+      if (!header) return std::nullopt;
+      if (header->max_timestamp >= timestamp && header->last_offset() >= m.log_start_offset) {
+        auto bytes = read_batch_bytes(*segment, pos, *header);
+        if (!bytes) return std::nullopt;
+        auto hit = first_record(
+            *bytes, std::max(header->base_offset, m.log_start_offset),
+            [&](int64_t offset, int64_t ts) { return ts >= timestamp && offset >= m.log_start_offset; });
+        if (hit) {
+          if (hit->first >= max_offset) return std::nullopt;
+          return offset_for_timestamp{hit->second, hit->first,
+                                      batch_epoch(header->partition_leader_epoch, hit->first)};
+        }
+      }
+      pos += header->size_in_bytes();
+    }
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Truncation, retention, deletion.
+
+status partition_log::truncate_to(int64_t offset) {
+  auto& m = *_impl;
+  if (offset < 0)
+    return status::error(error_code::unknown_server_error, describe(m.tp) + ": negative truncation offset");
+  if (offset >= m.log_end_offset) {
+    // A leader may have assigned an epoch without appending anything under it (Kafka's truncateTo does this
+    // too).
+    if (auto st = m.epochs.truncate_from_end(m.log_end_offset); !st.ok())
+      return storage_error(m.tp, st.message);
+    return status::success();
+  }
+  if (m.segments.begin()->first > offset) return truncate_fully_and_start_at(offset);
+
+  const int64_t now = m.clock();
+  status first_error;
+  while (m.segments.rbegin()->first > offset) {
+    auto node = m.segments.extract(std::prev(m.segments.end()));
+    if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok() && first_error.ok())
+      first_error = st;
+  }
+  auto& last = m.active();
+  auto cut = last.truncate_to(offset);
+  if (!cut)
+    return storage_error(
+        m.tp, "cannot truncate segment " + offset_file_stem(last.base_offset()) + ": " + cut.error().message);
+  // The segment that becomes active again takes appends: its indexes were trimmed when it rolled.
+  if (auto st = last.offsets().resize(m.config.segment_index_bytes); !st.ok())
+    return storage_error(m.tp, st.message);
+  if (auto st = last.times().resize(m.config.segment_index_bytes); !st.ok())
+    return storage_error(m.tp, st.message);
+  // truncate_to drops the whole batch holding `offset`: the log ends where the last kept batch does.
+  m.log_end_offset = last.next_offset();
+  m.log_start_offset = std::min(m.log_start_offset, m.log_end_offset);
+  m.recovery_point = std::min(m.recovery_point, m.log_end_offset);
+  m.flush_pending_offset = std::min(m.flush_pending_offset, m.log_end_offset);
+  if (auto st = m.epochs.truncate_from_end(m.log_end_offset); !st.ok())
+    return storage_error(m.tp, st.message);
+  m.new_jitter();
+  return first_error;
+}
+
+status partition_log::truncate_fully_and_start_at(int64_t offset) {
+  auto& m = *_impl;
+  const int64_t now = m.clock();
+  status first_error;
+  while (!m.segments.empty()) {
+    auto node = m.segments.extract(m.segments.begin());
+    if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok() && first_error.ok())
+      first_error = st;
+  }
+  auto segment = m.create_segment(offset);
+  if (!segment) return segment.error();
+  m.segments.emplace(offset, std::move(*segment));
+  m.log_start_offset = offset;
+  m.log_end_offset = offset;
+  m.recovery_point = offset;
+  m.flush_pending_offset = offset;
+  m.new_jitter();
+  if (auto st = m.epochs.clear(); !st.ok()) return storage_error(m.tp, st.message);
+  return first_error;
+}
+
+status partition_log::increment_log_start_offset(int64_t offset, int64_t high_watermark) {
+  auto& m = *_impl;
+  if (offset > high_watermark || offset > m.log_end_offset) {
+    return status::error(error_code::offset_out_of_range,
+                         describe(m.tp) + ": cannot raise the log start offset to " + std::to_string(offset) +
+                             " beyond the high watermark " + std::to_string(high_watermark));
+  }
+  if (offset <= m.log_start_offset) return status::success();
+  m.log_start_offset = offset;
+  if (auto st = m.epochs.truncate_from_start(offset); !st.ok()) return storage_error(m.tp, st.message);
+  return status::success();
+}
+
+result<int32_t> partition_log::apply_retention(int64_t now_ms, int64_t high_watermark) {
+  auto& m = *_impl;
+  int32_t removed = 0;
+  auto run = [&](const std::vector<int64_t>& bases, const char* reason) -> status {
+    auto n = m.delete_segments(bases, now_ms, reason);
+    if (!n) return n.error();
+    removed += *n;
+    return status::success();
+  };
+
+  // Segments wholly below the log start offset (DeleteRecords, or a start raised by an earlier deletion).
+  auto below_start = m.deletable(high_watermark, [&](const log_segment&, const log_segment& next) {
+    return next.base_offset() <= m.log_start_offset;
+  });
+  if (auto st = run(below_start, "log start offset"); !st.ok()) return st;
+
+  if (m.config.cleanup != cleanup_policy::compact) {
+    // retention.bytes: drop oldest segments while the log stays at or above the limit without them.
+    if (m.config.retention_bytes >= 0) {
+      int64_t excess = m.size_bytes() - m.config.retention_bytes;
+      if (excess >= 0) {
+        auto by_size = m.deletable(high_watermark, [&](const log_segment& segment, const log_segment&) {
+          if (excess - segment.size() < 0) return false;
+          excess -= segment.size();
+          return true;
+        });
+        if (auto st = run(by_size, "retention.bytes"); !st.ok()) return st;
+      }
+    }
+    // retention.ms: measured from a segment's largest timestamp.
+    if (m.config.retention_ms >= 0) {
+      auto by_time = m.deletable(high_watermark, [&](const log_segment& segment, const log_segment&) {
+        return now_ms - largest_timestamp(segment) > m.config.retention_ms;
+      });
+      if (auto st = run(by_time, "retention.ms"); !st.ok()) return st;
+    }
+  }
+  return removed;
+}
+
+void partition_log::delete_expired_files(int64_t now_ms) {
+  auto& m = *_impl;
+  std::erase_if(m.pending_deletes, [&](impl::pending_delete& p) {
+    if (p.due_ms > now_ms) return false;
+    if (auto st = p.segment->delete_files(); !st.ok()) {
+      subsystem_logger("storage")->warn("{}: cannot delete segment files: {}", describe(m.tp), st.message);
+    }
+    return true;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Flushing and closing.
+
+std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64_t now_ms) {
+  auto& m = *_impl;
+  std::vector<std::shared_ptr<const segment_file>> files;
+  const int64_t flushed = std::max(m.recovery_point, m.flush_pending_offset);
+  if (m.log_end_offset <= flushed) return files;
+  bool due =
+      m.log_end_offset - flushed >= m.config.flush_messages || now_ms - m.last_flush_ms >= m.config.flush_ms;
+  if (!due) return files;
+  auto it = m.floor_segment(flushed);
+  if (it == m.segments.end()) it = m.segments.begin();
+  for (; it != m.segments.end(); ++it) files.push_back(it->second->file());
+  m.flush_pending_offset = m.log_end_offset;
+  m.last_flush_ms = now_ms;
+  return files;
+}
+
+void partition_log::mark_flushed(int64_t offset) {
+  auto& m = *_impl;
+  offset = std::min(offset, m.log_end_offset);
+  if (offset > m.recovery_point) m.recovery_point = offset;
+}
+
+status partition_log::flush() {
+  auto& m = *_impl;
+  // Everything up to the log end offset is already durable: nothing to sync (Kafka's flush skips this case
+  // too).
+  if (m.recovery_point >= m.log_end_offset) return status::success();
+  auto it = m.floor_segment(m.recovery_point);
+  if (it == m.segments.end()) it = m.segments.begin();
+  for (; it != m.segments.end(); ++it) {
+    if (auto st = it->second->flush(); !st.ok()) return storage_error(m.tp, "flush failed: " + st.message);
+  }
+  if (auto st = fsync_dir(m.dir); !st.ok()) return storage_error(m.tp, st.message);
+  m.recovery_point = m.log_end_offset;
+  m.flush_pending_offset = m.log_end_offset;
+  m.last_flush_ms = m.clock();
+  return status::success();
+}
+
+status partition_log::close() {
+  auto& m = *_impl;
+  if (m.closed) return status::success();
+  auto st = flush();
+  for (auto& [base, segment] : m.segments) {
+    auto closed = segment->close();
+    if (!closed.ok() && st.ok()) st = storage_error(m.tp, "close failed: " + closed.message);
+  }
+  m.closed = true;
+  return st;
+}
+
+status partition_log::delete_all() {
+  auto& m = *_impl;
+  m.pending_deletes.clear();
+  m.segments.clear();
+  m.closed = true;
+  std::error_code ec;
+  fs::remove_all(m.dir, ec);
+  if (ec) return storage_error(m.tp, "cannot delete " + m.dir.string() + ": " + ec.message());
+  return status::success();
+}
+
+}  // namespace mala::storage
