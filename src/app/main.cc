@@ -12,6 +12,7 @@
 
 #include <asio/signal_set.hpp>
 
+#include "log_maintenance.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/handler_table.h"
 #include "mala/common/config.h"
@@ -20,6 +21,7 @@
 #include "mala/net/kafka_server.h"
 #include "mala/net/shard_pool.h"
 #include "mala/storage/log_dir_format.h"
+#include "mala/storage/log_manager.h"
 
 namespace {
 
@@ -78,8 +80,8 @@ mala::metadata::metadata_image initial_image(const mala::node_config& config, co
     self.id = config.node_id();
     self.rack = config.broker_rack();
     for (const auto& l : config.advertised_listeners()) {
-      // A listener bound to every interface and not advertised explicitly is advertised under the machine's host
-      // name, as Kafka does (it uses the canonical host name).
+      // A listener bound to every interface and not advertised explicitly is advertised under the machine's
+      // host name, as Kafka does (it uses the canonical host name).
       std::string host = l.host.empty() ? local_host_name() : l.host;
       self.endpoints.push_back({l.name, host, l.port, std::string(mala::to_string(l.protocol))});
     }
@@ -129,6 +131,17 @@ int main(int argc, char** argv) {
   }
   log->info("cluster id {}", dirs.cluster_id);
 
+  mala::storage::log_manager_options log_options;
+  for (const auto& d : config.log_dirs()) log_options.dirs.emplace_back(d);
+  log_options.defaults = mala::app::log_defaults_from(config);
+  log_options.recovery_threads_per_dir = config.get_int("num.recovery.threads.per.data.dir").value_or(1);
+  auto opened_logs = mala::storage::log_manager::open(std::move(log_options));
+  if (!opened_logs.ok()) {
+    log->critical("cannot open the logs: {}", opened_logs.error().message);
+    return 1;
+  }
+  std::unique_ptr<mala::storage::log_manager> logs = std::move(opened_logs.value());
+
   mala::metadata::metadata_cache metadata;
   metadata.publish(
       std::make_shared<const mala::metadata::metadata_image>(initial_image(config, dirs.cluster_id)));
@@ -152,17 +165,27 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  mala::app::log_maintenance maintenance(shards.context(0), *logs, config);
+  maintenance.start();
+
   asio::signal_set signals(shards.context(0), SIGTERM, SIGINT);
   signals.async_wait([&](const std::error_code& ec, int signal) {
     if (ec) return;
     log->info("received {}, shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
     server.stop();
+    maintenance.stop();
     shards.stop();
   });
   std::signal(SIGPIPE, SIG_IGN);
   shards.start();
   log->info("node {} ready with {} shard(s)", config.node_id(), shard_count);
   shards.join();
+  // Flushes and closes every log, writes the checkpoints and the clean-shutdown marker, so the next start
+  // skips the recovery scan.
+  if (auto st = logs->shutdown(); !st.ok()) {
+    log->error("log shutdown: {}", st.message);
+    return 1;
+  }
   log->info("stopped cleanly");
   return 0;
 }

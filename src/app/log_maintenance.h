@@ -1,0 +1,34 @@
+// Periodic work on the node's logs, scheduled on shard 0 (which owns every partition log until replication
+// assigns partitions to shards): retention every log.retention.check.interval.ms, recovery-point and
+// log-start-offset checkpoints, and the flush policy (flush.messages / flush.ms), whose fsyncs run on a
+// blocking thread, never on a shard. The storage library itself has no threads or timers; this is where the
+// binary wires them.
+#pragma once
+
+#include <memory>
+
+#include <asio/io_context.hpp>
+#include <asio/thread_pool.hpp>
+
+#include "mala/common/config.h"
+#include "mala/storage/log_manager.h"
+
+namespace mala::app {
+
+// Broker-level log defaults (log.segment.bytes, log.retention.*, ...) as a storage::log_config.
+storage::log_config log_defaults_from(const node_config& config);
+
+class log_maintenance {
+ public:
+  log_maintenance(asio::io_context& shard0, storage::log_manager& logs, const node_config& config);
+  ~log_maintenance();
+  void start();
+  // Cancels the timers and waits for in-flight fsyncs; call on shard 0 before log_manager::shutdown().
+  void stop();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> _impl;
+};
+
+}  // namespace mala::app
