@@ -81,3 +81,27 @@ def test_missing_config_file_refuses_to_start(mala_factory, tmp_path):
     log = node.full_log()
     assert code != 0, log[-5000:]
     assert "does-not-exist.yaml" in log, f"the error should name the file\n{log[-5000:]}"
+
+
+def test_clean_shutdown_marker_written_on_sigterm_and_consumed_on_start(mala_factory, tmp_path):
+    # Kafka's contract for skipping log recovery: a clean stop leaves .kafka_cleanshutdown (with the broker epoch,
+    # KIP-966) in every log dir; a start removes it, so a crash after that is seen as unclean.
+    data = tmp_path / "data"
+    first = mala_factory(name="first", log_dir=data).start()
+    assert not (data / ".kafka_cleanshutdown").exists()
+    assert first.stop() == 0, first.log_text()
+    marker = data / ".kafka_cleanshutdown"
+    assert marker.exists(), first.log_text()
+    assert '"brokerEpoch"' in marker.read_text()
+    assert (data / "recovery-point-offset-checkpoint").exists()
+
+    second = mala_factory(name="second", log_dir=data).start()
+    assert not marker.exists(), "the marker must be consumed at start-up"
+    second.proc.kill()  # SIGKILL: no marker this time
+    second.proc.wait(timeout=10)
+    second.exit_checked = True
+    assert not marker.exists()
+
+    third = mala_factory(name="third", log_dir=data).start()
+    assert [b["id"] for b in kcat_metadata(third.bootstrap)["brokers"]] == [1]
+    assert third.stop() == 0, third.log_text()
