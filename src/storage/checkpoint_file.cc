@@ -1,5 +1,7 @@
 #include "mala/storage/checkpoint_file.h"
 
+#include "file_io.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,60 +15,6 @@ namespace mala::storage {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
-
-status io_error(std::string what, const fs::path& path, int err) {
-  return status::error(error_code::kafka_storage_error, what + " " + path.string() + ": " + errno_text(err));
-}
-
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    auto n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-status fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return io_error("cannot open directory", dir, errno);
-  bool ok = ::fsync(fd) == 0;
-  int err = errno;
-  ::close(fd);
-  if (!ok) return io_error("cannot fsync directory", dir, err);
-  return status::success();
-}
-
-// The whole file, or nullopt when it does not exist.
-result<std::optional<std::string>> read_whole_file(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>{};
-    return io_error("cannot open", path, errno);
-  }
-  std::string contents;
-  char buffer[4096];
-  while (true) {
-    auto n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return io_error("cannot read", path, err);
-    }
-    if (n == 0) break;
-    contents.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return std::optional<std::string>{std::move(contents)};
-}
 
 template <typename T>
 std::optional<T> parse_number(std::string_view text) {
@@ -115,7 +63,7 @@ status malformed(const fs::path& path, size_t line_number, std::string_view line
 // version line) reads as no entries, as in Kafka's CheckpointReadBuffer.
 template <typename Entry, typename Parse>
 result<std::vector<Entry>> read_checkpoint(const fs::path& path, Parse parse_entry) {
-  auto contents = read_whole_file(path);
+  auto contents = detail::read_file_if_exists(path);
   if (!contents) return contents.error();
   if (!contents->has_value()) return std::vector<Entry>{};
   auto lines = split_lines(**contents);
@@ -150,22 +98,22 @@ status write_file_atomically(const fs::path& path, std::string_view contents) {
   fs::path temp = path;
   temp += ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create", temp, errno);
-  bool ok = write_all(fd, contents) && ::fsync(fd) == 0;
+  if (fd < 0) return detail::io_error("cannot create", temp, errno);
+  bool ok = detail::write_all(fd, contents) && ::fsync(fd) == 0;
   int err = errno;
   ::close(fd);
   if (!ok) {
     ::unlink(temp.c_str());
-    return io_error("cannot write", temp, err);
+    return detail::io_error("cannot write", temp, err);
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     err = errno;
     ::unlink(temp.c_str());
-    return io_error("cannot rename " + temp.string() + " to", path, err);
+    return detail::io_error("cannot rename " + temp.string() + " to", path, err);
   }
   // The rename is durable only once the directory entry is.
   auto dir = path.parent_path();
-  return fsync_dir(dir.empty() ? fs::path(".") : dir);
+  return detail::fsync_dir(dir.empty() ? fs::path(".") : dir);
 }
 
 status write_offset_checkpoint(const fs::path& path, const offset_checkpoint& offsets) {
@@ -226,7 +174,7 @@ status write_partition_metadata(const fs::path& dir, const uuid& topic_id) {
 
 result<std::optional<uuid>> read_partition_metadata(const fs::path& dir) {
   auto path = dir / partition_metadata_file;
-  auto contents = read_whole_file(path);
+  auto contents = detail::read_file_if_exists(path);
   if (!contents) return contents.error();
   if (!contents->has_value()) return std::optional<uuid>{};
   auto lines = split_lines(**contents);

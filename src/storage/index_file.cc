@@ -1,5 +1,7 @@
 #include "index_file.h"
 
+#include "file_io.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -15,11 +17,6 @@
 namespace mala::storage::detail {
 
 namespace {
-
-status io_error(const char* what, const std::filesystem::path& path, int err) {
-  return status::error(error_code::kafka_storage_error,
-                       std::string(what) + " " + path.string() + ": " + std::strerror(err));
-}
 
 // Closes a descriptor on every path out of a function.
 class fd_guard {
@@ -66,7 +63,7 @@ status index_file::map(int fd, int64_t length) {
   if (p == MAP_FAILED) {
     _length = 0;
     _max_entries = 0;
-    return io_error("cannot map index", _path, errno);
+    return detail::io_error("cannot map index", _path, errno);
   }
   _data = static_cast<uint8_t*>(p);
   // Lookups are binary searches and appends touch one page at a time: read-ahead on a fault would only zero
@@ -92,10 +89,10 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
     created = false;
     fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   }
-  if (fd < 0) return io_error("cannot open index", path, errno);
+  if (fd < 0) return detail::io_error("cannot open index", path, errno);
   fd_guard guard(fd);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return io_error("cannot stat index", path, errno);
+  if (::fstat(fd, &st) != 0) return detail::io_error("cannot stat index", path, errno);
   if (st.st_size > std::numeric_limits<int32_t>::max()) {
     return status::error(error_code::corrupt_message, "index " + path.string() + " is larger than 2 GiB (" +
                                                           std::to_string(st.st_size) + ")");
@@ -129,7 +126,7 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
       if (::ftruncate(fd, target) != 0) {
         const int err = errno;
         (void)map(fd, _length);
-        return io_error("cannot resize index", path, err);
+        return detail::io_error("cannot resize index", path, err);
       }
       if (auto s = map(fd, target); !s.ok()) return s;
     }
@@ -149,32 +146,33 @@ status index_file::resize(int64_t bytes) {
       std::max(round_down(std::max<int64_t>(bytes, 0), _entry_size), int64_t{_entries} * _entry_size);
   if (target == _length) return status::success();
   int fd = ::open(_path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return io_error("cannot open index", _path, errno);
+  if (fd < 0) return detail::io_error("cannot open index", _path, errno);
   fd_guard guard(fd);
   const int64_t old_length = _length;
   unmap();
   if (::ftruncate(fd, target) != 0) {
     const int err = errno;
     (void)map(fd, old_length);
-    return io_error("cannot resize index", _path, err);
+    return detail::io_error("cannot resize index", _path, err);
   }
   return map(fd, target);
 }
 
 status index_file::flush() const {
   if (_data != nullptr && ::msync(_data, static_cast<size_t>(_length), MS_SYNC) != 0) {
-    return io_error("cannot msync index", _path, errno);
+    return detail::io_error("cannot msync index", _path, errno);
   }
   // The length changes on trim and resize; fsync makes it durable along with the entries.
   int fd = ::open(_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error("cannot open index", _path, errno);
+  if (fd < 0) return detail::io_error("cannot open index", _path, errno);
   fd_guard guard(fd);
-  if (::fsync(fd) != 0) return io_error("cannot fsync index", _path, errno);
+  if (::fsync(fd) != 0) return detail::io_error("cannot fsync index", _path, errno);
   return status::success();
 }
 
 status index_file::rename_to(const std::filesystem::path& path) {
-  if (::rename(_path.c_str(), path.c_str()) != 0) return io_error("cannot rename index", _path, errno);
+  if (::rename(_path.c_str(), path.c_str()) != 0)
+    return detail::io_error("cannot rename index", _path, errno);
   _path = path;
   return status::success();
 }
@@ -184,7 +182,8 @@ status index_file::close_and_delete() {
   _length = 0;
   _entries = 0;
   _max_entries = 0;
-  if (::unlink(_path.c_str()) != 0 && errno != ENOENT) return io_error("cannot delete index", _path, errno);
+  if (::unlink(_path.c_str()) != 0 && errno != ENOENT)
+    return detail::io_error("cannot delete index", _path, errno);
   return status::success();
 }
 

@@ -1,4 +1,5 @@
 #include "mala/storage/log_dir_format.h"
+#include "mala/storage/checkpoint_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -40,18 +41,6 @@ bool reserved_directory_id(const uuid& id) {
     if (id.bytes[i] != 0) return false;
   }
   return id.bytes[15] < 100;
-}
-
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    auto n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
 }
 
 enum class dir_state { missing, empty, formatted };
@@ -158,29 +147,11 @@ std::optional<std::string> write_meta_properties(const std::string& dir, const m
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return "cannot create log dir " + dir + ": " + ec.message();
-  auto final_path = fs::path(dir) / meta_properties_file_name;
-  auto temp_path = final_path.string() + std::string(temp_suffix);
-  int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot create " + temp_path + ": " + errno_text(errno);
-  bool ok = write_all(fd, format_meta_properties(meta)) && ::fsync(fd) == 0;
-  int saved_errno = errno;
-  ::close(fd);
-  if (!ok) {
-    ::unlink(temp_path.c_str());
-    return "cannot write " + temp_path + ": " + errno_text(saved_errno);
+  if (auto st =
+          write_file_atomically(fs::path(dir) / meta_properties_file_name, format_meta_properties(meta));
+      !st.ok()) {
+    return st.message;
   }
-  if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-    saved_errno = errno;
-    ::unlink(temp_path.c_str());
-    return "cannot rename " + temp_path + " to " + final_path.string() + ": " + errno_text(saved_errno);
-  }
-  // The rename is durable only once the directory entry is.
-  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return "cannot open log dir " + dir + " to fsync it: " + errno_text(errno);
-  ok = ::fsync(dir_fd) == 0;
-  saved_errno = errno;
-  ::close(dir_fd);
-  if (!ok) return "cannot fsync log dir " + dir + ": " + errno_text(saved_errno);
   return std::nullopt;
 }
 

@@ -1,5 +1,7 @@
 #include "mala/storage/log_manager.h"
 
+#include "file_io.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -46,45 +48,6 @@ std::optional<int64_t> parse_clean_shutdown_epoch(std::string_view text) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epoch);
   if (ec != std::errc{} || end == text.data()) return std::nullopt;
   return epoch;
-}
-
-status io_error(const std::string& what, const fs::path& path, int err) {
-  return status::error(error_code::kafka_storage_error,
-                       what + " " + path.string() + ": " + std::strerror(err));
-}
-
-// Small files only (the clean-shutdown marker). nullopt content: the file does not exist.
-result<std::optional<std::string>> read_small_file(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>{};
-    return io_error("cannot open", path, errno);
-  }
-  std::string contents;
-  char buffer[512];
-  while (true) {
-    auto n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return io_error("cannot read", path, err);
-    }
-    if (n == 0 || contents.size() > 4096) break;
-    contents.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return std::optional<std::string>{std::move(contents)};
-}
-
-status fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return io_error("cannot open directory", dir, errno);
-  bool ok = ::fsync(fd) == 0;
-  int err = errno;
-  ::close(fd);
-  if (!ok) return io_error("cannot fsync directory", dir, err);
-  return status::success();
 }
 
 // Absolute, without "." / ".." and without a trailing separator, so that paths given by callers of
@@ -352,7 +315,7 @@ status log_manager::impl::load() {
     // The marker is removed before anything is loaded so that a crash during this run is seen as unclean by
     // the next one (KAFKA-10471); the removal is made durable for the same reason.
     auto marker_path = dir.path / clean_shutdown_file;
-    auto marker = read_small_file(marker_path);
+    auto marker = detail::read_file_if_exists(marker_path, 4096);
     if (!marker.ok()) {
       take_offline(d, marker.error().message);
       continue;
@@ -361,10 +324,10 @@ status log_manager::impl::load() {
       load.clean_shutdown = true;
       load.broker_epoch = parse_clean_shutdown_epoch(**marker);
       if (::unlink(marker_path.c_str()) != 0 && errno != ENOENT) {
-        take_offline(d, io_error("cannot delete", marker_path, errno).message);
+        take_offline(d, detail::io_error("cannot delete", marker_path, errno).message);
         continue;
       }
-      if (auto synced = fsync_dir(dir.path); !synced.ok()) {
+      if (auto synced = detail::fsync_dir(dir.path); !synced.ok()) {
         take_offline(d, synced.message);
         continue;
       }
@@ -643,12 +606,12 @@ status log_manager::remove(const topic_partition& tp) {
 
   auto to = m.dirs[d].path / delete_dir_name(tp);
   if (::rename(from.c_str(), to.c_str()) != 0) {
-    auto error = io_error("cannot rename " + from.string() + " to", to, errno);
+    auto error = detail::io_error("cannot rename " + from.string() + " to", to, errno);
     m.take_offline(d, error.message);
     return error;
   }
   // Durable before the checkpoints drop the partition: a crash must not bring the deleted partition back.
-  if (auto synced = fsync_dir(m.dirs[d].path); !synced.ok()) {
+  if (auto synced = detail::fsync_dir(m.dirs[d].path); !synced.ok()) {
     m.take_offline(d, synced.message);
     return synced;
   }

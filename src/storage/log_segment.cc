@@ -1,5 +1,7 @@
 #include "mala/storage/log_segment.h"
 
+#include "file_io.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,11 +33,6 @@ constexpr int32_t min_batch_length = static_cast<int32_t>(layout::header_size - 
 constexpr size_t scan_chunk = 16 * 1024;
 // Recovery reads whole batches, this much at a time (more when a batch is larger).
 constexpr size_t recovery_chunk = 1024 * 1024;
-
-status io_error(const char* what, const fs::path& path, int err) {
-  return status::error(error_code::kafka_storage_error,
-                       std::string(what) + " " + path.string() + ": " + std::strerror(err));
-}
 
 status invariant_error(const std::string& what, const fs::path& path) {
   return status::error(error_code::unknown_server_error, what + " (segment " + path.string() + ")");
@@ -78,7 +75,7 @@ bool pwrite_full(int fd, const uint8_t* data, size_t n, int64_t position) {
 }
 
 status unlink_if_exists(const fs::path& path) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return io_error("cannot delete", path, errno);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return detail::io_error("cannot delete", path, errno);
   return status::success();
 }
 
@@ -146,7 +143,7 @@ result<std::vector<uint8_t>> segment_file::read(int64_t position, int32_t n) con
   }
   std::vector<uint8_t> data(static_cast<size_t>(n));
   const int64_t got = pread_full(_fd, data.data(), data.size(), position);
-  if (got < 0) return io_error("cannot read", _path, errno);
+  if (got < 0) return detail::io_error("cannot read", _path, errno);
   data.resize(static_cast<size_t>(got));
   return data;
 }
@@ -154,7 +151,7 @@ result<std::vector<uint8_t>> segment_file::read(int64_t position, int32_t n) con
 status segment_file::sync() const {
   // fdatasync covers the data and the file length (what a reader needs); the modification time can stay
   // behind.
-  if (::fdatasync(_fd) != 0) return io_error("cannot fsync", _path, errno);
+  if (::fdatasync(_fd) != 0) return detail::io_error("cannot fsync", _path, errno);
   return status::success();
 }
 
@@ -276,10 +273,10 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
 
   const int flags = create ? (O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC) : (O_RDWR | O_CLOEXEC);
   const int fd = ::open(log_path.c_str(), flags, 0644);
-  if (fd < 0) return io_error("cannot open segment", log_path, errno);
+  if (fd < 0) return detail::io_error("cannot open segment", log_path, errno);
   s.file = std::shared_ptr<segment_file>(new segment_file(fd, log_path));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return io_error("cannot stat segment", log_path, errno);
+  if (::fstat(fd, &st) != 0) return detail::io_error("cannot stat segment", log_path, errno);
   if (st.st_size > max_segment_position) {
     return status::error(error_code::corrupt_message,
                          "segment " + log_path.string() + " is larger than 2 GiB (" +
@@ -295,7 +292,7 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
     // Kafka creates the transaction index lazily; an empty file is what it holds without aborted
     // transactions.
     const int txn_fd = ::open(s.txn_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (txn_fd < 0) return io_error("cannot create", s.txn_path, errno);
+    if (txn_fd < 0) return detail::io_error("cannot create", s.txn_path, errno);
     ::close(txn_fd);
   } else {
     std::error_code ec;
@@ -384,7 +381,7 @@ status log_segment::append(std::span<const uint8_t> batch, const appended_batch&
       subsystem_logger("storage")->error("cannot cut a failed append back to {} bytes in {}: {}", position,
                                          path.string(), std::strerror(errno));
     }
-    return io_error("cannot append to", path, err);
+    return detail::io_error("cannot append to", path, err);
   }
   if (position == 0) {
     s.rolling_timestamp = info.max_timestamp;
@@ -462,7 +459,8 @@ result<int64_t> log_segment::truncate_to(int64_t offset) {
     const int64_t cut_offset = std::min(offset, cut->header.base_offset);
     s.offsets->truncate_to(cut_offset);
     s.times->truncate_to(cut_offset);
-    if (::ftruncate(s.fd(), cut->position) != 0) return io_error("cannot truncate", s.file->path(), errno);
+    if (::ftruncate(s.fd(), cut->position) != 0)
+      return detail::io_error("cannot truncate", s.file->path(), errno);
     removed = s.size - cut->position;
     s.size = cut->position;
   }
@@ -560,7 +558,7 @@ result<segment_recovery> log_segment::recover() {
     report.next_offset = header->next_offset();
     ++report.valid_batches;
   }
-  if (read_error != 0) return io_error("cannot read segment during recovery", path, read_error);
+  if (read_error != 0) return detail::io_error("cannot read segment during recovery", path, read_error);
 
   report.valid_bytes = valid;
   report.truncated_bytes = s.size - valid;
@@ -568,7 +566,7 @@ result<segment_recovery> log_segment::recover() {
   if (report.truncated_bytes > 0) {
     subsystem_logger("storage")->warn("{}: cutting {} bytes at position {} during recovery ({})",
                                       path.string(), report.truncated_bytes, valid, stop_reason);
-    if (::ftruncate(s.fd(), valid) != 0) return io_error("cannot truncate", path, errno);
+    if (::ftruncate(s.fd(), valid) != 0) return detail::io_error("cannot truncate", path, errno);
   }
   s.size = valid;
   s.next_offset = report.next_offset;
@@ -616,17 +614,18 @@ status log_segment::rename_for_deletion() {
   impl& s = *_impl;
   const fs::path log_path = s.file->path();
   const fs::path deleted_log = with_suffix(log_path, deleted_suffix);
-  if (::rename(log_path.c_str(), deleted_log.c_str()) != 0) return io_error("cannot rename", log_path, errno);
+  if (::rename(log_path.c_str(), deleted_log.c_str()) != 0)
+    return detail::io_error("cannot rename", log_path, errno);
   // Handles already given out keep their path; new ones get the new name. A duplicate descriptor lets both
   // close independently.
   const int fd = ::fcntl(s.fd(), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return io_error("cannot duplicate the descriptor of", deleted_log, errno);
+  if (fd < 0) return detail::io_error("cannot duplicate the descriptor of", deleted_log, errno);
   s.file = std::shared_ptr<segment_file>(new segment_file(fd, deleted_log));
   if (auto r = s.offsets->rename_to(with_suffix(s.offsets->path(), deleted_suffix)); !r.ok()) return r;
   if (auto r = s.times->rename_to(with_suffix(s.times->path(), deleted_suffix)); !r.ok()) return r;
   const fs::path deleted_txn = with_suffix(s.txn_path, deleted_suffix);
   if (::rename(s.txn_path.c_str(), deleted_txn.c_str()) != 0) {
-    if (errno != ENOENT) return io_error("cannot rename", s.txn_path, errno);
+    if (errno != ENOENT) return detail::io_error("cannot rename", s.txn_path, errno);
   }
   s.txn_path = deleted_txn;
   return status::success();

@@ -1,5 +1,7 @@
 #include "mala/storage/partition_log.h"
 
+#include "file_io.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,20 +41,6 @@ std::string describe(const topic_partition& tp) {
 
 status storage_error(const topic_partition& tp, const std::string& what) {
   return status::error(error_code::kafka_storage_error, describe(tp) + ": " + what);
-}
-
-status fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return status::error(error_code::kafka_storage_error,
-                         "cannot open " + dir.string() + ": " + std::strerror(errno));
-  bool ok = ::fsync(fd) == 0;
-  int err = errno;
-  ::close(fd);
-  if (!ok)
-    return status::error(error_code::kafka_storage_error,
-                         "cannot fsync " + dir.string() + ": " + std::strerror(err));
-  return status::success();
 }
 
 // Kafka's LogSegment.largestTimestamp: the largest batch timestamp, or the file's modification time for a
@@ -198,7 +186,7 @@ struct partition_log::impl {
     if (!segment) return segment.error();
     segments.emplace(base_offset, std::move(*segment));
     new_jitter();
-    if (auto st = fsync_dir(dir); !st.ok()) return storage_error(tp, st.message);
+    if (auto st = detail::fsync_dir(dir); !st.ok()) return storage_error(tp, st.message);
     subsystem_logger("storage")->debug("{}: rolled new segment at offset {}", describe(tp), base_offset);
     return status::success();
   }
@@ -944,7 +932,7 @@ status partition_log::flush() {
   for (; it != m.segments.end(); ++it) {
     if (auto st = it->second->flush(); !st.ok()) return storage_error(m.tp, "flush failed: " + st.message);
   }
-  if (auto st = fsync_dir(m.dir); !st.ok()) return storage_error(m.tp, st.message);
+  if (auto st = detail::fsync_dir(m.dir); !st.ok()) return storage_error(m.tp, st.message);
   m.recovery_point = m.log_end_offset;
   m.flush_pending_offset = m.log_end_offset;
   m.last_flush_ms = m.clock();
