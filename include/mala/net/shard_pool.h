@@ -8,7 +8,10 @@
 #include <thread>
 #include <vector>
 
+#include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <asio/use_awaitable.hpp>
 
 namespace mala::net {
 
@@ -24,6 +27,16 @@ class shard_pool {
 
   // Runs every shard's event loop on its own thread (shard 0 included) until stop().
   void start();
+  // Runs fn() on `shard`'s thread and resumes the awaiting coroutine on its own executor with the result: the
+  // hop a request takes to reach the shard that owns a partition (architecture.md). fn must not block.
+  template <typename Fn>
+  auto invoke_on(size_t shard, Fn fn) -> asio::awaitable<decltype(fn())> {
+    using value = decltype(fn());
+    co_return co_await asio::co_spawn(
+        context(shard), [f = std::move(fn)]() mutable -> asio::awaitable<value> { co_return f(); },
+        asio::use_awaitable);
+  }
+
   // Stops every event loop and joins the threads. Safe to call from any thread, more than once.
   void stop();
   void join();
