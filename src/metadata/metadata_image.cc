@@ -24,4 +24,14 @@ bool metadata_image::broker_alive(int32_t id) const {
   return it != brokers.end() && !it->second.fenced;
 }
 
+const config_map* metadata_image::find_configs(config_resource_type type, const std::string& name) const {
+  auto it = configs.find(config_resource{type, name});
+  return it == configs.end() ? nullptr : &it->second;
+}
+
+int16_t metadata_image::feature_level(const std::string& name) const {
+  auto it = finalized_features.find(name);
+  return it == finalized_features.end() ? 0 : it->second;
+}
+
 }  // namespace mala::metadata

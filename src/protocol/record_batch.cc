@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "mala/common/crc32c.h"
+#include "mala/protocol/compression.h"
 #include "mala/protocol/wire.h"
 
 namespace mala::protocol {
@@ -95,6 +96,10 @@ std::string_view batch_status_name(batch_status status) {
       return "malformed record";
     case batch_status::record_count_mismatch:
       return "record count does not match the records";
+    case batch_status::decompression_failed:
+      return "compressed records do not decompress";
+    case batch_status::decompressed_too_large:
+      return "decompressed records exceed the bound";
   }
   return "unknown";
 }
@@ -246,6 +251,26 @@ batch_status record_batch_view::check_records() const {
   return reader.status();
 }
 
+record_reader record_batch_view::records(std::vector<uint8_t>& buffer, size_t max_decompressed_bytes) const {
+  if (_status != batch_status::ok || !is_compressed()) return records();
+  const auto st = decompress_into(compression(), records_bytes(), max_decompressed_bytes, buffer);
+  if (!st.ok()) {
+    buffer.clear();
+    return record_reader({}, 0,
+                         st.code == error_code::message_too_large ? batch_status::decompressed_too_large
+                                                                  : batch_status::decompression_failed);
+  }
+  return record_reader(buffer, _header.record_count);
+}
+
+batch_status record_batch_view::check_records(std::vector<uint8_t>& buffer,
+                                              size_t max_decompressed_bytes) const {
+  auto reader = records(buffer, max_decompressed_bytes);
+  while (reader.next()) {
+  }
+  return reader.status();
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Splitting and stamping.
 
@@ -358,6 +383,8 @@ std::vector<uint8_t> record_batch_builder::build() const {
   w.write_int32(h.base_sequence);
   w.write_int32(h.record_count);
 
+  std::vector<uint8_t> records;
+  wire_writer rw(records);
   auto write_nullable = [](wire_writer& to, const std::optional<std::vector<uint8_t>>& bytes) {
     if (!bytes) {
       to.write_varint(-1);
@@ -382,8 +409,13 @@ std::vector<uint8_t> record_batch_builder::build() const {
       b.write_raw({reinterpret_cast<const uint8_t*>(hdr.key.data()), hdr.key.size()});
       write_nullable(b, hdr.value);
     }
-    w.write_varint(static_cast<int32_t>(body.size()));
-    w.write_raw(body);
+    rw.write_varint(static_cast<int32_t>(body.size()));
+    rw.write_raw(body);
+  }
+  if (h.compression() == compression_codec::none) {
+    w.write_raw(records);
+  } else {
+    w.write_raw(compress(h.compression(), records));
   }
 
   std::span<uint8_t> batch(out);

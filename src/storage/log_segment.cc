@@ -475,6 +475,27 @@ result<int64_t> log_segment::truncate_to(int64_t offset) {
   return removed;
 }
 
+status log_segment::check_indexes() const {
+  const impl& s = *_impl;
+  if (auto st = s.offsets->sanity_check(); !st.ok()) return st;
+  if (auto st = s.times->sanity_check(); !st.ok()) return st;
+  if (auto last = s.offsets->last_entry();
+      last && (last->offset >= s.next_offset || last->position >= s.size)) {
+    return status::error(error_code::corrupt_message,
+                         "index " + s.offsets->path().string() + " is corrupt: its last entry (offset " +
+                             std::to_string(last->offset) + ", position " + std::to_string(last->position) +
+                             ") is past the segment's data (next offset " + std::to_string(s.next_offset) +
+                             ", size " + std::to_string(s.size) + ")");
+  }
+  if (auto last = s.times->last_entry(); last && last->offset >= s.next_offset) {
+    return status::error(error_code::corrupt_message,
+                         "time index " + s.times->path().string() + " is corrupt: its last entry (offset " +
+                             std::to_string(last->offset) + ") is past the segment's next offset " +
+                             std::to_string(s.next_offset));
+  }
+  return status::success();
+}
+
 result<segment_recovery> log_segment::recover() {
   impl& s = *_impl;
   const fs::path& path = s.file->path();

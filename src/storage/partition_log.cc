@@ -313,12 +313,10 @@ status partition_log::impl::load(const log_open_options& options) {
     auto& seg = *segment;
     bool corrupt_index = false;
     if (!missing_index) {
-      auto offsets_ok = seg->offsets().sanity_check();
-      auto times_ok = seg->times().sanity_check();
-      if (!offsets_ok.ok() || !times_ok.ok()) {
+      if (auto check = seg->check_indexes(); !check.ok()) {
         corrupt_index = true;
         subsystem_logger("storage")->warn("{}: corrupt index for segment {} ({}); rebuilding", describe(tp),
-                                          base, offsets_ok.ok() ? times_ok.message : offsets_ok.message);
+                                          base, check.message);
       }
     }
     if (missing_index || corrupt_index) {

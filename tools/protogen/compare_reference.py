@@ -8,7 +8,13 @@ ignorable/mapKey/entityType and per-field flexibleVersions; plus the message kin
 It also checks that each API's `versions=` spans Kafka 4.x's minimum (or its extra versions) to the reference's
 newest, and that every API Mala serves has a request and a response definition.
 
+Definitions of kind `metadata` (KRaft metadata log records) are compared against --metadata-reference-dir
+(Kafka's metadata/src/main/resources/common/metadata) when given: every record there must have a definition, and
+versions= must equal the reference's validVersions. The raft control records (CONTROL_RECORDS) are `data`
+definitions compared against --reference-dir like any other.
+
 Exit status: 0 all match, 1 any mismatch (one precise line each), 77 (ctest skip) if the reference dir is absent.
+A missing metadata reference dir only skips the metadata records (with a note).
 """
 from __future__ import annotations
 
@@ -95,6 +101,10 @@ API_MINIMUMS: dict[int, tuple[str, int, str]] = {
     75: ("DescribeTopicPartitions", 0, "none"),
 }
 HEADERS = ("RequestHeader", "ResponseHeader")
+# KRaft control records (written in control batches of __cluster_metadata-0 and snapshots; "type": "data" in
+# messages/). The metadata log records proper ("type": "metadata") come from --metadata-reference-dir, all of them.
+CONTROL_RECORDS = ("LeaderChangeMessage", "SnapshotHeaderRecord", "SnapshotFooterRecord", "VotersRecord",
+                   "KRaftVersionRecord")
 
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64", "uint32"}
 
@@ -394,11 +404,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--proto-dir", type=Path, required=True)
     ap.add_argument("--reference-dir", type=Path, required=True)
+    ap.add_argument("--metadata-reference-dir", type=Path)
     args = ap.parse_args()
     if not args.reference_dir.is_dir():
         print(f"skip: reference dir {args.reference_dir} not present")
         return 77
     reference = load_reference(args.reference_dir)
+    metadata_reference: dict[str, dict] | None = None
+    if args.metadata_reference_dir is not None:
+        if args.metadata_reference_dir.is_dir():
+            metadata_reference = load_reference(args.metadata_reference_dir)
+        else:
+            print(f"note: metadata reference dir {args.metadata_reference_dir} not present, metadata records "
+                  "not compared")
     try:
         messages = proto_model.load_all(args.proto_dir)
     except proto_model.ProtoError as e:
@@ -412,7 +430,18 @@ def main() -> int:
         if msg.path is not None and msg.path.stem != msg.name:
             print(f"FAIL {msg.name}: defined in {msg.path.name}, expected {msg.name}.msg")
             failures += 1
-        schema = reference.get(msg.name)
+        if msg.kind == "metadata":
+            if metadata_reference is None:
+                print(f"note {msg.name}: metadata record, no metadata reference dir, not compared")
+                continue
+            schema = metadata_reference.get(msg.name)
+            if schema is None:
+                print(f"FAIL {msg.name}: no metadata record schema named {msg.name} in "
+                      f"{args.metadata_reference_dir}")
+                failures += 1
+                continue
+        else:
+            schema = reference.get(msg.name)
         if schema is None:
             if msg.kind == "data":
                 print(f"note {msg.name}: no reference schema (Mala-only data), not compared")
@@ -437,9 +466,16 @@ def main() -> int:
             elif m.api_key != key:
                 print(f"FAIL {m.name}: key={m.api_key}, expected {key}")
                 failures += 1
-    for h in HEADERS:
+    for h in HEADERS + CONTROL_RECORDS:
         if h not in by_name:
             missing.append(h)
+    if metadata_reference is not None:
+        for name in sorted(metadata_reference):
+            if name not in by_name:
+                missing.append(name)
+            elif by_name[name].kind != "metadata":
+                print(f"FAIL {name}: kind {by_name[name].kind}, expected metadata")
+                failures += 1
     for name in missing:
         print(f"FAIL missing definition proto/{name}.msg")
     failures += len(missing)
@@ -452,8 +488,9 @@ def main() -> int:
                   f"versions={resp.versions} extra={resp.extra_versions}")
             failures += 1
 
-    print(f"summary: {len(messages)} definitions, {len(API_MINIMUMS)} APIs + {len(HEADERS)} headers required, "
-          f"{failures} failure(s)")
+    records = "" if metadata_reference is None else f" + {len(metadata_reference)} metadata records"
+    print(f"summary: {len(messages)} definitions, {len(API_MINIMUMS)} APIs + {len(HEADERS)} headers + "
+          f"{len(CONTROL_RECORDS)} control records{records} required, {failures} failure(s)")
     return 1 if failures else 0
 
 

@@ -7,6 +7,9 @@ the grammar has no use for (zeroCopy, deprecatedVersions, listeners).
 
   json_to_proto.py SCHEMA.json [--min-version N] [--extra-versions R]     one definition to stdout
   json_to_proto.py --reference-dir DIR --out-dir proto                     every API Mala serves, plus the headers
+  json_to_proto.py --metadata-reference-dir MDIR [--reference-dir DIR] --out-dir proto
+                                  every KRaft metadata log record in MDIR ("type": "metadata" -> kind `metadata`,
+                                  apiKey -> key=, the record type) and, with DIR, the raft control records
 
 In batch mode `versions=` starts at Kafka 4.x's minimum (or the extra versions) from compare_reference.API_MINIMUMS
 and ends at the reference's newest version.
@@ -18,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_reference import API_MINIMUMS, HEADERS, json_default_text, load_schema  # noqa: E402
+from compare_reference import API_MINIMUMS, CONTROL_RECORDS, HEADERS, json_default_text, load_schema  # noqa: E402
 from proto_model import VersionRange  # noqa: E402
 
 
@@ -81,20 +84,51 @@ def convert(schema: dict, source_name: str, min_version: int | None = None, extr
     return "\n".join(lines) + "\n"
 
 
+def convert_records(metadata_dir: Path, messages_dir: Path | None, out_dir: Path) -> int:
+    """Every metadata log record schema in metadata_dir (whole validVersions range), plus the raft control records
+    from messages_dir when given. The file is named after the message (ZkMigrationRecord.json holds
+    ZkMigrationStateRecord)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for path in sorted(metadata_dir.glob("*.json")):
+        schema = load_schema(path)
+        if schema.get("type") != "metadata":
+            continue
+        (out_dir / f"{schema['name']}.msg").write_text(convert(schema, path.name))
+        written += 1
+    if messages_dir is not None:
+        by_name = {}
+        for path in sorted(messages_dir.glob("*.json")):
+            schema = load_schema(path)
+            by_name[schema.get("name", "")] = (path, schema)
+        for name in CONTROL_RECORDS:
+            if name not in by_name:
+                print(f"error: no schema named {name} in {messages_dir}", file=sys.stderr)
+                return 1
+            path, schema = by_name[name]
+            (out_dir / f"{name}.msg").write_text(convert(schema, path.name))
+            written += 1
+    print(f"wrote {written} record definitions to {out_dir}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("schema", nargs="?", type=Path)
     ap.add_argument("--min-version", type=int)
     ap.add_argument("--extra-versions", default="none")
     ap.add_argument("--reference-dir", type=Path)
+    ap.add_argument("--metadata-reference-dir", type=Path)
     ap.add_argument("--out-dir", type=Path)
     args = ap.parse_args()
 
     if args.schema:
         sys.stdout.write(convert(load_schema(args.schema), args.schema.name, args.min_version, args.extra_versions))
         return 0
+    if args.metadata_reference_dir and args.out_dir:
+        return convert_records(args.metadata_reference_dir, args.reference_dir, args.out_dir)
     if not (args.reference_dir and args.out_dir):
-        ap.error("give a SCHEMA.json, or --reference-dir and --out-dir")
+        ap.error("give a SCHEMA.json, or --reference-dir and/or --metadata-reference-dir, and --out-dir")
     by_name: dict[str, tuple[Path, dict]] = {}
     for path in sorted(args.reference_dir.glob("*.json")):
         schema = load_schema(path)

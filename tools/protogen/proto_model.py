@@ -11,7 +11,9 @@ from pathlib import Path
 
 PRIMITIVES = {"bool", "int8", "int16", "uint16", "int32", "int64", "uint32", "float64", "string", "bytes",
               "uuid", "records"}
-KINDS = {"request", "response", "header", "data"}
+# `metadata`: a KRaft metadata log record (Kafka's "type": "metadata" schemas); `key=` is its record type, the
+# api key of the ApiMessageAndVersion envelope.
+KINDS = {"request", "response", "header", "data", "metadata"}
 
 
 class ProtoError(Exception):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generates C++ message structs from Mala's definitions in proto/ (grammar: docs/protocol-definitions.md).
 
-For each proto/<Name>.msg of kind request, response or data it writes <name>.h and <name>.cc into --out-dir, plus
+For each proto/<Name>.msg of kind request, response, data or metadata (a metadata log record: generated like data,
+with its record type as api_key) it writes <name>.h and <name>.cc into --out-dir, plus
 all_messages.h, message_catalog.cc (name, key, versions, decode/re-encode entry points per message) and
 message_samples.cc (a deterministic, fully populated instance of every message at every version, for round-trip
 tests and fuzz seeds). Header kinds are hand-written in src/protocol/request_header.cc: the request header's ClientId
@@ -38,9 +39,14 @@ WRITE_FN = {"bool": "write_bool", "int8": "write_int8", "int16": "write_int16", 
 READ_FN = {k: v.replace("write_", "read_") for k, v in WRITE_FN.items()}
 
 
+# Names the generated encode/decode/encoded_size bodies use for their parameters and locals; a field with one of
+# these names (the raft control records' `Version`) gets a trailing underscore so it is not shadowed.
+RESERVED_MEMBER_NAMES = {"version", "flexible"}
+
+
 def member_name(name: str) -> str:
     s = snake_case(name)
-    return s + "_" if s in CPP_KEYWORDS else s
+    return s + "_" if s in CPP_KEYWORDS or s in RESERVED_MEMBER_NAMES else s
 
 
 def range_cond(r: VersionRange, var: str = "version") -> str:

@@ -1,11 +1,13 @@
 // An immutable snapshot of cluster metadata as the broker side sees it: brokers and their endpoints, topics,
-// partitions (leader, epochs, replicas, ISR, ELR, offline replicas), cluster id and the controller id that
-// clients are told about. Built by the controller side (today: from the node's own configuration) and
-// published as a shared_ptr<const metadata_image>; readers on any shard hold their own reference, so no locks
-// are needed to read.
+// partitions (leader, epochs, replicas, ISR, ELR, offline replicas), configs, finalized features, the
+// producer id block, cluster id and the controller id that clients are told about. Built from the node's own
+// configuration at start-up, or by applying committed KRaft metadata log records with metadata_delta
+// (metadata_delta.h), and published as a shared_ptr<const metadata_image>; readers on any shard hold their
+// own reference, so no locks are needed to read. Mirrors Kafka's org.apache.kafka.image.MetadataImage.
 #pragma once
 
 #include <atomic>
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,11 +26,26 @@ struct broker_endpoint {
   std::string security_protocol;
 };
 
+// A feature's supported range as a broker registered it (RegisterBrokerRecord.Features).
+struct supported_feature {
+  int16_t min_version = 0;
+  int16_t max_version = 0;
+  friend bool operator==(const supported_feature&, const supported_feature&) = default;
+};
+
 struct broker_registration {
   int32_t id = -1;
   std::optional<std::string> rack;
   std::vector<broker_endpoint> endpoints;
   bool fenced = false;
+  // From RegisterBrokerRecord (KIP-631): the epoch is the offset of the registration in the metadata log and
+  // must match in Fence/Unfence/BrokerRegistrationChange records; the incarnation id changes on every
+  // restart.
+  int64_t epoch = -1;
+  uuid incarnation_id;
+  bool in_controlled_shutdown = false;
+  std::vector<uuid> log_dirs;  // KIP-858 directory ids, RegisterBrokerRecord v3+
+  std::map<std::string, supported_feature> supported_features;
 
   const broker_endpoint* endpoint_for(const std::string& listener_name) const;
 };
@@ -42,7 +59,19 @@ struct partition_state {
   std::vector<int32_t> isr;
   std::vector<int32_t> eligible_leader_replicas;
   std::vector<int32_t> last_known_elr;
+  // Reassignment in progress (KIP-455).
+  std::vector<int32_t> adding_replicas;
+  std::vector<int32_t> removing_replicas;
+  // KIP-704: recovered (0) or recovering after an unclean election (1).
+  int8_t leader_recovery_state = 0;
+  // KIP-858: the log directory of each replica, parallel to `replicas`. Kafka fills a PartitionRecord without
+  // directories with DirectoryId.MIGRATING (the zero uuid); empty in images not built from the log.
+  std::vector<uuid> directories;
 };
+
+// Kafka's LeaderRecoveryState values (PartitionRecord/PartitionChangeRecord.LeaderRecoveryState).
+inline constexpr int8_t leader_recovered = 0;
+inline constexpr int8_t leader_recovering = 1;
 
 struct topic_metadata {
   std::string name;
@@ -51,16 +80,49 @@ struct topic_metadata {
   std::vector<partition_state> partitions;  // indexed by partition number
 };
 
+// Kafka's ConfigResource.Type ids, as ConfigRecord.ResourceType carries them.
+enum class config_resource_type : int8_t {
+  unknown = 0,
+  topic = 2,
+  broker = 4,  // resource name "" is the cluster-wide default, otherwise the broker id in decimal
+  broker_logger = 8,
+  client_metrics = 16,
+  group = 32,
+};
+
+struct config_resource {
+  config_resource_type type = config_resource_type::unknown;
+  std::string name;
+  friend auto operator<=>(const config_resource&, const config_resource&) = default;
+};
+
+using config_map = std::map<std::string, std::string>;
+
 class metadata_image {
  public:
   std::string cluster_id;
   int32_t controller_id = -1;
   std::map<int32_t, broker_registration> brokers;
   std::map<std::string, topic_metadata> topics;
+  // Dynamic configs set through ConfigRecord (only the keys set explicitly; defaults live elsewhere). A
+  // resource with no configs left has no entry. Deleting a topic deletes its configs, as Kafka's
+  // MetadataDelta does.
+  std::map<config_resource, config_map> configs;
+  // Finalized feature levels (FeatureLevelRecord, KIP-584/KIP-778), including metadata.version.
+  std::map<std::string, int16_t> finalized_features;
+  // The first producer id not yet handed out (ProducerIdsRecord.NextProducerId, KIP-730).
+  int64_t next_producer_id = 0;
+  // Offset and leader epoch of the last metadata log record applied; -1 for images not built from the log.
+  int64_t metadata_offset = -1;
+  int32_t metadata_epoch = -1;
 
   const topic_metadata* find_topic(const std::string& name) const;
   const topic_metadata* find_topic(const uuid& id) const;
   bool broker_alive(int32_t id) const;
+  // The configs set for a resource, or nullptr when none are.
+  const config_map* find_configs(config_resource_type type, const std::string& name) const;
+  // The finalized level of a feature; 0 (disabled) when it is not finalized.
+  int16_t feature_level(const std::string& name) const;
 };
 
 using metadata_image_ptr = std::shared_ptr<const metadata_image>;

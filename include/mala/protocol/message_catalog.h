@@ -12,12 +12,13 @@
 
 namespace mala::protocol {
 
-enum class message_kind : uint8_t { request, response, header, data };
+// `metadata`: a KRaft metadata log record (api_key is its record type; see mala/metadata/metadata_records.h).
+enum class message_kind : uint8_t { request, response, header, data, metadata };
 
 struct message_info {
   std::string_view name;
   message_kind kind;
-  int16_t api_key;  // -1 for data messages
+  int16_t api_key;  // -1 for data messages; the record type for metadata records
   int16_t min_version;
   int16_t max_version;
   int16_t kafka4_min_version;  // oldest version Kafka 4.x serves in full (older ones: compatibility extras)

@@ -12,6 +12,10 @@
 // -1 null) | value (same) | header count varint | headers: key (varint length string) | value (varint length,
 // -1 null).
 //
+// Compressed batches (codec in attribute bits 0-2) are read by decompressing the records section into a
+// caller-owned buffer (record_batch_view::records(buffer)) and reading records from there with the same
+// reader; the codecs themselves are in compression.h.
+//
 // Everything here is a pure function of its arguments or a view over caller-owned bytes; nothing is shared. A
 // view or reader is valid while the underlying bytes are, and is used by one thread at a time.
 #pragma once
@@ -54,6 +58,11 @@ inline constexpr size_t min_record_size = 7;
 }  // namespace batch_layout
 
 inline constexpr int8_t current_magic = 2;
+
+// Default bound on the decompressed records of one batch: far above what producers send (the Java producer's
+// batch.size defaults to 16 KiB, message.max.bytes to about 1 MiB) yet small enough that a "decompression
+// bomb" cannot exhaust memory.
+inline constexpr size_t default_max_decompressed_bytes = size_t{64} << 20;
 
 // Kafka's "absent" values (RecordBatch.NO_PRODUCER_ID, NO_TIMESTAMP, ...).
 inline constexpr int64_t no_producer_id = -1;
@@ -122,10 +131,12 @@ enum class batch_status : uint8_t {
   crc_mismatch,           // CRC-32C of attributes..end differs from the crc field
   negative_record_count,  // count < 0
   unknown_compression,    // codec bits 5-7
-  compressed,             // records are compressed; reading them needs decompression (not supported yet)
+  compressed,             // records are compressed; reading them needs decompression (records(buffer))
   malformed_record,       // bad varint, impossible length, record body size mismatch, null header key
   record_count_mismatch,  // count disagrees with the bytes: too many to fit, or bytes left after the last
                           // record
+  decompression_failed,   // the compressed records are malformed or truncated
+  decompressed_too_large,  // the records decompress to more than the caller's bound
 };
 
 std::string_view batch_status_name(batch_status status);
@@ -277,10 +288,21 @@ class record_batch_view {
   int64_t timestamp_of(const record_view& r) const;
 
   // The records of an uncompressed batch. For a compressed batch the reader reports `compressed`, for an
-  // invalid batch the validation status, and reads nothing.
+  // invalid batch the validation status, and reads nothing (for callers that refuse to decompress).
   record_reader records() const;
   // Reads every record: ok, or the first problem (including `compressed`).
   batch_status check_records() const;
+
+  // The records of any batch. An uncompressed batch is read in place and `buffer` is left alone; a compressed
+  // one is decompressed into `buffer` (cleared first; at most max_decompressed_bytes, else the reader reports
+  // decompressed_too_large, or decompression_failed for bad compressed data) and read from there, the record
+  // count checked against the header as for an uncompressed batch. The returned reader and its record views
+  // point into `buffer` (or the batch) and are valid while it is unchanged.
+  record_reader records(std::vector<uint8_t>& buffer,
+                        size_t max_decompressed_bytes = default_max_decompressed_bytes) const;
+  // Reads every record of any batch, decompressing into `buffer` as records(buffer) does.
+  batch_status check_records(std::vector<uint8_t>& buffer,
+                             size_t max_decompressed_bytes = default_max_decompressed_bytes) const;
 
  private:
   std::span<const uint8_t> _data;
@@ -335,8 +357,10 @@ struct record_input {
   std::optional<int32_t> offset_delta;  // defaults to the record's position in the batch
 };
 
-// Builds an uncompressed v2 batch with a correct CRC: for tests, and for the batches the broker writes itself
-// (transaction markers, coordinator records). Records are copied in add(); build() can be called repeatedly.
+// Builds a v2 batch with a correct CRC: for tests, and for the batches the broker writes itself (transaction
+// markers, coordinator records, recompression for compression.type). Records are copied in add(); build() can
+// be called repeatedly. With compression(codec) the serialized records are compressed as producers do and the
+// codec bits are set; the header (count, offsets, timestamps) stays uncompressed.
 // baseTimestamp defaults to the first record's timestamp and maxTimestamp to the largest record timestamp, as
 // Kafka producers set them; lastOffsetDelta to the last record's offsetDelta.
 class record_batch_builder {
@@ -372,6 +396,11 @@ class record_batch_builder {
   }
   record_batch_builder& last_offset_delta(int32_t v) {
     _last_offset_delta = v;
+    return *this;
+  }
+  record_batch_builder& compression(compression_codec codec) {
+    _header.attributes = static_cast<int16_t>((_header.attributes & ~batch_attributes::compression_mask) |
+                                              static_cast<int16_t>(codec));
     return *this;
   }
 

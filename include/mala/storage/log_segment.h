@@ -110,6 +110,11 @@ class log_segment {
   // First batch whose max timestamp >= timestamp: (offset of that batch's base, its max timestamp).
   std::optional<timestamp_offset> find_offset_by_timestamp(int64_t timestamp) const;
 
+  // Both indexes' sanity checks (Kafka's) plus what only the segment knows: the last offset-index entry
+  // points inside the .log at an offset below next_offset(), and the last time-index entry's offset is below
+  // next_offset(). An index failing this is rebuilt by recover(); appends after it would otherwise fail
+  // forever.
+  status check_indexes() const;
   // Drops every batch at or after `offset` (the batch containing it included); returns the bytes removed.
   result<int64_t> truncate_to(int64_t offset);
   // Rescans the .log from the start: validates framing and CRC batch by batch, cuts at the first invalid

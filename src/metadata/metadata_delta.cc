@@ -1,0 +1,357 @@
+#include "mala/metadata/metadata_delta.h"
+
+#include <string>
+#include <utility>
+
+#include "mala/common/listener.h"
+
+namespace mala::metadata {
+
+namespace {
+
+std::string security_protocol_name(int16_t id) {
+  // RegisterBrokerRecord.EndPoints.SecurityProtocol carries Kafka's SecurityProtocol id, which is the order
+  // of mala::security_protocol (PLAINTEXT 0, SSL 1, SASL_PLAINTEXT 2, SASL_SSL 3).
+  if (id >= 0 && id <= static_cast<int16_t>(security_protocol::sasl_ssl)) {
+    return std::string(to_string(static_cast<security_protocol>(id)));
+  }
+  return "UNKNOWN(" + std::to_string(id) + ")";
+}
+
+std::string describe(const uuid& id) {
+  return id.to_string();
+}
+
+status bad_record(error_code code, std::string message) {
+  return status::error(code, std::move(message));
+}
+
+bool valid_leader_recovery_state(int8_t value) {
+  return value == leader_recovered || value == leader_recovering;
+}
+
+// Kafka's DirectoryId.createDirectoriesFrom: replicas that stay keep their directory, new ones are
+// unassigned.
+std::vector<uuid> directories_from(const std::vector<int32_t>& replicas, const std::vector<uuid>& directories,
+                                   const std::vector<int32_t>& new_replicas) {
+  std::vector<uuid> out;
+  out.reserve(new_replicas.size());
+  for (int32_t replica : new_replicas) {
+    uuid dir = directory_unassigned;
+    if (directories.size() == replicas.size()) {
+      for (size_t i = 0; i < replicas.size(); ++i) {
+        if (replicas[i] == replica) {
+          dir = directories[i];
+          break;
+        }
+      }
+    }
+    out.push_back(dir);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_internal_topic(const std::string& name) {
+  return name == "__consumer_offsets" || name == "__transaction_state";
+}
+
+metadata_delta::metadata_delta(metadata_image_ptr base)
+    : _base(base ? std::move(base) : std::make_shared<const metadata_image>()) {}
+
+metadata_image& metadata_delta::next() {
+  if (!_next) _next.emplace(*_base);
+  return *_next;
+}
+
+metadata_image_ptr metadata_delta::build() const {
+  if (!_next) return _base;
+  return std::make_shared<const metadata_image>(*_next);
+}
+
+std::map<uuid, std::string, metadata_delta::uuid_less>& metadata_delta::topic_names() {
+  if (!_topic_names) {
+    _topic_names.emplace();
+    for (const auto& [name, topic] : current().topics) (*_topic_names)[topic.id] = name;
+  }
+  return *_topic_names;
+}
+
+const topic_metadata* metadata_delta::topic_by_id(const uuid& id) {
+  auto& names = topic_names();
+  auto it = names.find(id);
+  if (it == names.end()) return nullptr;
+  auto topic = current().topics.find(it->second);
+  return topic == current().topics.end() ? nullptr : &topic->second;
+}
+
+status metadata_delta::apply(const metadata_record& record) {
+  return std::visit([this](const auto& r) { return apply_record(r); }, record);
+}
+
+status metadata_delta::apply(const metadata_record& record, int64_t offset, int32_t epoch) {
+  status s = apply(record);
+  if (!s.ok()) return s;
+  auto& image = next();
+  image.metadata_offset = offset;
+  image.metadata_epoch = epoch;
+  return s;
+}
+
+status metadata_delta::apply_record(const protocol::register_broker_record& r) {
+  // Kafka's ClusterDelta.replay(RegisterBrokerRecord): the registration replaces any previous one for the id.
+  broker_registration b;
+  b.id = r.broker_id;
+  b.epoch = r.broker_epoch;
+  b.incarnation_id = r.incarnation_id;
+  b.rack = r.rack;
+  b.fenced = r.fenced;
+  b.in_controlled_shutdown = r.in_controlled_shutdown;
+  b.log_dirs = r.log_dirs;
+  for (const auto& e : r.end_points) {
+    b.endpoints.push_back({e.name, e.host, e.port, security_protocol_name(e.security_protocol)});
+  }
+  for (const auto& f : r.features)
+    b.supported_features[f.name] = {f.min_supported_version, f.max_supported_version};
+  next().brokers[b.id] = std::move(b);
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::unregister_broker_record& r) {
+  // As ClusterDelta: no epoch check on replay (the controller checked it before writing the record).
+  next().brokers.erase(r.broker_id);
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::topic_record& r) {
+  const metadata_image& image = current();
+  auto existing = image.topics.find(r.name);
+  if (existing != image.topics.end() && !(existing->second.id == r.topic_id)) {
+    return bad_record(error_code::inconsistent_topic_id,
+                      "TopicRecord " + r.name + " id " + describe(r.topic_id) +
+                          ": the topic exists with id " + describe(existing->second.id));
+  }
+  if (const topic_metadata* other = topic_by_id(r.topic_id); other && other->name != r.name) {
+    return bad_record(
+        error_code::inconsistent_topic_id,
+        "TopicRecord " + r.name + ": id " + describe(r.topic_id) + " belongs to " + other->name);
+  }
+  // A TopicRecord for an existing id starts the topic afresh, as Kafka's TopicsDelta does.
+  topic_metadata t;
+  t.name = r.name;
+  t.id = r.topic_id;
+  t.internal = is_internal_topic(r.name);
+  next().topics[r.name] = std::move(t);
+  topic_names()[r.topic_id] = r.name;
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::partition_record& r) {
+  const topic_metadata* topic = topic_by_id(r.topic_id);
+  if (!topic) {
+    return bad_record(error_code::unknown_topic_id,
+                      "PartitionRecord for unknown topic id " + describe(r.topic_id));
+  }
+  const std::string where = "PartitionRecord " + topic->name + "-" + std::to_string(r.partition_id);
+  // Partitions are kept indexed by number; the controller writes them in order (CreateTopics,
+  // CreatePartitions).
+  if (r.partition_id < 0 || static_cast<size_t>(r.partition_id) > topic->partitions.size()) {
+    return bad_record(error_code::invalid_partitions, where + ": partition ids must be written in order");
+  }
+  if (!valid_leader_recovery_state(r.leader_recovery_state)) {
+    return bad_record(error_code::invalid_request,
+                      where + ": unknown leader recovery state " + std::to_string(r.leader_recovery_state));
+  }
+  if (!r.directories.empty() && r.directories.size() != r.replicas.size()) {
+    return bad_record(error_code::invalid_replica_assignment,
+                      where + ": replicas and directories differ in length");
+  }
+  partition_state p;
+  p.partition = r.partition_id;
+  p.leader = r.leader;
+  p.leader_epoch = r.leader_epoch;
+  p.partition_epoch = r.partition_epoch;
+  p.replicas = r.replicas;
+  p.isr = r.isr;
+  p.removing_replicas = r.removing_replicas;
+  p.adding_replicas = r.adding_replicas;
+  p.eligible_leader_replicas = r.eligible_leader_replicas.value_or(std::vector<int32_t>{});
+  p.last_known_elr = r.last_known_elr.value_or(std::vector<int32_t>{});
+  p.leader_recovery_state = r.leader_recovery_state;
+  // Records older than v1 (or from brokers before KIP-858) carry no directories: Kafka assumes MIGRATING.
+  p.directories =
+      r.directories.empty() ? std::vector<uuid>(r.replicas.size(), directory_migrating) : r.directories;
+
+  const std::string name = topic->name;
+  auto& partitions = next().topics[name].partitions;
+  const auto index = static_cast<size_t>(r.partition_id);
+  if (index == partitions.size()) {
+    partitions.push_back(std::move(p));
+  } else {
+    partitions[index] = std::move(p);
+  }
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::partition_change_record& r) {
+  // Kafka's PartitionRegistration.merge: only the fields present change.
+  const topic_metadata* topic = topic_by_id(r.topic_id);
+  if (!topic) {
+    return bad_record(error_code::unknown_topic_id,
+                      "PartitionChangeRecord for unknown topic id " + describe(r.topic_id));
+  }
+  const std::string where = "PartitionChangeRecord " + topic->name + "-" + std::to_string(r.partition_id);
+  if (r.partition_id < 0 || static_cast<size_t>(r.partition_id) >= topic->partitions.size()) {
+    return bad_record(error_code::unknown_topic_or_partition, where + ": no such partition");
+  }
+  if (r.leader_recovery_state != no_leader_recovery_state_change &&
+      !valid_leader_recovery_state(r.leader_recovery_state)) {
+    return bad_record(error_code::invalid_request,
+                      where + ": unknown leader recovery state " + std::to_string(r.leader_recovery_state));
+  }
+  if (r.replicas && r.directories && !r.directories->empty() && r.directories->size() != r.replicas->size()) {
+    return bad_record(error_code::invalid_replica_assignment,
+                      where + ": replicas and directories differ in length");
+  }
+  const partition_state& old = topic->partitions[static_cast<size_t>(r.partition_id)];
+  partition_state p = old;
+  if (r.replicas) p.replicas = *r.replicas;
+  if (r.directories && !r.directories->empty()) {
+    p.directories = *r.directories;
+  } else if (r.replicas) {
+    p.directories = directories_from(old.replicas, old.directories, *r.replicas);
+  }
+  if (p.directories.empty()) p.directories.assign(p.replicas.size(), directory_migrating);
+  if (r.isr) p.isr = *r.isr;
+  if (r.removing_replicas) p.removing_replicas = *r.removing_replicas;
+  if (r.adding_replicas) p.adding_replicas = *r.adding_replicas;
+  // Any leader in the record bumps the leader epoch, even the same leader: the controller's
+  // PartitionChangeBuilder writes one exactly when followers must notice (a new leader, or an ISR shrink /
+  // replica removal that needs the epoch fence).
+  if (r.leader != no_leader_change) {
+    p.leader = r.leader;
+    p.leader_epoch = old.leader_epoch + 1;
+  }
+  if (r.leader_recovery_state != no_leader_recovery_state_change)
+    p.leader_recovery_state = r.leader_recovery_state;
+  if (r.eligible_leader_replicas) p.eligible_leader_replicas = *r.eligible_leader_replicas;
+  if (r.last_known_elr) p.last_known_elr = *r.last_known_elr;
+  p.partition_epoch = old.partition_epoch + 1;
+
+  const std::string name = topic->name;
+  next().topics[name].partitions[static_cast<size_t>(r.partition_id)] = std::move(p);
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::remove_topic_record& r) {
+  const topic_metadata* topic = topic_by_id(r.topic_id);
+  if (!topic) {
+    return bad_record(error_code::unknown_topic_id,
+                      "RemoveTopicRecord for unknown topic id " + describe(r.topic_id));
+  }
+  const std::string name = topic->name;
+  auto& image = next();
+  image.topics.erase(name);
+  // Kafka's MetadataDelta.replay(RemoveTopicRecord) also drops the topic's dynamic configs.
+  image.configs.erase(config_resource{config_resource_type::topic, name});
+  topic_names().erase(r.topic_id);
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::config_record& r) {
+  // Kafka's ConfigurationsDelta: a null value deletes the key.
+  const config_resource resource{static_cast<config_resource_type>(r.resource_type), r.resource_name};
+  auto& configs = next().configs;
+  if (r.value) {
+    configs[resource][r.name] = *r.value;
+    return status::success();
+  }
+  auto it = configs.find(resource);
+  if (it != configs.end()) {
+    it->second.erase(r.name);
+    if (it->second.empty()) configs.erase(it);
+  }
+  return status::success();
+}
+
+namespace {
+
+// ClusterDelta.getBrokerOrThrow: fencing changes name the registration they apply to by its epoch.
+status check_broker(const metadata_image& image, int32_t id, int64_t epoch, const char* record) {
+  auto it = image.brokers.find(id);
+  if (it == image.brokers.end()) {
+    return status::error(error_code::broker_not_available,
+                         std::string(record) + " for unregistered broker " + std::to_string(id));
+  }
+  if (it->second.epoch != epoch) {
+    return status::error(error_code::stale_broker_epoch,
+                         std::string(record) + " for broker " + std::to_string(id) + " epoch " +
+                             std::to_string(epoch) + ", registered epoch is " +
+                             std::to_string(it->second.epoch));
+  }
+  return status::success();
+}
+
+}  // namespace
+
+status metadata_delta::apply_record(const protocol::fence_broker_record& r) {
+  if (auto s = check_broker(current(), r.id, r.epoch, "FenceBrokerRecord"); !s.ok()) return s;
+  next().brokers[r.id].fenced = true;
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::unfence_broker_record& r) {
+  if (auto s = check_broker(current(), r.id, r.epoch, "UnfenceBrokerRecord"); !s.ok()) return s;
+  next().brokers[r.id].fenced = false;
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::broker_registration_change_record& r) {
+  if (auto s = check_broker(current(), r.broker_id, r.broker_epoch, "BrokerRegistrationChangeRecord");
+      !s.ok())
+    return s;
+  if (r.fenced != fencing_change_fence && r.fenced != fencing_change_none &&
+      r.fenced != fencing_change_unfence) {
+    return bad_record(error_code::invalid_request,
+                      "BrokerRegistrationChangeRecord: unknown fencing change " + std::to_string(r.fenced));
+  }
+  if (r.in_controlled_shutdown != controlled_shutdown_change_none &&
+      r.in_controlled_shutdown != controlled_shutdown_change_in_controlled_shutdown) {
+    return bad_record(error_code::invalid_request,
+                      "BrokerRegistrationChangeRecord: unknown controlled shutdown change " +
+                          std::to_string(r.in_controlled_shutdown));
+  }
+  auto& broker = next().brokers[r.broker_id];
+  if (r.fenced != fencing_change_none) broker.fenced = r.fenced == fencing_change_fence;
+  if (r.in_controlled_shutdown == controlled_shutdown_change_in_controlled_shutdown) {
+    broker.in_controlled_shutdown = true;
+  }
+  // v2 (KIP-858): a broker reports its online log directories; an empty list means no change.
+  if (!r.log_dirs.empty()) broker.log_dirs = r.log_dirs;
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::feature_level_record& r) {
+  // KIP-778: level 0 means the feature is not finalized (disabled); Kafka drops it from the image.
+  auto& features = next().finalized_features;
+  if (r.feature_level == 0) {
+    features.erase(r.name);
+  } else {
+    features[r.name] = r.feature_level;
+  }
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::producer_ids_record& r) {
+  // ProducerIdsDelta: the block handed to r.broker_id ends where the next one starts.
+  next().next_producer_id = r.next_producer_id;
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::no_op_record&) {
+  // KIP-835: written by the controller to advance the high watermark; changes nothing but the offset.
+  return status::success();
+}
+
+}  // namespace mala::metadata
