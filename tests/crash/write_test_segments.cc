@@ -6,15 +6,10 @@
 // batch: offsets, codec, records with keys, values, headers and timestamps) for the test to compare with
 // DumpLogSegments' output.
 //
-// The compressed batches are built here (record_batch_builder only makes uncompressed ones): the records
-// section of an uncompressed batch, compressed, behind the same header with the codec bits set and the CRC
-// recomputed. Single-threaded command-line tool.
+// Batches are built with record_batch_builder, compressed as producers compress them
+// (mala/protocol/compression.h). Single-threaded command-line tool.
 //
 // Usage: mala_write_test_segments <partition dir (created; must not hold a log)>
-#include <lz4frame.h>
-#include <snappy.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -30,64 +25,6 @@ namespace {
 namespace proto = mala::protocol;
 using bytes = std::vector<uint8_t>;
 
-void put_be32(bytes& out, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));
-}
-
-bool gzip_compress(std::span<const uint8_t> in, bytes& out) {
-  z_stream zs{};
-  // windowBits 15 + 16: a gzip stream (header and trailer), which Kafka's GZIPInputStream expects.
-  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-    return false;
-  out.resize(deflateBound(&zs, in.size()) + 32);
-  zs.next_in = const_cast<Bytef*>(in.data());
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = out.data();
-  zs.avail_out = static_cast<uInt>(out.size());
-  int rc = deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return rc == Z_STREAM_END;
-}
-
-// snappy-java's SnappyOutputStream framing, which Kafka's producer writes: magic, version 1, compatible
-// version 1, then blocks of (int32 BE compressed length, raw snappy).
-bool snappy_compress(std::span<const uint8_t> in, bytes& out) {
-  const uint8_t magic[8] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
-  out.assign(magic, magic + 8);
-  put_be32(out, 1);
-  put_be32(out, 1);
-  constexpr size_t block = 32 * 1024;
-  for (size_t pos = 0; pos < in.size(); pos += block) {
-    size_t n = std::min(block, in.size() - pos);
-    std::string compressed;
-    snappy::Compress(reinterpret_cast<const char*>(in.data() + pos), n, &compressed);
-    put_be32(out, static_cast<uint32_t>(compressed.size()));
-    out.insert(out.end(), compressed.begin(), compressed.end());
-  }
-  return true;
-}
-
-// LZ4 frame format with independent 64 KiB blocks, as Kafka's producer (and librdkafka) write it.
-bool lz4_compress(std::span<const uint8_t> in, bytes& out) {
-  LZ4F_preferences_t prefs{};
-  prefs.frameInfo.blockMode = LZ4F_blockIndependent;
-  prefs.frameInfo.blockSizeID = LZ4F_max64KB;
-  out.resize(LZ4F_compressFrameBound(in.size(), &prefs));
-  size_t n = LZ4F_compressFrame(out.data(), out.size(), in.data(), in.size(), &prefs);
-  if (LZ4F_isError(n)) return false;
-  out.resize(n);
-  return true;
-}
-
-bool zstd_compress(std::span<const uint8_t> in, bytes& out) {
-  out.resize(ZSTD_compressBound(in.size()));
-  size_t n = ZSTD_compress(out.data(), out.size(), in.data(), in.size(), 3);
-  if (ZSTD_isError(n)) return false;
-  out.resize(n);
-  return true;
-}
-
 const char* codec_name(proto::compression_codec c) {
   switch (c) {
     case proto::compression_codec::none:
@@ -102,42 +39,6 @@ const char* codec_name(proto::compression_codec c) {
       return "zstd";
   }
   return "?";
-}
-
-// The uncompressed batch's header with the records section compressed and the CRC recomputed.
-bool compress_batch(const bytes& plain, proto::compression_codec codec, bytes& out) {
-  auto records = std::span<const uint8_t>(plain).subspan(proto::batch_layout::records);
-  bytes compressed;
-  bool ok = false;
-  switch (codec) {
-    case proto::compression_codec::none:
-      out = plain;
-      return true;
-    case proto::compression_codec::gzip:
-      ok = gzip_compress(records, compressed);
-      break;
-    case proto::compression_codec::snappy:
-      ok = snappy_compress(records, compressed);
-      break;
-    case proto::compression_codec::lz4:
-      ok = lz4_compress(records, compressed);
-      break;
-    case proto::compression_codec::zstd:
-      ok = zstd_compress(records, compressed);
-      break;
-  }
-  if (!ok) return false;
-  out.assign(plain.begin(), plain.begin() + proto::batch_layout::records);
-  out.insert(out.end(), compressed.begin(), compressed.end());
-  const uint32_t length = static_cast<uint32_t>(out.size() - proto::batch_layout::log_overhead);
-  for (int i = 0; i < 4; ++i)
-    out[proto::batch_layout::batch_length + i] = static_cast<uint8_t>(length >> (24 - 8 * i));
-  const int16_t attributes = static_cast<int16_t>((out[proto::batch_layout::attributes] << 8) |
-                                                  out[proto::batch_layout::attributes + 1]) |
-                             static_cast<int16_t>(codec);
-  out[proto::batch_layout::attributes] = static_cast<uint8_t>(static_cast<uint16_t>(attributes) >> 8);
-  out[proto::batch_layout::attributes + 1] = static_cast<uint8_t>(attributes & 0xff);
-  return proto::rewrite_batch_crc(out);
 }
 
 uint64_t mix(uint64_t x) {
@@ -220,11 +121,7 @@ int main(int argc, char** argv) {
                       ", \"key\": " + (key_span ? "\"" + key + "\"" : "null") + ", \"value\": \"" + value +
                       "\", \"headers\": {\"origin\": \"" + header_value + "\"}}";
     }
-    bytes batch;
-    if (!compress_batch(builder.build(), codec, batch)) {
-      std::fprintf(stderr, "cannot compress batch %d with %s\n", i, codec_name(codec));
-      return 1;
-    }
+    bytes batch = builder.compression(codec).build();
     auto appended = log.append_as_leader(batch, 3);
     if (!appended) {
       std::fprintf(stderr, "append failed: %s\n", appended.error().message.c_str());

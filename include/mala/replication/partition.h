@@ -1,0 +1,232 @@
+// One replica of one partition on this node (Kafka's kafka.cluster.Partition): its role (leader or follower),
+// the leader and partition epochs, the replica set and ISR from the metadata log, the high watermark and last
+// stable offset, what the leader knows of each follower, and the waiters of delayed produce and fetch
+// requests. It sits between the broker's handlers and the partition's storage::partition_log: Produce appends
+// through it, Fetch and ListOffsets read through it (bounded by the high watermark for consumers), and
+// follower fetches move the high watermark. The rules themselves are pure functions in replica_rules.h; this
+// class applies them to a log.
+//
+// Followers: make_follower records the new leader and state; the truncation to the divergence point and the
+// fetcher that feeds append_as_follower / update_high_watermark_from_leader come with the follower fetchers.
+// ISR changes (AlterPartition) are not sent from here yet: the ISR is whatever the metadata says.
+//
+// Threads: touched only on the partition's owning shard (no locks). The storage::partition_log it wraps is
+// owned by the storage::log_manager and outlives it (replica_manager removes the partition before the log).
+// Waiter callbacks run synchronously on that shard from inside the call that satisfied them (append,
+// update_follower_fetch_state, make_leader, make_follower, delete_records, stop), after the partition's state
+// is updated.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "mala/common/result.h"
+#include "mala/common/uuid.h"
+#include "mala/replication/replica_rules.h"
+#include "mala/replication/waiter_list.h"
+#include "mala/storage/log_segment.h"
+#include "mala/storage/partition_log.h"
+
+namespace mala::replication {
+
+// The partition's replication state as the metadata log (PartitionRecord / PartitionChangeRecord) describes
+// it.
+struct partition_state {
+  int32_t leader = -1;
+  int32_t leader_epoch = 0;
+  int32_t partition_epoch = 0;
+  std::vector<int32_t> replicas;
+  std::vector<int32_t> isr;
+  int32_t min_insync_replicas = 1;  // min.insync.replicas of the topic
+};
+
+struct partition_options {
+  int32_t local_replica_id = 0;              // node.id
+  int64_t replica_lag_time_max_ms = 30'000;  // replica.lag.time.max.ms
+  std::function<int64_t()> clock_ms;         // wall clock (tests inject one); steady enough for lag checks
+  // The high watermark found in replication-offset-checkpoint at start-up (clamped into the log's range); the
+  // log start offset when absent.
+  std::optional<int64_t> initial_high_watermark;
+};
+
+// Whether make_leader / make_follower applied the state.
+enum class state_change : uint8_t {
+  applied,
+  stale,  // the partition epoch is older than the one already applied (Kafka skips it the same way)
+};
+
+struct append_outcome {
+  storage::append_result appended;  // first/last offset, log append time, ...
+  int64_t log_start_offset = 0;
+  int64_t high_watermark = 0;  // after the append
+  // acks=-1: the high watermark the request waits for (last offset + 1), and whether it is already reached (a
+  // single in-sync replica, or followers already caught up): then `error` is its answer. acks=0/1: done at
+  // once.
+  int64_t required_offset = -1;
+  bool done = true;
+  error_code error = error_code::none;
+};
+
+struct read_request {
+  int64_t fetch_offset = 0;
+  int32_t max_bytes = 0;
+  int32_t replica_id =
+      consumer_replica_id;  // >= 0: a follower broker fetching (reads up to the log end offset)
+  isolation_level isolation = isolation_level::read_uncommitted;
+  bool min_one_batch = true;  // at least one whole batch even if larger than max_bytes (KIP-74)
+  std::optional<int32_t> current_leader_epoch;  // Fetch v9+ (KIP-320); nullopt or -1: not checked
+  std::optional<int32_t> last_fetched_epoch;    // Fetch v12+ from followers (KIP-595): divergence check
+};
+
+struct read_outcome {
+  std::optional<storage::file_slice> data;  // whole batches; nullopt: nothing to return yet
+  // The offsets as they were before the read (Kafka's LogReadInfo); sent in every Fetch partition response.
+  int64_t high_watermark = 0;
+  int64_t last_stable_offset = 0;
+  int64_t log_start_offset = 0;
+  int64_t log_end_offset = 0;
+  // Set when the follower's last fetched epoch does not match our log (Fetch's DivergingEpoch): it must
+  // truncate to `end_offset` of `epoch` and fetch again. Nothing is read then.
+  struct diverging_epoch {
+    int32_t epoch = -1;
+    int64_t end_offset = -1;
+  };
+  std::optional<diverging_epoch> diverging;
+};
+
+// ListOffsets answer: no offset when none qualifies (Kafka answers offset -1, timestamp -1).
+struct list_offset_outcome {
+  std::optional<storage::offset_for_timestamp> found;
+};
+
+struct follower_fetch {
+  int32_t replica_id = -1;
+  int64_t fetch_offset = 0;       // the follower's log end offset
+  int64_t log_start_offset = -1;  // the follower's log start offset (Fetch's log_start_offset field)
+  int64_t leader_end_offset = 0;  // read_outcome::log_end_offset of the read that served this fetch
+  int64_t fetch_time_ms = 0;
+};
+
+struct delete_records_outcome {
+  int64_t requested_offset = 0;
+  // Smallest log start offset over the replicas (Kafka's low watermark). DeleteRecords answers with it once
+  // it reaches requested_offset; waiting for followers to catch up comes with the follower fetchers.
+  int64_t low_watermark = 0;
+};
+
+class partition {
+ public:
+  partition(storage::partition_log* log, uuid topic_id, partition_options options);
+  partition(const partition&) = delete;
+  partition& operator=(const partition&) = delete;
+  ~partition();
+
+  const storage::topic_partition& topic_partition() const;
+  const uuid& topic_id() const { return _topic_id; }
+  storage::partition_log& log() { return *_log; }
+
+  // Become (or stay) leader with this state. A new leader epoch starts in the log's epoch cache at the log
+  // end offset; follower states are reset (Kafka's makeLeader); the high watermark may move at once (ISR of
+  // one).
+  result<state_change> make_leader(const partition_state& state);
+  // Become (or stay) a follower of state.leader. Pending acks=all produces fail with NOT_LEADER_OR_FOLLOWER
+  // and parked fetches wake up (they will find they are no longer served here).
+  result<state_change> make_follower(const partition_state& state);
+  // The replica stops serving (removal, log dir offline): every waiter fires with NOT_LEADER_OR_FOLLOWER.
+  void stop();
+
+  bool is_leader() const { return _is_leader; }
+  int32_t leader_id() const { return _state.leader; }
+  int32_t leader_epoch() const { return _state.leader_epoch; }
+  int32_t partition_epoch() const { return _state.partition_epoch; }
+  const std::vector<int32_t>& replicas() const { return _state.replicas; }
+  const std::vector<int32_t>& isr() const { return _state.isr; }
+  // min.insync.replicas capped at the replication factor (Kafka's effectiveMinIsr).
+  int32_t min_insync_replicas() const;
+  bool under_min_isr() const;     // UnderMinIsr metric, kafka-topics --under-min-isr-partitions
+  bool under_replicated() const;  // UnderReplicated: |ISR| < |replicas|
+  int64_t high_watermark() const { return _high_watermark; }
+  // Equal to the high watermark until transactions exist (then: the first offset of the oldest open one).
+  int64_t last_stable_offset() const { return _high_watermark; }
+  int64_t log_start_offset() const;
+  int64_t log_end_offset() const;
+  const std::vector<follower_state>& followers() const { return _followers; }
+
+  // Produce on the leader (Kafka's appendRecordsToLeader): NOT_LEADER_OR_FOLLOWER on a follower,
+  // INVALID_REQUIRED_ACKS, NOT_ENOUGH_REPLICAS for acks=-1 while |ISR| < min ISR (nothing written), the
+  // storage errors (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
+  // KAFKA_STORAGE_ERROR) as they come. If the outcome is not done, the caller parks the request with
+  // add_high_watermark_waiter(required_offset).
+  result<append_outcome> append(std::span<uint8_t> records, int16_t acks);
+  // Follower append of records fetched from the leader (offsets already assigned).
+  result<storage::append_result> append_as_follower(std::span<const uint8_t> records);
+  // Follower: the leader's high watermark from a fetch response, bounded by our own log end offset.
+  void update_high_watermark_from_leader(int64_t leader_high_watermark);
+
+  // Fetch (Kafka's fetchRecords / readRecords): leader epoch check first (FENCED_LEADER_EPOCH /
+  // UNKNOWN_LEADER_EPOCH), then NOT_LEADER_OR_FOLLOWER unless leader, NOT_LEADER_OR_FOLLOWER for a replica id
+  // that is not a follower of this partition, OFFSET_OUT_OF_RANGE outside [log start, log end]. A follower's
+  // fetch does not update its state here: the caller passes the outcome to update_follower_fetch_state
+  // (unless diverging).
+  result<read_outcome> read(const read_request& request) const;
+
+  // ListOffsets (Kafka's fetchOffsetForTimestamp): earliest / earliest-local give the log start offset,
+  // latest the high watermark (read_uncommitted), last stable offset (read_committed) or log end offset
+  // (isolation nullopt: a replica asking), a timestamp or max-timestamp (-3) the first matching offset below
+  // that bound. While a new leader's high watermark is still below the start of its epoch, latest and bounded
+  // lookups from clients answer OFFSET_NOT_AVAILABLE (they would otherwise see an offset go backwards).
+  result<list_offset_outcome> list_offset(int64_t timestamp, std::optional<isolation_level> isolation,
+                                          std::optional<int32_t> current_leader_epoch) const;
+
+  // A follower's fetch was served: record its log end offset and caught-up time, move the high watermark,
+  // wake waiters. NOT_LEADER_OR_FOLLOWER if not leader or not a follower of this partition.
+  status update_follower_fetch_state(const follower_fetch& fetch);
+
+  // DeleteRecords on the leader: raise the log start offset to `offset` (-1: to the high watermark).
+  // OFFSET_OUT_OF_RANGE below 0 or beyond the high watermark, POLICY_VIOLATION on a compact-only topic,
+  // NOT_LEADER_OR_FOLLOWER on a follower.
+  result<delete_records_outcome> delete_records(int64_t offset);
+
+  // Delayed produce: `callback` fires once the high watermark reaches `offset`, with NONE or
+  // NOT_ENOUGH_REPLICAS_AFTER_APPEND (Kafka's checkEnoughReplicasReachOffset), or with NOT_LEADER_OR_FOLLOWER
+  // when leadership is lost. Already reached (or not leader): fires before returning, with an invalid handle.
+  waiter_handle add_high_watermark_waiter(int64_t offset, waiter_callback callback);
+  // Delayed fetch: `callback` fires once (NONE) on the next append, high watermark or log start change, or
+  // with NOT_LEADER_OR_FOLLOWER on a role change or stop. The fetch then re-reads and parks again if still
+  // short of fetch.min.bytes.
+  waiter_handle add_data_waiter(waiter_callback callback);
+  // A timed-out request withdraws its waiter; false if it already fired.
+  bool cancel_waiter(waiter_handle handle);
+  size_t waiter_count() const { return _hw_waiters.size() + _data_waiters.size(); }
+
+ private:
+  int64_t now_ms() const;
+  int64_t bound_offset(fetch_bound bound) const;
+  // Recompute the high watermark (leader); true if it moved.
+  bool maybe_increment_high_watermark(int64_t now_ms);
+  void set_high_watermark(int64_t offset);
+  // Fire what the current state satisfies.
+  void complete_waiters();
+  void fail_all_waiters(error_code error);
+  follower_state* follower(int32_t replica_id);
+
+  storage::partition_log* _log;
+  uuid _topic_id;
+  partition_options _options;
+  partition_state _state;
+  bool _is_leader = false;
+  bool _has_state = false;
+  int64_t _high_watermark = 0;
+  // The log end offset when this leader epoch began (Kafka's leaderEpochStartOffsetOpt): until the high
+  // watermark reaches it, clients asking for "latest" get OFFSET_NOT_AVAILABLE.
+  std::optional<int64_t> _leader_epoch_start_offset;
+  std::vector<follower_state> _followers;  // replicas other than this one, leader only
+  waiter_list _hw_waiters;
+  waiter_list _data_waiters;
+  uint64_t _next_waiter_id = 1;
+};
+
+}  // namespace mala::replication

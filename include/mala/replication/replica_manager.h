@@ -1,0 +1,77 @@
+// The partition replicas this node hosts (Kafka's ReplicaManager, its partition map part): creates and
+// updates them from the leadership the metadata log assigns (become leader / follower), creating missing logs
+// through the storage::log_manager, and removes them (stopping their waiters, deleting the log when asked).
+// The broker's Produce, Fetch, ListOffsets and DeleteRecords handlers find a partition here and call it.
+//
+// Threads: in this first version every partition, and the manager itself, lives on one shard (shard 0) and
+// the broker hops there (`co_await shards.invoke_on(0, ...)`) for any partition operation;
+// storage::log_manager is also used from there. Per-partition shard ownership (a partition on the shard its
+// hash picks, one manager per shard) comes with the shard router; nothing here may then be shared between
+// shards.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mala/common/result.h"
+#include "mala/common/uuid.h"
+#include "mala/replication/partition.h"
+#include "mala/storage/log_config.h"
+#include "mala/storage/log_manager.h"
+
+namespace mala::replication {
+
+struct replica_manager_options {
+  int32_t local_replica_id = 0;              // node.id
+  int64_t replica_lag_time_max_ms = 30'000;  // replica.lag.time.max.ms
+  std::function<int64_t()> clock_ms;         // wall clock (tests inject one)
+  // The high watermark to start a partition with when it is first created on this node after a restart
+  // (replication-offset-checkpoint); nullopt: its log start offset.
+  std::function<std::optional<int64_t>(const storage::topic_partition&)> checkpointed_high_watermark;
+};
+
+// One partition as the metadata image describes it, from this node's point of view.
+struct partition_leadership {
+  std::string topic;
+  int32_t partition = 0;
+  uuid topic_id;
+  partition_state state;  // state.leader == local id: become leader, else follower
+  storage::log_config log_config;
+};
+
+class replica_manager {
+ public:
+  replica_manager(storage::log_manager& logs, replica_manager_options options);
+  replica_manager(const replica_manager&) = delete;
+  replica_manager& operator=(const replica_manager&) = delete;
+  ~replica_manager();
+
+  // Creates the partition (and its log when missing) or updates it, then makes it leader or follower. Errors:
+  // KAFKA_STORAGE_ERROR (no online log dir, I/O), INCONSISTENT_TOPIC_ID (a replica of another topic of the
+  // same name is still hosted: it must be removed first). A stale partition epoch is ignored
+  // (state_change::stale).
+  result<state_change> apply_leadership(const partition_leadership& leadership);
+  // Stops the replica (its waiters fire with NOT_LEADER_OR_FOLLOWER) and forgets it; with delete_log its log
+  // is removed through the log manager (topic deleted or replica moved away), otherwise the log stays on
+  // disk.
+  status remove_partition(const storage::topic_partition& tp, bool delete_log = true);
+
+  partition* get(const storage::topic_partition& tp) const;
+  std::vector<storage::topic_partition> partitions() const;
+  size_t size() const { return _partitions.size(); }
+  // Counts for the UnderReplicatedPartitions / UnderMinIsrPartitionCount metrics (led partitions only).
+  int32_t under_replicated_count() const;
+  int32_t under_min_isr_count() const;
+
+ private:
+  storage::log_manager& _logs;
+  replica_manager_options _options;
+  std::map<storage::topic_partition, std::unique_ptr<partition>> _partitions;
+};
+
+}  // namespace mala::replication

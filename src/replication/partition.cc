@@ -1,0 +1,445 @@
+#include "mala/replication/partition.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "mala/common/logging.h"
+
+namespace mala::replication {
+namespace {
+
+std::string describe(const storage::topic_partition& tp) {
+  return tp.topic + "-" + std::to_string(tp.partition);
+}
+
+bool contains(const std::vector<int32_t>& ids, int32_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+std::string ids_string(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+void fire(std::vector<waiter_callback> callbacks, error_code code) {
+  for (auto& cb : callbacks) {
+    if (cb) cb(code);
+  }
+}
+
+}  // namespace
+
+partition::partition(storage::partition_log* log, uuid topic_id, partition_options options)
+    : _log(log), _topic_id(topic_id), _options(std::move(options)) {
+  // Kafka starts a partition at leader epoch -1 and partition epoch 0 (nothing applied yet); -1 for both lets
+  // the first state of any epoch through.
+  _state.leader_epoch = -1;
+  _state.partition_epoch = -1;
+  int64_t start = _log->log_start_offset();
+  int64_t end = _log->log_end_offset();
+  _high_watermark = std::clamp(_options.initial_high_watermark.value_or(start), start, end);
+}
+
+partition::~partition() = default;
+
+const storage::topic_partition& partition::topic_partition() const {
+  return _log->partition();
+}
+
+int64_t partition::now_ms() const {
+  if (_options.clock_ms) return _options.clock_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int32_t partition::min_insync_replicas() const {
+  return effective_min_isr(_state.min_insync_replicas, _state.replicas.size());
+}
+
+bool partition::under_min_isr() const {
+  return _is_leader && static_cast<int64_t>(_state.isr.size()) < min_insync_replicas();
+}
+
+bool partition::under_replicated() const {
+  return _is_leader && _state.isr.size() < _state.replicas.size();
+}
+
+int64_t partition::log_start_offset() const {
+  return _log->log_start_offset();
+}
+int64_t partition::log_end_offset() const {
+  return _log->log_end_offset();
+}
+
+follower_state* partition::follower(int32_t replica_id) {
+  for (auto& f : _followers) {
+    if (f.replica_id == replica_id) return &f;
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Role changes.
+
+result<state_change> partition::make_leader(const partition_state& state) {
+  // The partition epoch may already be ahead (an AlterPartition response can carry it before the metadata log
+  // does); an older one is a stale update.
+  if (_has_state && state.partition_epoch < _state.partition_epoch) return state_change::stale;
+
+  int64_t now = now_ms();
+  bool new_leader = !_is_leader;
+  bool new_epoch = !_has_state || state.leader_epoch > _state.leader_epoch;
+  int64_t end = _log->log_end_offset();
+  if (new_epoch) {
+    // Every batch this leader writes carries its epoch; followers find their divergence point through this
+    // entry (OffsetForLeaderEpoch / Fetch DivergingEpoch).
+    if (auto st = _log->epochs().assign(state.leader_epoch, end); !st.ok()) {
+      return status::error(error_code::kafka_storage_error, describe(topic_partition()) + ": " + st.message);
+    }
+    _leader_epoch_start_offset = end;
+  }
+
+  std::vector<follower_state> followers;
+  for (int32_t id : state.replicas) {
+    if (id == _options.local_replica_id) continue;
+    follower_state before;
+    if (auto* existing = follower(id)) before = *existing;
+    before.replica_id = id;
+    if (new_epoch || new_leader) {
+      followers.push_back(reset_on_leader_change(before, id, new_leader, contains(state.isr, id), now, end));
+    } else {
+      followers.push_back(before);
+    }
+  }
+  _followers = std::move(followers);
+  _state = state;
+  _is_leader = true;
+  _has_state = true;
+
+  subsystem_logger("replication")
+      ->info(
+          "{}: leader at epoch {} (partition epoch {}), replicas {}, isr {}, min isr {}, log end {}, hw {}",
+          describe(topic_partition()), state.leader_epoch, state.partition_epoch, ids_string(state.replicas),
+          ids_string(state.isr), min_insync_replicas(), end, _high_watermark);
+  // The ISR may be just this replica now.
+  maybe_increment_high_watermark(now);
+  complete_waiters();
+  return state_change::applied;
+}
+
+result<state_change> partition::make_follower(const partition_state& state) {
+  if (_has_state && state.partition_epoch < _state.partition_epoch) return state_change::stale;
+  _state = state;
+  _is_leader = false;
+  _has_state = true;
+  _followers.clear();
+  _leader_epoch_start_offset.reset();
+  subsystem_logger("replication")
+      ->info("{}: follower of {} at epoch {} (partition epoch {}), log end {}, hw {}",
+             describe(topic_partition()), state.leader, state.leader_epoch, state.partition_epoch,
+             _log->log_end_offset(), _high_watermark);
+  // Delayed produces can no longer complete here; delayed fetches must re-read and find they are not served.
+  fail_all_waiters(error_code::not_leader_or_follower);
+  return state_change::applied;
+}
+
+void partition::stop() {
+  _is_leader = false;
+  _followers.clear();
+  fail_all_waiters(error_code::not_leader_or_follower);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// High watermark and waiters.
+
+bool partition::maybe_increment_high_watermark(int64_t now) {
+  if (!_is_leader) return false;
+  high_watermark_inputs in;
+  in.high_watermark = _high_watermark;
+  in.leader_log_end_offset = _log->log_end_offset();
+  in.isr = _state.isr;
+  in.min_insync_replicas = min_insync_replicas();
+  in.followers = _followers;
+  in.now_ms = now;
+  in.replica_lag_time_max_ms = _options.replica_lag_time_max_ms;
+  int64_t next = next_high_watermark(in);
+  if (next <= _high_watermark) return false;
+  set_high_watermark(next);
+  return true;
+}
+
+void partition::set_high_watermark(int64_t offset) {
+  _high_watermark = offset;
+  // The epoch's start is reached: "latest" is safe to answer again.
+  if (_leader_epoch_start_offset && *_leader_epoch_start_offset <= _high_watermark)
+    _leader_epoch_start_offset.reset();
+}
+
+void partition::complete_waiters() {
+  if (!_is_leader) {
+    fail_all_waiters(error_code::not_leader_or_follower);
+    return;
+  }
+  // Offsets count from the high watermark: a produce whose required offset is <= HW is complete.
+  auto reached = _hw_waiters.take_up_to(_high_watermark);
+  if (reached.empty()) return;
+  auto answer = check_enough_replicas_reach_offset(_high_watermark, _high_watermark, _state.isr.size(),
+                                                   min_insync_replicas());
+  fire(std::move(reached), answer.error);
+}
+
+void partition::fail_all_waiters(error_code error) {
+  auto produce = _hw_waiters.take_all();
+  auto fetch = _data_waiters.take_all();
+  fire(std::move(produce), error);
+  fire(std::move(fetch), error);
+}
+
+waiter_handle partition::add_high_watermark_waiter(int64_t offset, waiter_callback callback) {
+  if (!_is_leader) {
+    callback(error_code::not_leader_or_follower);
+    return {};
+  }
+  auto check =
+      check_enough_replicas_reach_offset(_high_watermark, offset, _state.isr.size(), min_insync_replicas());
+  if (check.done) {
+    callback(check.error);
+    return {};
+  }
+  uint64_t id = _next_waiter_id++;
+  _hw_waiters.add(id, offset, std::move(callback));
+  return {id};
+}
+
+waiter_handle partition::add_data_waiter(waiter_callback callback) {
+  uint64_t id = _next_waiter_id++;
+  _data_waiters.add(id, 0, std::move(callback));
+  return {id};
+}
+
+bool partition::cancel_waiter(waiter_handle handle) {
+  if (!handle.valid()) return false;
+  return _hw_waiters.cancel(handle.id) || _data_waiters.cancel(handle.id);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Produce.
+
+result<append_outcome> partition::append(std::span<uint8_t> records, int16_t acks) {
+  if (!_is_leader) {
+    return status::error(
+        error_code::not_leader_or_follower,
+        describe(topic_partition()) + ": not the leader on " + std::to_string(_options.local_replica_id));
+  }
+  if (auto code = check_acks_before_append(acks, _state.isr.size(), min_insync_replicas());
+      code != error_code::none) {
+    return status::error(code, describe(topic_partition()) + ": acks=" + std::to_string(acks) + " with isr " +
+                                   ids_string(_state.isr) + " and min.insync.replicas " +
+                                   std::to_string(min_insync_replicas()));
+  }
+  auto appended = _log->append_as_leader(records, _state.leader_epoch);
+  if (!appended) return appended.error();
+
+  append_outcome out;
+  out.appended = *appended;
+  maybe_increment_high_watermark(now_ms());
+  out.log_start_offset = _log->log_start_offset();
+  out.high_watermark = _high_watermark;
+  if (acks == -1) {
+    out.required_offset = appended->last_offset + 1;
+    auto check = check_enough_replicas_reach_offset(_high_watermark, out.required_offset, _state.isr.size(),
+                                                    min_insync_replicas());
+    out.done = check.done;
+    out.error = check.error;
+  }
+  // Followers (and, when the HW moved, consumers) parked on this partition have something new.
+  auto fetches = _data_waiters.take_all();
+  complete_waiters();
+  fire(std::move(fetches), error_code::none);
+  return out;
+}
+
+result<storage::append_result> partition::append_as_follower(std::span<const uint8_t> records) {
+  if (_is_leader || !_has_state) {
+    return status::error(
+        error_code::not_leader_or_follower,
+        describe(topic_partition()) + ": not a follower on " + std::to_string(_options.local_replica_id));
+  }
+  return _log->append_as_follower(records);
+}
+
+void partition::update_high_watermark_from_leader(int64_t leader_high_watermark) {
+  if (_is_leader) return;
+  // A follower's high watermark is the leader's, but never past what it has itself (Kafka's
+  // updateHighWatermark).
+  _high_watermark = std::clamp(leader_high_watermark, _log->log_start_offset(), _log->log_end_offset());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fetch and offsets.
+
+int64_t partition::bound_offset(fetch_bound bound) const {
+  switch (bound) {
+    case fetch_bound::log_end:
+      return _log->log_end_offset();
+    case fetch_bound::high_watermark:
+      return _high_watermark;
+    case fetch_bound::last_stable_offset:
+      return last_stable_offset();
+  }
+  return _high_watermark;
+}
+
+result<read_outcome> partition::read(const read_request& request) const {
+  const auto& tp = topic_partition();
+  if (auto code = check_current_leader_epoch(request.current_leader_epoch, _state.leader_epoch);
+      code != error_code::none) {
+    return status::error(code, describe(tp) + ": request leader epoch " +
+                                   std::to_string(*request.current_leader_epoch) + ", ours " +
+                                   std::to_string(_state.leader_epoch));
+  }
+  if (!_is_leader) {
+    return status::error(error_code::not_leader_or_follower,
+                         describe(tp) + ": not the leader on " + std::to_string(_options.local_replica_id));
+  }
+  if (request.replica_id >= 0 &&
+      std::none_of(_followers.begin(), _followers.end(),
+                   [&](const follower_state& f) { return f.replica_id == request.replica_id; })) {
+    return status::error(
+        error_code::not_leader_or_follower,
+        describe(tp) + ": replica " + std::to_string(request.replica_id) + " is not a follower");
+  }
+
+  read_outcome out;
+  out.high_watermark = _high_watermark;
+  out.last_stable_offset = last_stable_offset();
+  out.log_start_offset = _log->log_start_offset();
+  out.log_end_offset = _log->log_end_offset();
+
+  if (request.last_fetched_epoch && *request.last_fetched_epoch >= 0) {
+    // Kafka's readRecords: compare the follower's last fetched epoch with our epoch cache (KIP-595).
+    auto end = _log->epochs().end_offset_for_epoch(*request.last_fetched_epoch, out.log_end_offset);
+    if (end.end_offset == undefined_epoch_offset || end.epoch == no_leader_epoch) {
+      return status::error(error_code::offset_out_of_range, describe(tp) +
+                                                                ": no end offset for last fetched epoch " +
+                                                                std::to_string(*request.last_fetched_epoch));
+    }
+    if (request.fetch_offset < out.log_start_offset) {
+      return status::error(error_code::offset_out_of_range,
+                           describe(tp) + ": fetch offset " + std::to_string(request.fetch_offset) +
+                               " is below the log start offset " + std::to_string(out.log_start_offset));
+    }
+    if (end.epoch < *request.last_fetched_epoch || end.end_offset < request.fetch_offset) {
+      out.diverging = read_outcome::diverging_epoch{end.epoch, end.end_offset};
+      return out;
+    }
+  }
+
+  int64_t max_offset = bound_offset(fetch_bound_for(request.replica_id, request.isolation));
+  auto data = _log->read(request.fetch_offset, request.max_bytes, max_offset, request.min_one_batch);
+  if (!data) return data.error();
+  out.data = std::move(data->data);
+  return out;
+}
+
+result<list_offset_outcome> partition::list_offset(int64_t timestamp,
+                                                   std::optional<isolation_level> isolation,
+                                                   std::optional<int32_t> current_leader_epoch) const {
+  const auto& tp = topic_partition();
+  if (auto code = check_current_leader_epoch(current_leader_epoch, _state.leader_epoch);
+      code != error_code::none) {
+    return status::error(code, describe(tp) + ": request leader epoch " +
+                                   std::to_string(*current_leader_epoch) + ", ours " +
+                                   std::to_string(_state.leader_epoch));
+  }
+  if (!_is_leader) {
+    return status::error(error_code::not_leader_or_follower,
+                         describe(tp) + ": not the leader on " + std::to_string(_options.local_replica_id));
+  }
+  int64_t last_fetchable =
+      !isolation ? _log->log_end_offset() : bound_offset(fetch_bound_for(consumer_replica_id, *isolation));
+  // A new leader whose high watermark has not caught up with its epoch start would answer an offset lower
+  // than the previous leader may have given (Kafka's OFFSET_NOT_AVAILABLE, KIP-320/392).
+  bool lagging =
+      isolation.has_value() && _leader_epoch_start_offset && *_leader_epoch_start_offset > _high_watermark;
+  auto not_available = [&] {
+    return status::error(error_code::offset_not_available,
+                         describe(tp) + ": high watermark " + std::to_string(_high_watermark) +
+                             " is behind the start of leader epoch " + std::to_string(_state.leader_epoch));
+  };
+
+  list_offset_outcome out;
+  if (timestamp == storage::latest_timestamp) {
+    if (lagging) return not_available();
+    out.found = storage::offset_for_timestamp{-1, last_fetchable, _state.leader_epoch};
+    return out;
+  }
+  if (timestamp == storage::earliest_timestamp || timestamp == storage::earliest_local_timestamp) {
+    out.found = _log->find_offset_by_timestamp(timestamp, _log->log_end_offset());
+    return out;
+  }
+  // Looked up to the log end, then bounded here: a hit past the bound is what OFFSET_NOT_AVAILABLE is about.
+  if (auto found = _log->find_offset_by_timestamp(timestamp, _log->log_end_offset())) {
+    if (found->offset < last_fetchable) {
+      out.found = *found;
+    } else if (lagging) {
+      return not_available();
+    }
+  }
+  return out;
+}
+
+status partition::update_follower_fetch_state(const follower_fetch& fetch) {
+  const auto& tp = topic_partition();
+  auto* f = _is_leader ? follower(fetch.replica_id) : nullptr;
+  if (!f) {
+    return status::error(
+        error_code::not_leader_or_follower,
+        describe(tp) + ": cannot record the fetch of replica " + std::to_string(fetch.replica_id));
+  }
+  int64_t previous_end = f->log_end_offset;
+  int64_t previous_low = low_watermark(_log->log_start_offset(), _followers);
+  *f = after_follower_fetch(*f, fetch.fetch_offset, fetch.log_start_offset, fetch.fetch_time_ms,
+                            fetch.leader_end_offset);
+  // ISR expansion (a caught-up follower reaching the HW) goes through AlterPartition; it comes with the
+  // fetchers.
+  bool moved = previous_end != f->log_end_offset && maybe_increment_high_watermark(fetch.fetch_time_ms);
+  bool low_moved = low_watermark(_log->log_start_offset(), _followers) > previous_low;
+  if (moved || low_moved) {
+    auto fetches = _data_waiters.take_all();
+    complete_waiters();
+    fire(std::move(fetches), error_code::none);
+  }
+  return status::success();
+}
+
+result<delete_records_outcome> partition::delete_records(int64_t offset) {
+  const auto& tp = topic_partition();
+  if (!_is_leader) {
+    return status::error(error_code::not_leader_or_follower,
+                         describe(tp) + ": not the leader on " + std::to_string(_options.local_replica_id));
+  }
+  if (_log->config().cleanup == storage::cleanup_policy::compact) {
+    return status::error(error_code::policy_violation,
+                         describe(tp) + ": records cannot be deleted with cleanup.policy=compact");
+  }
+  // DeleteRecordsRequest.HIGH_WATERMARK (-1): delete everything committed.
+  int64_t target = offset == -1 ? _high_watermark : offset;
+  if (target < 0) {
+    return status::error(error_code::offset_out_of_range,
+                         describe(tp) + ": invalid DeleteRecords offset " + std::to_string(offset));
+  }
+  int64_t before = _log->log_start_offset();
+  if (auto st = _log->increment_log_start_offset(target, _high_watermark); !st.ok()) return st;
+  if (_log->log_start_offset() != before) {
+    // Fetches parked below the new start must find out they are out of range.
+    fire(_data_waiters.take_all(), error_code::none);
+  }
+  return delete_records_outcome{target, low_watermark(_log->log_start_offset(), _followers)};
+}
+
+}  // namespace mala::replication

@@ -1,0 +1,87 @@
+#include "mala/replication/replica_manager.h"
+
+#include <utility>
+
+#include "mala/common/logging.h"
+
+namespace mala::replication {
+
+replica_manager::replica_manager(storage::log_manager& logs, replica_manager_options options)
+    : _logs(logs), _options(std::move(options)) {}
+
+replica_manager::~replica_manager() {
+  // Requests still parked must not wait for a partition that is gone.
+  for (auto& [tp, p] : _partitions) p->stop();
+}
+
+result<state_change> replica_manager::apply_leadership(const partition_leadership& leadership) {
+  storage::topic_partition tp{leadership.topic, leadership.partition};
+  auto it = _partitions.find(tp);
+  if (it != _partitions.end() && !leadership.topic_id.is_zero() && !it->second->topic_id().is_zero() &&
+      it->second->topic_id() != leadership.topic_id) {
+    return status::error(error_code::inconsistent_topic_id,
+                         leadership.topic + "-" + std::to_string(leadership.partition) +
+                             ": hosted for topic id " + it->second->topic_id().to_string() + ", asked for " +
+                             leadership.topic_id.to_string());
+  }
+  if (it == _partitions.end()) {
+    auto log = _logs.create(tp, leadership.topic_id, leadership.log_config);
+    if (!log) {
+      auto code = log.error().code == error_code::none ? error_code::kafka_storage_error : log.error().code;
+      return status::error(code, log.error().message);
+    }
+    partition_options options;
+    options.local_replica_id = _options.local_replica_id;
+    options.replica_lag_time_max_ms = _options.replica_lag_time_max_ms;
+    options.clock_ms = _options.clock_ms;
+    if (_options.checkpointed_high_watermark)
+      options.initial_high_watermark = _options.checkpointed_high_watermark(tp);
+    it = _partitions.emplace(tp, std::make_unique<partition>(*log, leadership.topic_id, std::move(options)))
+             .first;
+  } else {
+    // Topic configs change without a restart (retention, segment size, max.message.bytes, ...).
+    it->second->log().update_config(leadership.log_config);
+  }
+  if (leadership.state.leader == _options.local_replica_id) return it->second->make_leader(leadership.state);
+  return it->second->make_follower(leadership.state);
+}
+
+status replica_manager::remove_partition(const storage::topic_partition& tp, bool delete_log) {
+  auto it = _partitions.find(tp);
+  if (it == _partitions.end()) {
+    return status::error(error_code::unknown_topic_or_partition,
+                         tp.topic + "-" + std::to_string(tp.partition) + " is not hosted here");
+  }
+  it->second->stop();
+  _partitions.erase(it);
+  subsystem_logger("replication")
+      ->info("{}-{}: replica removed{}", tp.topic, tp.partition, delete_log ? ", deleting its log" : "");
+  if (delete_log) return _logs.remove(tp);
+  return status::success();
+}
+
+partition* replica_manager::get(const storage::topic_partition& tp) const {
+  auto it = _partitions.find(tp);
+  return it == _partitions.end() ? nullptr : it->second.get();
+}
+
+std::vector<storage::topic_partition> replica_manager::partitions() const {
+  std::vector<storage::topic_partition> out;
+  out.reserve(_partitions.size());
+  for (const auto& [tp, p] : _partitions) out.push_back(tp);
+  return out;
+}
+
+int32_t replica_manager::under_replicated_count() const {
+  int32_t n = 0;
+  for (const auto& [tp, p] : _partitions) n += p->under_replicated() ? 1 : 0;
+  return n;
+}
+
+int32_t replica_manager::under_min_isr_count() const {
+  int32_t n = 0;
+  for (const auto& [tp, p] : _partitions) n += p->under_min_isr() ? 1 : 0;
+  return n;
+}
+
+}  // namespace mala::replication

@@ -1,0 +1,582 @@
+#include "mala/replication/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "replication_test_util.h"
+
+namespace mala::replication {
+namespace {
+
+using testing::make_batch;
+using testing::start_ms;
+
+constexpr int32_t self = 1;
+
+class partition_test : public testing::log_dir_fixture {
+ protected:
+  partition& make(storage::log_config config = {}) {
+    auto log = _logs->create({"orders", 0}, uuid::random(), config);
+    EXPECT_TRUE(log.ok()) << log.error().message;
+    partition_options o;
+    o.local_replica_id = self;
+    o.clock_ms = [this] { return _now; };
+    _partition = std::make_unique<partition>(*log, uuid::random(), o);
+    return *_partition;
+  }
+
+  static partition_state leader_state(std::vector<int32_t> replicas, std::vector<int32_t> isr,
+                                      int32_t min_isr, int32_t epoch = 1, int32_t partition_epoch = 1) {
+    return partition_state{self, epoch, partition_epoch, std::move(replicas), std::move(isr), min_isr};
+  }
+
+  static append_outcome append_ok(partition& p, int records, int16_t acks, int64_t ts = start_ms) {
+    auto bytes = make_batch(records, ts);
+    auto r = p.append(bytes, acks);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : append_outcome{};
+  }
+
+  static read_outcome read_ok(const partition& p, read_request request) {
+    auto r = p.read(request);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : read_outcome{};
+  }
+
+  static read_request consumer_read(int64_t offset,
+                                    isolation_level isolation = isolation_level::read_uncommitted) {
+    read_request r;
+    r.fetch_offset = offset;
+    r.max_bytes = 1 << 20;
+    r.isolation = isolation;
+    return r;
+  }
+  static read_request replica_read(int32_t replica, int64_t offset) {
+    read_request r;
+    r.fetch_offset = offset;
+    r.max_bytes = 1 << 20;
+    r.replica_id = replica;
+    return r;
+  }
+
+  // Serves a follower fetch at `offset` as the broker will: read, then record the fetch.
+  void follower_fetches(partition& p, int32_t replica, int64_t offset) {
+    auto r = read_ok(p, replica_read(replica, offset));
+    auto st = p.update_follower_fetch_state({replica, offset, 0, r.log_end_offset, _now});
+    EXPECT_TRUE(st.ok()) << st.message;
+  }
+
+  std::unique_ptr<partition> _partition;
+};
+
+TEST_F(partition_test, single_replica_high_watermark_follows_each_append) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
+  EXPECT_TRUE(p.is_leader());
+  EXPECT_EQ(p.high_watermark(), 0);
+  for (int i = 0; i < 3; ++i) {
+    auto out = append_ok(p, 2, -1);
+    EXPECT_EQ(out.appended.first_offset, 2 * i);
+    EXPECT_EQ(out.appended.last_offset, 2 * i + 1);
+    EXPECT_EQ(out.required_offset, 2 * i + 2);
+    EXPECT_TRUE(out.done);
+    EXPECT_EQ(out.error, error_code::none);
+    EXPECT_EQ(out.high_watermark, 2 * i + 2);
+    EXPECT_EQ(p.high_watermark(), p.log_end_offset());
+    EXPECT_EQ(p.last_stable_offset(), p.high_watermark());
+  }
+  auto one = append_ok(p, 1, 1);
+  EXPECT_TRUE(one.done);
+  EXPECT_EQ(one.required_offset, -1);
+  auto zero = append_ok(p, 1, 0);
+  EXPECT_TRUE(zero.done);
+  EXPECT_EQ(p.high_watermark(), 8);
+}
+
+TEST_F(partition_test, single_replica_with_min_isr_two_is_writable_with_acks_all) {
+  // min.insync.replicas above the replication factor is capped to it (Kafka's effectiveMinIsr).
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 2)).ok());
+  EXPECT_EQ(p.min_insync_replicas(), 1);
+  EXPECT_FALSE(p.under_min_isr());
+  auto out = append_ok(p, 1, -1);
+  EXPECT_TRUE(out.done);
+  EXPECT_EQ(p.high_watermark(), 1);
+}
+
+TEST_F(partition_test, acks_all_below_min_isr_is_refused_before_append) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2, 3}, {self}, 2)).ok());
+  EXPECT_TRUE(p.under_min_isr());
+  EXPECT_TRUE(p.under_replicated());
+  auto bytes = make_batch(3);
+  auto r = p.append(bytes, -1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, error_code::not_enough_replicas);
+  EXPECT_EQ(p.log_end_offset(), 0);
+  EXPECT_EQ(p.log().size_bytes(), 0);
+
+  // acks=1 is written but stays invisible: strict min ISR keeps the high watermark where it is.
+  auto out = append_ok(p, 3, 1);
+  EXPECT_EQ(out.appended.last_offset, 2);
+  EXPECT_EQ(p.log_end_offset(), 3);
+  EXPECT_EQ(p.high_watermark(), 0);
+  EXPECT_FALSE(read_ok(p, consumer_read(0)).data.has_value());
+  EXPECT_FALSE(read_ok(p, consumer_read(0, isolation_level::read_committed)).data.has_value());
+  auto latest = p.list_offset(storage::latest_timestamp, isolation_level::read_uncommitted, std::nullopt);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->found->offset, 0);
+
+  auto bad = p.append(bytes, 2);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, error_code::invalid_required_acks);
+}
+
+TEST_F(partition_test, acks_all_waits_for_every_in_sync_follower) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2, 3}, {self, 2, 3}, 2)).ok());
+  auto out = append_ok(p, 4, -1);
+  EXPECT_FALSE(out.done);
+  EXPECT_EQ(out.required_offset, 4);
+  EXPECT_EQ(p.high_watermark(), 0);
+
+  std::vector<error_code> fired;
+  auto handle = p.add_high_watermark_waiter(out.required_offset, [&](error_code e) { fired.push_back(e); });
+  EXPECT_TRUE(handle.valid());
+  EXPECT_EQ(p.waiter_count(), 1u);
+
+  follower_fetches(p, 2, 4);
+  EXPECT_EQ(p.high_watermark(), 0);  // replica 3 has not fetched under this leader yet
+  EXPECT_TRUE(fired.empty());
+  follower_fetches(p, 3, 2);
+  EXPECT_EQ(p.high_watermark(), 2);
+  EXPECT_TRUE(fired.empty());
+  follower_fetches(p, 3, 4);
+  EXPECT_EQ(p.high_watermark(), 4);
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0], error_code::none);
+  EXPECT_EQ(p.waiter_count(), 0u);
+  EXPECT_FALSE(p.cancel_waiter(handle));  // already fired
+
+  // Already reached: fires at once, no handle.
+  auto again = p.add_high_watermark_waiter(4, [&](error_code e) { fired.push_back(e); });
+  EXPECT_FALSE(again.valid());
+  EXPECT_EQ(fired.size(), 2u);
+}
+
+TEST_F(partition_test, follower_state_is_recorded) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1)).ok());
+  append_ok(p, 5, 1);
+  _now += 100;
+  auto r = read_ok(p, replica_read(2, 5));
+  ASSERT_TRUE(p.update_follower_fetch_state({2, 5, 0, r.log_end_offset, _now}).ok());
+  ASSERT_EQ(p.followers().size(), 1u);
+  EXPECT_EQ(p.followers()[0].replica_id, 2);
+  EXPECT_EQ(p.followers()[0].log_end_offset, 5);
+  EXPECT_EQ(p.followers()[0].log_start_offset, 0);
+  EXPECT_EQ(p.followers()[0].last_fetch_time_ms, _now);
+  EXPECT_EQ(p.followers()[0].last_caught_up_time_ms, _now);
+  EXPECT_EQ(p.high_watermark(), 5);
+
+  auto unknown = p.update_follower_fetch_state({9, 5, 0, 5, _now});
+  EXPECT_EQ(unknown.code, error_code::not_leader_or_follower);
+  auto self_fetch = p.update_follower_fetch_state({self, 5, 0, 5, _now});
+  EXPECT_EQ(self_fetch.code, error_code::not_leader_or_follower);
+}
+
+TEST_F(partition_test, high_watermark_table_on_a_real_log) {
+  struct hw_case {
+    const char* name;
+    std::vector<int32_t> replicas;
+    std::vector<int32_t> isr;
+    int32_t min_isr;
+    std::vector<std::pair<int32_t, int64_t>> fetches;  // follower, offset (leader at 10)
+    int64_t expected;
+  };
+  const std::vector<hw_case> cases = {
+      {"rf1", {self}, {self}, 1, {}, 10},
+      {"rf3 isr3 both fetched", {self, 2, 3}, {self, 2, 3}, 2, {{2, 6}, {3, 9}}, 6},
+      {"rf3 isr3 one fetched", {self, 2, 3}, {self, 2, 3}, 2, {{2, 10}}, 0},
+      {"rf3 isr2 outsider lagging", {self, 2, 3}, {self, 2}, 2, {{2, 8}, {3, 1}}, 8},
+      {"rf3 isr2 outsider at the end", {self, 2, 3}, {self, 2}, 2, {{2, 8}, {3, 10}}, 8},
+      {"rf3 isr1 min2", {self, 2, 3}, {self}, 2, {{2, 10}, {3, 10}}, 0},
+      {"rf3 isr1 min1", {self, 2, 3}, {self}, 1, {{2, 3}, {3, 4}}, 10},
+      {"rf2 isr2 min2", {self, 2}, {self, 2}, 2, {{2, 7}}, 7},
+      {"rf3 isr2 min3", {self, 2, 3}, {self, 2}, 3, {{2, 10}, {3, 10}}, 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    _partition.reset();
+    if (_logs->get({"orders", 0})) {
+      ASSERT_TRUE(_logs->remove({"orders", 0}).ok());
+    }
+    auto& p = make();
+    ASSERT_TRUE(p.make_leader(leader_state(c.replicas, c.isr, c.min_isr)).ok());
+    append_ok(p, 10, 1);
+    for (auto [replica, offset] : c.fetches) follower_fetches(p, replica, offset);
+    EXPECT_EQ(p.high_watermark(), c.expected);
+  }
+}
+
+TEST_F(partition_test, not_enough_replicas_after_append_when_isr_shrank) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2, 3}, {self, 2}, 2)).ok());
+  auto out = append_ok(p, 2, -1);
+  EXPECT_FALSE(out.done);
+  follower_fetches(p, 2, 2);
+  EXPECT_EQ(p.high_watermark(), 2);
+  // The ISR shrinks (metadata update, same leader epoch) before the produce looks again.
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2, 3}, {self}, 2, 1, 2)).ok());
+  std::vector<error_code> fired;
+  p.add_high_watermark_waiter(out.required_offset, [&](error_code e) { fired.push_back(e); });
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0], error_code::not_enough_replicas_after_append);
+}
+
+TEST_F(partition_test, waiters_fire_and_cancel) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1)).ok());
+  int data_fired = 0;
+  std::vector<error_code> hw_fired;
+  auto data = p.add_data_waiter([&](error_code e) {
+    EXPECT_EQ(e, error_code::none);
+    ++data_fired;
+  });
+  auto cancelled_data =
+      p.add_data_waiter([&](error_code) { ADD_FAILURE() << "cancelled data waiter fired"; });
+  EXPECT_TRUE(p.cancel_waiter(cancelled_data));
+  EXPECT_FALSE(p.cancel_waiter(cancelled_data));
+  append_ok(p, 3, 1);
+  EXPECT_EQ(data_fired, 1);
+  EXPECT_FALSE(p.cancel_waiter(data));  // one-shot
+
+  // A waiter registered from inside a callback is kept for the next event.
+  p.add_data_waiter([&](error_code) {
+    ++data_fired;
+    p.add_data_waiter([&](error_code) { ++data_fired; });
+  });
+  auto timed_out =
+      p.add_high_watermark_waiter(3, [&](error_code) { ADD_FAILURE() << "timed-out waiter fired"; });
+  auto kept = p.add_high_watermark_waiter(2, [&](error_code e) { hw_fired.push_back(e); });
+  EXPECT_TRUE(kept.valid());
+  EXPECT_TRUE(p.cancel_waiter(timed_out));
+  // The follower reaching offset 2 moves the HW: the produce waiter and the parked fetch both wake.
+  follower_fetches(p, 2, 2);
+  EXPECT_EQ(p.high_watermark(), 2);
+  EXPECT_EQ(hw_fired, std::vector<error_code>{error_code::none});
+  EXPECT_EQ(data_fired, 2);
+  EXPECT_EQ(p.waiter_count(), 1u);
+  // A fetch that does not move the follower's end wakes nobody.
+  follower_fetches(p, 2, 2);
+  EXPECT_EQ(data_fired, 2);
+  append_ok(p, 1, 1);
+  EXPECT_EQ(data_fired, 3);
+  EXPECT_EQ(p.waiter_count(), 0u);
+  EXPECT_FALSE(p.cancel_waiter({}));
+}
+
+TEST_F(partition_test, losing_leadership_fails_waiters_and_requests) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1)).ok());
+  auto out = append_ok(p, 2, -1);
+  ASSERT_FALSE(out.done);
+  std::vector<error_code> fired;
+  p.add_high_watermark_waiter(out.required_offset, [&](error_code e) { fired.push_back(e); });
+  p.add_data_waiter([&](error_code e) { fired.push_back(e); });
+
+  ASSERT_TRUE(p.make_follower(partition_state{2, 2, 2, {self, 2}, {self, 2}, 1}).ok());
+  EXPECT_FALSE(p.is_leader());
+  EXPECT_EQ(p.leader_id(), 2);
+  EXPECT_EQ(fired, (std::vector<error_code>{error_code::not_leader_or_follower,
+                                            error_code::not_leader_or_follower}));
+  EXPECT_EQ(p.waiter_count(), 0u);
+
+  auto bytes = make_batch(1);
+  auto appended = p.append(bytes, 1);
+  ASSERT_FALSE(appended.ok());
+  EXPECT_EQ(appended.error().code, error_code::not_leader_or_follower);
+  auto r = p.read(consumer_read(0));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, error_code::not_leader_or_follower);
+  auto listed = p.list_offset(storage::earliest_timestamp, isolation_level::read_uncommitted, std::nullopt);
+  ASSERT_FALSE(listed.ok());
+  EXPECT_EQ(listed.error().code, error_code::not_leader_or_follower);
+  auto deleted = p.delete_records(0);
+  ASSERT_FALSE(deleted.ok());
+  EXPECT_EQ(deleted.error().code, error_code::not_leader_or_follower);
+  fired.clear();
+  p.add_high_watermark_waiter(1, [&](error_code e) { fired.push_back(e); });
+  EXPECT_EQ(fired, std::vector<error_code>{error_code::not_leader_or_follower});
+}
+
+TEST_F(partition_test, reads_are_bounded_by_high_watermark_for_consumers_and_log_end_for_replicas) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1)).ok());
+  auto first = make_batch(3);
+  auto first_size = static_cast<int32_t>(first.size());
+  ASSERT_TRUE(p.append(first, 1).ok());
+  append_ok(p, 3, 1);
+  append_ok(p, 3, 1);
+  EXPECT_EQ(p.high_watermark(), 0);
+
+  auto consumer = read_ok(p, consumer_read(0));
+  EXPECT_FALSE(consumer.data.has_value());
+  EXPECT_EQ(consumer.high_watermark, 0);
+  EXPECT_EQ(consumer.log_end_offset, 9);
+  EXPECT_EQ(consumer.log_start_offset, 0);
+
+  auto replica = read_ok(p, replica_read(2, 0));
+  ASSERT_TRUE(replica.data.has_value());
+  EXPECT_EQ(replica.data->size, static_cast<int32_t>(p.log().size_bytes()));
+
+  ASSERT_TRUE(p.update_follower_fetch_state({2, 3, 0, replica.log_end_offset, _now}).ok());
+  EXPECT_EQ(p.high_watermark(), 3);
+  auto committed = read_ok(p, consumer_read(0));
+  ASSERT_TRUE(committed.data.has_value());
+  EXPECT_EQ(committed.data->size, first_size);
+  EXPECT_EQ(committed.high_watermark, 3);
+  EXPECT_EQ(committed.last_stable_offset, 3);
+  auto read_committed = read_ok(p, consumer_read(0, isolation_level::read_committed));
+  ASSERT_TRUE(read_committed.data.has_value());
+  EXPECT_EQ(read_committed.data->size, first_size);
+  // At the high watermark: nothing yet, not an error.
+  EXPECT_FALSE(read_ok(p, consumer_read(3)).data.has_value());
+
+  auto past_end = p.read(consumer_read(10));
+  ASSERT_FALSE(past_end.ok());
+  EXPECT_EQ(past_end.error().code, error_code::offset_out_of_range);
+  auto stranger = p.read(replica_read(7, 0));
+  ASSERT_FALSE(stranger.ok());
+  EXPECT_EQ(stranger.error().code, error_code::not_leader_or_follower);
+}
+
+TEST_F(partition_test, leader_epoch_fencing) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1, 5)).ok());
+  append_ok(p, 2, 1);
+  auto with_epoch = [](std::optional<int32_t> epoch) {
+    auto r = consumer_read(0);
+    r.current_leader_epoch = epoch;
+    return r;
+  };
+  EXPECT_TRUE(p.read(with_epoch(5)).ok());
+  EXPECT_TRUE(p.read(with_epoch(std::nullopt)).ok());
+  EXPECT_TRUE(p.read(with_epoch(-1)).ok());
+  EXPECT_EQ(p.read(with_epoch(4)).error().code, error_code::fenced_leader_epoch);
+  EXPECT_EQ(p.read(with_epoch(6)).error().code, error_code::unknown_leader_epoch);
+  EXPECT_EQ(p.list_offset(storage::latest_timestamp, isolation_level::read_uncommitted, 4).error().code,
+            error_code::fenced_leader_epoch);
+  EXPECT_EQ(p.list_offset(storage::latest_timestamp, isolation_level::read_uncommitted, 6).error().code,
+            error_code::unknown_leader_epoch);
+  EXPECT_TRUE(p.list_offset(storage::latest_timestamp, isolation_level::read_uncommitted, 5).ok());
+
+  // On a follower the epoch is checked first: a stale client learns about its metadata before the role.
+  ASSERT_TRUE(p.make_follower(partition_state{2, 6, 2, {self, 2}, {self, 2}, 1}).ok());
+  EXPECT_EQ(p.read(with_epoch(5)).error().code, error_code::fenced_leader_epoch);
+  EXPECT_EQ(p.read(with_epoch(6)).error().code, error_code::not_leader_or_follower);
+  EXPECT_EQ(p.read(with_epoch(7)).error().code, error_code::unknown_leader_epoch);
+}
+
+TEST_F(partition_test, new_leader_epoch_is_assigned_in_the_epoch_cache) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1, 3)).ok());
+  ASSERT_TRUE(p.log().epochs().latest().has_value());
+  EXPECT_EQ(p.log().epochs().latest()->epoch, 3);
+  EXPECT_EQ(p.log().epochs().latest()->start_offset, 0);
+  append_ok(p, 4, 1);
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1, 7, 2)).ok());
+  EXPECT_EQ(p.log().epochs().latest()->epoch, 7);
+  EXPECT_EQ(p.log().epochs().latest()->start_offset, 4);
+  EXPECT_EQ(p.leader_epoch(), 7);
+  // Same epoch again (an ISR change): no new entry.
+  append_ok(p, 1, 1);
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1, 7, 3)).ok());
+  EXPECT_EQ(p.log().epochs().entries().size(), 2u);
+  // An older partition epoch is stale and ignored.
+  auto stale = p.make_leader(leader_state({self}, {self}, 1, 8, 1));
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ(*stale, state_change::stale);
+  EXPECT_EQ(p.leader_epoch(), 7);
+  auto stale_follower = p.make_follower(partition_state{2, 9, 2, {self, 2}, {self, 2}, 1});
+  ASSERT_TRUE(stale_follower.ok());
+  EXPECT_EQ(*stale_follower, state_change::stale);
+  EXPECT_TRUE(p.is_leader());
+}
+
+TEST_F(partition_test, follower_fetch_with_diverging_epoch) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1, 1)).ok());
+  append_ok(p, 3, 1);  // epoch 1: offsets 0..2
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1, 3, 2)).ok());
+  append_ok(p, 3, 1);  // epoch 3: offsets 3..5
+  auto request = replica_read(2, 5);
+  request.last_fetched_epoch = 2;  // the follower wrote offsets 3..4 under an epoch 2 we never had
+  auto diverged = read_ok(p, request);
+  ASSERT_TRUE(diverged.diverging.has_value());
+  EXPECT_EQ(diverged.diverging->epoch, 1);
+  EXPECT_EQ(diverged.diverging->end_offset, 3);
+  EXPECT_FALSE(diverged.data.has_value());
+
+  request.last_fetched_epoch = 1;
+  request.fetch_offset = 3;
+  auto in_line = read_ok(p, request);
+  EXPECT_FALSE(in_line.diverging.has_value());
+  EXPECT_TRUE(in_line.data.has_value());
+  request.fetch_offset = 4;  // claims more of epoch 1 than we have
+  auto too_far = read_ok(p, request);
+  ASSERT_TRUE(too_far.diverging.has_value());
+  EXPECT_EQ(too_far.diverging->epoch, 1);
+  EXPECT_EQ(too_far.diverging->end_offset, 3);
+  request.last_fetched_epoch = 9;  // beyond every epoch we know
+  auto unknown = p.read(request);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code, error_code::offset_out_of_range);
+}
+
+TEST_F(partition_test, list_offsets_are_bounded_by_the_high_watermark) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1, 1)).ok());
+  append_ok(p, 3, 1, 1'000);  // offsets 0..2, timestamps 1000..1002
+  append_ok(p, 3, 1, 2'000);  // offsets 3..5, timestamps 2000..2002
+  follower_fetches(p, 2, 3);
+  ASSERT_EQ(p.high_watermark(), 3);
+
+  auto list = [&](int64_t ts, std::optional<isolation_level> iso = isolation_level::read_uncommitted) {
+    auto r = p.list_offset(ts, iso, std::nullopt);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? r->found : std::nullopt;
+  };
+  auto earliest = list(storage::earliest_timestamp);
+  ASSERT_TRUE(earliest);
+  EXPECT_EQ(earliest->offset, 0);
+  auto latest = list(storage::latest_timestamp);
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(latest->offset, 3);
+  EXPECT_EQ(latest->leader_epoch, 1);
+  EXPECT_EQ(list(storage::latest_timestamp, isolation_level::read_committed)->offset, 3);
+  EXPECT_EQ(list(storage::latest_timestamp, std::nullopt)->offset, 6);  // a replica asking: log end
+  auto by_time = list(1'001);
+  ASSERT_TRUE(by_time);
+  EXPECT_EQ(by_time->offset, 1);
+  EXPECT_EQ(by_time->timestamp, 1'001);
+  EXPECT_FALSE(list(2'000).has_value());  // offset 3 is not committed yet
+  EXPECT_EQ(list(2'000, std::nullopt)->offset, 3);
+  EXPECT_FALSE(list(5'000).has_value());
+  auto max_ts = list(storage::max_timestamp_query);
+  EXPECT_FALSE(max_ts.has_value());  // the max timestamp (2002, offset 5) is beyond the high watermark
+  follower_fetches(p, 2, 6);
+  max_ts = list(storage::max_timestamp_query);
+  ASSERT_TRUE(max_ts);
+  EXPECT_EQ(max_ts->offset, 5);
+}
+
+TEST_F(partition_test, list_offsets_while_a_new_leader_high_watermark_lags) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1, 1)).ok());
+  append_ok(p, 3, 1, 1'000);
+  EXPECT_EQ(p.high_watermark(), 0);
+  // A new epoch starts at offset 3 while the high watermark is still 0.
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1, 2, 2)).ok());
+  auto latest = p.list_offset(storage::latest_timestamp, isolation_level::read_uncommitted, std::nullopt);
+  ASSERT_FALSE(latest.ok());
+  EXPECT_EQ(latest.error().code, error_code::offset_not_available);
+  auto by_time = p.list_offset(1'001, isolation_level::read_uncommitted, std::nullopt);
+  ASSERT_FALSE(by_time.ok());
+  EXPECT_EQ(by_time.error().code, error_code::offset_not_available);
+  EXPECT_TRUE(
+      p.list_offset(storage::earliest_timestamp, isolation_level::read_uncommitted, std::nullopt).ok());
+  auto replica = p.list_offset(storage::latest_timestamp, std::nullopt, std::nullopt);
+  ASSERT_TRUE(replica.ok());
+  EXPECT_EQ(replica->found->offset, 3);
+  follower_fetches(p, 2, 3);
+  auto after = p.list_offset(storage::latest_timestamp, isolation_level::read_uncommitted, std::nullopt);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->found->offset, 3);
+  EXPECT_EQ(after->found->leader_epoch, 2);
+}
+
+TEST_F(partition_test, delete_records_bounds) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1)).ok());
+  append_ok(p, 5, 1);
+  append_ok(p, 5, 1);
+  follower_fetches(p, 2, 6);
+  ASSERT_EQ(p.high_watermark(), 6);
+
+  auto beyond = p.delete_records(7);
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_EQ(beyond.error().code, error_code::offset_out_of_range);
+  EXPECT_EQ(p.log_start_offset(), 0);
+  auto negative = p.delete_records(-5);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.error().code, error_code::offset_out_of_range);
+
+  int woken = 0;
+  p.add_data_waiter([&](error_code) { ++woken; });
+  auto deleted = p.delete_records(2);
+  ASSERT_TRUE(deleted.ok()) << deleted.error().message;
+  EXPECT_EQ(deleted->requested_offset, 2);
+  EXPECT_EQ(deleted->low_watermark, 0);  // the follower still reports log start 0
+  EXPECT_EQ(p.log_start_offset(), 2);
+  EXPECT_EQ(woken, 1);
+  auto old = p.read(consumer_read(1));
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.error().code, error_code::offset_out_of_range);
+
+  auto to_hw = p.delete_records(-1);
+  ASSERT_TRUE(to_hw.ok());
+  EXPECT_EQ(to_hw->requested_offset, 6);
+  EXPECT_EQ(p.log_start_offset(), 6);
+  // Lower than the current start: nothing to do, not an error.
+  ASSERT_TRUE(p.delete_records(3).ok());
+  EXPECT_EQ(p.log_start_offset(), 6);
+  auto r = read_ok(p, replica_read(2, 10));
+  ASSERT_TRUE(p.update_follower_fetch_state({2, 10, 6, r.log_end_offset, _now}).ok());
+  EXPECT_EQ(p.delete_records(6)->low_watermark, 6);
+}
+
+TEST_F(partition_test, delete_records_refused_on_compacted_topic) {
+  storage::log_config config;
+  config.cleanup = storage::cleanup_policy::compact;
+  auto& p = make(config);
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
+  append_ok(p, 2, 1);
+  auto r = p.delete_records(1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, error_code::policy_violation);
+}
+
+TEST_F(partition_test, follower_appends_and_takes_the_leader_high_watermark) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_follower(partition_state{2, 1, 1, {self, 2}, {self, 2}, 1}).ok());
+  auto batch = make_batch(4);
+  // A leader stamps base offset 0 in place; the builder's batch already starts at 0.
+  auto appended = p.append_as_follower(batch);
+  ASSERT_TRUE(appended.ok()) << appended.error().message;
+  EXPECT_EQ(p.log_end_offset(), 4);
+  p.update_high_watermark_from_leader(2);
+  EXPECT_EQ(p.high_watermark(), 2);
+  p.update_high_watermark_from_leader(100);  // never past our own end
+  EXPECT_EQ(p.high_watermark(), 4);
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1, 2, 2)).ok());
+  EXPECT_FALSE(p.append_as_follower(batch).ok());
+}
+
+TEST_F(partition_test, stop_fails_every_waiter) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1)).ok());
+  auto out = append_ok(p, 1, -1);
+  std::vector<error_code> fired;
+  p.add_high_watermark_waiter(out.required_offset, [&](error_code e) { fired.push_back(e); });
+  p.add_data_waiter([&](error_code e) { fired.push_back(e); });
+  p.stop();
+  EXPECT_EQ(fired, (std::vector<error_code>{error_code::not_leader_or_follower,
+                                            error_code::not_leader_or_follower}));
+  EXPECT_FALSE(p.is_leader());
+}
+
+}  // namespace
+}  // namespace mala::replication
