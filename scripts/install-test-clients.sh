@@ -3,7 +3,10 @@
 #   - kcat (librdkafka's command-line client, Debian package),
 #   - Java 17 + Maven, then Apache Kafka's own jars (kafka-clients, kafka-tools, ...) from Maven Central into
 #     tests/integration/.deps/kafka-libs and the small Java programs of tests/integration/java compiled against them,
-#   - Python packages pinned in tests/integration/requirements.txt (pytest, confluent-kafka, kafka-python).
+#   - Python packages pinned in tests/integration/requirements.txt (pytest, confluent-kafka, kafka-python),
+#   - tests/integration/go: mala-go-client (franz-go and sarama, versions pinned in go.mod/go.sum, from the Go module
+#     proxy) built into tests/integration/.deps/bin,
+#   - tests/integration/node: KafkaJS from npm (pinned in package-lock.json) into tests/integration/node/node_modules.
 # Idempotent and quick on re-run: each step is skipped when its result is already present and up to date.
 set -euo pipefail
 
@@ -87,4 +90,38 @@ if [[ ! -f $classes_dir/.src-sha256 || $(cat "$classes_dir/.src-sha256") != "$sr
   echo "$src_hash" >"$classes_dir/.src-sha256"
 fi
 
-echo "install-test-clients: kcat, Java tools (Kafka $(ls "$libs_dir" | sed -n 's/^kafka-clients-\(.*\)\.jar$/\1/p')), Python clients ready"
+# --- Go clients (franz-go, sarama) ------------------------------------------------------------------------------
+go_dir=$it_dir/go
+bin_dir=$deps_dir/bin
+if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
+  export PATH=$PATH:/usr/local/go/bin
+fi
+if ! command -v go >/dev/null; then
+  echo "install-test-clients: installing golang-go"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends golang-go
+fi
+go_hash=$(cat "$go_dir"/go.mod "$go_dir"/go.sum "$go_dir"/*.go | sha256sum | cut -d' ' -f1)
+if [[ ! -x $bin_dir/mala-go-client || ! -f $bin_dir/.go-sha256 || $(cat "$bin_dir/.go-sha256") != "$go_hash" ]]; then
+  echo "install-test-clients: building mala-go-client (franz-go, sarama)"
+  mkdir -p "$bin_dir"
+  # -mod=readonly: the versions are the ones go.mod and go.sum pin, never upgraded on the fly.
+  (cd "$go_dir" && GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -o "$bin_dir/mala-go-client" .)
+  echo "$go_hash" >"$bin_dir/.go-sha256"
+fi
+
+# --- KafkaJS -----------------------------------------------------------------------------------------------------
+node_dir=$it_dir/node
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "install-test-clients: installing nodejs and npm"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+lock_hash=$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)
+if [[ ! -f $node_dir/node_modules/.lock-sha256 || $(cat "$node_dir/node_modules/.lock-sha256") != "$lock_hash" ]]; then
+  echo "install-test-clients: npm ci (kafkajs)"
+  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  echo "$lock_hash" >"$node_dir/node_modules/.lock-sha256"
+fi
+
+echo "install-test-clients: kcat, Java tools (Kafka $(ls "$libs_dir" | sed -n 's/^kafka-clients-\(.*\)\.jar$/\1/p')), Python clients, mala-go-client, KafkaJS ready"

@@ -1,6 +1,7 @@
 // The mala binary: parses the command line, loads the configuration, formats or checks the log dirs, builds
 // the node's metadata image and serves the Kafka protocol until SIGTERM/SIGINT. It only wires subsystems
 // together.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -14,12 +15,19 @@
 
 #include "log_maintenance.h"
 #include "mala/broker/broker_dispatcher.h"
+#include "mala/broker/fetch_sessions.h"
 #include "mala/broker/handler_table.h"
+#include "mala/broker/metadata_publisher.h"
+#include "mala/broker/producer_id_allocator.h"
 #include "mala/common/config.h"
 #include "mala/common/logging.h"
+#include "mala/common/uuid.h"
+#include "mala/controller/metadata_log.h"
+#include "mala/controller/quorum_controller.h"
 #include "mala/metadata/metadata_image.h"
 #include "mala/net/kafka_server.h"
 #include "mala/net/shard_pool.h"
+#include "mala/replication/replica_manager.h"
 #include "mala/storage/log_dir_format.h"
 #include "mala/storage/log_manager.h"
 
@@ -93,6 +101,33 @@ mala::metadata::metadata_image initial_image(const mala::node_config& config, co
   return image;
 }
 
+int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The value of a broker property as the node's configuration file (or --override) sets it; nullopt when it is
+// left at its default. Topic-config defaults with several broker spellings (log.retention.hours / minutes /
+// ms, log.roll.hours / ms) resolve to the millisecond property.
+std::optional<std::string> static_property(const mala::node_config& config, std::string_view property) {
+  const auto values = config.all_values();
+  auto is_set = [&](std::string_view name) {
+    auto it = values.find(name);
+    return it != values.end() && it->second.source != mala::config_source::default_value;
+  };
+  if (property == "log.retention.ms") {
+    if (is_set("log.retention.ms") || is_set("log.retention.minutes") || is_set("log.retention.hours"))
+      return std::to_string(config.log_retention_ms());
+    return std::nullopt;
+  }
+  if (property == "log.roll.ms") {
+    if (is_set("log.roll.ms") || is_set("log.roll.hours")) return std::to_string(config.log_roll_ms());
+    return std::nullopt;
+  }
+  if (!is_set(property)) return std::nullopt;
+  return values.find(property)->second.value;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,17 +177,97 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<mala::storage::log_manager> logs = std::move(opened_logs.value());
 
+  auto static_config = [&config](std::string_view property) { return static_property(config, property); };
+  const mala::metadata::metadata_image self_image = initial_image(config, dirs.cluster_id);
   mala::metadata::metadata_cache metadata;
-  metadata.publish(
-      std::make_shared<const mala::metadata::metadata_image>(initial_image(config, dirs.cluster_id)));
 
+  // Partition replicas live on the home shard (shard 0), like the controller.
+  mala::replication::replica_manager_options replica_options;
+  replica_options.local_replica_id = config.node_id();
+  replica_options.replica_lag_time_max_ms = config.get_long("replica.lag.time.max.ms").value_or(30'000);
+  replica_options.clock_ms = wall_clock_ms;
+  mala::replication::replica_manager replicas(*logs, replica_options);
+  mala::broker::metadata_publisher publisher(config.node_id(), replicas, metadata, static_config);
+
+  // The controller role: a single-voter metadata log in the first log dir (__cluster_metadata-0), replayed
+  // into the image this node serves; the local broker registers with it at every start.
+  std::unique_ptr<mala::controller::quorum_controller> controller;
+  int64_t broker_epoch = -1;
+  if (config.has_role("controller")) {
+    auto metadata_log = mala::controller::local_metadata_log::open(config.log_dirs().front());
+    if (!metadata_log) {
+      log->critical("cannot open the metadata log: {}", metadata_log.error().message);
+      return 1;
+    }
+    mala::controller::controller_options controller_options;
+    controller_options.node_id = config.node_id();
+    controller_options.cluster_id = dirs.cluster_id;
+    controller_options.num_partitions = config.get_int("num.partitions").value_or(1);
+    controller_options.default_replication_factor =
+        static_cast<int16_t>(config.get_int("default.replication.factor").value_or(1));
+    controller_options.static_config = static_config;
+    controller_options.delete_topic_enable = config.get_bool("delete.topic.enable").value_or(true);
+    controller_options.placement_seed = static_cast<uint64_t>(wall_clock_ms());
+    controller_options.clock_ms = wall_clock_ms;
+    auto opened = mala::controller::quorum_controller::open(std::move(metadata_log.value()), controller_options);
+    if (!opened) {
+      log->critical("cannot start the controller: {}", opened.error().message);
+      return 1;
+    }
+    controller = std::move(opened.value());
+    // Clients are told a live broker as the controller (KRaft brokers forward controller-bound requests);
+    // in combined mode that is this node.
+    auto with_controller_id = [&config](mala::metadata::metadata_image_ptr image) {
+      if (image->controller_id >= 0 || !config.has_role("broker")) return image;
+      auto copy = std::make_shared<mala::metadata::metadata_image>(*image);
+      copy->controller_id = config.node_id();
+      return mala::metadata::metadata_image_ptr(std::move(copy));
+    };
+    controller->set_publisher([&publisher, with_controller_id](const mala::metadata::metadata_image_ptr& image) {
+      publisher.publish(with_controller_id(image));
+    });
+    if (config.has_role("broker")) {
+      mala::metadata::broker_registration registration = self_image.brokers.at(config.node_id());
+      registration.incarnation_id = mala::uuid::random();
+      for (const auto& d : dirs.dirs) registration.log_dirs.push_back(d.directory_id);
+      auto epoch = controller->register_broker(registration);
+      if (!epoch) {
+        log->critical("cannot register the broker: {}", epoch.error().message);
+        return 1;
+      }
+      broker_epoch = epoch.value();
+    }
+    // The image as replayed (and registered): replicas are created and led before any client connects.
+    auto image = with_controller_id(controller->image());
+    publisher.publish(image);
+    log->info("metadata log replayed to offset {}; {} topic(s), {} local replica(s), broker epoch {}",
+              image->metadata_offset, image->topics.size(), replicas.size(), broker_epoch);
+  } else {
+    // A broker without the controller role joins a quorum with issue 6; until then it serves its own image.
+    metadata.publish(std::make_shared<const mala::metadata::metadata_image>(self_image));
+  }
+
+  mala::broker::fetch_session_cache fetch_sessions;
+  mala::broker::producer_id_allocator producer_ids;
   mala::broker::handler_table handlers;
-  mala::broker::broker_services services{config.node_id(), &metadata, &handlers};
-  mala::broker::broker_dispatcher dispatcher(services);
+  mala::broker::broker_services services{config.node_id(), &metadata, &handlers,
+                                         [&logs](const std::string& topic, int32_t partition) {
+                                           return logs->is_offline({topic, partition});
+                                         }};
 
   const size_t shard_count = config.shards() > 0 ? static_cast<size_t>(config.shards())
                                                  : std::max(1u, std::thread::hardware_concurrency());
   mala::net::shard_pool shards(shard_count);
+  services.config = &config;
+  services.shards = &shards;
+  services.home_shard = 0;
+  services.replicas = &replicas;
+  services.logs = logs.get();
+  services.controller = controller.get();
+  services.fetch_sessions = &fetch_sessions;
+  services.producer_ids = &producer_ids;
+  services.clock_ms = wall_clock_ms;
+  mala::broker::broker_dispatcher dispatcher(services);
   mala::net::server_limits limits{config.socket_request_max_bytes(), config.connections_max_idle_ms()};
   mala::net::kafka_server server(shards, dispatcher, limits);
 
@@ -180,9 +295,12 @@ int main(int argc, char** argv) {
   shards.start();
   log->info("node {} ready with {} shard(s)", config.node_id(), shard_count);
   shards.join();
+  // Replicas stop before their logs close (parked requests are gone with the shards).
+  for (const auto& tp : replicas.partitions()) (void)replicas.remove_partition(tp, /*delete_log=*/false);
+  controller.reset();
   // Flushes and closes every log, writes the checkpoints and the clean-shutdown marker, so the next start
   // skips the recovery scan.
-  if (auto st = logs->shutdown(); !st.ok()) {
+  if (auto st = logs->shutdown(broker_epoch); !st.ok()) {
     log->error("log shutdown: {}", st.message);
     return 1;
   }

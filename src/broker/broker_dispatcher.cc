@@ -1,5 +1,11 @@
 #include "mala/broker/broker_dispatcher.h"
 
+#include <optional>
+#include <utility>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
 #include <fmt/format.h>
 
 #include "handlers/api_versions.h"
@@ -9,18 +15,40 @@ namespace mala::broker {
 
 asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connection_info& connection,
                                                                   std::span<const uint8_t> request) {
-  co_return dispatch_now(connection, request);
+  protocol::wire_reader r(request);
+  protocol::request_header header;
+  const handler_entry* entry = nullptr;
+  bool flexible = false;
+  if (auto early = parse_header(request, r, header, entry, flexible)) co_return std::move(*early);
+
+  request_context ctx{header, connection, _services};
+  handler_outcome outcome = co_await entry->handle(ctx, r, header.api_version);
+  if (outcome.what == handler_outcome::kind::no_response && !ctx.close_reason.empty()) {
+    co_return net::dispatch_result::close(std::move(ctx.close_reason));
+  }
+  co_return frame_response(*entry, header, flexible, std::move(outcome));
 }
 
 net::dispatch_result broker_dispatcher::dispatch_now(net::connection_info& connection,
                                                      std::span<const uint8_t> request) {
-  protocol::wire_reader r(request);
-  protocol::request_header header;
+  asio::io_context io;
+  net::dispatch_result result;
+  asio::co_spawn(
+      io, [&]() -> asio::awaitable<void> { result = co_await dispatch(connection, request); }, asio::detached);
+  io.run();
+  return result;
+}
+
+std::optional<net::dispatch_result> broker_dispatcher::parse_header(std::span<const uint8_t> request,
+                                                                    protocol::wire_reader& r,
+                                                                    protocol::request_header& header,
+                                                                    const handler_entry*& entry,
+                                                                    bool& flexible) const {
   if (protocol::decode_request_header_prefix(r, header) != protocol::decode_status::ok) {
     return net::dispatch_result::close(
         fmt::format("request of {} bytes is too short for a header", request.size()));
   }
-  const handler_entry* entry = _services.handlers->find(header.api_key);
+  entry = _services.handlers->find(header.api_key);
 
   // KIP-511: an ApiVersions request newer than we know is answered in the v0 format with UNSUPPORTED_VERSION
   // and our range, so the client can retry; its header may be in a format we cannot parse, and we do not need
@@ -45,7 +73,7 @@ net::dispatch_result broker_dispatcher::dispatch_now(net::connection_info& conne
                                                    header.api_version, entry->name, entry->min_version,
                                                    entry->max_version));
   }
-  const bool flexible = entry->flexible_from_known && header.api_version >= entry->first_flexible_version;
+  flexible = entry->flexible_from_known && header.api_version >= entry->first_flexible_version;
   if (protocol::decode_request_header_rest(r, header, protocol::request_header_version(flexible)) !=
       protocol::decode_status::ok) {
     return net::dispatch_result::close(fmt::format("malformed {} v{} request header: {}", entry->name,
@@ -53,11 +81,15 @@ net::dispatch_result broker_dispatcher::dispatch_now(net::connection_info& conne
                                                    protocol::decode_status_name(r.status())));
   }
 
-  request_context ctx{header, connection, _services};
-  handler_outcome outcome = entry->handle(ctx, r, header.api_version);
+  return std::nullopt;
+}
+
+net::dispatch_result broker_dispatcher::frame_response(const handler_entry& entry,
+                                                       const protocol::request_header& header, bool flexible,
+                                                       handler_outcome outcome) const {
   if (outcome.what == handler_outcome::kind::bad_request) {
     return net::dispatch_result::close(fmt::format("malformed {} v{} request (correlation id {}): {}",
-                                                   entry->name, header.api_version, header.correlation_id,
+                                                   entry.name, header.api_version, header.correlation_id,
                                                    protocol::decode_status_name(outcome.status)));
   }
   if (outcome.what == handler_outcome::kind::no_response) return net::dispatch_result::nothing();

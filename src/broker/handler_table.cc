@@ -1,28 +1,60 @@
 #include "mala/broker/handler_table.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
+#include "handlers/alter_configs.h"
 #include "handlers/api_versions.h"
+#include "handlers/create_partitions.h"
+#include "handlers/create_topics.h"
+#include "handlers/delete_records.h"
+#include "handlers/delete_topics.h"
+#include "handlers/describe_cluster.h"
+#include "handlers/describe_configs.h"
+#include "handlers/describe_log_dirs.h"
+#include "handlers/describe_topic_partitions.h"
+#include "handlers/fetch.h"
+#include "handlers/find_coordinator.h"
+#include "handlers/incremental_alter_configs.h"
+#include "handlers/init_producer_id.h"
+#include "handlers/list_offsets.h"
 #include "handlers/metadata.h"
+#include "handlers/produce.h"
 
 namespace mala::broker {
 
 namespace {
 
-// Decodes the request at `version`, runs H::handle, encodes the response body.
-template <typename H>
-handler_outcome run(request_context& ctx, protocol::wire_reader& body, int16_t version) {
-  typename H::request req;
-  const auto status = req.decode(body, version);
-  if (status != protocol::decode_status::ok) {
-    return {handler_outcome::kind::bad_request, {}, status};
-  }
-  const typename H::response resp = H::handle(ctx, req, version);
+template <typename Response>
+handler_outcome encode_response(const Response& resp, int16_t version) {
   handler_outcome out;
   out.body.reserve(resp.encoded_size(version));
   protocol::wire_writer w(out.body);
   resp.encode(w, version);
   return out;
+}
+
+template <typename H>
+concept async_handler = requires(request_context& ctx, typename H::request req) {
+  H::handle_async(ctx, std::move(req), int16_t{0});
+};
+
+// Decodes the request at `version`, runs the handler, encodes the response body.
+template <typename H>
+asio::awaitable<handler_outcome> run(request_context& ctx, protocol::wire_reader& body, int16_t version) {
+  typename H::request req;
+  const auto status = req.decode(body, version);
+  if (status != protocol::decode_status::ok) {
+    co_return handler_outcome{handler_outcome::kind::bad_request, {}, status};
+  }
+  if constexpr (async_handler<H>) {
+    std::optional<typename H::response> resp = co_await H::handle_async(ctx, std::move(req), version);
+    if (!resp) co_return handler_outcome{handler_outcome::kind::no_response, {}, {}};
+    co_return encode_response(*resp, version);
+  } else {
+    co_return encode_response(H::handle(ctx, req, version), version);
+  }
 }
 
 template <typename H>
@@ -44,8 +76,24 @@ handler_entry entry(std::string_view name, int16_t advertised_min = H::min_versi
 
 handler_table::handler_table() {
   _entries = {
+      // Produce is advertised from v0 although v0-v2 are refused, as Kafka 4 does (KAFKA-18659).
+      entry<handlers::produce_handler>("Produce", 0),
+      entry<handlers::fetch_handler>("Fetch"),
+      entry<handlers::list_offsets_handler>("ListOffsets"),
       entry<handlers::metadata_handler>("Metadata"),
+      entry<handlers::find_coordinator_handler>("FindCoordinator"),
+      entry<handlers::delete_records_handler>("DeleteRecords"),
       entry<handlers::api_versions_handler>("ApiVersions"),
+      entry<handlers::create_topics_handler>("CreateTopics"),
+      entry<handlers::delete_topics_handler>("DeleteTopics"),
+      entry<handlers::init_producer_id_handler>("InitProducerId"),
+      entry<handlers::describe_configs_handler>("DescribeConfigs"),
+      entry<handlers::alter_configs_handler>("AlterConfigs"),
+      entry<handlers::describe_log_dirs_handler>("DescribeLogDirs"),
+      entry<handlers::create_partitions_handler>("CreatePartitions"),
+      entry<handlers::incremental_alter_configs_handler>("IncrementalAlterConfigs"),
+      entry<handlers::describe_cluster_handler>("DescribeCluster"),
+      entry<handlers::describe_topic_partitions_handler>("DescribeTopicPartitions"),
   };
   std::sort(_entries.begin(), _entries.end(),
             [](const handler_entry& a, const handler_entry& b) { return a.api_key < b.api_key; });

@@ -41,8 +41,38 @@ partition::partition(storage::partition_log* log, uuid topic_id, partition_optio
   int64_t start = _log->log_start_offset();
   int64_t end = _log->log_end_offset();
   _high_watermark = std::clamp(_options.initial_high_watermark.value_or(start), start, end);
+
+  // Kafka's loadProducerState: the newest readable snapshot, then the batches after it.
+  auto producers = storage::producer_state_manager::open(_log->dir(), _options.producer_state);
+  if (!producers) {
+    _load_status =
+        status::error(error_code::kafka_storage_error,
+                      describe(topic_partition()) + ": producer state: " + producers.error().message);
+  } else {
+    std::shared_ptr<storage::producer_state_manager> loaded = std::move(*producers);
+    if (auto st = loaded->reload(*_log, now_ms()); !st.ok()) {
+      _load_status = status::error(error_code::kafka_storage_error,
+                                   describe(topic_partition()) + ": producer state: " + st.message);
+    } else {
+      _producers = std::move(loaded);
+    }
+  }
+  if (!_load_status.ok()) subsystem_logger("replication")->error("{}", _load_status.message);
+  _last_producer_expiry_check_ms = now_ms();
+  // Kafka snapshots the producer state at every segment roll (UnifiedLog.roll), so that a restart replays at
+  // most the active segment.
+  _log->set_roll_listener([weak = std::weak_ptr<storage::producer_state_manager>(_producers),
+                           tp = topic_partition()](int64_t base) {
+    auto producers = weak.lock();
+    if (!producers) return;
+    if (auto st = producers->take_snapshot(base); !st.ok()) {
+      subsystem_logger("replication")
+          ->warn("{}: cannot write the producer snapshot at offset {}: {}", describe(tp), base, st.message);
+    }
+  });
 }
 
+// The log outlives the partition; its roll listener holds the producer state weakly and goes quiet.
 partition::~partition() = default;
 
 const storage::topic_partition& partition::topic_partition() const {
@@ -241,12 +271,43 @@ result<append_outcome> partition::append(std::span<uint8_t> records, int16_t ack
                                    ids_string(_state.isr) + " and min.insync.replicas " +
                                    std::to_string(min_insync_replicas()));
   }
+  if (!_producers) return _load_status;
+  const int64_t now = now_ms();
+  maybe_expire_producers(now);
+  auto checked = _producers->check_records(records);
+  if (!checked) {
+    return status::error(checked.error().code, describe(topic_partition()) + ": " + checked.error().message);
+  }
+  if (checked->is_duplicate()) {
+    // A retry of a batch already in the log (Kafka's UnifiedLog.append with a duplicate): its original
+    // offsets and timestamp, nothing written, nobody woken. acks=-1 still waits for those offsets to be
+    // committed.
+    const auto& dup = *checked->duplicate;
+    append_outcome out;
+    out.duplicate = true;
+    out.appended.first_offset = dup.first_offset;
+    out.appended.last_offset = dup.last_offset;
+    out.appended.log_append_time = dup.timestamp;
+    out.log_start_offset = _log->log_start_offset();
+    out.high_watermark = _high_watermark;
+    if (acks == -1) {
+      out.required_offset = dup.last_offset + 1;
+      auto check = check_enough_replicas_reach_offset(_high_watermark, out.required_offset, _state.isr.size(),
+                                                      min_insync_replicas());
+      out.done = check.done;
+      out.error = check.error;
+    }
+    return out;
+  }
+
   auto appended = _log->append_as_leader(records, _state.leader_epoch);
   if (!appended) return appended.error();
+  // The batches now carry their offsets (stamped in place).
+  _producers->on_append(records);
 
   append_outcome out;
   out.appended = *appended;
-  maybe_increment_high_watermark(now_ms());
+  maybe_increment_high_watermark(now);
   out.log_start_offset = _log->log_start_offset();
   out.high_watermark = _high_watermark;
   if (acks == -1) {
@@ -269,7 +330,40 @@ result<storage::append_result> partition::append_as_follower(std::span<const uin
         error_code::not_leader_or_follower,
         describe(topic_partition()) + ": not a follower on " + std::to_string(_options.local_replica_id));
   }
-  return _log->append_as_follower(records);
+  auto appended = _log->append_as_follower(records);
+  if (appended && _producers) _producers->on_append(records);
+  return appended;
+}
+
+status partition::truncate_to(int64_t offset) {
+  if (auto st = _log->truncate_to(offset); !st.ok()) return st;
+  _high_watermark = std::clamp(_high_watermark, _log->log_start_offset(), _log->log_end_offset());
+  // Kafka's truncateTo -> rebuildProducerState: snapshots above the new end go, the rest is replayed.
+  if (_producers) return _producers->reload(*_log, now_ms());
+  return status::success();
+}
+
+status partition::truncate_fully_and_start_at(int64_t offset) {
+  if (auto st = _log->truncate_fully_and_start_at(offset); !st.ok()) return st;
+  _high_watermark = _log->log_end_offset();
+  if (_producers) return _producers->truncate_fully_and_start_at(offset);
+  return status::success();
+}
+
+status partition::close() {
+  if (!_producers) return status::success();
+  return _producers->take_snapshot(_log->log_end_offset());
+}
+
+void partition::maybe_expire_producers(int64_t now) {
+  // Kafka runs removeExpiredProducers from a scheduler every producer.id.expiration.check.interval.ms; here
+  // the leader's appends (the only path that checks sequences) do it at that interval.
+  if (now - _last_producer_expiry_check_ms < _options.producer_id_expiration_check_interval_ms) return;
+  _last_producer_expiry_check_ms = now;
+  if (size_t removed = _producers->remove_expired_producers(now); removed > 0) {
+    subsystem_logger("replication")
+        ->debug("{}: {} idle producer(s) expired", describe(topic_partition()), removed);
+  }
 }
 
 void partition::update_high_watermark_from_leader(int64_t leader_high_watermark) {
@@ -435,6 +529,7 @@ result<delete_records_outcome> partition::delete_records(int64_t offset) {
   }
   int64_t before = _log->log_start_offset();
   if (auto st = _log->increment_log_start_offset(target, _high_watermark); !st.ok()) return st;
+  if (_producers) _producers->on_log_start_offset_incremented(_log->log_start_offset());
   if (_log->log_start_offset() != before) {
     // Fetches parked below the new start must find out they are out of range.
     fire(_data_waiters.take_all(), error_code::none);

@@ -36,8 +36,12 @@ result<state_change> replica_manager::apply_leadership(const partition_leadershi
     options.clock_ms = _options.clock_ms;
     if (_options.checkpointed_high_watermark)
       options.initial_high_watermark = _options.checkpointed_high_watermark(tp);
-    it = _partitions.emplace(tp, std::make_unique<partition>(*log, leadership.topic_id, std::move(options)))
-             .first;
+    options.producer_state = _options.producer_state;
+    options.producer_id_expiration_check_interval_ms = _options.producer_id_expiration_check_interval_ms;
+    auto created = std::make_unique<partition>(*log, leadership.topic_id, std::move(options));
+    // A replica whose producer state cannot be loaded would accept duplicates or out-of-order batches.
+    if (!created->load_status().ok()) return created->load_status();
+    it = _partitions.emplace(tp, std::move(created)).first;
   } else {
     // Topic configs change without a restart (retention, segment size, max.message.bytes, ...).
     it->second->log().update_config(leadership.log_config);
@@ -53,6 +57,12 @@ status replica_manager::remove_partition(const storage::topic_partition& tp, boo
                          tp.topic + "-" + std::to_string(tp.partition) + " is not hosted here");
   }
   it->second->stop();
+  if (!delete_log) {
+    if (auto st = it->second->close(); !st.ok()) {
+      subsystem_logger("replication")
+          ->warn("{}-{}: cannot snapshot the producer state: {}", tp.topic, tp.partition, st.message);
+    }
+  }
   _partitions.erase(it);
   subsystem_logger("replication")
       ->info("{}-{}: replica removed{}", tp.topic, tp.partition, delete_log ? ", deleting its log" : "");

@@ -210,6 +210,8 @@ struct log_manager::impl {
   // Logs of dirs taken offline, closed: kept alive until the manager goes so that the partition_log pointers
   // callers still hold stay valid (they learn of the failure from dirs() / metadata, not from a crash).
   std::vector<std::unique_ptr<partition_log>> retired;
+  // Partitions whose log was in a dir that went offline: reported as offline replicas through metadata.
+  std::set<topic_partition> offline;
   load_report report;
   background_deleter deleter{log};
   bool shut_down = false;
@@ -235,6 +237,7 @@ struct log_manager::impl {
       }
       // Best effort: the disk is failing, so errors here add nothing.
       (void)it->second.log->close();
+      offline.insert(it->first);
       retired.push_back(std::move(it->second.log));
       it = logs.erase(it);
       ++closed;
@@ -368,6 +371,9 @@ status log_manager::impl::load() {
         log->debug("Ignoring {} in log dir {}: not a <topic>-<partition> directory", name, dir.path.string());
         continue;
       }
+      // The KRaft metadata log (__cluster_metadata-0) belongs to the controller's metadata log, not to the
+      // partitions this manager serves, as in Kafka (its LogManager skips the metadata topic's dir).
+      if (tp->topic == metadata_topic_dir_name) continue;
       load_job job;
       job.tp = *tp;
       job.path = it->path();
@@ -741,6 +747,10 @@ void log_manager::mark_offline(const fs::path& dir, const std::string& error) {
     return;
   }
   _impl->take_offline(*d, error);
+}
+
+bool log_manager::is_offline(const topic_partition& tp) const {
+  return _impl->offline.contains(tp);
 }
 
 const log_manager::load_report& log_manager::loaded() const {

@@ -19,6 +19,7 @@
 #include "mala/common/logging.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/checkpoint_file.h"
+#include "mala/storage/record_validation.h"
 
 namespace mala::storage {
 
@@ -143,6 +144,7 @@ struct partition_log::impl {
   };
   std::vector<pending_delete> pending_deletes;
   bool closed = false;
+  std::function<void(int64_t)> roll_listener;
 
   log_segment& active() { return *segments.rbegin()->second; }
   const log_segment& active() const { return *segments.rbegin()->second; }
@@ -445,6 +447,9 @@ void partition_log::update_config(const log_config& config) {
 const log_recovery_report& partition_log::recovery_report() const {
   return _impl->report;
 }
+void partition_log::set_roll_listener(std::function<void(int64_t)> listener) {
+  _impl->roll_listener = std::move(listener);
+}
 int64_t partition_log::log_start_offset() const {
   return _impl->log_start_offset;
 }
@@ -482,6 +487,7 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   }
 
   // Validate every batch before anything is stamped or written: a request is appended whole or not at all.
+  const int64_t now = clock();
   std::vector<batch_check> checks;
   proto::batch_splitter splitter(all);
   int64_t expected_offset = log_end_offset;
@@ -549,6 +555,13 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
       } else {
         check.offset_delta_of_max_timestamp = h.last_offset_delta;
       }
+      // Keys on compacted topics, timestamp bounds (message.timestamp.before/after.max.ms).
+      if (auto failure = validate_record_contents(*batch, config, now)) {
+        std::string detail = failure->message;
+        if (!failure->record_errors.empty()) detail += ": " + failure->record_errors.front().message;
+        return status::error(failure->code, describe(tp) + ": batch at byte " +
+                                                std::to_string(offset_in_request) + ": " + detail);
+      }
     } else {
       // Replicated batches keep their offsets, which must continue the log without overlap.
       // The first must start exactly at the log end offset; later ones may leave gaps (compacted leaders).
@@ -572,7 +585,6 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   }
   if (checks.empty()) return out;
 
-  const int64_t now = clock();
   // Stamp the leader-owned fields. Base offset and leader epoch are outside the CRC; LogAppendTime and a
   // corrected maxTimestamp are inside it, so those rewrite the CRC.
   if (as_leader) {
@@ -605,6 +617,7 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   if (current.size() > 0 && current.should_roll(static_cast<int32_t>(all.size()), now, last_offset,
                                                 rolling_jitter_ms, set_max_timestamp)) {
     if (auto st = roll(first_offset); !st.ok()) return st;
+    if (roll_listener) roll_listener(first_offset);
   }
 
   // The epoch cache is written before the data (as Kafka does), so after a crash it may be ahead of the log

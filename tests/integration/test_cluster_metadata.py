@@ -83,14 +83,34 @@ def test_java_admin_describe_cluster_matches_librdkafka(node):
 # auto-creation (auto.create.topics.enable) is a later milestone. When auto-creation lands, these tests must change
 # to expect the topic to be created (with auto-creation enabled) and keep this expectation with it disabled.
 
-def test_unknown_topic_kcat(node):
+@pytest.fixture
+def node_without_auto_create(mala_factory):
+    """A node with auto.create.topics.enable=false: Metadata for an unknown topic reports it unknown."""
+    return mala_factory(extra_config={"auto.create.topics.enable": False}).start()
+
+
+def test_unknown_topic_kcat(node_without_auto_create):
+    node = node_without_auto_create
     md = kcat_metadata(node.bootstrap, topic=UNKNOWN_TOPIC)
     topics = {t["topic"]: t for t in md["topics"]}
     assert UNKNOWN_TOPIC in topics, md
     assert "Unknown topic or partition" in topics[UNKNOWN_TOPIC].get("error", topics[UNKNOWN_TOPIC].get("err", "")), md
 
 
-def test_unknown_topic_confluent(node):
+def test_auto_created_topic_kcat(node):
+    """auto.create.topics.enable (Kafka's default, true): asking for an unknown topic creates it with
+    num.partitions (1) and default.replication.factor (1), led by this node."""
+    md = kcat_metadata(node.bootstrap, topic=UNKNOWN_TOPIC)
+    topics = {t["topic"]: t for t in md["topics"]}
+    assert UNKNOWN_TOPIC in topics, md
+    assert "error" not in topics[UNKNOWN_TOPIC], md
+    parts = topics[UNKNOWN_TOPIC]["partitions"]
+    assert [p["partition"] for p in parts] == [0], md
+    assert parts[0]["leader"] == node.node_id, md
+
+
+def test_unknown_topic_confluent(node_without_auto_create):
+    node = node_without_auto_create
     md = confluent_admin(node).list_topics(topic=UNKNOWN_TOPIC, timeout=10)
     assert UNKNOWN_TOPIC in md.topics
     error = md.topics[UNKNOWN_TOPIC].error

@@ -3,6 +3,8 @@
 // ApiVersions, answered per KIP-511) and undecodable requests close the connection, as Apache Kafka does.
 #pragma once
 
+#include <optional>
+
 #include "mala/broker/handler_table.h"
 #include "mala/net/request_dispatcher.h"
 
@@ -14,10 +16,18 @@ class broker_dispatcher final : public net::request_dispatcher {
   asio::awaitable<net::dispatch_result> dispatch(net::connection_info& connection,
                                                  std::span<const uint8_t> request) override;
 
-  // The synchronous core of dispatch(), separate so it can be unit-tested without an event loop.
+  // dispatch() run to completion on a private event loop, for unit tests of handlers that do not wait.
   net::dispatch_result dispatch_now(net::connection_info& connection, std::span<const uint8_t> request);
 
  private:
+  // Parses the header and finds the handler; a result means the request is answered (or the connection
+  // closed) without running a handler.
+  std::optional<net::dispatch_result> parse_header(std::span<const uint8_t> request, protocol::wire_reader& r,
+                                                   protocol::request_header& header, const handler_entry*& entry,
+                                                   bool& flexible) const;
+  net::dispatch_result frame_response(const handler_entry& entry, const protocol::request_header& header,
+                                      bool flexible, handler_outcome outcome) const;
+
   const broker_services& _services;
 };
 

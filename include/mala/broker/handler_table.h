@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <asio/awaitable.hpp>
+
 #include "mala/broker/request_context.h"
 #include "mala/protocol/wire.h"
 
@@ -22,7 +24,14 @@ struct handler_outcome {
   protocol::decode_status status{};  // why the request was rejected, for bad_request
 };
 
-using handler_fn = handler_outcome (*)(request_context& ctx, protocol::wire_reader& body, int16_t version);
+// Every handler runs as a coroutine on the connection's shard: one that needs another shard's state (a
+// partition, the controller on shard 0) or waits (long-poll Fetch, acks=all Produce) co_awaits inside. A handler
+// struct H provides either
+//   static response handle(request_context&, const request&, int16_t version)                  (synchronous), or
+//   static asio::awaitable<std::optional<response>> handle_async(request_context&, request, int16_t version)
+// where nullopt means "send no response" (Produce with acks=0).
+using handler_fn = asio::awaitable<handler_outcome> (*)(request_context& ctx, protocol::wire_reader& body,
+                                                        int16_t version);
 
 struct handler_entry {
   int16_t api_key;

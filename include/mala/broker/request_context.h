@@ -3,26 +3,63 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
+#include "mala/common/config.h"
 #include "mala/metadata/metadata_image.h"
 #include "mala/net/request_dispatcher.h"
 #include "mala/protocol/request_header.h"
 
+namespace mala::net {
+class shard_pool;
+}
+namespace mala::storage {
+class log_manager;
+}
+namespace mala::replication {
+class replica_manager;
+}
+namespace mala::controller {
+class quorum_controller;
+}
+
 namespace mala::broker {
 
 class handler_table;
+class fetch_session_cache;
+class producer_id_allocator;
 
 // Node-wide services shared by every handler; outlives the server.
 struct broker_services {
   int32_t node_id = -1;
   metadata::metadata_cache* metadata = nullptr;
   const handler_table* handlers = nullptr;
+  // Whether this node's replica of a partition is offline (its log dir failed). Until the controller learns
+  // of offline dirs from broker heartbeats, the node itself reports them in Metadata. Unset: none are.
+  std::function<bool(const std::string& topic, int32_t partition)> local_replica_offline;
+
+  // The rest may be null in unit tests of handlers that do not use them.
+  const node_config* config = nullptr;  // the node's static configuration
+  net::shard_pool* shards = nullptr;
+  // The shard that owns every partition replica and the controller (shard 0 in this version): handlers hop
+  // there with `co_await shards->invoke_on(home_shard, ...)` before touching `replicas` or `controller`.
+  size_t home_shard = 0;
+  replication::replica_manager* replicas = nullptr;   // home shard only
+  storage::log_manager* logs = nullptr;               // home shard only (DescribeLogDirs)
+  controller::quorum_controller* controller = nullptr;  // home shard only; null without the controller role
+  producer_id_allocator* producer_ids = nullptr;        // home shard only; InitProducerId's id blocks
+  fetch_session_cache* fetch_sessions = nullptr;       // KIP-227 session cache, any shard (own mutex)
+  std::function<int64_t()> clock_ms;                   // wall clock in ms (tests inject one)
 };
 
 struct request_context {
   const protocol::request_header& header;
   net::connection_info& connection;
   const broker_services& services;
+  // Set by a handler that sends no response but wants the connection closed, with the reason to log (Kafka
+  // closes the connection after a failed acks=0 produce so the client refreshes its metadata).
+  std::string close_reason = {};
 };
 
 }  // namespace mala::broker

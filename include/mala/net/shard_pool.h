@@ -37,6 +37,16 @@ class shard_pool {
         asio::use_awaitable);
   }
 
+  // Runs the coroutine fn() returns (an asio::awaitable<T>) on `shard`'s thread to completion and resumes the
+  // awaiting coroutine on its own executor with its result: for work that waits on the other shard (a
+  // long-poll Fetch or an acks=all Produce parked on a partition's waiters with a timer of that shard). fn is
+  // kept alive until the coroutine finishes, so a lambda may own what the coroutine uses through its
+  // captures; the coroutine must not touch the awaiting shard's state.
+  template <typename Fn>
+  auto invoke_on_async(size_t shard, Fn fn) -> decltype(fn()) {
+    co_return co_await asio::co_spawn(context(shard), std::move(fn), asio::use_awaitable);
+  }
+
   // Stops every event loop and joins the threads. Safe to call from any thread, more than once.
   void stop();
   void join();

@@ -6,9 +6,19 @@
 // follower fetches move the high watermark. The rules themselves are pure functions in replica_rules.h; this
 // class applies them to a log.
 //
-// Followers: make_follower records the new leader and state; the truncation to the divergence point and the
-// fetcher that feeds append_as_follower / update_high_watermark_from_leader come with the follower fetchers.
-// ISR changes (AlterPartition) are not sent from here yet: the ISR is whatever the metadata says.
+// Followers: make_follower records the new leader and state; the fetcher that finds the divergence point and
+// feeds truncate_to / append_as_follower / update_high_watermark_from_leader comes with the follower
+// fetchers. ISR changes (AlterPartition) are not sent from here yet: the ISR is whatever the metadata says.
+//
+// Idempotent producers (storage::producer_state_manager): the state is loaded when the partition is created
+// (latest <offset>.snapshot in the partition directory, then a replay of the log after it). A leader append
+// checks every batch against it first: an older producer epoch is INVALID_PRODUCER_EPOCH, a sequence gap
+// OUT_OF_ORDER_SEQUENCE_NUMBER, and a retry of one of a producer's last 5 batches is answered with the
+// original offsets without writing anything. Leader and follower appends update it; a snapshot is written
+// when the log rolls a segment (at the new segment's base offset, as Kafka does) and when the replica is
+// closed cleanly (replica_manager::remove_partition without deleting the log, which the node does at
+// shutdown). Truncation reloads it. Idle producers expire after producer.id.expiration.ms, checked on leader
+// appends every producer.id.expiration.check.interval.ms.
 //
 // Threads: touched only on the partition's owning shard (no locks). The storage::partition_log it wraps is
 // owned by the storage::log_manager and outlives it (replica_manager removes the partition before the log).
@@ -19,6 +29,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -29,6 +40,7 @@
 #include "mala/replication/waiter_list.h"
 #include "mala/storage/log_segment.h"
 #include "mala/storage/partition_log.h"
+#include "mala/storage/producer_state.h"
 
 namespace mala::replication {
 
@@ -50,6 +62,9 @@ struct partition_options {
   // The high watermark found in replication-offset-checkpoint at start-up (clamped into the log's range); the
   // log start offset when absent.
   std::optional<int64_t> initial_high_watermark;
+  storage::producer_state_config producer_state;  // producer.id.expiration.ms
+  int64_t producer_id_expiration_check_interval_ms =
+      storage::default_producer_id_expiration_check_interval_ms;  // producer.id.expiration.check.interval.ms
 };
 
 // Whether make_leader / make_follower applied the state.
@@ -59,7 +74,10 @@ enum class state_change : uint8_t {
 };
 
 struct append_outcome {
-  storage::append_result appended;  // first/last offset, log append time, ...
+  // first/last offset, log append time, ... For a duplicate: the original batch's offsets, and its timestamp
+  // as log_append_time (what Kafka answers), with nothing written.
+  storage::append_result appended;
+  bool duplicate = false;
   int64_t log_start_offset = 0;
   int64_t high_watermark = 0;  // after the append
   // acks=-1: the high watermark the request waits for (last offset + 1), and whether it is already reached (a
@@ -127,6 +145,12 @@ class partition {
   const storage::topic_partition& topic_partition() const;
   const uuid& topic_id() const { return _topic_id; }
   storage::partition_log& log() { return *_log; }
+  const storage::partition_log& log() const { return *_log; }
+  // Whether the producer state could be loaded when the partition was created (KAFKA_STORAGE_ERROR if not:
+  // the replica must not serve, and appends fail).
+  const status& load_status() const { return _load_status; }
+  // nullptr when it could not be loaded.
+  const storage::producer_state_manager* producer_state() const { return _producers.get(); }
 
   // Become (or stay) leader with this state. A new leader epoch starts in the log's epoch cache at the log
   // end offset; follower states are reset (Kafka's makeLeader); the high watermark may move at once (ISR of
@@ -156,13 +180,26 @@ class partition {
   const std::vector<follower_state>& followers() const { return _followers; }
 
   // Produce on the leader (Kafka's appendRecordsToLeader): NOT_LEADER_OR_FOLLOWER on a follower,
-  // INVALID_REQUIRED_ACKS, NOT_ENOUGH_REPLICAS for acks=-1 while |ISR| < min ISR (nothing written), the
-  // storage errors (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
-  // KAFKA_STORAGE_ERROR) as they come. If the outcome is not done, the caller parks the request with
+  // INVALID_REQUIRED_ACKS, NOT_ENOUGH_REPLICAS for acks=-1 while |ISR| < min ISR (nothing written), then the
+  // idempotent-producer checks (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE, or a
+  // duplicate answered from the producer state), then the storage errors (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+  // RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP, KAFKA_STORAGE_ERROR) as they come. Kafka checks
+  // the producer state after validating the records; here it comes first, which only changes which error a
+  // batch that breaks both kinds of rule gets. If the outcome is not done, the caller parks the request with
   // add_high_watermark_waiter(required_offset).
   result<append_outcome> append(std::span<uint8_t> records, int16_t acks);
-  // Follower append of records fetched from the leader (offsets already assigned).
+  // Follower append of records fetched from the leader (offsets already assigned); updates the producer
+  // state without checking it (Kafka's AppendOrigin.REPLICATION).
   result<storage::append_result> append_as_follower(std::span<const uint8_t> records);
+  // Follower truncation (divergence after a leader change): drops the log from `offset` on, bounds the high
+  // watermark by the new log end, and reloads the producer state from the snapshots and the log below it.
+  status truncate_to(int64_t offset);
+  // A follower far behind the leader's log start: empties the log, which restarts at `offset`, and forgets
+  // every producer.
+  status truncate_fully_and_start_at(int64_t offset);
+  // Clean close of the replica (shutdown, or stop hosting it while keeping the log): a producer snapshot at
+  // the log end offset, so that the next start replays nothing.
+  status close();
   // Follower: the leader's high watermark from a fetch response, bounded by our own log end offset.
   void update_high_watermark_from_leader(int64_t leader_high_watermark);
 
@@ -212,6 +249,7 @@ class partition {
   void complete_waiters();
   void fail_all_waiters(error_code error);
   follower_state* follower(int32_t replica_id);
+  void maybe_expire_producers(int64_t now_ms);
 
   storage::partition_log* _log;
   uuid _topic_id;
@@ -227,6 +265,11 @@ class partition {
   waiter_list _hw_waiters;
   waiter_list _data_waiters;
   uint64_t _next_waiter_id = 1;
+  // Shared so that the log's roll listener holds it weakly: the log outlives this partition and must not call
+  // into it once it is gone.
+  std::shared_ptr<storage::producer_state_manager> _producers;
+  status _load_status;
+  int64_t _last_producer_expiry_check_ms = 0;
 };
 
 }  // namespace mala::replication

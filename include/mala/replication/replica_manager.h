@@ -33,6 +33,9 @@ struct replica_manager_options {
   // The high watermark to start a partition with when it is first created on this node after a restart
   // (replication-offset-checkpoint); nullopt: its log start offset.
   std::function<std::optional<int64_t>(const storage::topic_partition&)> checkpointed_high_watermark;
+  storage::producer_state_config producer_state;  // producer.id.expiration.ms
+  int64_t producer_id_expiration_check_interval_ms =
+      storage::default_producer_id_expiration_check_interval_ms;  // producer.id.expiration.check.interval.ms
 };
 
 // One partition as the metadata image describes it, from this node's point of view.
@@ -51,14 +54,15 @@ class replica_manager {
   replica_manager& operator=(const replica_manager&) = delete;
   ~replica_manager();
 
-  // Creates the partition (and its log when missing) or updates it, then makes it leader or follower. Errors:
-  // KAFKA_STORAGE_ERROR (no online log dir, I/O), INCONSISTENT_TOPIC_ID (a replica of another topic of the
-  // same name is still hosted: it must be removed first). A stale partition epoch is ignored
+  // Creates the partition (and its log when missing; its producer state is loaded from the snapshots and the
+  // log) or updates it, then makes it leader or follower. Errors: KAFKA_STORAGE_ERROR (no online log dir,
+  // I/O, producer state that cannot be loaded), INCONSISTENT_TOPIC_ID (a replica of another topic of the same
+  // name is still hosted: it must be removed first). A stale partition epoch is ignored
   // (state_change::stale).
   result<state_change> apply_leadership(const partition_leadership& leadership);
   // Stops the replica (its waiters fire with NOT_LEADER_OR_FOLLOWER) and forgets it; with delete_log its log
   // is removed through the log manager (topic deleted or replica moved away), otherwise the log stays on
-  // disk.
+  // disk, closed cleanly (a producer snapshot at its end: the node does this for every replica at shutdown).
   status remove_partition(const storage::topic_partition& tp, bool delete_log = true);
 
   partition* get(const storage::topic_partition& tp) const;

@@ -18,6 +18,11 @@ struct log_config {
   int32_t index_interval_bytes = 4096;              // index.interval.bytes
   int32_t max_message_bytes = 1024 * 1024 + 12;     // max.message.bytes (a whole batch, as Kafka counts it)
   bool log_append_time = false;                     // message.timestamp.type=LogAppendTime
+  // How far a CreateTime record timestamp may lie before / after the broker's clock (Kafka 4.x defaults: no
+  // bound in the past, one hour in the future since KIP-1030), message.timestamp.before.max.ms and
+  // message.timestamp.after.max.ms; beyond either, Produce answers INVALID_TIMESTAMP.
+  int64_t message_timestamp_before_max_ms = std::numeric_limits<int64_t>::max();  // ...before.max.ms
+  int64_t message_timestamp_after_max_ms = 3'600'000;                             // ...after.max.ms
   int64_t retention_ms = 7LL * 24 * 3600 * 1000;    // retention.ms; -1 = unlimited
   int64_t retention_bytes = -1;                     // retention.bytes; -1 = unlimited
   int64_t file_delete_delay_ms = 60'000;            // file.delete.delay.ms

@@ -1,12 +1,12 @@
 // All partition logs of a node across its log.dirs: loads them at start-up (recovering the ones a crash left
-// unclean), creates and deletes partitions, writes the dir-level checkpoints (recovery points, log start offsets),
-// runs retention and file deletion when asked, and writes the clean-shutdown marker on a clean stop. A log dir that
-// fails (disk full, permissions, corrupt files it cannot recover) goes offline with its partitions instead of taking
-// the process down.
+// unclean), creates and deletes partitions, writes the dir-level checkpoints (recovery points, log start
+// offsets), runs retention and file deletion when asked, and writes the clean-shutdown marker on a clean
+// stop. A log dir that fails (disk full, permissions, corrupt files it cannot recover) goes offline with its
+// partitions instead of taking the process down.
 //
-// Threads: the manager's own methods are called from one thread (the node's start-up / shard 0). Each partition_log
-// it hands out is then used only by the partition's owning shard (see partition_log.h). Loading uses a small pool
-// of threads (num.recovery.threads.per.data.dir per dir).
+// Threads: the manager's own methods are called from one thread (the node's start-up / shard 0). Each
+// partition_log it hands out is then used only by the partition's owning shard (see partition_log.h). Loading
+// uses a small pool of threads (num.recovery.threads.per.data.dir per dir).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mala/common/result.h"
@@ -41,6 +42,10 @@ struct log_manager_options {
   std::function<log_config(const std::string& topic)> topic_config;
 };
 
+// The KRaft metadata topic. Its partition dir (__cluster_metadata-0) may sit in a log dir, but it is the
+// controller's metadata log: the log manager never loads or serves it.
+inline constexpr std::string_view metadata_topic_dir_name = "__cluster_metadata";
+
 class log_manager {
  public:
   static result<std::unique_ptr<log_manager>> open(log_manager_options options);
@@ -48,16 +53,19 @@ class log_manager {
 
   partition_log* get(const topic_partition& tp) const;
   std::vector<topic_partition> partitions() const;
-  // Creates the partition's log in the online dir holding the fewest partitions (or returns the existing one).
+  // Creates the partition's log in the online dir holding the fewest partitions (or returns the existing
+  // one).
   result<partition_log*> create(const topic_partition& tp, const uuid& topic_id, const log_config& config);
-  // Closes the log, renames its directory to <topic>-<partition>.<uuid>-delete and removes it in the background.
+  // Closes the log, renames its directory to <topic>-<partition>.<uuid>-delete and removes it in the
+  // background.
   status remove(const topic_partition& tp);
 
   status checkpoint_recovery_points();
   status checkpoint_log_start_offsets();
   // Runs apply_retention and delete_expired_files on every online log; high_watermark(tp) bounds deletions
   // (nullopt: the log end offset).
-  void run_retention(int64_t now_ms, const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark);
+  void run_retention(int64_t now_ms,
+                     const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark);
   // Flushes and closes every log, writes the checkpoints and, per dir, the clean-shutdown marker. The marker
   // holds the broker epoch, as Kafka 3.7+ writes it (KIP-966: the next registration reports it as the
   // previous epoch of a clean shutdown); -1 when unknown.
@@ -66,6 +74,8 @@ class log_manager {
   std::vector<log_dir_status> dirs() const;
   // Takes a dir offline (an I/O error on one of its files): its partitions stop being served.
   void mark_offline(const std::filesystem::path& dir, const std::string& error);
+  // Whether this partition's log was in a dir that went offline (its replica on this node is offline).
+  bool is_offline(const topic_partition& tp) const;
   // Load statistics, for the start-up log line and benchmarks.
   struct load_report {
     int32_t partitions = 0;

@@ -85,6 +85,11 @@ class partition_log {
   const log_config& config() const;
   void update_config(const log_config& config);
   const log_recovery_report& recovery_report() const;
+  // Called when an append rolls a new segment, with its base offset, after the roll and before the batches that
+  // start it are written (Kafka's UnifiedLog.roll takes the producer-state snapshot there). One listener; an
+  // empty function removes it. It runs inside the append, on the owning shard, and must not call back into the
+  // log.
+  void set_roll_listener(std::function<void(int64_t base_offset)> listener);
 
   int64_t log_start_offset() const;
   int64_t log_end_offset() const;
@@ -94,7 +99,8 @@ class partition_log {
   leader_epoch_cache& epochs();
 
   // Leader append: `records` holds one or more v2 batches as a producer sent them (validated here: framing, CRC,
-  // magic, size limits -> CORRUPT_MESSAGE / MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE / INVALID_RECORD). Each batch
+  // magic, size limits -> CORRUPT_MESSAGE / MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE / INVALID_RECORD; record
+  // keys and timestamps -> INVALID_RECORD / INVALID_TIMESTAMP, see record_validation.h). Each batch
   // gets its base offset and partition leader epoch stamped in place (the CRC does not cover them); with
   // LogAppendTime the timestamps are rewritten and the CRC recomputed.
   result<append_result> append_as_leader(std::span<uint8_t> records, int32_t leader_epoch);

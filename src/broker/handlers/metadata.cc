@@ -3,6 +3,9 @@
 #include <climits>
 
 #include "mala/common/error_code.h"
+#include "mala/common/logging.h"
+#include "mala/controller/quorum_controller.h"
+#include "mala/net/shard_pool.h"
 
 namespace mala::broker::handlers {
 
@@ -19,8 +22,15 @@ constexpr int32_t topic_operations = op_bit(3) | op_bit(4) | op_bit(5) | op_bit(
 constexpr int32_t cluster_operations = op_bit(5) | op_bit(7) | op_bit(8) | op_bit(9) | op_bit(10) |
                                        op_bit(11) | op_bit(12) | op_bit(13) | op_bit(14);
 
-void add_topic(const metadata::metadata_image& image, const metadata::topic_metadata& topic, int16_t version,
-               bool include_ops, metadata_handler::response& out) {
+void add_topic(const request_context& ctx, const metadata::metadata_image& image,
+               const metadata::topic_metadata& topic, int16_t version, bool include_ops,
+               metadata_handler::response& out) {
+  const int32_t self = ctx.services.node_id;
+  auto offline = [&](int32_t replica, int32_t partition) {
+    if (!image.broker_alive(replica)) return true;
+    return replica == self && ctx.services.local_replica_offline &&
+           ctx.services.local_replica_offline(topic.name, partition);
+  };
   auto& t = out.topics.emplace_back();
   t.error_code = to_wire(error_code::none);
   t.name = topic.name;
@@ -35,10 +45,12 @@ void add_topic(const metadata::metadata_image& image, const metadata::topic_meta
     part.replica_nodes = p.replicas;
     part.isr_nodes = p.isr;
     for (int32_t r : p.replicas)
-      if (!image.broker_alive(r)) part.offline_replicas.push_back(r);
-    // Kafka answers LEADER_NOT_AVAILABLE for a partition without a live leader (v0+), and still lists it.
-    part.error_code = to_wire(
-        p.leader >= 0 && image.broker_alive(p.leader) ? error_code::none : error_code::leader_not_available);
+      if (offline(r, p.partition)) part.offline_replicas.push_back(r);
+    // Kafka answers LEADER_NOT_AVAILABLE for a partition without a live leader (v0+), and still lists it; a
+    // leader whose log is offline cannot serve.
+    const bool leader_ok = p.leader >= 0 && !offline(p.leader, p.partition);
+    if (!leader_ok) part.leader_id = -1;
+    part.error_code = to_wire(leader_ok ? error_code::none : error_code::leader_not_available);
   }
   (void)version;
 }
@@ -61,6 +73,45 @@ bool is_valid_topic_name(const std::string& name) {
     if (!ok) return false;
   }
   return true;
+}
+
+asio::awaitable<std::optional<metadata_handler::response>> metadata_handler::handle_async(request_context& ctx,
+                                                                                          request req,
+                                                                                          int16_t version) {
+  // Automatic topic creation (auto.create.topics.enable, on by default; the request's
+  // allow_auto_topic_creation from v4, implicitly true before): unknown, validly named topics are created
+  // with num.partitions and default.replication.factor through the controller. Kafka's broker answers
+  // LEADER_NOT_AVAILABLE while its asynchronous creation runs; here the creation has committed and been
+  // published before the answer is built, so the answer already describes the new topic.
+  const bool allowed = version < 4 || req.allow_auto_topic_creation;
+  const bool enabled = ctx.services.config && ctx.services.config->get_bool("auto.create.topics.enable").value_or(true);
+  if (allowed && enabled && req.topics && ctx.services.shards && ctx.services.controller) {
+    const auto image = ctx.services.metadata->current();
+    protocol::create_topics_request create;
+    create.timeout_ms = 30'000;
+    for (const auto& wanted : *req.topics) {
+      if (!wanted.name || !is_valid_topic_name(*wanted.name) || image->find_topic(*wanted.name)) continue;
+      // The coordinators' internal topics are created by their coordinators, with their own settings.
+      if (*wanted.name == "__consumer_offsets" || *wanted.name == "__transaction_state") continue;
+      auto& t = create.topics.emplace_back();
+      t.name = *wanted.name;
+      t.num_partitions = -1;
+      t.replication_factor = -1;
+    }
+    if (!create.topics.empty()) {
+      auto* controller = ctx.services.controller;
+      auto created = co_await ctx.services.shards->invoke_on(ctx.services.home_shard, [controller, &create] {
+        return controller->create_topics(create, protocol::create_topics_request::max_version);
+      });
+      for (const auto& t : created.topics) {
+        if (t.error_code != to_wire(error_code::none) && t.error_code != to_wire(error_code::topic_already_exists)) {
+          subsystem_logger("broker")->warn("auto-creation of topic {} failed: {} {}", t.name, t.error_code,
+                                           t.error_message.value_or(""));
+        }
+      }
+    }
+  }
+  co_return handle(ctx, req, version);
 }
 
 metadata_handler::response metadata_handler::handle(request_context& ctx, const request& req,
@@ -90,7 +141,7 @@ metadata_handler::response metadata_handler::handle(request_context& ctx, const 
   const bool all_topics = !req.topics.has_value() || (version == 0 && req.topics->empty());
   if (all_topics) {
     for (const auto& [name, topic] : image->topics)
-      add_topic(*image, topic, version, include_topic_ops, resp);
+      add_topic(ctx, *image, topic, version, include_topic_ops, resp);
     return resp;
   }
   for (const auto& wanted : *req.topics) {
@@ -101,17 +152,16 @@ metadata_handler::response metadata_handler::handle(request_context& ctx, const 
         continue;
       }
       if (const auto* topic = image->find_topic(name)) {
-        add_topic(*image, *topic, version, include_topic_ops, resp);
+        add_topic(ctx, *image, *topic, version, include_topic_ops, resp);
       } else {
-        // Automatic topic creation (auto.create.topics.enable) arrives with topic administration; until then
-        // an unknown topic is reported as Kafka reports it with auto-creation disabled.
+        // Not created: auto-creation is off (or failed, or not allowed by the request).
         add_error_topic(name, uuid{}, error_code::unknown_topic_or_partition, resp);
       }
       continue;
     }
     // v10+: by topic id, name null.
     if (const auto* topic = image->find_topic(wanted.topic_id)) {
-      add_topic(*image, *topic, version, include_topic_ops, resp);
+      add_topic(ctx, *image, *topic, version, include_topic_ops, resp);
     } else {
       add_error_topic(std::nullopt, wanted.topic_id, error_code::unknown_topic_id, resp);
     }

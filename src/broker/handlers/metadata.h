@@ -3,6 +3,10 @@
 // the node's current metadata image.
 #pragma once
 
+#include <optional>
+
+#include <asio/awaitable.hpp>
+
 #include "mala/broker/request_context.h"
 #include "mala/protocol/messages/metadata_request.h"
 #include "mala/protocol/messages/metadata_response.h"
@@ -16,6 +20,9 @@ struct metadata_handler {
   static constexpr int16_t min_version = 0;
   static constexpr int16_t max_version = 12;
 
+  // Creates unknown topics first when auto-creation applies, then answers from the current image.
+  static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req, int16_t version);
+  // The answer from the current image alone.
   static response handle(request_context& ctx, const request& req, int16_t version);
 };
 

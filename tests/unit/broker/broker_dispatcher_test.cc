@@ -1,5 +1,6 @@
-// The dispatcher on hand-built frames: KIP-511 handling of a too-new ApiVersions, ApiVersions derived from the
-// handler table, Metadata from the image, and closing on unknown keys, unsupported versions and malformed bodies.
+// The dispatcher on hand-built frames: KIP-511 handling of a too-new ApiVersions, ApiVersions derived from
+// the handler table, Metadata from the image, and closing on unknown keys, unsupported versions and malformed
+// bodies.
 #include <gtest/gtest.h>
 
 #include "mala/broker/broker_dispatcher.h"
@@ -31,7 +32,7 @@ class dispatcher_test : public ::testing::Test {
     for (int32_t p = 0; p < 3; ++p) t.partitions.push_back({p, 1, 5, 5, {1}, {1}, {}, {}});
     image->topics[t.name] = t;
     cache.publish(image);
-    services = {1, &cache, &table};
+    services = {1, &cache, &table, {}};
     connection.listener_name = "PLAINTEXT";
   }
 
@@ -99,9 +100,9 @@ TEST_F(dispatcher_test, too_new_api_versions_gets_v0_unsupported_version) {
   std::vector<uint8_t> bytes = {0, 18, 0, 127, 0, 0, 0, 9, 0xde, 0xad};
   auto result = send(bytes);
   ASSERT_EQ(result.what, net::dispatch_result::action::respond);
-  const std::vector<uint8_t> expected = {0, 0, 0, 9,         // correlation id (header v0)
-                                         0, 35,              // UNSUPPORTED_VERSION
-                                         0, 0, 0, 1,         // one api key
+  const std::vector<uint8_t> expected = {0, 0,  0, 9,         // correlation id (header v0)
+                                         0, 35,               // UNSUPPORTED_VERSION
+                                         0, 0,  0, 1,         // one api key
                                          0, 18, 0, 0, 0, 4};  // ApiVersions 0-4
   EXPECT_EQ(result.response, expected);
 }
@@ -207,6 +208,22 @@ TEST_F(dispatcher_test, metadata_by_topic_id) {
   ASSERT_EQ(resp.topics.size(), 2u);
   EXPECT_EQ(resp.topics[0].name, std::optional<std::string>("bus-events"));
   EXPECT_EQ(resp.topics[1].error_code, 100);  // UNKNOWN_TOPIC_ID
+}
+
+TEST_F(dispatcher_test, metadata_reports_a_local_replica_with_an_offline_log_dir) {
+  services.local_replica_offline = [](const std::string& topic, int32_t partition) {
+    return topic == "bus-events" && partition == 1;
+  };
+  metadata_request req;
+  req.topics.reset();  // null: every topic
+  auto resp = decode_metadata(send(frame(3, 12, req)), 12);
+  ASSERT_EQ(resp.topics.size(), 1u);
+  const auto& parts = resp.topics[0].partitions;
+  EXPECT_EQ(parts[0].error_code, 0);
+  EXPECT_TRUE(parts[0].offline_replicas.empty());
+  EXPECT_EQ(parts[1].error_code, 5);  // LEADER_NOT_AVAILABLE
+  EXPECT_EQ(parts[1].leader_id, -1);
+  EXPECT_EQ(parts[1].offline_replicas, std::vector<int32_t>{1});
 }
 
 }  // namespace

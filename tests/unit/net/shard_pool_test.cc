@@ -3,6 +3,9 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <chrono>
 #include <future>
 
 #include "mala/net/shard_pool.h"
@@ -23,6 +26,34 @@ TEST(shard_pool, invoke_on_runs_on_the_target_shard_and_resumes_on_the_caller) {
           worker = std::this_thread::get_id();
           return 42;
         });
+        done.set_value({caller, worker, std::this_thread::get_id(), value});
+      },
+      asio::detached);
+  auto [caller, worker, resumed_on, value] = done.get_future().get();
+  shards.stop();
+  shards.join();
+  EXPECT_EQ(value, 42);
+  EXPECT_NE(caller, worker);
+  EXPECT_EQ(caller, resumed_on);
+}
+
+TEST(shard_pool, invoke_on_async_waits_on_the_target_shard) {
+  shard_pool shards(2);
+  shards.start();
+  std::promise<std::tuple<std::thread::id, std::thread::id, std::thread::id, int>> done;
+  asio::co_spawn(
+      shards.context(0),
+      [&]() -> asio::awaitable<void> {
+        const auto caller = std::this_thread::get_id();
+        std::thread::id worker;
+        // The coroutine owns its state through the lambda's captures and waits on a timer of shard 1.
+        auto wait = [&worker, base = 40]() -> asio::awaitable<int> {
+          worker = std::this_thread::get_id();
+          asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(20));
+          co_await timer.async_wait(asio::use_awaitable);
+          co_return base + 2;
+        };
+        const int value = co_await shards.invoke_on_async(1, std::move(wait));
         done.set_value({caller, worker, std::this_thread::get_id(), value});
       },
       asio::detached);

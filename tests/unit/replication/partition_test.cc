@@ -543,7 +543,13 @@ TEST_F(partition_test, delete_records_refused_on_compacted_topic) {
   config.cleanup = storage::cleanup_policy::compact;
   auto& p = make(config);
   ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
-  append_ok(p, 2, 1);
+  // A compacted topic takes keyed records only (Kafka's LogValidator).
+  const std::string key = "key";
+  const std::span<const uint8_t> key_bytes(reinterpret_cast<const uint8_t*>(key.data()), key.size());
+  protocol::record_batch_builder keyed;
+  keyed.add(start_ms, key_bytes, key_bytes).add(start_ms, key_bytes, key_bytes);
+  auto bytes = keyed.build();
+  ASSERT_TRUE(p.append(bytes, 1).ok());
   auto r = p.delete_records(1);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, error_code::policy_violation);

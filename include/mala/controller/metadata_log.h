@@ -1,0 +1,106 @@
+// The metadata log as the controller sees it: an ordered log of KRaft metadata records (the partition
+// __cluster_metadata-0) that only the active controller appends to, one batch per controller write, and that
+// every node replays at start-up. `metadata_log` is the seam where the Raft quorum (KIP-595, issue 6) slots in:
+// the controller asks for an append and learns the committed offset; it never touches segments itself.
+//
+// `local_metadata_log` is the single-voter quorum: an append is committed once it is written and fsynced to
+// the local __cluster_metadata-0 log (a majority of one). It is stored through storage::partition_log in
+// <metadata log dir>/__cluster_metadata-0/, the layout Kafka uses (metadata.log.dir, by default the first
+// log dir). Each batch is a v2 record batch stamped with the Raft epoch; each record has a null key and the
+// metadata record envelope (metadata_records.h) as its value, as Kafka's MetadataRecordSerde writes it.
+//
+// Threads: a metadata_log is used by one thread, the controller's (shard 0). Appends block that thread for the
+// write and the fsync; the metadata log is small and written only by administrative requests.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "mala/common/result.h"
+#include "mala/metadata/metadata_records.h"
+#include "mala/storage/partition_log.h"
+
+namespace mala::controller {
+
+// Kafka's metadata topic and its only partition (Topic.CLUSTER_METADATA_TOPIC_NAME).
+inline constexpr std::string_view metadata_topic_name = "__cluster_metadata";
+inline constexpr int32_t metadata_partition = 0;
+
+// KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the largest batch the metadata log accepts (8 MiB).
+inline constexpr int32_t max_metadata_batch_bytes = 8 * 1024 * 1024;
+
+// Where one append landed: offsets of its first and last record and the epoch it was written in.
+struct metadata_append_result {
+  int64_t first_offset = -1;
+  int64_t last_offset = -1;
+  int32_t epoch = -1;
+};
+
+// Called for each committed record in offset order. A non-ok status stops the replay and is returned by it.
+using metadata_replay_callback =
+    std::function<status(const metadata::versioned_metadata_record& record, int64_t offset, int32_t epoch)>;
+
+class metadata_log {
+ public:
+  virtual ~metadata_log() = default;
+
+  // The offset the next appended record will get. The controller uses it for values Kafka derives from the
+  // write offset (a broker epoch is the offset of its RegisterBrokerRecord).
+  virtual int64_t end_offset() const = 0;
+  // The offset of the last committed record; -1 when the log is empty.
+  virtual int64_t committed_offset() const = 0;
+  // The current Raft epoch (the leader epoch stamped on appended batches).
+  virtual int32_t epoch() const = 0;
+
+  // Appends `records` as one batch, atomically (all or none), and returns once the batch is committed. An
+  // empty span is refused (invalid_request); so is a batch over max_metadata_batch_bytes
+  // (record_list_too_large). Storage failures come back as kafka_storage_error with nothing committed.
+  virtual result<metadata_append_result> append(std::span<const metadata::versioned_metadata_record> records) = 0;
+
+  // Calls `callback` for every committed record at or after `from_offset`, in order. Control batches (Raft's
+  // LeaderChangeMessage, KRaftVersion/Voters records) are skipped. A record that does not decode is
+  // corrupt_message, a record type Mala does not apply unsupported_version.
+  virtual status replay(int64_t from_offset, const metadata_replay_callback& callback) const = 0;
+};
+
+struct local_metadata_log_options {
+  // The Raft epoch stamped on batches. A single voter elects itself once; Kafka's first epoch is 1.
+  int32_t epoch = 1;
+  std::function<int64_t()> clock_ms;  // batch timestamps; the system clock when unset
+};
+
+// Single-voter metadata log on a storage::partition_log.
+class local_metadata_log final : public metadata_log {
+ public:
+  // Opens (creating when absent) <metadata_log_dir>/__cluster_metadata-0 and recovers it (a torn tail left by
+  // a crash is cut: it was never acknowledged as committed).
+  static result<std::unique_ptr<local_metadata_log>> open(const std::filesystem::path& metadata_log_dir,
+                                                          local_metadata_log_options options = {});
+  ~local_metadata_log() override;
+
+  int64_t end_offset() const override;
+  int64_t committed_offset() const override;
+  int32_t epoch() const override { return _epoch; }
+  result<metadata_append_result> append(std::span<const metadata::versioned_metadata_record> records) override;
+  status replay(int64_t from_offset, const metadata_replay_callback& callback) const override;
+
+  // Flushes and closes the underlying log (also done by the destructor).
+  status close();
+  const std::filesystem::path& dir() const;
+
+ private:
+  local_metadata_log(std::unique_ptr<storage::partition_log> log, local_metadata_log_options options);
+
+  std::unique_ptr<storage::partition_log> _log;
+  int32_t _epoch;
+  std::function<int64_t()> _clock_ms;
+};
+
+// The partition directory of the metadata log inside a log dir.
+std::filesystem::path metadata_log_partition_dir(const std::filesystem::path& metadata_log_dir);
+
+}  // namespace mala::controller

@@ -1,0 +1,74 @@
+#include "handlers/admin_common.h"
+
+#include <charconv>
+
+namespace mala::broker::handlers {
+
+std::optional<std::string> invalid_topic_name_reason(std::string_view name) {
+  const std::string prefix = "Topic name is invalid: ";
+  if (name.empty()) return prefix + "the empty string is not allowed";
+  if (name == ".") return prefix + "'.' is not allowed";
+  if (name == "..") return prefix + "'..' is not allowed";
+  if (name.size() > 249) {
+    return prefix + "the length of '" + std::string(name) + "' is longer than the max allowed length 249";
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) {
+      return prefix + "'" + std::string(name) +
+             "' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'";
+    }
+  }
+  return std::nullopt;
+}
+
+bool is_internal_topic(std::string_view name) {
+  return name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state";
+}
+
+std::string_view default_error_message(error_code code) {
+  switch (code) {
+    case error_code::unknown_server_error:
+      return "The server experienced an unexpected error when processing the request.";
+    case error_code::unknown_topic_or_partition:
+      return "This server does not host this topic-partition.";
+    case error_code::coordinator_load_in_progress:
+      return "The coordinator is loading and hence can't process requests.";
+    case error_code::coordinator_not_available:
+      return "The coordinator is not available.";
+    case error_code::invalid_topic_exception:
+      return "The request attempted to perform an operation on an invalid topic.";
+    case error_code::unsupported_version:
+      return "The version of API is not supported.";
+    case error_code::not_controller:
+      return "This is not the correct controller for this cluster.";
+    case error_code::invalid_request:
+      return "This most likely occurs because of a request being malformed by the client library or the "
+             "message was sent to an incompatible broker. See the broker logs for more details.";
+    case error_code::topic_deletion_disabled:
+      return "Topic deletion is disabled.";
+    case error_code::unknown_topic_id:
+      return "This server does not host this topic ID.";
+    default:
+      return "";
+  }
+}
+
+bool is_known_config_resource_type(int8_t type) {
+  return type == 2 || type == 4 || type == 8 || type == 16 || type == 32;
+}
+
+std::optional<int32_t> parse_java_int(std::string_view text) {
+  if (!text.empty() && text.front() == '+') {
+    text.remove_prefix(1);
+    if (!text.empty() && (text.front() == '-' || text.front() == '+')) return std::nullopt;
+  }
+  if (text.empty()) return std::nullopt;
+  int32_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace mala::broker::handlers

@@ -1,0 +1,65 @@
+// Pieces shared by the administrative and cluster handlers (CreateTopics ... DescribeLogDirs,
+// InitProducerId): the hop to the home shard, Kafka's topic-name checks with its messages, the
+// authorized-operations bitfields reported without an authorizer, and the default messages of the errors
+// these handlers produce themselves.
+//
+// Threads: everything here is stateless; on_home_shard resumes the caller on its own shard.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <asio/awaitable.hpp>
+
+#include "mala/broker/request_context.h"
+#include "mala/common/error_code.h"
+#include "mala/net/shard_pool.h"
+
+namespace mala::broker::handlers {
+
+// Runs fn() on the home shard (the shard that owns the controller, the replicas and the logs) and returns its
+// result on the caller's shard. Without a shard pool (unit tests of a single thread) fn runs in place.
+template <typename Fn>
+auto on_home_shard(const broker_services& services, Fn fn) -> asio::awaitable<decltype(fn())> {
+  if (!services.shards) co_return fn();
+  co_return co_await services.shards->invoke_on(services.home_shard, std::move(fn));
+}
+
+// AclOperation codes as bits (Kafka's Utils.to32BitField over AclEntry.supportedOperations). Without an
+// authorizer every supported operation is allowed, and Kafka reports exactly these sets.
+constexpr int32_t acl_operation_bit(int code) {
+  return int32_t{1} << code;
+}
+// TOPIC: READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS.
+inline constexpr int32_t all_topic_operations =
+    acl_operation_bit(3) | acl_operation_bit(4) | acl_operation_bit(5) | acl_operation_bit(6) |
+    acl_operation_bit(7) | acl_operation_bit(8) | acl_operation_bit(10) | acl_operation_bit(11);
+// CLUSTER: CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTER_CONFIGS IDEMPOTENT_WRITE CREATE_TOKENS
+// DESCRIBE_TOKENS.
+inline constexpr int32_t all_cluster_operations =
+    acl_operation_bit(5) | acl_operation_bit(7) | acl_operation_bit(8) | acl_operation_bit(9) |
+    acl_operation_bit(10) | acl_operation_bit(11) | acl_operation_bit(12) | acl_operation_bit(13) |
+    acl_operation_bit(14);
+
+// Kafka's Topic.validate: nullopt for a legal name, else the InvalidTopicException message
+// ("Topic name is invalid: '.' is not allowed").
+std::optional<std::string> invalid_topic_name_reason(std::string_view name);
+// Topic.isInternal: __consumer_offsets, __transaction_state, __share_group_state.
+bool is_internal_topic(std::string_view name);
+// Kafka's metadata topic; CreateTopics refuses it by name.
+inline constexpr std::string_view cluster_metadata_topic = "__cluster_metadata";
+
+// The message Kafka's Errors enum carries for a code (what ApiError.fromThrowable gives for an exception
+// created without a message); "" for codes these handlers never produce without their own message.
+std::string_view default_error_message(error_code code);
+
+// ConfigResource.Type ids a request may carry; anything else is UNKNOWN.
+bool is_known_config_resource_type(int8_t type);
+
+// Java's Integer.parseInt: optional sign and decimal digits, within int32.
+std::optional<int32_t> parse_java_int(std::string_view text);
+
+}  // namespace mala::broker::handlers

@@ -1,0 +1,68 @@
+#include "handlers/create_topics.h"
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "handlers/admin_common.h"
+#include "mala/controller/quorum_controller.h"
+
+namespace mala::broker::handlers {
+
+namespace {
+
+create_topics_handler::response::creatable_topic_result error_result(const std::string& name, error_code code,
+                                                                     std::string message) {
+  create_topics_handler::response::creatable_topic_result r;
+  r.name = name;
+  r.error_code = to_wire(code);
+  r.error_message = std::move(message);
+  return r;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<create_topics_handler::response>> create_topics_handler::handle_async(
+    request_context& ctx, request req, int16_t version) {
+  response resp;
+  auto* controller = ctx.services.controller;
+  if (!controller) {
+    // CreateTopicsRequest.getErrorResponse: every topic gets the error and its message.
+    for (const auto& t : req.topics) {
+      resp.topics.push_back(error_result(t.name, error_code::not_controller,
+                                         std::string(default_error_message(error_code::not_controller))));
+    }
+    co_return resp;
+  }
+
+  // ControllerApis.createTopics: a name given more than once is refused as a whole (one answer), the metadata
+  // topic cannot be created; neither reaches the controller.
+  std::map<std::string, int> occurrences;
+  for (const auto& t : req.topics) ++occurrences[t.name];
+  request forwarded;
+  forwarded.timeout_ms = req.timeout_ms;
+  forwarded.validate_only = req.validate_only;
+  std::vector<response::creatable_topic_result> refused;
+  std::set<std::string> answered;
+  for (auto& t : req.topics) {
+    if (occurrences[t.name] > 1) {
+      if (answered.insert(t.name).second) {
+        refused.push_back(error_result(t.name, error_code::invalid_request, "Duplicate topic name."));
+      }
+    } else if (t.name == cluster_metadata_topic) {
+      refused.push_back(error_result(t.name, error_code::invalid_request,
+                                     "Creation of internal topic __cluster_metadata is prohibited."));
+    } else {
+      forwarded.topics.push_back(std::move(t));
+    }
+  }
+  if (!forwarded.topics.empty()) {
+    resp = co_await on_home_shard(ctx.services, [controller, &forwarded, version] {
+      return controller->create_topics(forwarded, version);
+    });
+  }
+  for (auto& r : refused) resp.topics.push_back(std::move(r));
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers

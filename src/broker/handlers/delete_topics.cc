@@ -1,0 +1,149 @@
+#include "handlers/delete_topics.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "handlers/admin_common.h"
+#include "mala/controller/quorum_controller.h"
+
+namespace mala::broker::handlers {
+
+namespace {
+
+using topic_result = delete_topics_handler::response::deletable_topic_result;
+
+topic_result result_for(std::optional<std::string> name, const uuid& id, error_code code,
+                        std::optional<std::string> message) {
+  topic_result r;
+  r.name = std::move(name);
+  r.topic_id = id;
+  r.error_code = to_wire(code);
+  r.error_message = std::move(message);
+  return r;
+}
+
+// uuid has no ordering of its own; its bytes do.
+struct uuid_less {
+  bool operator()(const uuid& a, const uuid& b) const { return a.bytes < b.bytes; }
+};
+
+// DeleteTopicsRequest.topics(): the names of v1-5 as states without ids, or the v6 states.
+std::vector<protocol::delete_topics_request::delete_topic_state> topic_states(
+    const delete_topics_handler::request& req, int16_t version) {
+  if (version >= 6) return req.topics;
+  std::vector<protocol::delete_topics_request::delete_topic_state> out;
+  for (const auto& name : req.topic_names) {
+    auto& s = out.emplace_back();
+    s.name = name;
+  }
+  return out;
+}
+
+// DeleteTopicsRequest.getErrorResponse: every topic with the error code and no message.
+delete_topics_handler::response error_response(const delete_topics_handler::request& req, int16_t version,
+                                               error_code code) {
+  delete_topics_handler::response resp;
+  for (const auto& s : topic_states(req, version))
+    resp.responses.push_back(result_for(s.name, s.topic_id, code, {}));
+  return resp;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<delete_topics_handler::response>> delete_topics_handler::handle_async(
+    request_context& ctx, request req, int16_t version) {
+  auto* controller = ctx.services.controller;
+  if (!controller) co_return error_response(req, version, error_code::not_controller);
+  const bool deletion_enabled = !ctx.services.config || ctx.services.config->delete_topic_enable();
+  if (!deletion_enabled) {
+    // Kafka throws InvalidRequestException("Topic deletion is disabled.") before v3 (clients of that age do
+    // not know TOPIC_DELETION_DISABLED), TopicDeletionDisabledException from v3.
+    co_return error_response(req, version,
+                             version < 3 ? error_code::invalid_request : error_code::topic_deletion_disabled);
+  }
+
+  // ControllerApis.deleteTopics: sort the request into names and ids, answering the malformed entries.
+  response resp;
+  std::vector<std::string> names;  // request order, duplicates removed below
+  std::vector<uuid> ids;
+  std::map<std::string, int> name_count;
+  std::map<uuid, int, uuid_less> id_count;
+  auto add_name = [&](const std::string& name) {
+    if (name_count[name]++ == 0) names.push_back(name);
+  };
+  for (const auto& name : req.topic_names) add_name(name);
+  for (const auto& t : req.topics) {
+    if (!t.name) {
+      if (t.topic_id == uuid{}) {
+        resp.responses.push_back(result_for(std::nullopt, uuid{}, error_code::invalid_request,
+                                            "Neither topic name nor id were specified."));
+      } else if (id_count[t.topic_id]++ == 0) {
+        ids.push_back(t.topic_id);
+      }
+    } else if (t.topic_id == uuid{}) {
+      add_name(*t.name);
+    } else {
+      resp.responses.push_back(result_for(t.name, t.topic_id, error_code::invalid_request,
+                                          "You may not specify both topic name and topic id."));
+    }
+  }
+  std::vector<std::string> unique_names;
+  for (const auto& name : names) {
+    if (name_count[name] > 1) {
+      resp.responses.push_back(
+          result_for(name, uuid{}, error_code::invalid_request, "Duplicate topic name."));
+    } else {
+      unique_names.push_back(name);
+    }
+  }
+  std::vector<uuid> unique_ids;
+  for (const auto& id : ids) {
+    if (id_count[id] > 1) {
+      resp.responses.push_back(
+          result_for(std::nullopt, id, error_code::invalid_request, "Duplicate topic id."));
+    } else {
+      unique_ids.push_back(id);
+    }
+  }
+  if (unique_names.empty() && unique_ids.empty()) co_return resp;
+
+  auto deleted = co_await on_home_shard(ctx.services, [&, controller]() {
+    // A name that resolves to an id also given by id is refused once, for both (Kafka answers the name with
+    // the id, and does not delete the topic).
+    const auto image = controller->image();
+    std::vector<topic_result> refused;
+    std::set<uuid, uuid_less> refused_ids;
+    std::vector<std::string> forward_names;
+    for (const auto& name : unique_names) {
+      const auto* topic = image->find_topic(name);
+      if (topic && id_count.count(topic->id)) {
+        refused.push_back(result_for(name, topic->id, error_code::invalid_request,
+                                     "The provided topic name maps to an ID that was already supplied."));
+        refused_ids.insert(topic->id);
+      } else {
+        forward_names.push_back(name);
+      }
+    }
+    request forwarded;
+    forwarded.timeout_ms = req.timeout_ms;
+    if (version >= 6) {
+      for (const auto& name : forward_names) forwarded.topics.emplace_back().name = name;
+      for (const auto& id : unique_ids) {
+        if (!refused_ids.count(id)) forwarded.topics.emplace_back().topic_id = id;
+      }
+    } else {
+      forwarded.topic_names = std::move(forward_names);
+    }
+    response out;
+    if (!forwarded.topics.empty() || !forwarded.topic_names.empty())
+      out = controller->delete_topics(forwarded, version);
+    for (auto& r : refused) out.responses.push_back(std::move(r));
+    return out;
+  });
+  for (auto& r : deleted.responses) resp.responses.push_back(std::move(r));
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers

@@ -1,0 +1,85 @@
+#include "handlers/describe_cluster.h"
+
+#include <algorithm>
+#include <string>
+
+#include "handlers/admin_common.h"
+
+namespace mala::broker::handlers {
+
+namespace {
+
+// Kafka's EndpointType ids.
+constexpr int8_t endpoint_broker = 1;
+constexpr int8_t endpoint_controller = 2;
+
+std::string_view endpoint_name(int8_t type) {
+  return type == endpoint_controller ? "CONTROLLER" : "BROKER";
+}
+
+bool is_controller_listener(const broker_services& services, const std::string& listener) {
+  if (!services.config) return false;
+  const auto& names = services.config->controller_listener_names();
+  return std::find(names.begin(), names.end(), listener) != names.end();
+}
+
+}  // namespace
+
+describe_cluster_handler::response describe_cluster_handler::handle(request_context& ctx, const request& req,
+                                                                    int16_t version) {
+  response resp;
+  const auto& services = ctx.services;
+  const int8_t served =
+      is_controller_listener(services, ctx.connection.listener_name) ? endpoint_controller : endpoint_broker;
+  // AuthHelper.computeDescribeClusterResponse.
+  if (req.endpoint_type != endpoint_broker && req.endpoint_type != endpoint_controller) {
+    resp.error_code =
+        to_wire(version == 0 ? error_code::invalid_request : error_code::unsupported_endpoint_type);
+    resp.error_message = "Unsupported endpoint type " + std::to_string(int{req.endpoint_type});
+    return resp;
+  }
+  if (req.endpoint_type != served) {
+    resp.error_code =
+        to_wire(version == 0 ? error_code::invalid_request : error_code::mismatched_endpoint_type);
+    resp.error_message = "The request was sent to an endpoint of type " + std::string(endpoint_name(served)) +
+                         ", but we wanted an endpoint of type " +
+                         std::string(endpoint_name(req.endpoint_type));
+    return resp;
+  }
+  const auto image = services.metadata->current();
+  resp.cluster_id = image->cluster_id;
+  resp.endpoint_type = served;
+  resp.cluster_authorized_operations =
+      req.include_cluster_authorized_operations ? all_cluster_operations : INT32_MIN;
+  int32_t controller_id = -1;
+  if (served == endpoint_broker) {
+    // MetadataCache.getAliveBrokerNodes(listener): unfenced brokers with that listener.
+    for (const auto& [id, broker] : image->brokers) {
+      if (broker.fenced) continue;
+      const auto* ep = broker.endpoint_for(ctx.connection.listener_name);
+      if (!ep) continue;
+      auto& b = resp.brokers.emplace_back();
+      b.broker_id = id;
+      b.host = ep->host;
+      b.port = ep->port;
+      b.rack = broker.rack;
+    }
+    controller_id = image->controller_id;
+  } else {
+    // The controllers of the quorum (controller.quorum.voters); the active one is this node when it runs the
+    // controller (a single-voter quorum elects itself).
+    for (const auto& voter : services.config->quorum_voters()) {
+      auto& b = resp.brokers.emplace_back();
+      b.broker_id = voter.id;
+      b.host = voter.host;
+      b.port = voter.port;
+    }
+    controller_id = services.controller ? services.node_id : -1;
+  }
+  const bool listed = std::any_of(resp.brokers.begin(), resp.brokers.end(),
+                                  [&](const auto& b) { return b.broker_id == controller_id; });
+  resp.controller_id = listed ? controller_id : -1;
+  return resp;
+}
+
+}  // namespace mala::broker::handlers

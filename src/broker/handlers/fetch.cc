@@ -1,0 +1,269 @@
+#include "handlers/fetch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "handlers/data_path.h"
+#include "mala/broker/fetch_sessions.h"
+#include "mala/common/logging.h"
+
+// GCC 12 takes the frames of asio's coroutines (allocated and freed by awaitable_frame_base's own operator
+// new/delete) for mismatched allocations once it inlines enough of them into one function: a false positive
+// (GCC bug 109224; seen with asio by others too, e.g. erigontech/silkworm#2046).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace mala::broker::handlers {
+
+namespace {
+
+namespace proto = mala::protocol;
+using partition_data = proto::fetch_response::partition_data;
+using steady_clock = std::chrono::steady_clock;
+
+// The request-wide parameters of a read (Kafka's FetchParams).
+struct fetch_params {
+  int16_t version = 0;
+  int32_t replica_id = replication::consumer_replica_id;
+  replication::isolation_level isolation = replication::isolation_level::read_uncommitted;
+  int32_t max_wait_ms = 0;
+  int32_t min_bytes = 0;
+  int32_t max_bytes = 0;
+};
+
+// A partition the metadata knows, to be read on the home shard; `result` is its place in the answer.
+struct read_work {
+  size_t result = 0;
+  std::string topic;
+  int32_t partition = 0;
+  fetch_partition_params params;
+};
+
+struct read_answer {
+  size_t result = 0;
+  error_code error = error_code::none;
+  int64_t high_watermark = -1;
+  int64_t last_stable_offset = -1;
+  int64_t log_start_offset = -1;
+  std::optional<storage::file_slice> data;
+  std::optional<replication::read_outcome::diverging_epoch> diverging;
+
+  int64_t bytes() const { return data ? data->size : 0; }
+};
+
+// Kafka's FetchResponse.partitionResponse(error): no offsets, empty records.
+void set_error(partition_data& d, error_code error) {
+  d.error_code = to_wire(error);
+  d.high_watermark = -1;
+  d.last_stable_offset = -1;
+  d.log_start_offset = -1;
+  d.aborted_transactions = std::nullopt;
+  d.records = proto::records_view::of({});
+}
+
+// One pass over the partitions in order (Kafka's ReplicaManager.readFromLog): the response's byte budget is
+// shared, and only until some partition returned records may one batch exceed it (KIP-74).
+std::vector<read_answer> read_all(const broker_services& services, const std::vector<read_work>& work,
+                                  const fetch_params& params, bool first_pass) {
+  std::vector<read_answer> answers;
+  answers.reserve(work.size());
+  int64_t budget = std::max(params.max_bytes, 0);
+  bool min_one_batch = true;
+  const int64_t now = now_ms(services);
+  for (const auto& w : work) {
+    read_answer a;
+    a.result = w.result;
+    auto hosted = hosted_partition(services, w.topic, w.partition);
+    if (!hosted) {
+      a.error = hosted.error().code;
+      answers.push_back(std::move(a));
+      continue;
+    }
+    replication::partition* p = *hosted;
+    replication::read_request r;
+    r.fetch_offset = w.params.fetch_offset;
+    r.max_bytes = static_cast<int32_t>(std::clamp<int64_t>(w.params.max_bytes, 0, budget));
+    r.replica_id = params.replica_id;
+    r.isolation = params.isolation;
+    r.min_one_batch = min_one_batch;
+    if (w.params.current_leader_epoch >= 0) r.current_leader_epoch = w.params.current_leader_epoch;
+    if (params.replica_id >= 0 && params.version >= 12 && w.params.last_fetched_epoch >= 0) {
+      r.last_fetched_epoch = w.params.last_fetched_epoch;
+    }
+    auto read = p->read(r);
+    if (!read) {
+      a.error = read.error().code;
+      answers.push_back(std::move(a));
+      continue;
+    }
+    a.high_watermark = read->high_watermark;
+    a.last_stable_offset = read->last_stable_offset;
+    a.log_start_offset = read->log_start_offset;
+    a.data = read->data;
+    a.diverging = read->diverging;
+    if (a.bytes() > 0) min_one_batch = false;
+    budget = std::max<int64_t>(0, budget - a.bytes());
+    // A follower's fetch tells the leader how far it got (Kafka's updateFollowerFetchState, once per
+    // request).
+    if (first_pass && params.replica_id >= 0 && !read->diverging) {
+      (void)p->update_follower_fetch_state(
+          {params.replica_id, w.params.fetch_offset, w.params.log_start_offset, read->log_end_offset, now});
+    }
+    answers.push_back(std::move(a));
+  }
+  return answers;
+}
+
+// Kafka's "respond immediately" rule in fetchMessages (and DelayedFetch.tryComplete): no wait wanted, enough
+// bytes, or something the client must hear about at once (an error, a diverging epoch).
+bool can_answer(const std::vector<read_answer>& answers, const fetch_params& params) {
+  if (params.max_wait_ms <= 0 || answers.empty()) return true;
+  int64_t bytes = 0;
+  for (const auto& a : answers) {
+    if (a.error != error_code::none || a.diverging) return true;
+    bytes += a.bytes();
+  }
+  return bytes >= params.min_bytes;
+}
+
+// The home-shard part: read, and while short of min_bytes park on every partition's data waiters until one
+// fires or max_wait_ms passes, then read again.
+asio::awaitable<std::vector<read_answer>> read_on_home_shard(const broker_services& services,
+                                                             std::vector<read_work> work, fetch_params params,
+                                                             steady_clock::time_point deadline) {
+  bool first_pass = true;
+  while (true) {
+    auto answers = read_all(services, work, params, first_pass);
+    first_pass = false;
+    if (can_answer(answers, params) || steady_clock::now() >= deadline) co_return answers;
+    waiter_group group(work.size(), 1);
+    for (size_t i = 0; i < work.size(); ++i) {
+      auto hosted = hosted_partition(services, work[i].topic, work[i].partition);
+      if (!hosted) continue;
+      group.track(i, *hosted, (*hosted)->add_data_waiter(group.callback(i)));
+    }
+    co_await group.wait_until(deadline);
+    group.cancel_unfired();
+  }
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_async(request_context& ctx,
+                                                                                    request req,
+                                                                                    int16_t version) {
+  const auto& services = ctx.services;
+  const auto deadline = steady_clock::now() + std::chrono::milliseconds(std::max(req.max_wait_ms, 0));
+  const auto image = services.metadata->current();
+
+  fetch_params params;
+  params.version = version;
+  // KIP-903 moved the replica id into ReplicaState (v15).
+  params.replica_id = version >= 15 ? req.replica_state.replica_id : req.replica_id;
+  params.isolation = req.isolation_level == 1 ? replication::isolation_level::read_committed
+                                              : replication::isolation_level::read_uncommitted;
+  params.max_wait_ms = req.max_wait_ms;
+  params.min_bytes = req.min_bytes;
+  params.max_bytes = req.max_bytes;
+
+  // Without a node-wide cache (unit tests of other handlers) every fetch is sessionless.
+  std::optional<fetch_session_cache> own_cache;
+  fetch_session_cache* cache = services.fetch_sessions;
+  if (!cache) {
+    fetch_session_cache_config sessionless;
+    sessionless.max_slots = 0;
+    own_cache.emplace(sessionless);
+    cache = &*own_cache;
+  }
+  auto resolve = [&image](const uuid& id) -> std::optional<std::string> {
+    const auto* t = image->find_topic(id);
+    if (!t) return std::nullopt;
+    return t->name;
+  };
+  fetch_context context =
+      cache->new_context(make_fetch_session_request(req, version), now_ms(services), resolve);
+
+  std::vector<fetch_partition_result> results;
+  std::vector<read_work> work;
+  results.reserve(context.partitions().size());
+  for (const auto& fp : context.partitions()) {
+    fetch_partition_result r;
+    r.key = fp.key;
+    if (version >= fetch_topic_ids_min_version && fp.key.topic.empty()) {
+      set_error(r.data, error_code::unknown_topic_id);
+    } else if (!find_partition(*image, fp.key.topic, fp.key.partition)) {
+      set_error(r.data, error_code::unknown_topic_or_partition);
+    } else {
+      work.push_back({results.size(), fp.key.topic, fp.key.partition, fp.params});
+    }
+    results.push_back(std::move(r));
+  }
+
+  fetch_reply reply;
+  if (!work.empty()) {
+    auto read = [&services, w = std::move(work), params, deadline]() mutable {
+      return read_on_home_shard(services, std::move(w), params, deadline);
+    };
+    auto answers = co_await on_home_shard_async(services, std::move(read));
+    for (auto& a : answers) {
+      auto& d = results[a.result].data;
+      if (a.error != error_code::none) {
+        set_error(d, a.error);
+        continue;
+      }
+      d.error_code = 0;
+      d.high_watermark = a.high_watermark;
+      d.last_stable_offset = a.last_stable_offset;
+      d.log_start_offset = a.log_start_offset;
+      // No transactions yet: nothing was aborted. Kafka sends null unless the consumer reads committed data.
+      d.aborted_transactions =
+          params.isolation == replication::isolation_level::read_committed
+              ? std::optional<std::vector<proto::fetch_response::aborted_transaction>>(std::in_place)
+              : std::nullopt;
+      if (a.diverging) d.diverging_epoch = {a.diverging->epoch, a.diverging->end_offset};
+      d.records = proto::records_view::of({});
+      if (a.data && a.data->size > 0) {
+        auto bytes = read_slice(*a.data);
+        if (!bytes) {
+          subsystem_logger("broker")->error("fetch from {}-{}: {}", results[a.result].key.topic,
+                                            results[a.result].key.partition, bytes.error().message);
+          set_error(d, error_code::kafka_storage_error);
+          continue;
+        }
+        reply.record_buffers.push_back(std::move(*bytes));
+        d.records = proto::records_view::of(reply.record_buffers.back());
+      }
+    }
+  }
+
+  const auto header = context.update_and_generate_response(results, now_ms(services));
+  reply.body = build_fetch_response(header, std::move(results));
+
+  // KIP-951 (v16+): where the leader is, for partitions this node no longer leads.
+  if (version >= 16) {
+    std::map<int32_t, bool> listed;
+    for (auto& topic : reply.body.responses) {
+      for (auto& d : topic.partitions) {
+        if (d.error_code != to_wire(error_code::not_leader_or_follower) &&
+            d.error_code != to_wire(error_code::fenced_leader_epoch)) {
+          continue;
+        }
+        auto leader =
+            find_current_leader(*image, topic.topic, d.partition_index, ctx.connection.listener_name);
+        d.current_leader = {leader.leader_id, leader.leader_epoch};
+        if (leader.endpoint && !listed[leader.leader_id]) {
+          listed[leader.leader_id] = true;
+          reply.body.node_endpoints.push_back({leader.leader_id, leader.endpoint->host,
+                                               static_cast<int32_t>(leader.endpoint->port), leader.rack});
+        }
+      }
+    }
+  }
+  co_return reply;
+}
+
+}  // namespace mala::broker::handlers

@@ -1,0 +1,302 @@
+#include "handlers/produce.h"
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "handlers/data_path.h"
+#include "mala/common/logging.h"
+#include "mala/protocol/record_batch.h"
+#include "mala/storage/record_validation.h"
+
+// GCC 12 takes the frames of asio's coroutines (allocated and freed by awaitable_frame_base's own operator
+// new/delete) for mismatched allocations once it inlines enough of them into one function: a false positive
+// (GCC bug 109224; seen with asio by others too, e.g. erigontech/silkworm#2046).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace mala::broker::handlers {
+
+namespace {
+
+namespace proto = mala::protocol;
+using partition_response = proto::produce_response::partition_produce_response;
+
+// Kafka's AdminUtils.ADMIN_CLIENT_ID: the only client allowed to write to internal topics.
+constexpr std::string_view admin_client_id = "__admin_client";
+
+// Kafka's PartitionResponse(error): no offsets.
+partition_response error_response(int32_t index, error_code code) {
+  partition_response r;
+  r.index = index;
+  r.error_code = to_wire(code);
+  r.base_offset = -1;
+  r.log_append_time_ms = -1;
+  r.log_start_offset = -1;
+  return r;
+}
+
+// ProduceRequest.validateRecords for v3+: exactly one batch of magic 2. A first batch whose size field is
+// impossible is CORRUPT_MESSAGE (Kafka's CorruptRecordException from the batch iterator); no whole batch, a
+// second one or another magic is INVALID_RECORD. Then the batch rules for clients (control batches, counts,
+// sequences).
+status check_request_records(const proto::records_view& records) {
+  proto::batch_splitter splitter(records.bytes);
+  auto first = splitter.next();
+  if (!first) {
+    if (splitter.status() == proto::batch_status::too_short) {
+      return status::error(error_code::corrupt_message, "record batch size is smaller than a batch header");
+    }
+    return status::error(error_code::invalid_record,
+                         "Produce requests with version 3 and above must have at least one record batch per "
+                         "partition");
+  }
+  auto header = proto::parse_batch_header(*first);
+  if (!header || header->magic != proto::current_magic) {
+    return status::error(
+        error_code::invalid_record,
+        "Produce requests with version 3 and above are only allowed to contain record batches "
+        "with magic version 2");
+  }
+  if (splitter.next()) {
+    return status::error(error_code::invalid_record,
+                         "Produce requests with version 3 and above are only allowed to contain exactly one "
+                         "record batch per partition");
+  }
+  return storage::validate_client_batch(*header);
+}
+
+// Kafka's RequestUtils.hasTransactionalRecords.
+bool has_transactional_batches(const proto::produce_request& req) {
+  for (const auto& topic : req.topic_data) {
+    for (const auto& p : topic.partition_data) {
+      proto::batch_splitter splitter(p.records.bytes);
+      while (auto batch = splitter.next()) {
+        auto header = proto::parse_batch_header(*batch);
+        if (header && header->is_transactional()) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// One partition to append on the home shard; `slot` is its place in the answer.
+struct append_work {
+  size_t slot = 0;
+  std::string topic;
+  int32_t partition = 0;
+  std::vector<uint8_t> records;  // a copy of the request's bytes: the leader stamps offsets into them
+};
+
+struct append_answer {
+  size_t slot = 0;
+  partition_response data;
+};
+
+// The home-shard part: append every partition, then (acks=-1) wait until each one's high watermark passes its
+// last offset, or until the request's timeout.
+asio::awaitable<std::vector<append_answer>> append_on_home_shard(
+    const broker_services& services, std::vector<append_work> work, int16_t acks,
+    std::chrono::steady_clock::time_point deadline) {
+  auto log = subsystem_logger("broker");
+  std::vector<append_answer> answers;
+  answers.reserve(work.size());
+  struct pending {
+    size_t answer;
+    replication::partition* partition;
+    int64_t required_offset;
+  };
+  std::vector<pending> waits;
+
+  for (auto& w : work) {
+    append_answer a{w.slot, {}};
+    auto hosted = hosted_partition(services, w.topic, w.partition);
+    if (!hosted) {
+      a.data = error_response(w.partition, hosted.error().code);
+      answers.push_back(std::move(a));
+      continue;
+    }
+    replication::partition* p = *hosted;
+    auto appended = p->append(w.records, acks);
+    if (!appended) {
+      const error_code code = appended.error().code;
+      a.data = error_response(w.partition, code);
+      if (code == error_code::invalid_timestamp || code == error_code::invalid_record) {
+        // A failed append stamped nothing, so the bytes are as the producer sent them: list the records at
+        // fault (KIP-467 RecordErrors) with Kafka's message.
+        if (auto failure =
+                storage::validate_record_contents(w.records, p->log().config(), now_ms(services))) {
+          a.data.error_message = failure->message;
+          for (auto& e : failure->record_errors) {
+            a.data.record_errors.push_back({e.batch_index, std::move(e.message)});
+          }
+        }
+      }
+      log->debug("produce to {}-{} failed: {} ({})", w.topic, w.partition, error_name(code),
+                 appended.error().message);
+      answers.push_back(std::move(a));
+      continue;
+    }
+    a.data.index = w.partition;
+    a.data.error_code = to_wire(appended->error);
+    a.data.base_offset = appended->appended.first_offset;
+    a.data.log_append_time_ms = appended->appended.log_append_time;
+    a.data.log_start_offset = appended->log_start_offset;
+    if (!appended->done) waits.push_back({answers.size(), p, appended->required_offset});
+    answers.push_back(std::move(a));
+  }
+
+  if (!waits.empty()) {
+    // Kafka's DelayedProduce: complete when every partition's high watermark reached its offset.
+    waiter_group group(waits.size(), waits.size());
+    for (size_t i = 0; i < waits.size(); ++i) {
+      auto handle =
+          waits[i].partition->add_high_watermark_waiter(waits[i].required_offset, group.callback(i));
+      group.track(i, waits[i].partition, handle);
+    }
+    co_await group.wait_until(deadline);
+    group.cancel_unfired();
+    for (size_t i = 0; i < waits.size(); ++i) {
+      auto& data = answers[waits[i].answer].data;
+      data.error_code = to_wire(group.fired(i) ? group.error(i) : error_code::request_timed_out);
+    }
+  }
+  co_return answers;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<produce_handler::response>> produce_handler::handle_async(request_context& ctx,
+                                                                                        request req,
+                                                                                        int16_t version) {
+  const auto& services = ctx.services;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(req.timeout_ms);
+  const auto image = services.metadata->current();
+  const bool acks_valid = req.acks == -1 || req.acks == 0 || req.acks == 1;
+  const bool internal_allowed = ctx.header.client_id && *ctx.header.client_id == admin_client_id;
+
+  // One answer per partition, in the order the request first names them; a partition named twice takes its
+  // last records (Kafka collects the request into a map by partition).
+  struct slot {
+    size_t topic_entry = 0;  // which response topic it is listed under
+    int32_t partition = 0;
+    const proto::records_view* records = nullptr;
+    std::optional<partition_response> answer;
+  };
+  std::vector<slot> slots;
+  std::vector<std::string> topic_names;
+  std::map<std::pair<std::string, int32_t>, size_t> slot_of;
+  for (const auto& topic : req.topic_data) {
+    for (const auto& p : topic.partition_data) {
+      auto [it, inserted] = slot_of.try_emplace({topic.name, p.index}, slots.size());
+      if (inserted) {
+        size_t entry = topic_names.size();
+        for (size_t i = 0; i < topic_names.size(); ++i) {
+          if (topic_names[i] == topic.name) entry = i;
+        }
+        if (entry == topic_names.size()) topic_names.push_back(topic.name);
+        slots.push_back({entry, p.index, &p.records, std::nullopt});
+      } else {
+        slots[it->second].records = &p.records;
+      }
+    }
+  }
+
+  // Transactional batches need a transactional id the producer may write with (no authorizer: any); Kafka
+  // refuses the whole request otherwise.
+  if (!req.transactional_id && has_transactional_batches(req)) {
+    if (req.acks == 0) {
+      ctx.close_reason = "acks=0 produce refused: transactional batches without a transactional id";
+      co_return std::nullopt;
+    }
+    response refused;
+    for (const auto& topic : req.topic_data) {
+      auto& t = refused.responses.emplace_back();
+      t.name = topic.name;
+      for (const auto& p : topic.partition_data) {
+        t.partition_responses.push_back(
+            error_response(p.index, error_code::transactional_id_authorization_failed));
+      }
+    }
+    co_return refused;
+  }
+
+  std::vector<append_work> work;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    auto& s = slots[i];
+    const std::string& topic = topic_names[s.topic_entry];
+    const auto* known = find_partition(*image, topic, s.partition);
+    if (!known) {
+      s.answer = error_response(s.partition, error_code::unknown_topic_or_partition);
+      continue;
+    }
+    // KafkaApis validates the records first; ReplicaManager.appendRecords then checks acks, and
+    // appendToLocalLog internal topics.
+    if (auto st = check_request_records(*s.records); !st.ok()) {
+      s.answer = error_response(s.partition, st.code);
+      continue;
+    }
+    if (!acks_valid) {
+      s.answer = error_response(s.partition, error_code::invalid_required_acks);
+      continue;
+    }
+    if (const auto* t = image->find_topic(topic); t && t->internal && !internal_allowed) {
+      s.answer = error_response(s.partition, error_code::invalid_topic_exception);
+      continue;
+    }
+    work.push_back(
+        {i, topic, s.partition, std::vector<uint8_t>(s.records->bytes.begin(), s.records->bytes.end())});
+  }
+
+  if (!work.empty()) {
+    const int16_t acks = req.acks;
+    auto append = [&services, w = std::move(work), acks, deadline]() mutable {
+      return append_on_home_shard(services, std::move(w), acks, deadline);
+    };
+    auto answers = co_await on_home_shard_async(services, std::move(append));
+    for (auto& a : answers) slots[a.slot].answer = std::move(a.data);
+  }
+
+  if (req.acks == 0) {
+    // Kafka answers nothing to acks=0, but closes the connection when a partition failed, so that the client
+    // notices (and refreshes its metadata) instead of writing into the void.
+    for (const auto& s : slots) {
+      if (s.answer && s.answer->error_code != to_wire(error_code::none)) {
+        ctx.close_reason = fmt::format("acks=0 produce to {}-{} failed with error {}", topic_names[s.topic_entry],
+                                       s.partition, s.answer->error_code);
+        break;
+      }
+    }
+    co_return std::nullopt;
+  }
+
+  response resp;
+  std::map<int32_t, size_t> endpoint_listed;
+  for (size_t e = 0; e < topic_names.size(); ++e) {
+    auto& t = resp.responses.emplace_back();
+    t.name = topic_names[e];
+    for (auto& s : slots) {
+      if (s.topic_entry != e) continue;
+      auto& answer = t.partition_responses.emplace_back(std::move(*s.answer));
+      // KIP-951 (v10+): tell the client where the leader is, so that it need not wait for a metadata refresh.
+      if (version >= 10 && answer.error_code == to_wire(error_code::not_leader_or_follower)) {
+        auto leader = find_current_leader(*image, t.name, s.partition, ctx.connection.listener_name);
+        answer.current_leader.leader_id = leader.leader_id;
+        answer.current_leader.leader_epoch = leader.leader_epoch;
+        if (leader.endpoint && !endpoint_listed.contains(leader.leader_id)) {
+          endpoint_listed[leader.leader_id] = resp.node_endpoints.size();
+          resp.node_endpoints.push_back({leader.leader_id, leader.endpoint->host,
+                                         static_cast<int32_t>(leader.endpoint->port), leader.rack});
+        }
+      }
+    }
+  }
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers

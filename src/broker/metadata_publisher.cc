@@ -1,0 +1,147 @@
+#include "mala/broker/metadata_publisher.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <set>
+
+#include "mala/common/logging.h"
+#include "mala/controller/topic_config.h"
+
+namespace mala::broker {
+
+namespace {
+
+template <typename T>
+void parse_number(const std::optional<std::string>& text, T& out) {
+  if (!text) return;
+  T value{};
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (ec == std::errc() && end == text->data() + text->size()) out = value;
+}
+
+std::map<std::string_view, std::optional<std::string>> resolved(const metadata::metadata_image& image,
+                                                                const std::string& topic, int32_t node_id,
+                                                                const static_property_lookup& static_config) {
+  std::map<std::string_view, std::optional<std::string>> out;
+  for (auto& e : controller::resolve_topic_configs(image, topic, node_id, static_config)) {
+    out.emplace(e.key->name, std::move(e.value));
+  }
+  return out;
+}
+
+bool same_state(const metadata::partition_state& a, const metadata::partition_state& b) {
+  return a.leader == b.leader && a.leader_epoch == b.leader_epoch && a.partition_epoch == b.partition_epoch &&
+         a.replicas == b.replicas && a.isr == b.isr;
+}
+
+bool same_log_config(const storage::log_config& a, const storage::log_config& b) {
+  return a.segment_bytes == b.segment_bytes && a.segment_ms == b.segment_ms &&
+         a.segment_jitter_ms == b.segment_jitter_ms && a.segment_index_bytes == b.segment_index_bytes &&
+         a.index_interval_bytes == b.index_interval_bytes && a.max_message_bytes == b.max_message_bytes &&
+         a.log_append_time == b.log_append_time &&
+         a.message_timestamp_before_max_ms == b.message_timestamp_before_max_ms &&
+         a.message_timestamp_after_max_ms == b.message_timestamp_after_max_ms && a.retention_ms == b.retention_ms &&
+         a.retention_bytes == b.retention_bytes && a.file_delete_delay_ms == b.file_delete_delay_ms &&
+         a.flush_messages == b.flush_messages && a.flush_ms == b.flush_ms && a.cleanup == b.cleanup &&
+         a.delete_retention_ms == b.delete_retention_ms;
+}
+
+}  // namespace
+
+storage::log_config effective_log_config(const metadata::metadata_image& image, const std::string& topic,
+                                         int32_t node_id, const static_property_lookup& static_config) {
+  const auto values = resolved(image, topic, node_id, static_config);
+  auto get = [&](std::string_view name) -> std::optional<std::string> {
+    auto it = values.find(name);
+    return it == values.end() ? std::nullopt : it->second;
+  };
+  storage::log_config c;
+  parse_number(get("segment.bytes"), c.segment_bytes);
+  parse_number(get("segment.ms"), c.segment_ms);
+  parse_number(get("segment.jitter.ms"), c.segment_jitter_ms);
+  parse_number(get("segment.index.bytes"), c.segment_index_bytes);
+  parse_number(get("index.interval.bytes"), c.index_interval_bytes);
+  parse_number(get("max.message.bytes"), c.max_message_bytes);
+  c.log_append_time = get("message.timestamp.type") == std::optional<std::string>("LogAppendTime");
+  parse_number(get("message.timestamp.before.max.ms"), c.message_timestamp_before_max_ms);
+  parse_number(get("message.timestamp.after.max.ms"), c.message_timestamp_after_max_ms);
+  parse_number(get("retention.ms"), c.retention_ms);
+  parse_number(get("retention.bytes"), c.retention_bytes);
+  parse_number(get("file.delete.delay.ms"), c.file_delete_delay_ms);
+  parse_number(get("flush.messages"), c.flush_messages);
+  parse_number(get("flush.ms"), c.flush_ms);
+  parse_number(get("delete.retention.ms"), c.delete_retention_ms);
+  const auto policy = controller::parse_config_list(get("cleanup.policy").value_or("delete"));
+  const bool compact = std::find(policy.begin(), policy.end(), "compact") != policy.end();
+  const bool del = std::find(policy.begin(), policy.end(), "delete") != policy.end();
+  c.cleanup = compact ? (del ? storage::cleanup_policy::compact_and_delete : storage::cleanup_policy::compact)
+                      : storage::cleanup_policy::delete_segments;
+  return c;
+}
+
+int32_t effective_min_insync_replicas(const metadata::metadata_image& image, const std::string& topic,
+                                      int32_t node_id, const static_property_lookup& static_config) {
+  int32_t min_isr = 1;
+  parse_number(resolved(image, topic, node_id, static_config)["min.insync.replicas"], min_isr);
+  return std::max(1, min_isr);
+}
+
+metadata_publisher::metadata_publisher(int32_t node_id, replication::replica_manager& replicas,
+                                       metadata::metadata_cache& cache, static_property_lookup static_config)
+    : _node_id(node_id), _replicas(replicas), _cache(cache), _static_config(std::move(static_config)) {}
+
+void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
+  const metadata::metadata_image_ptr previous = _cache.current();
+  auto log = subsystem_logger("broker");
+
+  std::set<storage::topic_partition> hosted;
+  for (const auto& [name, topic] : image->topics) {
+    const metadata::topic_metadata* before = previous ? previous->find_topic(name) : nullptr;
+    if (before && before->id != topic.id) before = nullptr;  // deleted and re-created under the same name
+    const storage::log_config log_config = effective_log_config(*image, name, _node_id, _static_config);
+    const int32_t min_isr = effective_min_insync_replicas(*image, name, _node_id, _static_config);
+    bool config_changed = true;
+    if (before) {
+      config_changed =
+          !same_log_config(log_config, effective_log_config(*previous, name, _node_id, _static_config)) ||
+          min_isr != effective_min_insync_replicas(*previous, name, _node_id, _static_config);
+    }
+    for (const auto& p : topic.partitions) {
+      if (std::find(p.replicas.begin(), p.replicas.end(), _node_id) == p.replicas.end()) continue;
+      storage::topic_partition tp{name, p.partition};
+      hosted.insert(tp);
+      const bool unchanged = before && p.partition < static_cast<int32_t>(before->partitions.size()) &&
+                             same_state(before->partitions[p.partition], p) && !config_changed &&
+                             _replicas.get(tp) != nullptr;
+      if (unchanged) continue;
+      replication::partition_leadership leadership;
+      leadership.topic = name;
+      leadership.partition = p.partition;
+      leadership.topic_id = topic.id;
+      leadership.state.leader = p.leader;
+      leadership.state.leader_epoch = p.leader_epoch;
+      leadership.state.partition_epoch = p.partition_epoch;
+      leadership.state.replicas = p.replicas;
+      leadership.state.isr = p.isr;
+      leadership.state.min_insync_replicas = min_isr;
+      leadership.log_config = log_config;
+      auto applied = _replicas.apply_leadership(leadership);
+      if (!applied) {
+        // The replica stays unavailable here (Metadata reports it offline); the next image retries.
+        log->error("{}-{}: cannot apply leadership: {}", name, p.partition, applied.error().message);
+      }
+    }
+  }
+  // Replicas this node no longer hosts: the topic was deleted (or re-created with another id), or the replica
+  // moved away. Their logs are deleted, as Kafka's ReplicaManager does on a RemoveTopicRecord.
+  for (const auto& tp : _replicas.partitions()) {
+    if (hosted.count(tp)) continue;
+    if (auto st = _replicas.remove_partition(tp, /*delete_log=*/true); !st.ok()) {
+      log->error("{}-{}: cannot remove replica: {}", tp.topic, tp.partition, st.message);
+    }
+  }
+  _cache.publish(image);
+}
+
+}  // namespace mala::broker

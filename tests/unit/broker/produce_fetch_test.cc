@@ -1,0 +1,752 @@
+// The data path end to end inside one node: Produce, Fetch, ListOffsets and DeleteRecords frames through the
+// broker_dispatcher, with a real log_manager in a temporary directory, a real replica_manager whose
+// partitions lead through apply_leadership, a one-shard shard_pool running its thread (the home shard) and a
+// metadata image naming the topics.
+#include <gtest/gtest.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/use_future.hpp>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mala/broker/broker_dispatcher.h"
+#include "mala/broker/fetch_sessions.h"
+#include "mala/broker/handler_table.h"
+#include "mala/net/shard_pool.h"
+#include "mala/protocol/messages/delete_records_request.h"
+#include "mala/protocol/messages/delete_records_response.h"
+#include "mala/protocol/messages/fetch_request.h"
+#include "mala/protocol/messages/fetch_response.h"
+#include "mala/protocol/messages/list_offsets_request.h"
+#include "mala/protocol/messages/list_offsets_response.h"
+#include "mala/protocol/messages/produce_request.h"
+#include "mala/protocol/messages/produce_response.h"
+#include "mala/protocol/record_batch.h"
+#include "mala/replication/replica_manager.h"
+#include "mala/storage/log_manager.h"
+
+namespace mala::broker {
+namespace {
+
+using namespace mala::protocol;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr int32_t self = 1;
+constexpr int64_t start_ms = 1'700'000'000'000;
+
+std::span<const uint8_t> bytes_of(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// `records` records with timestamps ts, ts+1, ...; an idempotent producer's batch when producer_id >= 0.
+std::vector<uint8_t> batch(int records, int64_t ts = start_ms, int64_t producer_id = -1, int16_t epoch = -1,
+                           int32_t sequence = -1) {
+  record_batch_builder b;
+  if (producer_id >= 0) b.producer(producer_id, epoch, sequence);
+  const std::string value = "value";
+  for (int r = 0; r < records; ++r) b.add(ts + r, std::nullopt, bytes_of(value));
+  return b.build();
+}
+
+// Base offsets and record counts of the batches in a fetch response's records.
+std::vector<std::pair<int64_t, int32_t>> batches_in(const records_view& records) {
+  std::vector<std::pair<int64_t, int32_t>> out;
+  batch_splitter splitter(records.bytes);
+  while (auto b = splitter.next()) {
+    auto h = parse_batch_header(*b);
+    out.emplace_back(h->base_offset, h->record_count);
+  }
+  EXPECT_TRUE(splitter.ok());
+  return out;
+}
+
+class produce_fetch_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    _root = std::filesystem::temp_directory_path() /
+            ("mala-produce-fetch-test-" + std::to_string(std::random_device{}()));
+    storage::log_manager_options lo;
+    lo.dirs = {_root / "data"};
+    lo.clock_ms = [this] { return _now.load(); };
+    auto logs = storage::log_manager::open(std::move(lo));
+    ASSERT_TRUE(logs.ok()) << logs.error().message;
+    _logs = std::move(*logs);
+    replication::replica_manager_options ro;
+    ro.local_replica_id = self;
+    ro.clock_ms = [this] { return _now.load(); };
+    _replicas = std::make_unique<replication::replica_manager>(*_logs, ro);
+
+    auto image = std::make_shared<metadata::metadata_image>();
+    image->cluster_id = "test-cluster";
+    image->controller_id = self;
+    for (int32_t id : {1, 2}) {
+      metadata::broker_registration b;
+      b.id = id;
+      b.endpoints.push_back(
+          {"PLAINTEXT", "broker-" + std::to_string(id), static_cast<uint16_t>(9090 + id), "PLAINTEXT"});
+      image->brokers[id] = b;
+    }
+    add_topic(*image, "orders", 2, self, {self}, {self});
+    add_topic(*image, "replicated", 1, self, {self, 2}, {self, 2});  // a follower that never fetches
+    add_topic(*image, "elsewhere", 1, 2, {self, 2}, {self, 2});      // led by node 2
+    add_topic(*image, "small", 1, self, {self}, {self});
+    add_topic(*image, "__consumer_offsets", 1, self, {self}, {self}, /*internal=*/true);
+    _image = image;
+    cache.publish(image);
+
+    for (const auto& [name, topic] : image->topics) {
+      for (const auto& p : topic.partitions) {
+        replication::partition_leadership l;
+        l.topic = name;
+        l.partition = p.partition;
+        l.topic_id = topic.id;
+        l.state = {p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr, 1};
+        if (name == "small") l.log_config.max_message_bytes = 200;
+        auto applied = _replicas->apply_leadership(l);
+        ASSERT_TRUE(applied.ok()) << applied.error().message;
+      }
+    }
+
+    fetch_session_cache_config fc;
+    fc.session_id_seed = 7;
+    _sessions = std::make_unique<fetch_session_cache>(fc);
+    _pool = std::make_unique<net::shard_pool>(1);
+    services.node_id = self;
+    services.metadata = &cache;
+    services.handlers = &table;
+    services.shards = _pool.get();
+    services.home_shard = 0;
+    services.replicas = _replicas.get();
+    services.logs = _logs.get();
+    services.fetch_sessions = _sessions.get();
+    services.clock_ms = [this] { return _now.load(); };
+    _dispatcher = std::make_unique<broker_dispatcher>(services);
+    connection.listener_name = "PLAINTEXT";
+    _pool->start();
+  }
+
+  void TearDown() override {
+    _pool->stop();
+    _pool->join();
+    _dispatcher.reset();
+    _pool.reset();
+    _replicas.reset();
+    _logs.reset();
+    std::filesystem::remove_all(_root);
+  }
+
+  static void add_topic(metadata::metadata_image& image, const std::string& name, int32_t partitions,
+                        int32_t leader, std::vector<int32_t> replicas, std::vector<int32_t> isr,
+                        bool internal = false) {
+    metadata::topic_metadata t;
+    t.name = name;
+    t.id = uuid::random();
+    t.internal = internal;
+    for (int32_t p = 0; p < partitions; ++p) {
+      metadata::partition_state s;
+      s.partition = p;
+      s.leader = leader;
+      s.leader_epoch = 3;
+      s.partition_epoch = 3;
+      s.replicas = replicas;
+      s.isr = isr;
+      t.partitions.push_back(s);
+    }
+    image.topics[name] = t;
+  }
+
+  uuid topic_id(const std::string& name) const { return _image->find_topic(name)->id; }
+
+  template <typename Request>
+  static std::vector<uint8_t> frame(int16_t key, int16_t version, const Request& body,
+                                    std::string client_id = "unit-test") {
+    std::vector<uint8_t> out;
+    wire_writer w(out);
+    request_header h{key, version, 42, std::move(client_id)};
+    encode_request_header(w, h, request_header_version(Request::is_flexible(version)));
+    body.encode(w, version);
+    return out;
+  }
+
+  // Dispatches on the home shard's thread (as a connection of shard 0 would); the future gives the result.
+  std::future<net::dispatch_result> start(std::vector<uint8_t> bytes, net::connection_info* conn = nullptr) {
+    net::connection_info* c = conn ? conn : &connection;
+    return asio::co_spawn(
+        _pool->context(0),
+        [this, c, b = std::move(bytes)]() -> asio::awaitable<net::dispatch_result> {
+          co_return co_await _dispatcher->dispatch(*c, b);
+        },
+        asio::use_future);
+  }
+
+  net::dispatch_result send(std::vector<uint8_t> bytes) { return start(std::move(bytes)).get(); }
+
+  template <typename Response>
+  static Response decode(const net::dispatch_result& result, int16_t version) {
+    Response resp;
+    EXPECT_EQ(result.what, net::dispatch_result::action::respond) << result.close_reason;
+    if (result.what != net::dispatch_result::action::respond) return resp;
+    wire_reader r(result.response);
+    EXPECT_EQ(r.read_int32(), 42);
+    if (Response::is_flexible(version)) r.read_uvarint();
+    EXPECT_EQ(resp.decode(r, version), decode_status::ok);
+    return resp;
+  }
+
+  static produce_request produce_req(const std::string& topic, int32_t partition,
+                                     const std::vector<uint8_t>& records, int16_t acks = -1,
+                                     int32_t timeout_ms = 5000) {
+    produce_request req;
+    req.acks = acks;
+    req.timeout_ms = timeout_ms;
+    auto& t = req.topic_data.emplace_back();
+    t.name = topic;
+    auto& p = t.partition_data.emplace_back();
+    p.index = partition;
+    p.records = records_view::of(records);
+    return req;
+  }
+
+  produce_response::partition_produce_response produce(const std::string& topic, int32_t partition,
+                                                       const std::vector<uint8_t>& records, int16_t acks = -1,
+                                                       int16_t version = 11) {
+    auto resp = decode<produce_response>(
+        send(frame(0, version, produce_req(topic, partition, records, acks))), version);
+    EXPECT_EQ(resp.responses.size(), 1u);
+    if (resp.responses.empty() || resp.responses[0].partition_responses.empty()) return {};
+    return resp.responses[0].partition_responses[0];
+  }
+
+  // Topic ids are filled in for every known topic (versions before 13 do not send them).
+  fetch_request fetch_req(std::vector<std::tuple<std::string, int32_t, int64_t>> partitions,
+                          int32_t max_wait_ms = 0, int32_t min_bytes = 1) const {
+    fetch_request req;
+    req.replica_id = -1;
+    req.max_wait_ms = max_wait_ms;
+    req.min_bytes = min_bytes;
+    req.max_bytes = 50 << 20;
+    for (const auto& [topic, partition, offset] : partitions) {
+      if (req.topics.empty() || req.topics.back().topic != topic) {
+        auto& t = req.topics.emplace_back();
+        t.topic = topic;
+        if (_image->find_topic(topic)) t.topic_id = topic_id(topic);
+      }
+      auto& p = req.topics.back().partitions.emplace_back();
+      p.partition = partition;
+      p.fetch_offset = offset;
+      p.partition_max_bytes = 1 << 20;
+    }
+    return req;
+  }
+
+  // Sends and keeps the raw response alive with the decoded one (records point into it).
+  struct fetched {
+    net::dispatch_result raw;
+    fetch_response resp;
+    const fetch_response::partition_data& partition(size_t topic = 0, size_t index = 0) const {
+      return resp.responses.at(topic).partitions.at(index);
+    }
+  };
+  fetched fetch(const fetch_request& req, int16_t version) {
+    fetched out;
+    out.raw = send(frame(1, version, req));
+    out.resp = decode<fetch_response>(out.raw, version);
+    return out;
+  }
+
+  list_offsets_response::list_offsets_partition_response list_offset(const std::string& topic,
+                                                                     int64_t timestamp, int16_t version = 10,
+                                                                     int32_t current_leader_epoch = -1,
+                                                                     int8_t isolation = 0) {
+    list_offsets_request req;
+    req.replica_id = -1;
+    req.isolation_level = isolation;
+    auto& t = req.topics.emplace_back();
+    t.name = topic;
+    auto& p = t.partitions.emplace_back();
+    p.partition_index = 0;
+    p.timestamp = timestamp;
+    p.current_leader_epoch = current_leader_epoch;
+    auto resp = decode<list_offsets_response>(send(frame(2, version, req)), version);
+    EXPECT_EQ(resp.topics.size(), 1u);
+    if (resp.topics.empty() || resp.topics[0].partitions.empty()) return {};
+    return resp.topics[0].partitions[0];
+  }
+
+  delete_records_response::delete_records_partition_result delete_records(const std::string& topic,
+                                                                          int64_t offset,
+                                                                          int32_t timeout_ms = 1000) {
+    delete_records_request req;
+    req.timeout_ms = timeout_ms;
+    auto& t = req.topics.emplace_back();
+    t.name = topic;
+    t.partitions.push_back({0, offset});
+    auto resp = decode<delete_records_response>(send(frame(21, 2, req)), 2);
+    EXPECT_EQ(resp.topics.size(), 1u);
+    if (resp.topics.empty() || resp.topics[0].partitions.empty()) return {};
+    return resp.topics[0].partitions[0];
+  }
+
+  std::filesystem::path _root;
+  std::atomic<int64_t> _now{start_ms};
+  std::unique_ptr<storage::log_manager> _logs;
+  std::unique_ptr<replication::replica_manager> _replicas;
+  std::unique_ptr<fetch_session_cache> _sessions;
+  std::unique_ptr<net::shard_pool> _pool;
+  std::unique_ptr<broker_dispatcher> _dispatcher;
+  metadata::metadata_image_ptr _image;
+  metadata::metadata_cache cache;
+  handler_table table;
+  broker_services services;
+  net::connection_info connection;
+};
+
+TEST_F(produce_fetch_test, produce_then_fetch_round_trip) {
+  auto first = produce("orders", 0, batch(3));
+  EXPECT_EQ(first.error_code, 0);
+  EXPECT_EQ(first.base_offset, 0);
+  EXPECT_EQ(first.log_append_time_ms, -1);
+  EXPECT_EQ(first.log_start_offset, 0);
+  auto second = produce("orders", 0, batch(2), 1);
+  EXPECT_EQ(second.error_code, 0);
+  EXPECT_EQ(second.base_offset, 3);
+
+  for (int16_t version : {4, 11, 12, 17}) {
+    auto f = fetch(fetch_req({{"orders", 0, 0}}), version);
+    EXPECT_EQ(f.resp.error_code, 0);
+    const auto& d = f.partition();
+    EXPECT_EQ(d.error_code, 0) << "v" << version;
+    EXPECT_EQ(d.high_watermark, 5);
+    EXPECT_EQ(d.last_stable_offset, 5);
+    if (version >= 5) {
+      EXPECT_EQ(d.log_start_offset, 0);
+    }
+    EXPECT_EQ(batches_in(d.records), (std::vector<std::pair<int64_t, int32_t>>{{0, 3}, {3, 2}}));
+  }
+  // From the middle of a batch: the whole batch that holds the offset (the client skips what it has).
+  auto mid = fetch(fetch_req({{"orders", 0, 4}}), 12);
+  EXPECT_EQ(batches_in(mid.partition().records), (std::vector<std::pair<int64_t, int32_t>>{{3, 2}}));
+  // At the end: nothing, but the offsets.
+  auto end = fetch(fetch_req({{"orders", 0, 5}}), 12);
+  EXPECT_EQ(end.partition().error_code, 0);
+  EXPECT_TRUE(end.partition().records.bytes.empty());
+  EXPECT_FALSE(end.partition().records.null);
+  EXPECT_EQ(end.partition().high_watermark, 5);
+  // Past the end, and by an unknown topic name or id.
+  EXPECT_EQ(fetch(fetch_req({{"orders", 0, 6}}), 12).partition().error_code, 1);  // OFFSET_OUT_OF_RANGE
+  EXPECT_EQ(fetch(fetch_req({{"nope", 0, 0}}), 12).partition().error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+  auto by_id = fetch_req({{"nope", 0, 0}});
+  by_id.topics[0].topic_id = uuid::random();
+  auto unknown_id = fetch(by_id, 17);
+  EXPECT_EQ(unknown_id.partition().error_code, 100);  // UNKNOWN_TOPIC_ID
+  EXPECT_EQ(unknown_id.partition().high_watermark, -1);
+}
+
+TEST_F(produce_fetch_test, acks_zero_gets_no_response) {
+  auto result = send(frame(0, 9, produce_req("orders", 0, batch(2), 0)));
+  EXPECT_EQ(result.what, net::dispatch_result::action::no_response);
+  auto f = fetch(fetch_req({{"orders", 0, 0}}), 12);
+  EXPECT_EQ(f.partition().high_watermark, 2);
+}
+
+TEST_F(produce_fetch_test, produce_errors) {
+  EXPECT_EQ(produce("orders", 0, batch(1), 2).error_code, 21);  // INVALID_REQUIRED_ACKS
+  EXPECT_EQ(produce("orders", 0, batch(1), 2).base_offset, -1);
+  EXPECT_EQ(produce("nope", 0, batch(1)).error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+  EXPECT_EQ(produce("orders", 7, batch(1)).error_code, 3);
+  EXPECT_EQ(produce("__consumer_offsets", 0, batch(1)).error_code, 17);  // INVALID_TOPIC_EXCEPTION
+
+  // Two batches, no batch, a corrupt CRC, a control batch from a client, a batch over max.message.bytes.
+  auto two = batch(1);
+  auto more = batch(1);
+  two.insert(two.end(), more.begin(), more.end());
+  EXPECT_EQ(produce("orders", 0, two).error_code, 87);  // INVALID_RECORD
+  EXPECT_EQ(produce("orders", 0, {}).error_code, 87);
+  auto corrupt = batch(2);
+  corrupt.back() ^= 0xff;
+  EXPECT_EQ(produce("orders", 0, corrupt).error_code, 2);  // CORRUPT_MESSAGE
+  record_batch_builder control;
+  control.control().producer(5, 0, -1).add(start_ms, bytes_of("k"), bytes_of("v"));
+  EXPECT_EQ(produce("orders", 0, control.build()).error_code, 87);
+  EXPECT_EQ(produce("small", 0, batch(20)).error_code, 10);  // MESSAGE_TOO_LARGE
+  // Transactional batches need a transactional id.
+  record_batch_builder txn;
+  txn.transactional().producer(6, 0, 0).add(start_ms, std::nullopt, bytes_of("v"));
+  EXPECT_EQ(produce("orders", 0, txn.build()).error_code, 53);  // TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+  // A record an hour and a minute ahead of the broker's clock: INVALID_TIMESTAMP with the record at fault.
+  auto future = produce("orders", 0, batch(2, start_ms + 3'660'000 - 1));
+  EXPECT_EQ(future.error_code, 32);  // INVALID_TIMESTAMP
+  EXPECT_EQ(future.base_offset, -1);
+  ASSERT_EQ(future.record_errors.size(), 2u);
+  EXPECT_EQ(future.record_errors[1].batch_index, 1);
+  EXPECT_EQ(future.error_message, std::optional<std::string>("One or more records have been rejected due to "
+                                                             "invalid timestamp"));
+
+  // Not the leader here: KIP-951 tells where it is (v10+).
+  auto resp = decode<produce_response>(send(frame(0, 11, produce_req("elsewhere", 0, batch(1)))), 11);
+  const auto& p = resp.responses.at(0).partition_responses.at(0);
+  EXPECT_EQ(p.error_code, 6);  // NOT_LEADER_OR_FOLLOWER
+  EXPECT_EQ(p.current_leader.leader_id, 2);
+  EXPECT_EQ(p.current_leader.leader_epoch, 3);
+  ASSERT_EQ(resp.node_endpoints.size(), 1u);
+  EXPECT_EQ(resp.node_endpoints[0].node_id, 2);
+  EXPECT_EQ(resp.node_endpoints[0].host, "broker-2");
+  EXPECT_EQ(resp.node_endpoints[0].port, 9092);
+
+  // Nothing of this was written.
+  EXPECT_EQ(fetch(fetch_req({{"orders", 0, 0}}), 12).partition().high_watermark, 0);
+}
+
+TEST_F(produce_fetch_test, produce_v0_to_v2_are_refused_but_v0_is_advertised) {
+  const auto* e = table.find(0);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->advertised_min_version, 0);
+  EXPECT_EQ(e->min_version, 3);
+  auto bytes = frame(0, 3, produce_req("orders", 0, batch(1)));
+  bytes[3] = 2;  // the same body claimed as v2
+  EXPECT_EQ(send(bytes).what, net::dispatch_result::action::close);
+}
+
+TEST_F(produce_fetch_test, acks_all_waits_for_the_isr_and_times_out) {
+  // A single in-sync replica: committed at once.
+  EXPECT_EQ(produce("orders", 0, batch(1), -1).error_code, 0);
+  // An in-sync follower that never fetches: the produce waits for timeout_ms, then REQUEST_TIMED_OUT, with
+  // the offsets it was written at.
+  const auto started = steady_clock::now();
+  auto resp =
+      decode<produce_response>(send(frame(0, 11, produce_req("replicated", 0, batch(2), -1, 300))), 11);
+  const auto waited = steady_clock::now() - started;
+  const auto& p = resp.responses.at(0).partition_responses.at(0);
+  EXPECT_EQ(p.error_code, 7);  // REQUEST_TIMED_OUT
+  EXPECT_EQ(p.base_offset, 0);
+  EXPECT_GE(waited, milliseconds(290));
+  EXPECT_LT(waited, milliseconds(5000));
+  // acks=1 does not wait; the records stay below the high watermark for consumers.
+  EXPECT_EQ(produce("replicated", 0, batch(1), 1).base_offset, 2);
+  auto f = fetch(fetch_req({{"replicated", 0, 0}}), 12);
+  EXPECT_EQ(f.partition().high_watermark, 0);
+  EXPECT_TRUE(f.partition().records.bytes.empty());
+}
+
+TEST_F(produce_fetch_test, long_poll_is_woken_by_a_produce) {
+  produce("orders", 0, batch(1));
+  net::connection_info consumer;
+  consumer.listener_name = "PLAINTEXT";
+  const auto started = steady_clock::now();
+  auto pending = start(frame(1, 12, fetch_req({{"orders", 0, 1}}, /*max_wait_ms=*/10'000, 1)), &consumer);
+  EXPECT_EQ(pending.wait_for(milliseconds(200)), std::future_status::timeout);
+  EXPECT_EQ(produce("orders", 0, batch(2)).base_offset, 1);
+  ASSERT_EQ(pending.wait_for(milliseconds(5000)), std::future_status::ready);
+  EXPECT_LT(steady_clock::now() - started, milliseconds(5000));
+  auto raw = pending.get();
+  auto resp = decode<fetch_response>(raw, 12);
+  const auto& d = resp.responses.at(0).partitions.at(0);
+  EXPECT_EQ(d.error_code, 0);
+  EXPECT_EQ(d.high_watermark, 3);
+  EXPECT_EQ(batches_in(d.records), (std::vector<std::pair<int64_t, int32_t>>{{1, 2}}));
+  // Nothing left parked on the partition.
+  auto waiters = asio::co_spawn(
+      _pool->context(0),
+      [this]() -> asio::awaitable<size_t> {
+        co_return _replicas->get({"orders", 0})->waiter_count();
+      },
+      asio::use_future);
+  EXPECT_EQ(waiters.get(), 0u);
+}
+
+TEST_F(produce_fetch_test, parked_requests_end_when_leadership_moves) {
+  net::connection_info producer, consumer;
+  producer.listener_name = consumer.listener_name = "PLAINTEXT";
+  auto produced = start(frame(0, 11, produce_req("replicated", 0, batch(1), -1, 10'000)), &producer);
+  auto fetched = start(frame(1, 12, fetch_req({{"orders", 0, 0}}, 10'000, 1)), &consumer);
+  EXPECT_EQ(produced.wait_for(milliseconds(200)), std::future_status::timeout);
+  EXPECT_EQ(fetched.wait_for(milliseconds(0)), std::future_status::timeout);
+
+  // Node 2 becomes leader of both: the parked requests wake up at once instead of waiting out their time.
+  auto moved = asio::co_spawn(
+      _pool->context(0),
+      [this]() -> asio::awaitable<bool> {
+        bool ok = true;
+        for (const std::string topic : {"replicated", "orders"}) {
+          replication::partition_leadership l;
+          l.topic = topic;
+          l.partition = 0;
+          l.topic_id = topic_id(topic);
+          l.state = {2, 4, 4, {self, 2}, {self, 2}, 1};
+          ok = ok && _replicas->apply_leadership(l).ok();
+        }
+        co_return ok;
+      },
+      asio::use_future);
+  ASSERT_TRUE(moved.get());
+  ASSERT_EQ(produced.wait_for(milliseconds(3000)), std::future_status::ready);
+  ASSERT_EQ(fetched.wait_for(milliseconds(3000)), std::future_status::ready);
+  auto p = decode<produce_response>(produced.get(), 11);
+  EXPECT_EQ(p.responses.at(0).partition_responses.at(0).error_code, 6);  // NOT_LEADER_OR_FOLLOWER
+  auto raw = fetched.get();
+  auto f = decode<fetch_response>(raw, 12);
+  EXPECT_EQ(f.responses.at(0).partitions.at(0).error_code, 6);
+}
+
+TEST_F(produce_fetch_test, min_bytes_and_max_wait) {
+  // Nothing to read: the answer comes after max_wait_ms, empty.
+  auto started = steady_clock::now();
+  auto empty = fetch(fetch_req({{"orders", 0, 0}}, 250, 1), 12);
+  auto waited = steady_clock::now() - started;
+  EXPECT_EQ(empty.partition().error_code, 0);
+  EXPECT_TRUE(empty.partition().records.bytes.empty());
+  EXPECT_GE(waited, milliseconds(240));
+  // Some data but less than min_bytes: also after max_wait_ms, with what there is.
+  produce("orders", 0, batch(1));
+  started = steady_clock::now();
+  auto some = fetch(fetch_req({{"orders", 0, 0}}, 250, 1 << 20), 12);
+  waited = steady_clock::now() - started;
+  EXPECT_EQ(batches_in(some.partition().records).size(), 1u);
+  EXPECT_GE(waited, milliseconds(240));
+  // Enough: at once.
+  started = steady_clock::now();
+  auto enough = fetch(fetch_req({{"orders", 0, 0}}, 10'000, 1), 12);
+  EXPECT_LT(steady_clock::now() - started, milliseconds(2000));
+  EXPECT_EQ(batches_in(enough.partition().records).size(), 1u);
+  // An error answers at once too.
+  started = steady_clock::now();
+  auto error = fetch(fetch_req({{"orders", 0, 99}}, 10'000, 1), 12);
+  EXPECT_EQ(error.partition().error_code, 1);
+  EXPECT_LT(steady_clock::now() - started, milliseconds(2000));
+}
+
+TEST_F(produce_fetch_test, byte_limits_keep_whole_batches) {
+  for (int i = 0; i < 3; ++i) produce("orders", 0, batch(4));
+  produce("orders", 1, batch(4));
+  const size_t one_batch = batch(4).size();
+  // partition_max_bytes below one batch: still the first batch (KIP-74), never a piece of it.
+  auto req = fetch_req({{"orders", 0, 0}, {"orders", 1, 0}});
+  req.topics[0].partitions[0].partition_max_bytes = 10;
+  auto f = fetch(req, 12);
+  EXPECT_EQ(batches_in(f.partition(0, 0).records).size(), 1u);
+  EXPECT_EQ(f.partition(0, 0).records.bytes.size(), one_batch);
+  // The second partition gets its own batch: the response's max_bytes is not reached.
+  EXPECT_EQ(batches_in(f.partition(0, 1).records).size(), 1u);
+  // max_bytes below one batch: the first partition with data still gets one batch, the next ones nothing.
+  req = fetch_req({{"orders", 0, 0}, {"orders", 1, 0}});
+  req.max_bytes = 10;
+  f = fetch(req, 12);
+  EXPECT_EQ(batches_in(f.partition(0, 0).records).size(), 1u);
+  EXPECT_TRUE(f.partition(0, 1).records.bytes.empty());
+  // Two and a half batches of room: two whole batches.
+  req = fetch_req({{"orders", 0, 0}});
+  req.max_bytes = static_cast<int32_t>(one_batch * 5 / 2);
+  f = fetch(req, 12);
+  EXPECT_EQ(batches_in(f.partition().records).size(), 2u);
+}
+
+TEST_F(produce_fetch_test, fetch_leader_epoch_and_leadership_errors) {
+  produce("orders", 0, batch(1));
+  auto req = fetch_req({{"orders", 0, 0}});
+  req.topics[0].partitions[0].current_leader_epoch = 2;
+  EXPECT_EQ(fetch(req, 12).partition().error_code, 74);  // FENCED_LEADER_EPOCH
+  req.topics[0].partitions[0].current_leader_epoch = 4;
+  EXPECT_EQ(fetch(req, 12).partition().error_code, 75);  // UNKNOWN_LEADER_EPOCH
+  req.topics[0].partitions[0].current_leader_epoch = 3;
+  EXPECT_EQ(fetch(req, 12).partition().error_code, 0);
+
+  auto f = fetch(fetch_req({{"elsewhere", 0, 0}}), 16);
+  EXPECT_EQ(f.partition().error_code, 6);  // NOT_LEADER_OR_FOLLOWER
+  EXPECT_EQ(f.partition().current_leader.leader_id, 2);
+  ASSERT_EQ(f.resp.node_endpoints.size(), 1u);
+  EXPECT_EQ(f.resp.node_endpoints[0].host, "broker-2");
+
+  // A broker that is no replica of the partition, fetching as a follower: refused, not crashed.
+  auto follower = fetch_req({{"orders", 0, 0}});
+  follower.replica_id = 5;
+  EXPECT_EQ(fetch(follower, 12).partition().error_code, 6);
+}
+
+TEST_F(produce_fetch_test, follower_fetch_moves_the_high_watermark) {
+  EXPECT_EQ(produce("replicated", 0, batch(2), 1).base_offset, 0);
+  auto req = fetch_req({{"replicated", 0, 0}});
+  req.replica_state.replica_id = 2;
+  auto f = fetch(req, 15);
+  EXPECT_EQ(f.partition().error_code, 0);
+  EXPECT_EQ(batches_in(f.partition().records).size(), 1u);  // a follower reads past the high watermark
+  // The follower now asks for offset 2: it has everything, and the high watermark follows.
+  req.topics[0].partitions[0].fetch_offset = 2;
+  f = fetch(req, 15);
+  EXPECT_EQ(f.partition().high_watermark, 0);  // what the read saw, before the fetch was recorded
+  EXPECT_EQ(fetch(fetch_req({{"replicated", 0, 0}}), 12).partition().high_watermark, 2);
+}
+
+TEST_F(produce_fetch_test, idempotent_duplicates_and_sequence_errors) {
+  auto first = produce("orders", 0, batch(3, start_ms, 4000, 0, 0));
+  EXPECT_EQ(first.error_code, 0);
+  EXPECT_EQ(first.base_offset, 0);
+  EXPECT_EQ(produce("orders", 0, batch(2, start_ms, 4000, 0, 3)).base_offset, 3);
+  // The producer retries its first batch: same answer, nothing written.
+  auto retry = produce("orders", 0, batch(3, start_ms, 4000, 0, 0));
+  EXPECT_EQ(retry.error_code, 0);
+  EXPECT_EQ(retry.base_offset, 0);
+  EXPECT_EQ(retry.log_start_offset, 0);
+  EXPECT_EQ(fetch(fetch_req({{"orders", 0, 0}}), 12).partition().high_watermark, 5);
+  EXPECT_EQ(produce("orders", 0, batch(1, start_ms, 4000, 0, 9)).error_code,
+            45);  // OUT_OF_ORDER_SEQUENCE_NUMBER
+  EXPECT_EQ(produce("orders", 0, batch(1, start_ms, 4000, 1, 3)).error_code, 45);  // a new epoch starts at 0
+  EXPECT_EQ(produce("orders", 0, batch(1, start_ms, 4000, 1, 0)).base_offset, 5);
+  EXPECT_EQ(produce("orders", 0, batch(1, start_ms, 4000, 0, 5)).error_code, 47);  // INVALID_PRODUCER_EPOCH
+  // A batch with a producer id but no sequence is not a valid idempotent batch.
+  EXPECT_EQ(produce("orders", 0, batch(1, start_ms, 4001, 0, -1)).error_code, 87);
+}
+
+TEST_F(produce_fetch_test, incremental_fetch_sessions) {
+  produce("orders", 0, batch(1));
+  produce("orders", 1, batch(1));
+  auto full = fetch_req({{"orders", 0, 0}, {"orders", 1, 0}});
+  full.session_id = 0;
+  full.session_epoch = 0;
+  auto f = fetch(full, 12);
+  EXPECT_EQ(f.resp.error_code, 0);
+  const int32_t session = f.resp.session_id;
+  ASSERT_NE(session, 0);
+  ASSERT_EQ(f.resp.responses.size(), 1u);
+  EXPECT_EQ(f.resp.responses[0].partitions.size(), 2u);
+
+  // Epoch 1: both partitions move on to offset 1; nothing new anywhere, so nothing is listed.
+  auto inc = fetch_req({{"orders", 0, 1}, {"orders", 1, 1}});
+  inc.session_id = session;
+  inc.session_epoch = 1;
+  f = fetch(inc, 12);
+  EXPECT_EQ(f.resp.error_code, 0);
+  EXPECT_EQ(f.resp.session_id, session);
+  EXPECT_TRUE(f.resp.responses.empty());
+
+  // Epoch 2, no partitions named (the session remembers them): only orders-1, which got a record.
+  produce("orders", 1, batch(2));
+  auto again = fetch_req({});
+  again.session_id = session;
+  again.session_epoch = 2;
+  f = fetch(again, 12);
+  ASSERT_EQ(f.resp.responses.size(), 1u);
+  ASSERT_EQ(f.resp.responses[0].partitions.size(), 1u);
+  EXPECT_EQ(f.resp.responses[0].partitions[0].partition_index, 1);
+  EXPECT_EQ(batches_in(f.resp.responses[0].partitions[0].records),
+            (std::vector<std::pair<int64_t, int32_t>>{{1, 2}}));
+
+  // A stale epoch and an unknown session are top-level errors.
+  again.session_epoch = 2;
+  EXPECT_EQ(fetch(again, 12).resp.error_code, 71);  // INVALID_FETCH_SESSION_EPOCH
+  again.session_id = session + 1;
+  again.session_epoch = 3;
+  EXPECT_EQ(fetch(again, 12).resp.error_code, 70);  // FETCH_SESSION_ID_NOT_FOUND
+}
+
+TEST_F(produce_fetch_test, read_committed_answers_an_empty_aborted_list) {
+  produce("orders", 0, batch(1));
+  auto req = fetch_req({{"orders", 0, 0}});
+  req.isolation_level = 1;
+  auto committed = fetch(req, 12);
+  ASSERT_TRUE(committed.partition().aborted_transactions.has_value());
+  EXPECT_TRUE(committed.partition().aborted_transactions->empty());
+  EXPECT_EQ(committed.partition().last_stable_offset, 1);
+  auto uncommitted = fetch(fetch_req({{"orders", 0, 0}}), 12);
+  EXPECT_FALSE(uncommitted.partition().aborted_transactions.has_value());
+}
+
+TEST_F(produce_fetch_test, list_offsets_specials_and_timestamps) {
+  produce("orders", 0, batch(3, start_ms - 1000));  // offsets 0-2 at -1000, -999, -998
+  produce("orders", 0, batch(2, start_ms + 500));   // offsets 3-4 at +500, +501
+  produce("orders", 0, batch(1, start_ms));         // offset 5
+  auto earliest = list_offset("orders", -2);
+  EXPECT_EQ(earliest.error_code, 0);
+  EXPECT_EQ(earliest.offset, 0);
+  EXPECT_EQ(earliest.timestamp, -1);
+  auto latest = list_offset("orders", -1);
+  EXPECT_EQ(latest.offset, 6);
+  EXPECT_EQ(latest.leader_epoch, 3);
+  auto max_ts = list_offset("orders", -3);
+  EXPECT_EQ(max_ts.offset, 4);
+  EXPECT_EQ(max_ts.timestamp, start_ms + 501);
+  EXPECT_EQ(list_offset("orders", -4).offset, 0);
+  auto tiered = list_offset("orders", -5);
+  EXPECT_EQ(tiered.error_code, 0);
+  EXPECT_EQ(tiered.offset, -1);
+  EXPECT_EQ(tiered.timestamp, -1);
+  EXPECT_EQ(tiered.leader_epoch, -1);
+  auto by_time = list_offset("orders", start_ms + 400);
+  EXPECT_EQ(by_time.offset, 3);
+  EXPECT_EQ(by_time.timestamp, start_ms + 500);
+  auto none = list_offset("orders", start_ms + 10'000);
+  EXPECT_EQ(none.error_code, 0);
+  EXPECT_EQ(none.offset, -1);
+  EXPECT_EQ(list_offset("orders", -1, 1).offset, 6);  // v1: no leader epoch in the answer
+  // Special timestamps need the version that introduced them.
+  EXPECT_EQ(list_offset("orders", -3, 6).error_code, 35);  // UNSUPPORTED_VERSION
+  EXPECT_EQ(list_offset("orders", -3, 7).offset, 4);
+  EXPECT_EQ(list_offset("orders", -4, 7).error_code, 35);
+  EXPECT_EQ(list_offset("orders", -5, 8).error_code, 35);
+  EXPECT_EQ(list_offset("orders", -6, 10).error_code, 35);
+
+  EXPECT_EQ(list_offset("orders", -1, 10, 2).error_code, 74);  // FENCED_LEADER_EPOCH
+  EXPECT_EQ(list_offset("orders", -1, 10, 4).error_code, 75);  // UNKNOWN_LEADER_EPOCH
+  EXPECT_EQ(list_offset("orders", -1, 10, 3).error_code, 0);
+  EXPECT_EQ(list_offset("nope", -1).error_code, 3);
+  EXPECT_EQ(list_offset("elsewhere", -1).error_code, 6);
+
+  // The high watermark bounds consumers; a replica (or the debugging id) sees the log end.
+  produce("replicated", 0, batch(2), 1);
+  EXPECT_EQ(list_offset("replicated", -1).offset, 0);
+  list_offsets_request req;
+  req.replica_id = -2;
+  auto& t = req.topics.emplace_back();
+  t.name = "replicated";
+  t.partitions.push_back({0, -1, -1, 1});
+  t.partitions.push_back({0, -1, -1, 1});  // the same partition twice: INVALID_REQUEST for both
+  auto resp = decode<list_offsets_response>(send(frame(2, 10, req)), 10);
+  EXPECT_EQ(resp.topics[0].partitions[0].error_code, 42);
+  req.topics[0].partitions.pop_back();
+  resp = decode<list_offsets_response>(send(frame(2, 10, req)), 10);
+  EXPECT_EQ(resp.topics[0].partitions[0].offset, 2);
+}
+
+TEST_F(produce_fetch_test, delete_records_then_fetch_below_the_start_is_out_of_range) {
+  for (int i = 0; i < 4; ++i) produce("orders", 0, batch(2));  // offsets 0-7
+  auto deleted = delete_records("orders", 5);
+  EXPECT_EQ(deleted.error_code, 0);
+  EXPECT_EQ(deleted.low_watermark, 5);
+  EXPECT_EQ(fetch(fetch_req({{"orders", 0, 2}}), 12).partition().error_code, 1);  // OFFSET_OUT_OF_RANGE
+  auto from_start = fetch(fetch_req({{"orders", 0, 5}}), 12);
+  EXPECT_EQ(from_start.partition().error_code, 0);
+  EXPECT_EQ(from_start.partition().log_start_offset, 5);
+  EXPECT_EQ(batches_in(from_start.partition().records).front().first, 4);  // the batch holding offset 5
+  EXPECT_EQ(list_offset("orders", -2).offset, 5);
+
+  EXPECT_EQ(delete_records("orders", 9).error_code, 1);  // beyond the high watermark
+  EXPECT_EQ(delete_records("orders", 9).low_watermark, -1);
+  EXPECT_EQ(delete_records("orders", -1).low_watermark, 8);  // -1: up to the high watermark
+  EXPECT_EQ(delete_records("nope", 1).error_code, 3);
+  EXPECT_EQ(delete_records("elsewhere", 0).error_code, 6);
+  EXPECT_EQ(delete_records("__consumer_offsets", 0).error_code, 17);
+}
+
+TEST_F(produce_fetch_test, delete_records_waits_for_followers_then_times_out) {
+  produce("replicated", 0, batch(2), 1);
+  // The follower catches up (its fetch reports log start 0), so the high watermark reaches 2.
+  auto req = fetch_req({{"replicated", 0, 2}});
+  req.replica_state.replica_id = 2;
+  req.topics[0].partitions[0].log_start_offset = 0;
+  fetch(req, 15);
+  const auto started = steady_clock::now();
+  auto deleted = delete_records("replicated", 1, 300);
+  EXPECT_EQ(deleted.error_code, 7);  // REQUEST_TIMED_OUT: the follower still has offset 0
+  EXPECT_EQ(deleted.low_watermark, 0);
+  EXPECT_GE(steady_clock::now() - started, milliseconds(290));
+}
+
+}  // namespace
+}  // namespace mala::broker

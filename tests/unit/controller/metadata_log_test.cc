@@ -1,0 +1,221 @@
+// The single-voter metadata log: appends are one batch each with consecutive offsets and the Raft epoch,
+// replay returns exactly what was committed (from any offset, across a reopen), control batches are skipped,
+// a torn tail left by a crash is cut on open, and malformed appends are refused.
+#include "mala/controller/metadata_log.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mala/protocol/record_batch.h"
+#include "mala/storage/partition_log.h"
+
+namespace mala::controller {
+namespace {
+
+namespace fs = std::filesystem;
+using metadata::versioned_metadata_record;
+
+versioned_metadata_record topic(const std::string& name, uint8_t id_byte) {
+  protocol::topic_record t;
+  t.name = name;
+  t.topic_id.bytes[15] = id_byte;
+  t.topic_id.bytes[0] = 0x40;
+  return {t, 0};
+}
+
+versioned_metadata_record feature(int16_t level) {
+  protocol::feature_level_record f;
+  f.name = "metadata.version";
+  f.feature_level = level;
+  return {f, 0};
+}
+
+struct replayed {
+  std::string name;  // topic name, or the feature name for a FeatureLevelRecord
+  int64_t offset;
+  int32_t epoch;
+  friend bool operator==(const replayed&, const replayed&) = default;
+};
+
+class metadata_log_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    _dir = fs::temp_directory_path() / ("mala-metadata-log-test-" + std::to_string(std::random_device{}()));
+    fs::create_directories(_dir);
+  }
+  void TearDown() override { fs::remove_all(_dir); }
+
+  std::unique_ptr<local_metadata_log> open(int32_t epoch = 1) {
+    local_metadata_log_options o;
+    o.epoch = epoch;
+    o.clock_ms = [] { return int64_t{1'700'000'000'000}; };
+    auto log = local_metadata_log::open(_dir, o);
+    EXPECT_TRUE(log.ok()) << (log.ok() ? "" : log.error().message);
+    return log.ok() ? std::move(*log) : nullptr;
+  }
+
+  static std::vector<replayed> replay_all(const metadata_log& log, int64_t from = 0) {
+    std::vector<replayed> out;
+    auto st = log.replay(from, [&](const versioned_metadata_record& r, int64_t offset, int32_t epoch) {
+      if (auto* t = std::get_if<protocol::topic_record>(&r.record)) {
+        out.push_back({t->name, offset, epoch});
+      } else if (auto* f = std::get_if<protocol::feature_level_record>(&r.record)) {
+        out.push_back({f->name, offset, epoch});
+      } else {
+        out.push_back({"?", offset, epoch});
+      }
+      return status::success();
+    });
+    EXPECT_TRUE(st.ok()) << st.message;
+    return out;
+  }
+
+  fs::path _dir;
+};
+
+TEST_F(metadata_log_test, empty_log_starts_at_zero_in_kafka_layout) {
+  auto log = open();
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->end_offset(), 0);
+  EXPECT_EQ(log->committed_offset(), -1);
+  EXPECT_EQ(log->epoch(), 1);
+  EXPECT_EQ(metadata_log_partition_dir(_dir), _dir / "__cluster_metadata-0");
+  EXPECT_TRUE(fs::is_directory(_dir / "__cluster_metadata-0"));
+  EXPECT_TRUE(replay_all(*log).empty());
+}
+
+TEST_F(metadata_log_test, append_assigns_consecutive_offsets_per_batch) {
+  auto log = open(3);
+  ASSERT_TRUE(log);
+  std::vector<versioned_metadata_record> first{feature(30)};
+  auto a = log->append(first);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->first_offset, 0);
+  EXPECT_EQ(a->last_offset, 0);
+  EXPECT_EQ(a->epoch, 3);
+
+  std::vector<versioned_metadata_record> second{topic("a", 1), topic("b", 2), topic("c", 3)};
+  auto b = log->append(second);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->first_offset, 1);
+  EXPECT_EQ(b->last_offset, 3);
+  EXPECT_EQ(log->end_offset(), 4);
+  EXPECT_EQ(log->committed_offset(), 3);
+
+  const std::vector<replayed> expected{{"metadata.version", 0, 3}, {"a", 1, 3}, {"b", 2, 3}, {"c", 3, 3}};
+  EXPECT_EQ(replay_all(*log), expected);
+}
+
+TEST_F(metadata_log_test, replay_from_an_offset_inside_a_batch_skips_earlier_records) {
+  auto log = open();
+  ASSERT_TRUE(log);
+  std::vector<versioned_metadata_record> batch{topic("a", 1), topic("b", 2), topic("c", 3)};
+  ASSERT_TRUE(log->append(batch).ok());
+  const std::vector<replayed> expected{{"b", 1, 1}, {"c", 2, 1}};
+  EXPECT_EQ(replay_all(*log, 1), expected);
+  EXPECT_TRUE(replay_all(*log, 3).empty());
+}
+
+TEST_F(metadata_log_test, reopen_replays_what_was_committed_and_appends_after_it) {
+  {
+    auto log = open();
+    ASSERT_TRUE(log);
+    ASSERT_TRUE(log->append(std::vector<versioned_metadata_record>{feature(30)}).ok());
+    ASSERT_TRUE(log->append(std::vector<versioned_metadata_record>{topic("a", 1), topic("b", 2)}).ok());
+    ASSERT_TRUE(log->close().ok());
+  }
+  auto log = open(2);
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->end_offset(), 3);
+  auto c = log->append(std::vector<versioned_metadata_record>{topic("c", 3)});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->first_offset, 3);
+  const std::vector<replayed> expected{{"metadata.version", 0, 1}, {"a", 1, 1}, {"b", 2, 1}, {"c", 3, 2}};
+  EXPECT_EQ(replay_all(*log), expected);
+}
+
+TEST_F(metadata_log_test, torn_tail_is_cut_on_open) {
+  {
+    auto log = open();
+    ASSERT_TRUE(log);
+    ASSERT_TRUE(log->append(std::vector<versioned_metadata_record>{topic("a", 1)}).ok());
+    ASSERT_TRUE(log->append(std::vector<versioned_metadata_record>{topic("b", 2), topic("c", 3)}).ok());
+    ASSERT_TRUE(log->close().ok());
+  }
+  // A crash in the middle of writing the second batch: its last bytes never reached the disk.
+  const fs::path segment = _dir / "__cluster_metadata-0" / "00000000000000000000.log";
+  ASSERT_TRUE(fs::exists(segment));
+  fs::resize_file(segment, fs::file_size(segment) - 7);
+
+  auto log = open();
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->end_offset(), 1);
+  EXPECT_EQ(log->committed_offset(), 0);
+  EXPECT_EQ(replay_all(*log), (std::vector<replayed>{{"a", 0, 1}}));
+  auto d = log->append(std::vector<versioned_metadata_record>{topic("d", 4)});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->first_offset, 1);
+  EXPECT_EQ(replay_all(*log), (std::vector<replayed>{{"a", 0, 1}, {"d", 1, 1}}));
+}
+
+TEST_F(metadata_log_test, control_batches_are_skipped) {
+  {
+    // Raft writes control batches (LeaderChangeMessage) into the same partition.
+    storage::log_open_options o;
+    auto raw = storage::partition_log::open(metadata_log_partition_dir(_dir), {"__cluster_metadata", 0},
+                                            storage::log_config{}, o);
+    ASSERT_TRUE(raw.ok()) << raw.error().message;
+    protocol::record_batch_builder builder;
+    builder.control(true);
+    const std::vector<uint8_t> key{0, 0, 0, 2};  // version 0, type LEADER_CHANGE
+    const std::vector<uint8_t> value{0, 0, 0, 0, 0, 1};
+    builder.add(1, std::span<const uint8_t>(key), std::span<const uint8_t>(value));
+    auto batch = builder.build();
+    ASSERT_TRUE((*raw)->append_as_leader(batch, 1).ok());
+    ASSERT_TRUE((*raw)->close().ok());
+  }
+  auto log = open();
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->end_offset(), 1);
+  ASSERT_TRUE(log->append(std::vector<versioned_metadata_record>{topic("a", 1)}).ok());
+  EXPECT_EQ(replay_all(*log), (std::vector<replayed>{{"a", 1, 1}}));
+}
+
+TEST_F(metadata_log_test, callback_error_stops_the_replay) {
+  auto log = open();
+  ASSERT_TRUE(log);
+  ASSERT_TRUE(log->append(std::vector<versioned_metadata_record>{topic("a", 1), topic("b", 2)}).ok());
+  int calls = 0;
+  auto st = log->replay(0, [&](const versioned_metadata_record&, int64_t, int32_t) {
+    ++calls;
+    return status::error(error_code::corrupt_message, "stop");
+  });
+  EXPECT_EQ(st.code, error_code::corrupt_message);
+  EXPECT_EQ(st.message, "stop");
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(metadata_log_test, refuses_empty_and_oversized_appends) {
+  auto log = open();
+  ASSERT_TRUE(log);
+  auto empty = log->append({});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().code, error_code::invalid_request);
+
+  protocol::config_record big;
+  big.resource_type = 2;
+  big.resource_name = "t";
+  big.name = "x";
+  big.value = std::string(static_cast<size_t>(max_metadata_batch_bytes) + 16, 'x');
+  auto too_big = log->append(std::vector<versioned_metadata_record>{{big, 0}});
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.error().code, error_code::record_list_too_large);
+  EXPECT_EQ(log->end_offset(), 0);
+}
+
+}  // namespace
+}  // namespace mala::controller
