@@ -348,7 +348,9 @@ bool fetch_session_cache::try_evict_locked(bool privileged, const evictable_key&
   return evict(std::get<2>(least));
 }
 
-void fetch_session_cache::remove_locked(const session_ptr& session) {
+void fetch_session_cache::remove_locked(const session_ptr& session_ref) {
+  // A copy: the caller may pass the very pointer held by _sessions, which the erase below destroys.
+  const session_ptr session = session_ref;
   _last_used.erase({session->last_used_ms, session->id});
   const evictable_key key{session->privileged, session->cached_size, session->id};
   _evictable_by_all.erase(key);
