@@ -1,6 +1,7 @@
 // The mala binary: parses the command line, loads the configuration, formats or checks the log dirs, builds
 // the node's metadata image and serves the Kafka protocol until SIGTERM/SIGINT. It only wires subsystems
 // together.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "log_maintenance.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/fetch_sessions.h"
+#include "mala/broker/group_coordinator_driver.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/metadata_publisher.h"
 #include "mala/broker/producer_id_allocator.h"
@@ -131,6 +133,8 @@ std::optional<std::string> static_property(const mala::node_config& config, std:
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write past RLIMIT_FSIZE must fail with EFBIG (the log dir goes offline), not kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   auto cl = parse_command_line(argc, argv);
   if (!cl) {
     print_usage();
@@ -153,16 +157,30 @@ int main(int argc, char** argv) {
   log->info("starting node {} (roles: {}) from {}", config.node_id(), fmt::join(config.process_roles(), ","),
             file ? file->string() : std::string("the embedded default configuration"));
 
+  // metadata.log.dir (Kafka's KRaftConfigs): where __cluster_metadata-0 lives; the first log dir when unset.
+  // A separate dir is formatted and checked like the log dirs, as `kafka-storage format` does, but it holds
+  // no partitions and is not registered as a log dir.
+  const auto configured_metadata_dir = config.get_string("metadata.log.dir");
+  const std::filesystem::path metadata_log_dir = configured_metadata_dir && !configured_metadata_dir->empty()
+                                                     ? *configured_metadata_dir
+                                                     : config.log_dirs().front();
+  std::vector<std::string> formatted_dirs = config.log_dirs();
+  const bool separate_metadata_dir =
+      std::none_of(formatted_dirs.begin(), formatted_dirs.end(), [&](const std::string& d) {
+        return std::filesystem::path(d).lexically_normal() == metadata_log_dir.lexically_normal();
+      });
+  if (separate_metadata_dir) formatted_dirs.push_back(metadata_log_dir.string());
   auto identity =
-      mala::storage::format_or_check_log_dirs(config.log_dirs(), config.node_id(), config.cluster_id());
+      mala::storage::format_or_check_log_dirs(formatted_dirs, config.node_id(), config.cluster_id());
   if (auto* err = std::get_if<std::string>(&identity)) {
     log->critical("cannot use log dirs: {}", *err);
     return 1;
   }
   const auto& dirs = std::get<mala::storage::log_dirs_identity>(identity);
-  for (const auto& d : dirs.dirs) {
-    log->info("log dir {} (directory id {}){}", d.path, d.directory_id.to_string(),
-              d.formatted_now ? ", formatted now" : "");
+  for (size_t i = 0; i < dirs.dirs.size(); ++i) {
+    const auto& d = dirs.dirs[i];
+    log->info("{} {} (directory id {}){}", i < config.log_dirs().size() ? "log dir" : "metadata log dir",
+              d.path, d.directory_id.to_string(), d.formatted_now ? ", formatted now" : "");
   }
   log->info("cluster id {}", dirs.cluster_id);
 
@@ -186,15 +204,28 @@ int main(int argc, char** argv) {
   replica_options.local_replica_id = config.node_id();
   replica_options.replica_lag_time_max_ms = config.get_long("replica.lag.time.max.ms").value_or(30'000);
   replica_options.clock_ms = wall_clock_ms;
+  replica_options.producer_state.producer_id_expiration_ms =
+      config.get_int("producer.id.expiration.ms").value_or(mala::storage::default_producer_id_expiration_ms);
+  replica_options.producer_id_expiration_check_interval_ms =
+      config.get_int("producer.id.expiration.check.interval.ms")
+          .value_or(mala::storage::default_producer_id_expiration_check_interval_ms);
   mala::replication::replica_manager replicas(*logs, replica_options);
+  // A log dir that fails stops its replicas (Kafka's ReplicaManager.handleLogDirFailure).
+  logs->set_offline_listener([&replicas](const std::filesystem::path&,
+                                         const std::vector<mala::storage::topic_partition>& partitions) {
+    replicas.mark_offline(partitions);
+  });
   mala::broker::metadata_publisher publisher(config.node_id(), replicas, metadata, static_config);
 
-  // The controller role: a single-voter metadata log in the first log dir (__cluster_metadata-0), replayed
+  // The controller role: a single-voter metadata log (__cluster_metadata-0 in metadata.log.dir), replayed
   // into the image this node serves; the local broker registers with it at every start.
   std::unique_ptr<mala::controller::quorum_controller> controller;
   int64_t broker_epoch = -1;
+  // The group coordinator runs on the home shard; created once the shards exist, it follows every image the
+  // controller publishes from then on (a newly created __consumer_offsets partition is loaded at once).
+  mala::broker::group_coordinator_driver* groups = nullptr;
   if (config.has_role("controller")) {
-    auto metadata_log = mala::controller::local_metadata_log::open(config.log_dirs().front());
+    auto metadata_log = mala::controller::local_metadata_log::open(metadata_log_dir);
     if (!metadata_log) {
       log->critical("cannot open the metadata log: {}", metadata_log.error().message);
       return 1;
@@ -223,13 +254,17 @@ int main(int argc, char** argv) {
       copy->controller_id = config.node_id();
       return mala::metadata::metadata_image_ptr(std::move(copy));
     };
-    controller->set_publisher([&publisher, with_controller_id](const mala::metadata::metadata_image_ptr& image) {
-      publisher.publish(with_controller_id(image));
-    });
+    controller->set_publisher(
+        [&publisher, &groups, with_controller_id](const mala::metadata::metadata_image_ptr& image) {
+          publisher.publish(with_controller_id(image));
+          if (groups) groups->on_metadata(*image);
+        });
     if (config.has_role("broker")) {
       mala::metadata::broker_registration registration = self_image.brokers.at(config.node_id());
       registration.incarnation_id = mala::uuid::random();
-      for (const auto& d : dirs.dirs) registration.log_dirs.push_back(d.directory_id);
+      // Only log.dirs are registered (a separate metadata.log.dir is last in dirs.dirs).
+      for (size_t i = 0; i < config.log_dirs().size(); ++i)
+        registration.log_dirs.push_back(dirs.dirs[i].directory_id);
       auto epoch = controller->register_broker(registration);
       if (!epoch) {
         log->critical("cannot register the broker: {}", epoch.error().message);
@@ -247,7 +282,10 @@ int main(int argc, char** argv) {
     metadata.publish(std::make_shared<const mala::metadata::metadata_image>(self_image));
   }
 
-  mala::broker::fetch_session_cache fetch_sessions;
+  mala::broker::fetch_session_cache_config fetch_session_options;
+  fetch_session_options.max_slots = config.get_int("max.incremental.fetch.session.cache.slots")
+                                        .value_or(mala::broker::default_fetch_session_cache_slots);
+  mala::broker::fetch_session_cache fetch_sessions(fetch_session_options);
   mala::broker::producer_id_allocator producer_ids;
   mala::broker::handler_table handlers;
   mala::broker::broker_services services{config.node_id(), &metadata, &handlers,
@@ -267,6 +305,20 @@ int main(int argc, char** argv) {
   services.fetch_sessions = &fetch_sessions;
   services.producer_ids = &producer_ids;
   services.clock_ms = wall_clock_ms;
+  // Owned after the shards: its timers belong to shard 0's io_context and must go first.
+  std::unique_ptr<mala::broker::group_coordinator_driver> group_driver;
+  if (config.has_role("broker")) {
+    auto group_options = mala::broker::group_coordinator_options_from(config);
+    group_options.clock_ms = wall_clock_ms;
+    group_driver = std::make_unique<mala::broker::group_coordinator_driver>(shards.context(0), replicas,
+                                                                            std::move(group_options));
+    groups = group_driver.get();
+    services.groups = &groups->coordinator();
+    // The __consumer_offsets partitions this node already leads are replayed now (their groups answer
+    // COORDINATOR_LOAD_IN_PROGRESS until they are).
+    groups->on_metadata(*metadata.current());
+    groups->start();
+  }
   mala::broker::broker_dispatcher dispatcher(services);
   mala::net::server_limits limits{config.socket_request_max_bytes(), config.connections_max_idle_ms()};
   mala::net::kafka_server server(shards, dispatcher, limits);
@@ -289,12 +341,15 @@ int main(int argc, char** argv) {
     log->info("received {}, shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
     server.stop();
     maintenance.stop();
+    if (groups) groups->stop();
     shards.stop();
   });
   std::signal(SIGPIPE, SIG_IGN);
   shards.start();
   log->info("node {} ready with {} shard(s)", config.node_id(), shard_count);
   shards.join();
+  groups = nullptr;
+  group_driver.reset();
   // Replicas stop before their logs close (parked requests are gone with the shards).
   for (const auto& tp : replicas.partitions()) (void)replicas.remove_partition(tp, /*delete_log=*/false);
   controller.reset();

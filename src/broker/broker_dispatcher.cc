@@ -26,7 +26,18 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
   if (outcome.what == handler_outcome::kind::no_response && !ctx.close_reason.empty()) {
     co_return net::dispatch_result::close(std::move(ctx.close_reason));
   }
-  co_return frame_response(*entry, header, flexible, std::move(outcome));
+  net::dispatch_result result = frame_response(*entry, header, flexible, std::move(outcome));
+  // The copy path, for connections that cannot send file ranges themselves: the records are read into the
+  // response here. Their length is already encoded, so a range that cannot be read whole closes the
+  // connection, as it would on the zero-copy path.
+  if (!connection.zero_copy && !result.pieces.empty()) {
+    if (auto st = result.materialize(); !st.ok()) {
+      co_return net::dispatch_result::close(fmt::format("{} v{} response (correlation id {}): {}",
+                                                        entry->name, header.api_version,
+                                                        header.correlation_id, st.message));
+    }
+  }
+  co_return result;
 }
 
 net::dispatch_result broker_dispatcher::dispatch_now(net::connection_info& connection,
@@ -99,11 +110,30 @@ net::dispatch_result broker_dispatcher::frame_response(const handler_entry& entr
   const int16_t response_header_version =
       (flexible && header.api_key != handlers::api_versions_handler::api_key) ? 1 : 0;
   std::vector<uint8_t> out;
-  out.reserve(outcome.body.size() + 5);
   protocol::wire_writer w(out);
+  if (outcome.files.empty()) {
+    out.reserve(outcome.body.size() + 5);
+    protocol::encode_response_header(w, header.correlation_id, response_header_version);
+    w.write_raw(outcome.body);
+    return net::dispatch_result::respond_with(std::move(out));
+  }
+  // Zero copy: the body cut at each file range, the header in front of the first part.
   protocol::encode_response_header(w, header.correlation_id, response_header_version);
-  w.write_raw(outcome.body);
-  return net::dispatch_result::respond_with(std::move(out));
+  std::vector<net::response_piece> pieces;
+  pieces.reserve(2 * outcome.files.size() + 1);
+  const auto body_at = [&outcome](size_t position) {
+    return outcome.body.begin() + static_cast<std::ptrdiff_t>(position);
+  };
+  size_t from = 0;
+  for (auto& file : outcome.files) {
+    std::vector<uint8_t> part = pieces.empty() ? std::move(out) : std::vector<uint8_t>{};
+    part.insert(part.end(), body_at(from), body_at(file.position));
+    pieces.emplace_back(std::move(part));
+    pieces.emplace_back(std::move(file.range));
+    from = file.position;
+  }
+  pieces.emplace_back(std::vector<uint8_t>(body_at(from), outcome.body.end()));
+  return net::dispatch_result::respond_with(std::move(pieces));
 }
 
 }  // namespace mala::broker

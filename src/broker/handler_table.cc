@@ -1,30 +1,47 @@
 #include "mala/broker/handler_table.h"
 
 #include <algorithm>
+#include <concepts>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "handlers/alter_configs.h"
 #include "handlers/api_versions.h"
 #include "handlers/create_partitions.h"
 #include "handlers/create_topics.h"
+#include "handlers/delete_groups.h"
 #include "handlers/delete_records.h"
 #include "handlers/delete_topics.h"
 #include "handlers/describe_cluster.h"
 #include "handlers/describe_configs.h"
+#include "handlers/describe_groups.h"
 #include "handlers/describe_log_dirs.h"
 #include "handlers/describe_topic_partitions.h"
 #include "handlers/fetch.h"
 #include "handlers/find_coordinator.h"
+#include "handlers/heartbeat.h"
 #include "handlers/incremental_alter_configs.h"
 #include "handlers/init_producer_id.h"
+#include "handlers/join_group.h"
+#include "handlers/leave_group.h"
+#include "handlers/list_groups.h"
 #include "handlers/list_offsets.h"
 #include "handlers/metadata.h"
+#include "handlers/offset_commit.h"
+#include "handlers/offset_delete.h"
+#include "handlers/offset_fetch.h"
 #include "handlers/produce.h"
+#include "handlers/sync_group.h"
 
 namespace mala::broker {
 
 namespace {
+
+template <typename Response>
+concept with_external_records = requires(const Response& resp) {
+  { resp.external_records() } -> std::convertible_to<std::span<const net::file_range>>;
+};
 
 template <typename Response>
 handler_outcome encode_response(const Response& resp, int16_t version) {
@@ -32,6 +49,13 @@ handler_outcome encode_response(const Response& resp, int16_t version) {
   out.body.reserve(resp.encoded_size(version));
   protocol::wire_writer w(out.body);
   resp.encode(w, version);
+  if constexpr (with_external_records<Response>) {
+    const std::span<const net::file_range> ranges = resp.external_records();
+    out.files.reserve(w.gaps().size());
+    for (const auto& gap : w.gaps()) {
+      out.files.push_back({gap.position, ranges[static_cast<size_t>(gap.external_id)]});
+    }
+  }
   return out;
 }
 
@@ -82,6 +106,16 @@ handler_table::handler_table() {
       entry<handlers::list_offsets_handler>("ListOffsets"),
       entry<handlers::metadata_handler>("Metadata"),
       entry<handlers::find_coordinator_handler>("FindCoordinator"),
+      entry<handlers::offset_commit_handler>("OffsetCommit"),
+      entry<handlers::offset_fetch_handler>("OffsetFetch"),
+      entry<handlers::join_group_handler>("JoinGroup"),
+      entry<handlers::heartbeat_handler>("Heartbeat"),
+      entry<handlers::leave_group_handler>("LeaveGroup"),
+      entry<handlers::sync_group_handler>("SyncGroup"),
+      entry<handlers::describe_groups_handler>("DescribeGroups"),
+      entry<handlers::list_groups_handler>("ListGroups"),
+      entry<handlers::delete_groups_handler>("DeleteGroups"),
+      entry<handlers::offset_delete_handler>("OffsetDelete"),
       entry<handlers::delete_records_handler>("DeleteRecords"),
       entry<handlers::api_versions_handler>("ApiVersions"),
       entry<handlers::create_topics_handler>("CreateTopics"),

@@ -1,8 +1,17 @@
 #include "mala/net/kafka_server.h"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <limits>
 #include <map>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -50,6 +59,120 @@ struct connection_state {
   }
 };
 
+// Why a response could not be sent whole. A socket failure (peer gone, reset) ends the connection quietly;
+// a file failure is logged.
+struct send_failure {
+  enum class kind : uint8_t { none, socket, file };
+  kind what = kind::none;
+  std::string reason;
+
+  bool failed() const { return what != kind::none; }
+  static send_failure socket(std::string reason) { return {kind::socket, std::move(reason)}; }
+  static send_failure file(std::string reason) { return {kind::file, std::move(reason)}; }
+};
+
+// TCP_CORK while a response of several pieces goes out, so that the small buffers between file ranges (the
+// partition headers of a Fetch response) share segments with the records instead of leaving as tiny packets
+// (the sockets have TCP_NODELAY); uncorking sends what is left at once.
+class tcp_cork {
+ public:
+  explicit tcp_cork(tcp::socket& socket) : _socket(socket) { set(1); }
+  ~tcp_cork() { set(0); }
+  tcp_cork(const tcp_cork&) = delete;
+  tcp_cork& operator=(const tcp_cork&) = delete;
+
+ private:
+  // The idle watchdog may have closed the socket meanwhile; its descriptor number may belong to another now.
+  void set(int on) const {
+    if (_socket.is_open())
+      (void)::setsockopt(_socket.native_handle(), IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+  }
+  tcp::socket& _socket;
+};
+
+// One gather write of the buffers collected so far (size prefix, memory pieces).
+asio::awaitable<send_failure> write_buffers(tcp::socket& socket, std::vector<asio::const_buffer>& buffers) {
+  if (buffers.empty()) co_return send_failure{};
+  std::error_code ec;
+  co_await asio::async_write(socket, buffers, asio::redirect_error(asio::use_awaitable, ec));
+  buffers.clear();
+  if (ec) co_return send_failure::socket(ec.message());
+  co_return send_failure{};
+}
+
+// Sends a file range with sendfile(2) on the non-blocking socket: a partial send continues where it stopped,
+// EAGAIN waits until the socket is writable. The size prefix and the records' length are already out, so the
+// range must go whole: like Kafka's FileRecords.writeTo ("has been truncated during write"), a file now
+// shorter than the range (truncated since the fetch read it) fails, and the connection is closed rather than
+// padded; the client retries the fetch on a new connection.
+asio::awaitable<send_failure> send_file(tcp::socket& socket, const file_range& range) {
+  if (range.size == 0) co_return send_failure{};
+  struct stat st {};
+  if (::fstat(range.fd, &st) != 0)
+    co_return send_failure::file(std::string("fstat: ") + std::strerror(errno));
+  const int64_t end = range.offset + static_cast<int64_t>(range.size);
+  if (st.st_size < end) {
+    co_return send_failure::file("file range " + std::to_string(range.offset) + ".." + std::to_string(end) +
+                                 " is past the end of its file (" + std::to_string(st.st_size) +
+                                 " bytes): truncated since the fetch read it");
+  }
+  off_t offset = static_cast<off_t>(range.offset);
+  size_t left = range.size;
+  while (left > 0) {
+    const ssize_t n = ::sendfile(socket.native_handle(), range.fd, &offset, left);
+    if (n > 0) {
+      left -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      co_return send_failure::file("file ended at " + std::to_string(offset) + " while sending up to " +
+                                   std::to_string(end) + ": truncated during the send");
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      std::error_code ec;
+      co_await socket.async_wait(tcp::socket::wait_write, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return send_failure::socket(ec.message());
+      continue;
+    }
+    const int err = errno;
+    // Errors of the output side are the peer's doing; others (EIO reading the file) are the file's.
+    if (err == EPIPE || err == ECONNRESET || err == ENOTCONN)
+      co_return send_failure::socket(std::strerror(err));
+    co_return send_failure::file(std::string("sendfile: ") + std::strerror(err));
+  }
+  co_return send_failure{};
+}
+
+// Writes a size-prefixed response: one gather write for a plain response; for a response with file ranges,
+// the memory pieces between them gathered and the ranges sent with sendfile.
+asio::awaitable<send_failure> send_response(tcp::socket& socket, const dispatch_result& result) {
+  const size_t size = result.response_size();
+  if (size > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    co_return send_failure::file("response of " + std::to_string(size) + " bytes does not fit a size prefix");
+  }
+  const auto n = static_cast<uint32_t>(size);
+  const uint8_t prefix[4] = {static_cast<uint8_t>(n >> 24), static_cast<uint8_t>(n >> 16),
+                             static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n)};
+  std::vector<asio::const_buffer> pending{asio::buffer(prefix)};
+  if (result.pieces.empty()) {
+    pending.push_back(asio::buffer(result.response));
+    co_return co_await write_buffers(socket, pending);
+  }
+  tcp_cork cork(socket);
+  for (const auto& piece : result.pieces) {
+    if (const auto* bytes = std::get_if<std::vector<uint8_t>>(&piece)) {
+      pending.push_back(asio::buffer(*bytes));
+      continue;
+    }
+    if (auto failure = co_await write_buffers(socket, pending); failure.failed()) co_return failure;
+    if (auto failure = co_await send_file(socket, std::get<file_range>(piece)); failure.failed()) {
+      co_return failure;
+    }
+  }
+  co_return co_await write_buffers(socket, pending);
+}
+
 }  // namespace
 
 struct kafka_server::impl {
@@ -76,10 +199,16 @@ struct kafka_server::impl {
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
+      // File ranges of responses go out with sendfile(2) straight on the descriptor, which must not block the
+      // shard (asio's own operations work the same in this mode).
+      socket.native_non_blocking(true, ec);
+      const bool zero_copy = !ec;
       auto state = std::make_shared<connection_state>(std::move(socket));
       state->info.id = next_connection_id.fetch_add(1);
       state->info.shard = shard;
       state->info.listener_name = listener_name;
+      // Every listener is plaintext for now; a TLS listener will leave this false (the copy path).
+      state->info.zero_copy = zero_copy;
       auto remote = state->socket.remote_endpoint(ec);
       state->info.peer = ec ? "unknown" : endpoint_text(remote);
       asio::co_spawn(shards.context(shard), serve_connection(state), asio::detached);
@@ -110,7 +239,6 @@ struct kafka_server::impl {
     log->debug("connection {} from {} on listener {} (shard {})", state->info.id, state->info.peer,
                state->info.listener_name, state->info.shard);
     std::vector<uint8_t> frame;
-    std::vector<uint8_t> out;
     for (;;) {
       uint8_t size_bytes[4];
       std::error_code ec;
@@ -145,16 +273,12 @@ struct kafka_server::impl {
         break;
       }
       if (result.what == dispatch_result::action::no_response) continue;
-      const auto n = static_cast<uint32_t>(result.response.size());
-      out.clear();
-      out.reserve(4 + n);
-      out.push_back(static_cast<uint8_t>(n >> 24));
-      out.push_back(static_cast<uint8_t>(n >> 16));
-      out.push_back(static_cast<uint8_t>(n >> 8));
-      out.push_back(static_cast<uint8_t>(n));
-      out.insert(out.end(), result.response.begin(), result.response.end());
-      co_await asio::async_write(socket, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) break;
+      const send_failure failure = co_await send_response(socket, result);
+      if (failure.what == send_failure::kind::file) {
+        log->warn("closing connection {} from {}: response not sent whole: {}", state->info.id,
+                  state->info.peer, failure.reason);
+      }
+      if (failure.failed()) break;
       state->last_activity = std::chrono::steady_clock::now();
     }
     state->close();

@@ -313,6 +313,15 @@ void wire_writer::write_records(const records_view& r, bool compact) {
     }
     return;
   }
+  if (r.is_external()) {
+    if (compact) {
+      write_uvarint(r.external_size + 1);
+    } else {
+      write_int32(static_cast<int32_t>(r.external_size));
+    }
+    _gaps.push_back({_out.size(), r.external_id, r.external_size});
+    return;
+  }
   write_bytes(r.bytes, compact);
 }
 void wire_writer::write_array_length(int32_t n, bool compact) {

@@ -128,7 +128,9 @@ result<state_change> partition::make_leader(const partition_state& state) {
     // Every batch this leader writes carries its epoch; followers find their divergence point through this
     // entry (OffsetForLeaderEpoch / Fetch DivergingEpoch).
     if (auto st = _log->epochs().assign(state.leader_epoch, end); !st.ok()) {
-      return status::error(error_code::kafka_storage_error, describe(topic_partition()) + ": " + st.message);
+      // The epoch checkpoint is one of the log's files: its dir goes offline like on a failed append.
+      return _log->handle_io_error(
+          status::error(error_code::kafka_storage_error, describe(topic_partition()) + ": " + st.message));
     }
     _leader_epoch_start_offset = end;
   }
@@ -177,10 +179,10 @@ result<state_change> partition::make_follower(const partition_state& state) {
   return state_change::applied;
 }
 
-void partition::stop() {
+void partition::stop(error_code error) {
   _is_leader = false;
   _followers.clear();
-  fail_all_waiters(error_code::not_leader_or_follower);
+  fail_all_waiters(error);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -260,6 +262,9 @@ bool partition::cancel_waiter(waiter_handle handle) {
 // Produce.
 
 result<append_outcome> partition::append(std::span<uint8_t> records, int16_t acks) {
+  // An offline replica answers KAFKA_STORAGE_ERROR before anything else, even a duplicate (Kafka's
+  // getPartitionOrException comes first).
+  if (_log->is_offline()) return _log->offline_error();
   if (!_is_leader) {
     return status::error(
         error_code::not_leader_or_follower,
@@ -351,7 +356,8 @@ status partition::truncate_fully_and_start_at(int64_t offset) {
 }
 
 status partition::close() {
-  if (!_producers) return status::success();
+  // An offline log's dir is failing: no file of it is written again (the next start rebuilds the state).
+  if (!_producers || _log->is_offline()) return status::success();
   return _producers->take_snapshot(_log->log_end_offset());
 }
 
@@ -390,6 +396,7 @@ int64_t partition::bound_offset(fetch_bound bound) const {
 
 result<read_outcome> partition::read(const read_request& request) const {
   const auto& tp = topic_partition();
+  if (_log->is_offline()) return _log->offline_error();
   if (auto code = check_current_leader_epoch(request.current_leader_epoch, _state.leader_epoch);
       code != error_code::none) {
     return status::error(code, describe(tp) + ": request leader epoch " +
@@ -444,6 +451,7 @@ result<list_offset_outcome> partition::list_offset(int64_t timestamp,
                                                    std::optional<isolation_level> isolation,
                                                    std::optional<int32_t> current_leader_epoch) const {
   const auto& tp = topic_partition();
+  if (_log->is_offline()) return _log->offline_error();
   if (auto code = check_current_leader_epoch(current_leader_epoch, _state.leader_epoch);
       code != error_code::none) {
     return status::error(code, describe(tp) + ": request leader epoch " +

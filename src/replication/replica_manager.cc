@@ -16,6 +16,11 @@ replica_manager::~replica_manager() {
 
 result<state_change> replica_manager::apply_leadership(const partition_leadership& leadership) {
   storage::topic_partition tp{leadership.topic, leadership.partition};
+  if (_logs.is_offline(tp)) {
+    return status::error(
+        error_code::kafka_storage_error,
+        leadership.topic + "-" + std::to_string(leadership.partition) + ": the replica's log dir is offline");
+  }
   auto it = _partitions.find(tp);
   if (it != _partitions.end() && !leadership.topic_id.is_zero() && !it->second->topic_id().is_zero() &&
       it->second->topic_id() != leadership.topic_id) {
@@ -68,6 +73,16 @@ status replica_manager::remove_partition(const storage::topic_partition& tp, boo
       ->info("{}-{}: replica removed{}", tp.topic, tp.partition, delete_log ? ", deleting its log" : "");
   if (delete_log) return _logs.remove(tp);
   return status::success();
+}
+
+void replica_manager::mark_offline(const std::vector<storage::topic_partition>& partitions) {
+  for (const auto& tp : partitions) {
+    auto it = _partitions.find(tp);
+    if (it == _partitions.end()) continue;
+    it->second->stop(error_code::kafka_storage_error);
+    subsystem_logger("replication")
+        ->warn("{}-{}: replica offline (its log dir failed)", tp.topic, tp.partition);
+  }
 }
 
 partition* replica_manager::get(const storage::topic_partition& tp) const {

@@ -99,7 +99,7 @@ status write_file_atomically(const fs::path& path, std::string_view contents) {
   temp += ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return detail::io_error("cannot create", temp, errno);
-  bool ok = detail::write_all(fd, contents) && ::fsync(fd) == 0;
+  bool ok = detail::write_all(fd, contents, temp) && detail::sync_file(fd, temp) == 0;
   int err = errno;
   ::close(fd);
   if (!ok) {

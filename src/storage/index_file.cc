@@ -37,6 +37,10 @@ int64_t round_down(int64_t bytes, int32_t entry_size) {
   return bytes / entry_size * entry_size;
 }
 
+// Index pages are reserved this much at a time (a few thousand entries).
+constexpr int64_t reserve_step = 64 * 1024;
+constexpr int64_t page_size = 4096;
+
 }  // namespace
 
 void index_invariant_failed(const char* what, const std::filesystem::path& path, int64_t value) {
@@ -58,6 +62,8 @@ status index_file::map(int fd, int64_t length) {
   unmap();
   _length = length;
   _max_entries = static_cast<int32_t>(length / _entry_size);
+  // A shrunk file lost its blocks past the new end.
+  _reserved = std::min(_reserved, length);
   if (length == 0) return status::success();  // mmap cannot map nothing; an empty index needs no bytes
   void* p = ::mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
@@ -106,6 +112,10 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
   // entry.
   const int64_t usable = round_down(_length, entry_size);
   int64_t end = usable;
+  // Entries are written from the start, so they all lie before the file's first hole; the scan starts there.
+  // Reading a hole through a shared mapping allocates a page on tmpfs, which raises SIGBUS when it is full
+  // (a restart on a full disk), and costs memory anyway. Without SEEK_HOLE support the whole file counts.
+  if (const off_t hole = ::lseek(fd, 0, SEEK_HOLE); hole >= 0 && hole < end) end = hole;
   while (end >= 8) {
     uint64_t word = 0;
     std::memcpy(&word, _data + end - 8, sizeof word);
@@ -118,12 +128,14 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
   } else {
     _entries = static_cast<int32_t>((end - 1) / entry_size + 1);
   }
+  // Bytes holding entries were written, so they have blocks; the zeros after them may be sparse.
+  _reserved = int64_t{_entries} * entry_size;
 
   if (created || preallocate) {
     int64_t target = std::max(round_down(max_index_size, entry_size), int64_t{_entries} * entry_size);
     if (target != _length) {
       unmap();
-      if (::ftruncate(fd, target) != 0) {
+      if (detail::truncate_file(fd, target, path) != 0) {
         const int err = errno;
         (void)map(fd, _length);
         return detail::io_error("cannot resize index", path, err);
@@ -131,6 +143,20 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
       if (auto s = map(fd, target); !s.ok()) return s;
     }
   }
+  return status::success();
+}
+
+status index_file::reserve(int32_t n) {
+  const int64_t needed = std::min<int64_t>(int64_t{n} * _entry_size, _length);
+  if (needed <= _reserved) return status::success();
+  const int64_t from = _reserved / page_size * page_size;
+  const int64_t to = std::min(_length, (needed + reserve_step - 1) / reserve_step * reserve_step);
+  int fd = ::open(_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return detail::io_error("cannot open index", _path, errno);
+  fd_guard guard(fd);
+  if (detail::reserve_blocks(fd, from, to - from, _path) != 0)
+    return detail::io_error("cannot allocate space for index", _path, errno);
+  _reserved = to;
   return status::success();
 }
 
@@ -150,7 +176,7 @@ status index_file::resize(int64_t bytes) {
   fd_guard guard(fd);
   const int64_t old_length = _length;
   unmap();
-  if (::ftruncate(fd, target) != 0) {
+  if (detail::truncate_file(fd, target, _path) != 0) {
     const int err = errno;
     (void)map(fd, old_length);
     return detail::io_error("cannot resize index", _path, err);
@@ -159,14 +185,17 @@ status index_file::resize(int64_t bytes) {
 }
 
 status index_file::flush() const {
-  if (_data != nullptr && ::msync(_data, static_cast<size_t>(_length), MS_SYNC) != 0) {
-    return detail::io_error("cannot msync index", _path, errno);
+  if (_data != nullptr) {
+    if (auto fault = detail::injected_fault(io_operation::sync, _path); fault.error != 0)
+      return detail::io_error("cannot msync index", _path, fault.error);
+    if (::msync(_data, static_cast<size_t>(_length), MS_SYNC) != 0)
+      return detail::io_error("cannot msync index", _path, errno);
   }
   // The length changes on trim and resize; fsync makes it durable along with the entries.
   int fd = ::open(_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return detail::io_error("cannot open index", _path, errno);
   fd_guard guard(fd);
-  if (::fsync(fd) != 0) return detail::io_error("cannot fsync index", _path, errno);
+  if (detail::sync_file(fd, _path) != 0) return detail::io_error("cannot fsync index", _path, errno);
   return status::success();
 }
 

@@ -59,6 +59,11 @@ class index_file {
   bool misaligned_on_open() const { return _misaligned_on_open; }
   const std::filesystem::path& path() const { return _path; }
 
+  // Makes sure the slots below n are backed by disk blocks before they are written through the mapping: a
+  // store into a sparse page of a full disk would raise SIGBUS and take the process down, where this returns
+  // a kafka_storage_error (ENOSPC) that takes the log dir offline. Reserves ahead in small steps, so the
+  // index only occupies the space its entries use.
+  status reserve(int32_t n);
   // The caller has written slot(entries()); count it.
   void push_entry() { ++_entries; }
   // Drops entries from n on, zeroing their slots.
@@ -80,6 +85,8 @@ class index_file {
   int32_t _max_index_size = 0;
   int32_t _entries = 0;
   int32_t _max_entries = 0;
+  // Bytes from the start of the file known to be backed by disk blocks (written entries, or reserved).
+  int64_t _reserved = 0;
   bool _misaligned_on_open = false;
 };
 

@@ -211,7 +211,11 @@ struct log_manager::impl {
   // callers still hold stay valid (they learn of the failure from dirs() / metadata, not from a crash).
   std::vector<std::unique_ptr<partition_log>> retired;
   // Partitions whose log was in a dir that went offline: reported as offline replicas through metadata.
+  // Guarded: Metadata handlers on every shard ask is_offline() while a failing append on the home shard adds
+  // to it.
+  mutable std::mutex offline_mutex;
   std::set<topic_partition> offline;
+  std::function<void(const fs::path&, const std::vector<topic_partition>&)> offline_listener;
   load_report report;
   background_deleter deleter{log};
   bool shut_down = false;
@@ -224,27 +228,40 @@ struct log_manager::impl {
     return std::nullopt;
   }
 
+  // Kafka's LogManager.handleLogDirFailure: the dir's logs stop without touching their files again (only
+  // descriptors and mappings are released), its partitions become offline replicas, and the listener (the
+  // replica manager) stops them.
   void take_offline(size_t d, const std::string& error) {
     auto& dir = dirs[d];
     if (!dir.online) return;
     dir.online = false;
     dir.error = error;
-    int32_t closed = 0;
+    std::vector<topic_partition> stopped;
     for (auto it = logs.begin(); it != logs.end();) {
       if (it->second.dir != d) {
         ++it;
         continue;
       }
-      // Best effort: the disk is failing, so errors here add nothing.
+      it->second.log->mark_offline("log dir " + dir.path.string() + " is offline: " + error);
       (void)it->second.log->close();
-      offline.insert(it->first);
+      stopped.push_back(it->first);
       retired.push_back(std::move(it->second.log));
       it = logs.erase(it);
-      ++closed;
+    }
+    {
+      std::lock_guard lock(offline_mutex);
+      offline.insert(stopped.begin(), stopped.end());
     }
     dir.partitions = 0;
-    log->error("Log dir {} is offline ({} partitions stop being served): {}", dir.path.string(), closed,
-               error);
+    log->error("Log dir {} is offline ({} partitions stop being served): {}", dir.path.string(),
+               stopped.size(), error);
+    if (auto listener = offline_listener) listener(dir.path, stopped);
+  }
+
+  // An I/O error inside one of the dir's logs takes the whole dir offline (Kafka's LogDirFailureChannel).
+  // The manager outlives its logs, retired ones included.
+  void watch(partition_log& partition, size_t d) {
+    partition.set_failure_listener([this, d](const status& error) { take_offline(d, error.message); });
   }
 
   std::map<size_t, offset_checkpoint> offsets_by_dir(bool recovery_points) const {
@@ -439,6 +456,7 @@ status log_manager::impl::load() {
       ++loaded;
       if (recovery.scanned) ++recovered;
       truncated += recovery.truncated_bytes;
+      watch(*partition, d);
       logs[job.tp] = log_entry{std::move(partition), d};
       ++dirs[d].partitions;
     }
@@ -553,6 +571,13 @@ result<partition_log*> log_manager::create(const topic_partition& tp, const uuid
     return it->second.log.get();
   }
   if (m.shut_down) return status::error(error_code::kafka_storage_error, "log manager is shut down");
+  // Its replica was in a dir that failed: it is not recreated empty in another one (Kafka's getOrCreateLog
+  // refuses too; only a reassignment moves it).
+  if (is_offline(tp)) {
+    return status::error(error_code::kafka_storage_error, "cannot create " +
+                                                              partition_dir_name(tp.topic, tp.partition) +
+                                                              ": its replica is in an offline log dir");
+  }
 
   // Fewest partitions first; ties keep the configured order (Kafka's nextLogDirs).
   std::vector<std::pair<int32_t, size_t>> candidates;
@@ -574,6 +599,7 @@ result<partition_log*> log_manager::create(const topic_partition& tp, const uuid
     auto opened = partition_log::open(path, tp, config, open_options);
     if (opened.ok()) {
       auto* raw = opened->get();
+      m.watch(*raw, d);
       m.logs[tp] = impl::log_entry{std::move(*opened), d};
       ++m.dirs[d].partitions;
       m.log->info("Created log for {} in {}", partition_dir_name(tp.topic, tp.partition),
@@ -750,7 +776,13 @@ void log_manager::mark_offline(const fs::path& dir, const std::string& error) {
 }
 
 bool log_manager::is_offline(const topic_partition& tp) const {
+  std::lock_guard lock(_impl->offline_mutex);
   return _impl->offline.contains(tp);
+}
+
+void log_manager::set_offline_listener(
+    std::function<void(const fs::path& dir, const std::vector<topic_partition>& partitions)> listener) {
+  _impl->offline_listener = std::move(listener);
 }
 
 const log_manager::load_report& log_manager::loaded() const {

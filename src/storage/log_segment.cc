@@ -60,20 +60,6 @@ int64_t pread_full(int fd, uint8_t* data, size_t n, int64_t position) {
   return static_cast<int64_t>(done);
 }
 
-bool pwrite_full(int fd, const uint8_t* data, size_t n, int64_t position) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r =
-        ::pwrite(fd, data + done, n - done, static_cast<off_t>(position + static_cast<int64_t>(done)));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    done += static_cast<size_t>(r);
-  }
-  return true;
-}
-
 status unlink_if_exists(const fs::path& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return detail::io_error("cannot delete", path, errno);
   return status::success();
@@ -151,7 +137,14 @@ result<std::vector<uint8_t>> segment_file::read(int64_t position, int32_t n) con
 status segment_file::sync() const {
   // fdatasync covers the data and the file length (what a reader needs); the modification time can stay
   // behind.
-  if (::fdatasync(_fd) != 0) return detail::io_error("cannot fsync", _path, errno);
+  if (detail::sync_file(_fd, _path, /*data_only=*/true) != 0) {
+    const int err = errno;
+    // Once an fsync failed, the kernel may have dropped the dirty pages it could not write: later syncs can
+    // succeed without the data being on disk. The error sticks so the owner takes the log offline.
+    int none = 0;
+    _sync_error.compare_exchange_strong(none, err);
+    return detail::io_error("cannot fsync", _path, err);
+  }
   return status::success();
 }
 
@@ -373,13 +366,28 @@ status log_segment::append(std::span<const uint8_t> batch, const appended_batch&
     return invariant_error("append past 2 GiB", path);
   }
 
+  // The index entries this batch will add get their disk blocks first: once the data is written, the append
+  // must not fail half-way.
+  const bool index_due = s.bytes_since_last_index_entry > s.config.index_interval_bytes;
+  if (index_due) {
+    if (!s.offsets->is_full()) {
+      if (auto r = s.offsets->reserve_next(); !r.ok()) return r;
+    }
+    if (!s.times->is_full()) {
+      if (auto r = s.times->reserve_next(); !r.ok()) return r;
+    }
+  }
+
   const int64_t position = s.size;
-  if (!pwrite_full(s.fd(), batch.data(), batch.size(), position)) {
+  if (!detail::pwrite_all(s.fd(), batch.data(), batch.size(), position, path)) {
     const int err = errno;
-    // Leave no torn batch behind (a later append would land after it).
-    if (::ftruncate(s.fd(), position) != 0) {
+    // Leave no torn batch behind: the file is cut back to where the batch started. If even that fails, size
+    // stays at `position`, so nothing of the torn batch is read, and the owner takes the log offline (the
+    // next start's recovery scan cuts the tail).
+    if (detail::truncate_file(s.fd(), position, path) != 0) {
+      const int cut_err = errno;
       subsystem_logger("storage")->error("cannot cut a failed append back to {} bytes in {}: {}", position,
-                                         path.string(), std::strerror(errno));
+                                         path.string(), std::strerror(cut_err));
     }
     return detail::io_error("cannot append to", path, err);
   }
@@ -394,7 +402,7 @@ status log_segment::append(std::span<const uint8_t> batch, const appended_batch&
   }
   // Kafka's rule: index the batch that starts after more than index.interval.bytes were written since the
   // last entry; the entry holds the batch's last offset and its position.
-  if (s.bytes_since_last_index_entry > s.config.index_interval_bytes) {
+  if (index_due) {
     if (!s.offsets->is_full()) {
       if (auto r = s.offsets->append(info.last_offset, position); !r.ok()) return r;
     }
@@ -459,7 +467,7 @@ result<int64_t> log_segment::truncate_to(int64_t offset) {
     const int64_t cut_offset = std::min(offset, cut->header.base_offset);
     s.offsets->truncate_to(cut_offset);
     s.times->truncate_to(cut_offset);
-    if (::ftruncate(s.fd(), cut->position) != 0)
+    if (detail::truncate_file(s.fd(), cut->position, s.file->path()) != 0)
       return detail::io_error("cannot truncate", s.file->path(), errno);
     removed = s.size - cut->position;
     s.size = cut->position;
@@ -587,7 +595,8 @@ result<segment_recovery> log_segment::recover() {
   if (report.truncated_bytes > 0) {
     subsystem_logger("storage")->warn("{}: cutting {} bytes at position {} during recovery ({})",
                                       path.string(), report.truncated_bytes, valid, stop_reason);
-    if (::ftruncate(s.fd(), valid) != 0) return detail::io_error("cannot truncate", path, errno);
+    if (detail::truncate_file(s.fd(), valid, path) != 0)
+      return detail::io_error("cannot truncate", path, errno);
   }
   s.size = valid;
   s.next_offset = report.next_offset;

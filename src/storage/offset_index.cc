@@ -93,6 +93,7 @@ status offset_index::append(int64_t offset, int64_t position) {
     return invariant_error("offset index position " + std::to_string(position) + " does not fit 32 bits",
                            f.path());
   }
+  if (auto s = f.reserve(f.entries() + 1); !s.ok()) return s;
   uint8_t* slot = f.slot(f.entries());
   detail::store_be32(slot, static_cast<int32_t>(relative));
   detail::store_be32(slot + 4, static_cast<int32_t>(position));
@@ -101,6 +102,9 @@ status offset_index::append(int64_t offset, int64_t position) {
   return status::success();
 }
 
+status offset_index::reserve_next() {
+  return _impl->file.reserve(_impl->file.entries() + 1);
+}
 bool offset_index::is_full() const {
   return _impl->file.entries() >= _impl->file.max_entries();
 }

@@ -145,6 +145,11 @@ struct partition_log::impl {
   std::vector<pending_delete> pending_deletes;
   bool closed = false;
   std::function<void(int64_t)> roll_listener;
+  // The I/O error that took the log offline (Kafka's LogDirFailureChannel); success while it serves. Sticky:
+  // after a failed write or sync nobody knows what the files hold, so nothing is appended, read or flushed
+  // again in this process, and the next start recovers the files (the dir gets no clean-shutdown marker).
+  status failure;
+  std::function<void(const status&)> failure_listener;
 
   log_segment& active() { return *segments.rbegin()->second; }
   const log_segment& active() const { return *segments.rbegin()->second; }
@@ -237,6 +242,40 @@ struct partition_log::impl {
     return static_cast<int32_t>(bases.size());
   }
 
+  bool offline() const { return !failure.ok(); }
+
+  // Takes the log offline for an I/O error (the first one wins) and tells the listener once. Returns the
+  // KAFKA_STORAGE_ERROR every later call answers with.
+  status fail(const status& error) {
+    if (offline()) return failure;
+    failure = storage_error(tp, "log is offline after an I/O error: " + error.message);
+    subsystem_logger("storage")->error("{}", failure.message);
+    const status answer = failure;
+    // A copy: the listener may close this log (its dir goes offline) while it runs.
+    if (auto listener = failure_listener) listener(answer);
+    return answer;
+  }
+  // fail() for the I/O errors among `st` (those the storage library reports as KAFKA_STORAGE_ERROR).
+  status fail_on_io_error(status st) {
+    if (st.code == error_code::kafka_storage_error) return fail(st);
+    return st;
+  }
+
+  // The failed background fsyncs handed out by flush_work() (segment_file::sync_error); only segments at or
+  // after the recovery point can have had one since the last successful flush.
+  std::optional<status> failed_sync() const {
+    auto it = floor_segment(recovery_point);
+    if (it == segments.end()) it = segments.begin();
+    for (; it != segments.end(); ++it) {
+      const auto& file = it->second->file();
+      if (int err = file->sync_error(); err != 0) return detail::io_error("cannot fsync", file->path(), err);
+    }
+    return std::nullopt;
+  }
+
+  status flush_segments();
+  status truncate_to(int64_t offset);
+  status truncate_fully_and_start_at(int64_t offset);
   status load(const log_open_options& options);
   result<append_result> append(std::span<uint8_t> leader_records, std::span<const uint8_t> follower_records,
                                std::optional<int32_t> leader_epoch);
@@ -450,6 +489,23 @@ const log_recovery_report& partition_log::recovery_report() const {
 void partition_log::set_roll_listener(std::function<void(int64_t)> listener) {
   _impl->roll_listener = std::move(listener);
 }
+void partition_log::set_failure_listener(std::function<void(const status& error)> listener) {
+  _impl->failure_listener = std::move(listener);
+}
+status partition_log::handle_io_error(const status& error) {
+  return _impl->fail(error);
+}
+void partition_log::mark_offline(const std::string& reason) {
+  auto& m = *_impl;
+  if (m.offline()) return;
+  m.failure = storage_error(m.tp, "log is offline: " + reason);
+}
+bool partition_log::is_offline() const {
+  return _impl->offline();
+}
+const status& partition_log::offline_error() const {
+  return _impl->failure;
+}
 int64_t partition_log::log_start_offset() const {
   return _impl->log_start_offset;
 }
@@ -478,6 +534,8 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   const bool as_leader = leader_epoch.has_value();
   std::span<const uint8_t> all = as_leader ? std::span<const uint8_t>(leader_records) : follower_records;
   append_result out;
+  if (offline()) return failure;
+  if (closed) return storage_error(tp, "append to a closed log");
   if (all.empty()) return out;
   // Kafka refuses a request larger than a whole segment: it could never be appended (RecordBatchTooLarge).
   if (all.size() > static_cast<size_t>(config.segment_bytes)) {
@@ -616,7 +674,7 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   auto& current = active();
   if (current.size() > 0 && current.should_roll(static_cast<int32_t>(all.size()), now, last_offset,
                                                 rolling_jitter_ms, set_max_timestamp)) {
-    if (auto st = roll(first_offset); !st.ok()) return st;
+    if (auto st = roll(first_offset); !st.ok()) return fail_on_io_error(st);
     if (roll_listener) roll_listener(first_offset);
   }
 
@@ -625,20 +683,21 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   if (as_leader) {
     auto latest = epochs.latest_epoch();
     if (*leader_epoch >= 0 && (!latest || *leader_epoch > *latest)) {
-      if (auto st = epochs.assign(*leader_epoch, first_offset); !st.ok())
-        return storage_error(tp, st.message);
+      if (auto st = epochs.assign(*leader_epoch, first_offset); !st.ok()) return fail(st);
     }
   } else {
     for (const auto& c : checks) {
       if (c.header.partition_leader_epoch >= 0) {
         if (auto st = epochs.assign(c.header.partition_leader_epoch, c.header.base_offset); !st.ok()) {
-          return storage_error(tp, st.message);
+          return fail(st);
         }
       }
     }
   }
 
   auto& segment = active();
+  const int64_t end_before = log_end_offset;
+  const int64_t size_before = segment.size();
   size_t position = 0;
   for (const auto& c : checks) {
     const auto& h = c.header;
@@ -646,8 +705,17 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
     position += bytes.size();
     appended_batch info{h.base_offset, h.last_offset(), h.max_timestamp, h.last_offset()};
     if (auto st = segment.append(bytes, info); !st.ok()) {
-      log_end_offset = segment.next_offset();
-      return storage_error(tp, "append failed: " + st.message);
+      // A request is appended whole or not at all: the batches of it already written are cut again (the
+      // failed one cut itself), and the log end offset stays where it was. Then the log goes offline (Kafka
+      // takes the dir offline on any IOException); if the cut failed too, the next start's recovery does it.
+      if (segment.size() > size_before) {
+        if (auto cut = segment.truncate_to(end_before); !cut) {
+          subsystem_logger("storage")->error("{}: cannot cut a failed append back to offset {}: {}",
+                                             describe(tp), end_before, cut.error().message);
+        }
+      }
+      log_end_offset = end_before;
+      return fail(status::error(error_code::kafka_storage_error, "append failed: " + st.message));
     }
     log_end_offset = h.next_offset();
     if (out.batches == 0 || h.max_timestamp > out.max_timestamp) {
@@ -677,6 +745,8 @@ result<append_result> partition_log::append_as_follower(std::span<const uint8_t>
 result<read_result> partition_log::read(int64_t start_offset, int32_t max_bytes, int64_t max_offset,
                                         bool min_one_batch) const {
   const auto& m = *_impl;
+  // Nothing of an offline log is served: its files may end in a batch whose write failed half-way.
+  if (m.offline()) return m.failure;
   read_result out;
   out.log_start_offset = m.log_start_offset;
   out.log_end_offset = m.log_end_offset;
@@ -703,6 +773,7 @@ result<read_result> partition_log::read(int64_t start_offset, int32_t max_bytes,
 std::optional<offset_for_timestamp> partition_log::find_offset_by_timestamp(int64_t timestamp,
                                                                             int64_t max_offset) const {
   const auto& m = *_impl;
+  if (m.offline()) return std::nullopt;
   auto batch_epoch = [&](int32_t ple, int64_t offset) -> std::optional<int32_t> {
     if (ple >= 0) return ple;
     return m.epochs.epoch_for_offset(offset);
@@ -784,6 +855,12 @@ std::optional<offset_for_timestamp> partition_log::find_offset_by_timestamp(int6
 
 status partition_log::truncate_to(int64_t offset) {
   auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  return m.fail_on_io_error(m.truncate_to(offset));
+}
+
+status partition_log::impl::truncate_to(int64_t offset) {
+  auto& m = *this;
   if (offset < 0)
     return status::error(error_code::unknown_server_error, describe(m.tp) + ": negative truncation offset");
   if (offset >= m.log_end_offset) {
@@ -825,6 +902,12 @@ status partition_log::truncate_to(int64_t offset) {
 
 status partition_log::truncate_fully_and_start_at(int64_t offset) {
   auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  return m.fail_on_io_error(m.truncate_fully_and_start_at(offset));
+}
+
+status partition_log::impl::truncate_fully_and_start_at(int64_t offset) {
+  auto& m = *this;
   const int64_t now = m.clock();
   status first_error;
   while (!m.segments.empty()) {
@@ -846,6 +929,7 @@ status partition_log::truncate_fully_and_start_at(int64_t offset) {
 
 status partition_log::increment_log_start_offset(int64_t offset, int64_t high_watermark) {
   auto& m = *_impl;
+  if (m.offline()) return m.failure;
   if (offset > high_watermark || offset > m.log_end_offset) {
     return status::error(error_code::offset_out_of_range,
                          describe(m.tp) + ": cannot raise the log start offset to " + std::to_string(offset) +
@@ -859,6 +943,8 @@ status partition_log::increment_log_start_offset(int64_t offset, int64_t high_wa
 
 result<int32_t> partition_log::apply_retention(int64_t now_ms, int64_t high_watermark) {
   auto& m = *_impl;
+  // The log manager takes the dir offline for a failed retention itself (it is iterating its logs here).
+  if (m.offline()) return m.failure;
   int32_t removed = 0;
   auto run = [&](const std::vector<int64_t>& bases, const char* reason) -> status {
     auto n = m.delete_segments(bases, now_ms, reason);
@@ -914,6 +1000,12 @@ void partition_log::delete_expired_files(int64_t now_ms) {
 std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64_t now_ms) {
   auto& m = *_impl;
   std::vector<std::shared_ptr<const segment_file>> files;
+  if (m.offline() || m.closed) return files;
+  // A background fsync handed out earlier failed: the data it covered may never reach the disk.
+  if (auto failed = m.failed_sync()) {
+    (void)m.fail(*failed);
+    return files;
+  }
   const int64_t flushed = std::max(m.recovery_point, m.flush_pending_offset);
   if (m.log_end_offset <= flushed) return files;
   bool due =
@@ -929,36 +1021,51 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64
 
 void partition_log::mark_flushed(int64_t offset) {
   auto& m = *_impl;
+  if (m.offline()) return;
   offset = std::min(offset, m.log_end_offset);
   if (offset > m.recovery_point) m.recovery_point = offset;
 }
 
-status partition_log::flush() {
-  auto& m = *_impl;
+status partition_log::impl::flush_segments() {
   // Everything up to the log end offset is already durable: nothing to sync (Kafka's flush skips this case
   // too).
-  if (m.recovery_point >= m.log_end_offset) return status::success();
-  auto it = m.floor_segment(m.recovery_point);
-  if (it == m.segments.end()) it = m.segments.begin();
-  for (; it != m.segments.end(); ++it) {
-    if (auto st = it->second->flush(); !st.ok()) return storage_error(m.tp, "flush failed: " + st.message);
+  if (recovery_point >= log_end_offset) return status::success();
+  auto it = floor_segment(recovery_point);
+  if (it == segments.end()) it = segments.begin();
+  for (; it != segments.end(); ++it) {
+    if (auto st = it->second->flush(); !st.ok()) return storage_error(tp, "flush failed: " + st.message);
   }
-  if (auto st = detail::fsync_dir(m.dir); !st.ok()) return storage_error(m.tp, st.message);
-  m.recovery_point = m.log_end_offset;
-  m.flush_pending_offset = m.log_end_offset;
-  m.last_flush_ms = m.clock();
+  if (auto st = detail::fsync_dir(dir); !st.ok()) return storage_error(tp, st.message);
+  recovery_point = log_end_offset;
+  flush_pending_offset = log_end_offset;
+  last_flush_ms = clock();
+  return status::success();
+}
+
+status partition_log::flush() {
+  auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  if (auto st = m.flush_segments(); !st.ok()) return m.fail(st);
   return status::success();
 }
 
 status partition_log::close() {
   auto& m = *_impl;
-  if (m.closed) return status::success();
-  auto st = flush();
+  if (m.closed) return m.failure;
+  m.closed = true;
+  // An offline log touches no file again: only its descriptors and mappings go, with the segments.
+  if (m.offline()) return m.failure;
+  // The log manager closes logs while it iterates them (shutdown, a dir going offline): a failure here is
+  // returned to it, never sent to the listener.
+  auto st = m.flush_segments();
+  if (!st.ok()) {
+    m.failure = st;
+    return st;
+  }
   for (auto& [base, segment] : m.segments) {
     auto closed = segment->close();
     if (!closed.ok() && st.ok()) st = storage_error(m.tp, "close failed: " + closed.message);
   }
-  m.closed = true;
   return st;
 }
 

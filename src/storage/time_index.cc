@@ -89,6 +89,7 @@ status time_index::maybe_append(int64_t timestamp, int64_t offset, bool skip_ful
     // Only with skip_full_check: the roll/close entry for an index already trimmed to its entries.
     if (auto s = f.resize(int64_t{f.entries() + 1} * time_index_entry_size); !s.ok()) return s;
   }
+  if (auto s = f.reserve(f.entries() + 1); !s.ok()) return s;
   uint8_t* slot = f.slot(f.entries());
   detail::store_be64(slot, timestamp);
   detail::store_be32(slot + 8, static_cast<int32_t>(relative));
@@ -96,6 +97,9 @@ status time_index::maybe_append(int64_t timestamp, int64_t offset, bool skip_ful
   return status::success();
 }
 
+status time_index::reserve_next() {
+  return _impl->file.reserve(_impl->file.entries() + 1);
+}
 bool time_index::is_full() const {
   return _impl->file.entries() >= _impl->file.max_entries() - 1;
 }

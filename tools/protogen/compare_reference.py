@@ -405,6 +405,8 @@ def main() -> int:
     ap.add_argument("--proto-dir", type=Path, required=True)
     ap.add_argument("--reference-dir", type=Path, required=True)
     ap.add_argument("--metadata-reference-dir", type=Path)
+    # Record schemas of the coordinators' internal topics (__consumer_offsets, __transaction_state).
+    ap.add_argument("--coordinator-reference-dir", type=Path)
     args = ap.parse_args()
     if not args.reference_dir.is_dir():
         print(f"skip: reference dir {args.reference_dir} not present")
@@ -417,6 +419,9 @@ def main() -> int:
         else:
             print(f"note: metadata reference dir {args.metadata_reference_dir} not present, metadata records "
                   "not compared")
+    coordinator_reference: dict[str, dict] = {}
+    if args.coordinator_reference_dir is not None and args.coordinator_reference_dir.is_dir():
+        coordinator_reference = load_reference(args.coordinator_reference_dir)
     try:
         messages = proto_model.load_all(args.proto_dir)
     except proto_model.ProtoError as e:
@@ -442,6 +447,8 @@ def main() -> int:
                 continue
         else:
             schema = reference.get(msg.name)
+            if schema is None and msg.kind == "data":
+                schema = coordinator_reference.get(msg.name)
         if schema is None:
             if msg.kind == "data":
                 print(f"note {msg.name}: no reference schema (Mala-only data), not compared")

@@ -368,7 +368,7 @@ class MessageGen:
                 return f"({expr} ? bytes_size({expr}->size(), flexible) : null_bytes_size(flexible))"
             return f"bytes_size({expr}.size(), flexible)"
         if t == "records":
-            return f"({expr}.null ? null_bytes_size(flexible) : bytes_size({expr}.bytes.size(), flexible))"
+            return f"({expr}.null ? null_bytes_size(flexible) : bytes_size({expr}.size(), flexible))"
         raise ProtoError(f"unknown type {t}")
 
     def _size_array(self, expr: str, out: list[str], ind: str, elem: str):

@@ -12,16 +12,25 @@
 #include <asio/awaitable.hpp>
 
 #include "mala/broker/request_context.h"
+#include "mala/net/request_dispatcher.h"
 #include "mala/protocol/wire.h"
 
 namespace mala::broker {
+
+// A file range whose bytes belong in an encoded body after its first `position` bytes: the records of a
+// zero-copy Fetch, sent from the segment file.
+struct body_file_range {
+  size_t position = 0;
+  net::file_range range;
+};
 
 // Outcome of running a handler on one request body.
 struct handler_outcome {
   enum class kind : uint8_t { response, no_response, bad_request };
   kind what = kind::response;
-  std::vector<uint8_t> body;         // encoded response body (no header)
-  protocol::decode_status status{};  // why the request was rejected, for bad_request
+  std::vector<uint8_t> body;           // encoded response body (no header), without the file ranges' bytes
+  protocol::decode_status status{};    // why the request was rejected, for bad_request
+  std::vector<body_file_range> files;  // in body order
 };
 
 // Every handler runs as a coroutine on the connection's shard: one that needs another shard's state (a
@@ -30,6 +39,9 @@ struct handler_outcome {
 //   static response handle(request_context&, const request&, int16_t version)                  (synchronous), or
 //   static asio::awaitable<std::optional<response>> handle_async(request_context&, request, int16_t version)
 // where nullopt means "send no response" (Produce with acks=0).
+// A response whose records fields are external (protocol::records_view::external, zero copy) also provides
+//   std::span<const net::file_range> external_records() const
+// indexed by the records' external_id; its encoded_size() must then leave the external bytes out.
 using handler_fn = asio::awaitable<handler_outcome> (*)(request_context& ctx, protocol::wire_reader& body,
                                                         int16_t version);
 

@@ -23,6 +23,9 @@ class replica_manager;
 namespace mala::controller {
 class quorum_controller;
 }
+namespace mala::coordinator {
+class group_coordinator;
+}
 
 namespace mala::broker {
 
@@ -49,6 +52,9 @@ struct broker_services {
   storage::log_manager* logs = nullptr;               // home shard only (DescribeLogDirs)
   controller::quorum_controller* controller = nullptr;  // home shard only; null without the controller role
   producer_id_allocator* producer_ids = nullptr;        // home shard only; InitProducerId's id blocks
+  // The group coordinator (consumer groups, committed offsets); home shard only. Null: group requests are
+  // answered COORDINATOR_NOT_AVAILABLE.
+  coordinator::group_coordinator* groups = nullptr;
   fetch_session_cache* fetch_sessions = nullptr;       // KIP-227 session cache, any shard (own mutex)
   std::function<int64_t()> clock_ms;                   // wall clock in ms (tests inject one)
 };

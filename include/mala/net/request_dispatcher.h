@@ -2,14 +2,23 @@
 // request (header + body, without the size prefix) to a dispatcher, then writes back what the dispatcher
 // returns. A connection's requests are dispatched one at a time, in arrival order, so responses go out in
 // request order as Kafka clients require.
+//
+// A response is either one buffer or a list of pieces: buffers and ranges of open files. On a plaintext
+// connection the server sends file ranges with sendfile(2) (zero copy, as Kafka's FileRecords.writeTo does
+// through FileChannel.transferTo); Fetch uses this for the records it reads from segment files. net knows
+// nothing of storage: a file range is a descriptor, an offset, a length and an owner to keep alive.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <asio/awaitable.hpp>
+
+#include "mala/common/result.h"
 
 namespace mala::net {
 
@@ -23,19 +32,46 @@ struct connection_info {
   // From ApiVersions v3+ (KIP-511), for logs.
   std::string client_software_name;
   std::string client_software_version;
+  // The server can send file ranges of a response itself (sendfile on a plaintext socket). When false (unit
+  // tests driving the dispatcher, TLS later), the dispatcher hands back responses materialised in memory.
+  bool zero_copy = false;
 };
+
+// A byte range of an open file. `keep_alive` owns whatever keeps `fd` open (Fetch passes the segment file, so
+// a segment deleted by retention meanwhile is still readable) until the response is sent or dropped.
+struct file_range {
+  int fd = -1;
+  int64_t offset = 0;
+  uint32_t size = 0;
+  std::shared_ptr<const void> keep_alive;
+};
+
+// One part of a response: bytes in memory or a file range.
+using response_piece = std::variant<std::vector<uint8_t>, file_range>;
 
 struct dispatch_result {
   enum class action : uint8_t { respond, no_response, close };
   action what = action::respond;
-  std::vector<uint8_t> response;  // response header + body, without the size prefix
-  std::string close_reason;       // logged when what == close
+  std::vector<uint8_t> response;  // response header + body, without the size prefix, when `pieces` is empty
+  // Otherwise the response is these pieces in order (and `response` is empty).
+  std::vector<response_piece> pieces;
+  std::string close_reason;  // logged when what == close
 
   static dispatch_result respond_with(std::vector<uint8_t> bytes) {
-    return {action::respond, std::move(bytes), {}};
+    return {action::respond, std::move(bytes), {}, {}};
   }
-  static dispatch_result close(std::string reason) { return {action::close, {}, std::move(reason)}; }
-  static dispatch_result nothing() { return {action::no_response, {}, {}}; }
+  static dispatch_result respond_with(std::vector<response_piece> pieces) {
+    return {action::respond, {}, std::move(pieces), {}};
+  }
+  static dispatch_result close(std::string reason) { return {action::close, {}, {}, std::move(reason)}; }
+  static dispatch_result nothing() { return {action::no_response, {}, {}, {}}; }
+
+  // Bytes of the response without the size prefix.
+  size_t response_size() const;
+  // The copy path: reads the file ranges (pread) and joins every piece into `response`. Fails, leaving the
+  // result unusable, when a range cannot be read whole (its file was truncated since the range was taken).
+  // A no-op without pieces.
+  status materialize();
 };
 
 class request_dispatcher {

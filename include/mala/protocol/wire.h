@@ -39,14 +39,32 @@ inline constexpr uint32_t max_tagged_fields = 10'000;
 
 // A records field, kept as a view into the request buffer (decode) or into storage the caller keeps alive
 // until the message is encoded. `null` is a null records field (distinct from an empty one).
+//
+// An external records field has no bytes in memory: zero-copy Fetch sends them from the segment file with
+// sendfile(2). The encoder writes its length prefix, then leaves a gap of external_size bytes in the output
+// and records it in wire_writer::gaps() for the caller to fill; external_id is the caller's tag for the gap.
+// Sizes (encoded_size) count the gap, so a size prefix computed from them is the size on the wire.
 struct records_view {
   std::span<const uint8_t> bytes;
   bool null = true;
+  int32_t external_id = -1;  // >= 0: external records
+  uint32_t external_size = 0;
 
   static records_view of(std::span<const uint8_t> b) { return {b, false}; }
+  static records_view external(int32_t id, uint32_t size) { return {{}, false, id, size}; }
+  bool is_external() const { return external_id >= 0; }
+  size_t size() const { return is_external() ? external_size : bytes.size(); }
   friend bool operator==(const records_view& a, const records_view& b) {
-    return a.null == b.null && std::equal(a.bytes.begin(), a.bytes.end(), b.bytes.begin(), b.bytes.end());
+    return a.null == b.null && a.external_id == b.external_id && a.external_size == b.external_size &&
+           std::equal(a.bytes.begin(), a.bytes.end(), b.bytes.begin(), b.bytes.end());
   }
+};
+
+// Where an external records field's bytes belong in a wire_writer's output.
+struct records_gap {
+  size_t position = 0;  // bytes written before the gap
+  int32_t external_id = -1;
+  uint32_t size = 0;
 };
 
 class wire_reader {
@@ -134,14 +152,18 @@ class wire_writer {
   void write_nullable_string(const std::optional<std::string>& s, bool compact);
   void write_bytes(std::span<const uint8_t> b, bool compact);
   void write_nullable_bytes(const std::optional<std::vector<uint8_t>>& b, bool compact);
+  // External records: the length prefix only, and a gap in gaps().
   void write_records(const records_view& r, bool compact);
   void write_array_length(int32_t n, bool compact);  // -1 for null
 
   size_t size() const { return _out.size(); }
   std::vector<uint8_t>& buffer() { return _out; }
+  // The external records written, in output order.
+  const std::vector<records_gap>& gaps() const { return _gaps; }
 
  private:
   std::vector<uint8_t>& _out;
+  std::vector<records_gap> _gaps;
 };
 
 // Sizes of the primitive encodings, for encoded_size().

@@ -159,8 +159,10 @@ class partition {
   // Become (or stay) a follower of state.leader. Pending acks=all produces fail with NOT_LEADER_OR_FOLLOWER
   // and parked fetches wake up (they will find they are no longer served here).
   result<state_change> make_follower(const partition_state& state);
-  // The replica stops serving (removal, log dir offline): every waiter fires with NOT_LEADER_OR_FOLLOWER.
-  void stop();
+  // The replica stops serving: every waiter fires with `error` (NOT_LEADER_OR_FOLLOWER on removal;
+  // KAFKA_STORAGE_ERROR when its log dir went offline, what Kafka's delayed operations answer for an offline
+  // partition).
+  void stop(error_code error = error_code::not_leader_or_follower);
 
   bool is_leader() const { return _is_leader; }
   int32_t leader_id() const { return _state.leader; }

@@ -64,6 +64,12 @@ class replica_manager {
   // is removed through the log manager (topic deleted or replica moved away), otherwise the log stays on
   // disk, closed cleanly (a producer snapshot at its end: the node does this for every replica at shutdown).
   status remove_partition(const storage::topic_partition& tp, bool delete_log = true);
+  // The log dir of these partitions went offline (wire it to storage::log_manager::set_offline_listener):
+  // their replicas stop, parked produces and fetches fire with KAFKA_STORAGE_ERROR, and apply_leadership
+  // answers KAFKA_STORAGE_ERROR for them from then on (Kafka's handleLogDirFailure keeps them as offline
+  // partitions until the node restarts). They stay listed: the handlers learn of the offline dir through
+  // broker_services::local_replica_offline.
+  void mark_offline(const std::vector<storage::topic_partition>& partitions);
 
   partition* get(const storage::topic_partition& tp) const;
   std::vector<storage::topic_partition> partitions() const;

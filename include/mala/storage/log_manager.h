@@ -4,9 +4,15 @@
 // stop. A log dir that fails (disk full, permissions, corrupt files it cannot recover) goes offline with its
 // partitions instead of taking the process down.
 //
-// Threads: the manager's own methods are called from one thread (the node's start-up / shard 0). Each
-// partition_log it hands out is then used only by the partition's owning shard (see partition_log.h). Loading
-// uses a small pool of threads (num.recovery.threads.per.data.dir per dir).
+// A failed write, sync or truncation inside a partition_log takes its dir offline at once (the log's failure
+// listener calls back into the manager), as Kafka's LogDirFailureChannel does; the process keeps serving the
+// other dirs.
+//
+// Threads: the manager's own methods are called from one thread (the node's start-up / shard 0), except
+// is_offline(), which any thread may call. Each partition_log it hands out is then used only by the
+// partition's owning shard (see partition_log.h); a log's I/O failure takes its dir offline from that shard,
+// which is shard 0 while every partition lives there. Loading uses a small pool of threads
+// (num.recovery.threads.per.data.dir per dir).
 #pragma once
 
 #include <cstdint>
@@ -72,10 +78,18 @@ class log_manager {
   status shutdown(int64_t broker_epoch = -1);
 
   std::vector<log_dir_status> dirs() const;
-  // Takes a dir offline (an I/O error on one of its files): its partitions stop being served.
+  // Takes a dir offline (an I/O error on one of its files): its partitions stop being served, their logs are
+  // released without touching their files, and the dir gets no clean-shutdown marker (the next start
+  // recovers it). A partition of an offline dir is not created again elsewhere (KAFKA_STORAGE_ERROR).
   void mark_offline(const std::filesystem::path& dir, const std::string& error);
-  // Whether this partition's log was in a dir that went offline (its replica on this node is offline).
+  // Whether this partition's log was in a dir that went offline (its replica on this node is offline). Any
+  // thread.
   bool is_offline(const topic_partition& tp) const;
+  // Called (one listener, on the thread that took the dir offline, after its logs stopped) with the dir and
+  // the partitions it held; the node stops their replicas (Kafka's ReplicaManager.handleLogDirFailure).
+  void set_offline_listener(
+      std::function<void(const std::filesystem::path& dir, const std::vector<topic_partition>& partitions)>
+          listener);
   // Load statistics, for the start-up log line and benchmarks.
   struct load_report {
     int32_t partitions = 0;

@@ -5,6 +5,7 @@
 // lives.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -29,13 +30,18 @@ class segment_file {
   const std::filesystem::path& path() const { return _path; }
   // Reads exactly n bytes at position (fewer only at end of file).
   result<std::vector<uint8_t>> read(int64_t position, int32_t n) const;
+  // fdatasync. Any thread (the flush policy runs it on the blocking pool).
   status sync() const;
+  // errno of the first sync() that failed, 0 if none did. Any thread: the partition's shard reads it to take
+  // the log offline after a failed background flush.
+  int sync_error() const { return _sync_error.load(std::memory_order_relaxed); }
 
  private:
   friend class log_segment;
   segment_file(int fd, std::filesystem::path path) : _fd(fd), _path(std::move(path)) {}
   int _fd = -1;
   std::filesystem::path _path;
+  mutable std::atomic<int> _sync_error{0};
 };
 
 // A byte range of whole batches in one segment file.

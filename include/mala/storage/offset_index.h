@@ -37,6 +37,10 @@ class offset_index {
   // Appends an entry; offsets must increase. Fails (invariant) when the index is full or the offset does not
   // fit.
   status append(int64_t offset, int64_t position);
+  // Backs the next entry's slot with disk blocks (append does it too; a store into a sparse page of a full
+  // disk would raise SIGBUS). KAFKA_STORAGE_ERROR when the disk is full: log_segment calls it before writing
+  // a batch, so that a failed append leaves nothing behind.
+  status reserve_next();
   bool is_full() const;
   int32_t entries() const;
   int32_t max_entries() const;  // slots in the current file length

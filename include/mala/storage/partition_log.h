@@ -91,6 +91,24 @@ class partition_log {
   // log.
   void set_roll_listener(std::function<void(int64_t base_offset)> listener);
 
+  // Disk failures (Kafka's LogDirFailureChannel). An I/O error while appending (a write, an index page, a
+  // roll, the epoch checkpoint), flushing (an fsync, also a failed background one from flush_work()) or
+  // truncating takes the log offline for good: a failed append first cuts back what it wrote (the log end
+  // offset never moves), then every append, read, flush and truncation answers KAFKA_STORAGE_ERROR and no
+  // file is touched again; close() only releases descriptors. The next start recovers the files (a torn tail
+  // is cut). The listener (one; the log manager takes the whole dir offline) hears of the failure once, on
+  // the owning shard, from inside the failing call; it may close this log. close(), apply_retention() and
+  // increment_log_start_offset() return their errors without calling it (the log manager handles those
+  // itself: it calls them while iterating its logs).
+  void set_failure_listener(std::function<void(const status& error)> listener);
+  // An I/O error on a file of this partition written by others (producer snapshots, the epoch cache written
+  // through epochs()): takes the log offline as its own errors do. Returns the KAFKA_STORAGE_ERROR to answer.
+  status handle_io_error(const status& error);
+  // Takes the log offline without an error of its own (its dir failed through another file); no listener.
+  void mark_offline(const std::string& reason);
+  bool is_offline() const;
+  const status& offline_error() const;  // success while online
+
   int64_t log_start_offset() const;
   int64_t log_end_offset() const;
   int64_t recovery_point() const;
@@ -131,12 +149,14 @@ class partition_log {
   void delete_expired_files(int64_t now_ms);
 
   // Flush policy (flush.messages / flush.ms): the segment files to fsync up to the log end offset now, or an empty
-  // list. The caller runs the syncs off the shard and reports back with mark_flushed().
+  // list. The caller runs the syncs off the shard and reports back with mark_flushed(); a sync that failed is
+  // found by the next call, which takes the log offline (see set_failure_listener) and returns nothing.
   std::vector<std::shared_ptr<const segment_file>> flush_work(int64_t now_ms);
   void mark_flushed(int64_t offset);
   // Synchronous flush of everything (tests, clean shutdown).
   status flush();
-  // Clean close: flushes, trims indexes.
+  // Clean close: flushes, trims indexes. A flush that fails leaves the log offline (no listener) and the
+  // indexes untrimmed; an offline log is closed without touching its files.
   status close();
   // Deletes the whole partition directory (topic deletion).
   status delete_all();

@@ -33,6 +33,8 @@ class time_index {
   // range, and when full unless skip_full_check: the last slot is reserved for the entry on_roll()/close()
   // add, and a file already trimmed grows by one entry for it.
   status maybe_append(int64_t timestamp, int64_t offset, bool skip_full_check = false);
+  // As offset_index::reserve_next.
+  status reserve_next();
   // Kafka's TimeIndex.isFull: one slot short of the file, keeping the last one for the roll entry.
   bool is_full() const;
   int32_t entries() const;

@@ -8,7 +8,6 @@
 
 #include "handlers/data_path.h"
 #include "mala/broker/fetch_sessions.h"
-#include "mala/common/logging.h"
 
 // GCC 12 takes the frames of asio's coroutines (allocated and freed by awaitable_frame_base's own operator
 // new/delete) for mismatched allocations once it inlines enough of them into one function: a false positive
@@ -153,6 +152,16 @@ asio::awaitable<std::vector<read_answer>> read_on_home_shard(const broker_servic
 
 }  // namespace
 
+size_t fetch_reply::encoded_size(int16_t version) const {
+  size_t size = body.encoded_size(version);
+  for (const auto& topic : body.responses) {
+    for (const auto& d : topic.partitions) {
+      if (d.records.is_external()) size -= d.records.external_size;
+    }
+  }
+  return size;
+}
+
 asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_async(request_context& ctx,
                                                                                     request req,
                                                                                     int16_t version) {
@@ -226,16 +235,12 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
               : std::nullopt;
       if (a.diverging) d.diverging_epoch = {a.diverging->epoch, a.diverging->end_offset};
       d.records = proto::records_view::of({});
-      if (a.data && a.data->size > 0) {
-        auto bytes = read_slice(*a.data);
-        if (!bytes) {
-          subsystem_logger("broker")->error("fetch from {}-{}: {}", results[a.result].key.topic,
-                                            results[a.result].key.partition, bytes.error().message);
-          set_error(d, error_code::kafka_storage_error);
-          continue;
-        }
-        reply.record_buffers.push_back(std::move(*bytes));
-        d.records = proto::records_view::of(reply.record_buffers.back());
+      if (a.data && a.data->file && a.data->size > 0) {
+        // Zero copy: the range of the segment file, kept open by the reply until sent.
+        const auto size = static_cast<uint32_t>(a.data->size);
+        d.records = proto::records_view::external(static_cast<int32_t>(reply.files.size()), size);
+        reply.files.push_back({a.data->file->fd(), a.data->position, size, a.data->file});
+        results[a.result].records_size = a.data->size;
       }
     }
   }

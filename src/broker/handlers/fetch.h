@@ -22,31 +22,37 @@
 // - every partition answer carries high_watermark, last_stable_offset and log_start_offset (-1 in error
 //   answers, as Kafka's), aborted_transactions an empty list for read_committed and null otherwise (no
 //   transactions yet).
-// The records are copied out of the segment files into the response; sending them with sendfile(2) straight
-// from the segment (zero copy) is a later step.
+// The records are not copied: each partition's records field is a range of its segment file
+// (records_view::external), which the server sends with sendfile(2) on plaintext connections, as Kafka sends
+// FileRecords with FileChannel.transferTo; the dispatcher reads them into memory for connections that cannot
+// (unit tests). The response holds the segment files open until it is sent.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <asio/awaitable.hpp>
 
 #include "mala/broker/request_context.h"
+#include "mala/net/request_dispatcher.h"
 #include "mala/protocol/messages/fetch_request.h"
 #include "mala/protocol/messages/fetch_response.h"
 #include "mala/protocol/wire.h"
 
 namespace mala::broker::handlers {
 
-// A Fetch response with the record bytes its partitions' records views point into (the generated message only
-// views them). Encoded like the message itself.
+// A Fetch response whose partitions' records are segment file ranges: records_view::external(i, size) for
+// files[i]. Encoding writes the message with a gap for each of them (see handler_table.h).
 struct fetch_reply {
   protocol::fetch_response body;
-  std::vector<std::vector<uint8_t>> record_buffers;
+  std::vector<net::file_range> files;
 
-  size_t encoded_size(int16_t version) const { return body.encoded_size(version); }
+  // Bytes encoded in memory: the message without its external records.
+  size_t encoded_size(int16_t version) const;
   void encode(protocol::wire_writer& w, int16_t version) const { body.encode(w, version); }
+  std::span<const net::file_range> external_records() const { return files; }
 };
 
 struct fetch_handler {

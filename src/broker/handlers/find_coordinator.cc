@@ -1,34 +1,156 @@
 #include "handlers/find_coordinator.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "handlers/admin_common.h"
+#include "handlers/group_common.h"
 #include "mala/common/error_code.h"
+#include "mala/common/logging.h"
+#include "mala/controller/quorum_controller.h"
+#include "mala/coordinator/group_placement.h"
 
 namespace mala::broker::handlers {
 
 namespace {
-constexpr const char* not_available_message = "The coordinator is not available.";
+
+// CoordinatorType ids.
+constexpr int8_t group_key_type = 0;
+constexpr int8_t transaction_key_type = 1;
+constexpr int8_t share_key_type = 2;
+
+struct coordinator_answer {
+  error_code error = error_code::none;
+  int32_t node_id = -1;
+  std::string host;
+  int32_t port = -1;
+};
+
+// Creates __consumer_offsets with Kafka's settings (GroupCoordinatorService.groupMetadataTopicConfigs) if the
+// image does not have it. Home shard.
+void ensure_offsets_topic(const broker_services& services) {
+  if (services.metadata->current()->find_topic(std::string(coordinator::offsets_topic_name))) return;
+  if (!services.controller || !services.groups) return;
+  const auto image = services.metadata->current();
+  int32_t live = 0;
+  for (const auto& [id, b] : image->brokers) {
+    if (!b.fenced) ++live;
+  }
+  const node_config* config = services.config;
+  const int32_t wanted_rf = config ? config->get_int("offsets.topic.replication.factor").value_or(3) : 3;
+  protocol::create_topics_request create;
+  create.timeout_ms = 30'000;
+  auto& t = create.topics.emplace_back();
+  t.name = std::string(coordinator::offsets_topic_name);
+  t.num_partitions = services.groups->config().offsets_topic_num_partitions;
+  t.replication_factor = static_cast<int16_t>(std::max(1, std::min(wanted_rf, live)));
+  const std::string segment_bytes = std::to_string(
+      config ? config->get_int("offsets.topic.segment.bytes").value_or(104'857'600) : 104'857'600);
+  t.configs.push_back({"cleanup.policy", "compact"});
+  t.configs.push_back({"compression.type", "producer"});
+  t.configs.push_back({"segment.bytes", segment_bytes});
+  auto created = services.controller->create_topics(create, protocol::create_topics_request::max_version);
+  for (const auto& r : created.topics) {
+    if (r.error_code != to_wire(error_code::none) &&
+        r.error_code != to_wire(error_code::topic_already_exists)) {
+      subsystem_logger("broker")->warn("creation of {} failed: {} {}", r.name, r.error_code,
+                                       r.error_message.value_or(""));
+    } else {
+      subsystem_logger("broker")->info("created {} with {} partitions, replication factor {}", r.name,
+                                       t.num_partitions, t.replication_factor);
+    }
+  }
+}
+
+coordinator_answer group_coordinator_for(const request_context& ctx, const metadata::metadata_image& image,
+                                         const std::string& group_id) {
+  coordinator_answer a;
+  a.error = error_code::coordinator_not_available;
+  if (!ctx.services.groups) return a;
+  const auto* topic = image.find_topic(std::string(coordinator::offsets_topic_name));
+  if (!topic) return a;
+  const int32_t partition =
+      coordinator::group_partition(group_id, static_cast<int32_t>(topic->partitions.size()));
+  const auto* p = find_partition(image, topic->name, partition);
+  if (!p || p->leader < 0) return a;
+  auto b = image.brokers.find(p->leader);
+  if (b == image.brokers.end() || b->second.fenced) return a;
+  const auto* ep = b->second.endpoint_for(ctx.connection.listener_name);
+  if (!ep) return a;
+  a.error = error_code::none;
+  a.node_id = p->leader;
+  a.host = ep->host;
+  a.port = static_cast<int32_t>(ep->port);
+  return a;
+}
+
 }  // namespace
 
-find_coordinator_handler::response find_coordinator_handler::handle(request_context& /*ctx*/, const request& req,
-                                                                    int16_t version) {
+asio::awaitable<std::optional<find_coordinator_handler::response>> find_coordinator_handler::handle_async(
+    request_context& ctx, request req, int16_t version) {
+  const auto& services = ctx.services;
+  std::vector<std::string> keys;
+  if (version < 4) {
+    keys.push_back(req.key);
+  } else {
+    keys = req.coordinator_keys;
+  }
+  const int8_t key_type = req.key_type;
+
+  if (key_type == group_key_type && !keys.empty() && services.groups && services.controller &&
+      !services.metadata->current()->find_topic(std::string(coordinator::offsets_topic_name))) {
+    co_await on_home_shard(services, [&services] {
+      ensure_offsets_topic(services);
+      return 0;
+    });
+  }
+  const auto image = services.metadata->current();
+
+  std::vector<coordinator_answer> answers;
+  for (const auto& key : keys) {
+    coordinator_answer a;
+    if (key_type == group_key_type) {
+      a = group_coordinator_for(ctx, *image, key);
+    } else if (key_type == transaction_key_type) {
+      a.error = error_code::coordinator_not_available;  // no transaction coordinator yet
+    } else if (key_type == share_key_type) {
+      a.error = error_code::invalid_request;  // no share coordinator (and v<6 cannot ask for one)
+    } else {
+      // CoordinatorType.forId throws InvalidRequestException: the request fails as a whole.
+      a.error = error_code::invalid_request;
+    }
+    answers.push_back(std::move(a));
+  }
+
   response resp;
   if (version < 4) {
-    resp.error_code = to_wire(error_code::coordinator_not_available);
-    resp.error_message = not_available_message;
-    resp.node_id = -1;
-    resp.host = "";
-    resp.port = -1;
-    return resp;
+    const auto& a = answers.front();
+    resp.error_code = to_wire(a.error);
+    if (a.error != error_code::none) {
+      // Kafka's error response for v0-v3: the error's default message and Node.noNode().
+      resp.error_message = std::string(default_error_message(a.error));
+      resp.node_id = -1;
+      resp.host = "";
+      resp.port = -1;
+    } else {
+      resp.error_message = std::nullopt;
+      resp.node_id = a.node_id;
+      resp.host = a.host;
+      resp.port = a.port;
+    }
+    co_return resp;
   }
-  for (const auto& key : req.coordinator_keys) {
+  for (size_t i = 0; i < keys.size(); ++i) {
     auto& c = resp.coordinators.emplace_back();
-    c.key = key;
-    c.node_id = -1;
-    c.host = "";
-    c.port = -1;
-    c.error_code = to_wire(error_code::coordinator_not_available);
-    c.error_message = not_available_message;
+    c.key = keys[i];
+    c.error_code = to_wire(answers[i].error);
+    c.error_message = std::nullopt;
+    c.node_id = answers[i].node_id;
+    c.host = answers[i].host;
+    c.port = answers[i].port;
   }
-  return resp;
+  co_return resp;
 }
 
 }  // namespace mala::broker::handlers

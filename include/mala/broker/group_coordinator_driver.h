@@ -1,0 +1,70 @@
+// Runs the group coordinator (coordinator/group_coordinator.h) inside the node: it is the coordinator's
+// record_writer (a batch of coordinator records appended to the __consumer_offsets replica with acks=-1, its
+// completion posted back once the high watermark passes it, REQUEST_TIMED_OUT after
+// offsets.commit.timeout.ms), its clock (an asio timer on the home shard fires run_expired_timers at the
+// coordinator's next deadline), and its loader: each new metadata image makes the coordinator own the
+// __consumer_offsets partitions this node leads (their log is replayed in steps of at most
+// offsets.load.buffer.size bytes, yielding to the event loop in between, COORDINATOR_LOAD_IN_PROGRESS
+// meanwhile) and drop the ones it no longer leads.
+//
+// Threads: everything runs on the home shard (the shard of the replicas): on_metadata is called from the
+// metadata publisher there, the timers and load steps run on its io_context. start() and stop() too.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "mala/coordinator/group_coordinator.h"
+#include "mala/metadata/metadata_image.h"
+
+namespace asio {
+class io_context;
+}
+namespace mala::replication {
+class replica_manager;
+}
+
+namespace mala {
+class node_config;
+}
+
+namespace mala::broker {
+
+struct group_coordinator_driver_options {
+  int32_t node_id = 0;
+  coordinator::group_coordinator_config coordinator;
+  int32_t commit_timeout_ms = 5000;     // offsets.commit.timeout.ms
+  int32_t load_buffer_bytes = 5 << 20;  // offsets.load.buffer.size
+  std::function<int64_t()> clock_ms;    // wall clock
+};
+
+// The coordinator settings of a node configuration (Kafka's property names and defaults).
+group_coordinator_driver_options group_coordinator_options_from(const node_config& config);
+
+class group_coordinator_driver final : public coordinator::record_writer {
+ public:
+  group_coordinator_driver(asio::io_context& home, replication::replica_manager& replicas,
+                           group_coordinator_driver_options options);
+  ~group_coordinator_driver() override;
+  group_coordinator_driver(const group_coordinator_driver&) = delete;
+  group_coordinator_driver& operator=(const group_coordinator_driver&) = delete;
+
+  coordinator::group_coordinator& coordinator();
+
+  // Loads the __consumer_offsets partitions led here that are not loaded yet (a partition whose whole log
+  // fits in one step is active when this returns), unloads the ones no longer led.
+  void on_metadata(const metadata::metadata_image& image);
+  // Arms the timer; stop() cancels it and every load in progress (before the shards stop).
+  void start();
+  void stop();
+
+  void append(int32_t partition, std::vector<coordinator::coordinator_record> records,
+              std::function<void(error_code)> done) override;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> _impl;
+};
+
+}  // namespace mala::broker

@@ -1,0 +1,199 @@
+// The group coordinator (Kafka 4.x's GroupCoordinatorService + GroupMetadataManager + OffsetMetadataManager
+// for the classic protocol): consumer groups of this node's __consumer_offsets partitions, their rebalances
+// (JoinGroup / SyncGroup / Heartbeat / LeaveGroup), their committed offsets (OffsetCommit / OffsetFetch /
+// OffsetDelete) and their administration (ListGroups / DescribeGroups / DeleteGroups).
+//
+// State: every group belongs to one partition of __consumer_offsets (group_placement.h); this node
+// coordinates the groups of the partitions it leads. A partition is not_owned, loading (its log is replayed
+// into memory: requests get COORDINATOR_LOAD_IN_PROGRESS) or active. Groups are kept by id with their
+// partition; committed offsets by group, topic and partition. Groups of the KIP-848 consumer protocol will
+// sit beside the classic ones (the group map holds a typed slot; ListGroups already reports a type), with
+// their own records (key versions 3+, skipped for now).
+//
+// Persistence: every change that must survive a restart is a record (group_records.h) appended through the
+// record_writer, which answers once the record is committed (acks=-1: the partition's high watermark passed
+// it). Offset commits and tombstones change the in-memory state when their append completes, so reads see
+// committed data only; group metadata is written at the end of a rebalance (the leader's SyncGroup: the group
+// becomes Stable once the record is committed) and when a group becomes Empty. On load the records are
+// replayed in log order: the last GroupMetadataValue of a group is its state (Stable with its members, or
+// Empty), offsets are the last commit of each partition, tombstones remove.
+//
+// Time: the coordinator keeps deadlines (member sessions, join and sync phases, the initial rebalance delay,
+// the offsets retention check) and does nothing on its own: the owner calls run_expired_timers() when
+// next_deadline() has passed, and is told through the deadline listener when a new deadline comes earlier
+// than the ones it knows. The clock is the injected wall clock (ms), as Kafka's timers use
+// Time.milliseconds().
+//
+// Answers: JoinGroup and SyncGroup park until the rebalance reaches them; their callbacks (and those of the
+// writes) may run before the call returns or later, always on the coordinator's thread. A callback only
+// delivers its answer; it must not call back into the coordinator.
+//
+// Threads: one thread, the home shard's (like the replicas whose logs hold the records). Nothing is locked.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mala/common/error_code.h"
+#include "mala/common/result.h"
+#include "mala/coordinator/classic_group.h"
+#include "mala/coordinator/group_records.h"
+#include "mala/protocol/messages/delete_groups_response.h"
+#include "mala/protocol/messages/describe_groups_response.h"
+#include "mala/protocol/messages/heartbeat_request.h"
+#include "mala/protocol/messages/heartbeat_response.h"
+#include "mala/protocol/messages/join_group_request.h"
+#include "mala/protocol/messages/leave_group_request.h"
+#include "mala/protocol/messages/leave_group_response.h"
+#include "mala/protocol/messages/list_groups_request.h"
+#include "mala/protocol/messages/list_groups_response.h"
+#include "mala/protocol/messages/offset_commit_request.h"
+#include "mala/protocol/messages/offset_commit_response.h"
+#include "mala/protocol/messages/offset_delete_request.h"
+#include "mala/protocol/messages/offset_delete_response.h"
+#include "mala/protocol/messages/offset_fetch_request.h"
+#include "mala/protocol/messages/offset_fetch_response.h"
+#include "mala/protocol/messages/sync_group_request.h"
+
+namespace mala::coordinator {
+
+struct group_coordinator_config {
+  int32_t offsets_topic_num_partitions = 50;   // offsets.topic.num.partitions
+  int32_t initial_rebalance_delay_ms = 3000;   // group.initial.rebalance.delay.ms
+  int32_t min_session_timeout_ms = 6000;       // group.min.session.timeout.ms
+  int32_t max_session_timeout_ms = 1'800'000;  // group.max.session.timeout.ms
+  int32_t max_group_size = INT32_MAX;          // group.max.size
+  // How long a new member's JoinGroup may stay parked (Kafka's internal classic new member join timeout).
+  int32_t new_member_join_timeout_ms = 300'000;
+  int64_t offsets_retention_ms = 7LL * 24 * 60 * 60 * 1000;  // offsets.retention.minutes (7 days)
+  int64_t offsets_retention_check_interval_ms = 600'000;     // offsets.retention.check.interval.ms
+  int32_t offset_metadata_max_bytes = 4096;                  // offset.metadata.max.bytes
+};
+
+// Appends coordinator records to a partition of __consumer_offsets. `done` runs exactly once, never from
+// inside append() itself, on the coordinator's thread: NONE once the batch is committed, otherwise the
+// append's error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, ...).
+class record_writer {
+ public:
+  virtual ~record_writer() = default;
+  virtual void append(int32_t partition, std::vector<coordinator_record> records,
+                      std::function<void(error_code)> done) = 0;
+};
+
+// Who sent a request: JoinGroup records the client id and host of new members; behaviour differs by version.
+struct request_origin {
+  std::string client_id;
+  std::string client_host;  // as Kafka prints InetAddress: "/127.0.0.1"
+  int16_t api_version = 0;
+};
+
+enum class partition_status : uint8_t { not_owned, loading, active };
+
+// A committed offset (Kafka's OffsetAndMetadata).
+struct committed_offset {
+  int64_t offset = -1;
+  std::optional<int32_t> leader_epoch;
+  std::string metadata;
+  int64_t commit_timestamp_ms = 0;
+  std::optional<int64_t> expire_timestamp_ms;  // OffsetCommit v2-v4 retention time
+  int64_t record_offset = -1;                  // where the commit is in __consumer_offsets
+};
+
+// Kafka's CoordinatorOperationExceptionHelper: how an append error reaches clients
+// (UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE;
+// NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR -> NOT_COORDINATOR; MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE ->
+// UNKNOWN_SERVER_ERROR).
+error_code append_error_to_client_error(error_code append_error);
+
+class group_coordinator {
+ public:
+  using offset_commit_callback = std::function<void(protocol::offset_commit_response)>;
+  using offset_fetch_callback =
+      std::function<void(protocol::offset_fetch_response::offset_fetch_response_group)>;
+  using offset_delete_callback = std::function<void(protocol::offset_delete_response)>;
+  using delete_groups_callback =
+      std::function<void(std::vector<protocol::delete_groups_response::deletable_group_result>)>;
+
+  group_coordinator(group_coordinator_config config, record_writer& writer,
+                    std::function<int64_t()> clock_ms);
+  ~group_coordinator();
+  group_coordinator(const group_coordinator&) = delete;
+  group_coordinator& operator=(const group_coordinator&) = delete;
+
+  const group_coordinator_config& config() const { return _config; }
+  // The partition count of the existing __consumer_offsets, which group placement follows (Kafka reads it
+  // from the metadata at start-up, offsets.topic.num.partitions only sizes a topic still to be created).
+  void set_partition_count(int32_t partitions) { _config.offsets_topic_num_partitions = partitions; }
+  int32_t partition_for(std::string_view group_id) const;
+  partition_status status_of(int32_t partition) const;
+  std::vector<int32_t> owned_partitions() const;
+
+  // --- Partitions (Kafka's CoordinatorRuntime load / unload)
+  // The partition is led here: forget what was known of it and start replaying its log (status loading).
+  void begin_loading(int32_t partition);
+  // One record of the partition's log, in offset order. Undecodable records are skipped (error returned for
+  // the log line); records of other partitions are refused.
+  status replay(int32_t partition, int64_t offset, std::span<const uint8_t> key,
+                std::optional<std::span<const uint8_t>> value);
+  // The replay reached the end of the log: the partition serves (status active) and the loaded members'
+  // sessions start now (GroupMetadataManager.onLoaded).
+  void complete_loading(int32_t partition);
+  // Leadership of the partition moved (or its topic is gone): parked JoinGroup / SyncGroup get
+  // NOT_COORDINATOR, the partition's groups and offsets are forgotten.
+  void unload(int32_t partition);
+
+  // --- Classic protocol
+  void join_group(const request_origin& origin, protocol::join_group_request request, join_callback done);
+  void sync_group(const request_origin& origin, protocol::sync_group_request request, sync_callback done);
+  protocol::heartbeat_response heartbeat(const request_origin& origin,
+                                         const protocol::heartbeat_request& request);
+  // `request` in the v3+ shape (members listed; LeaveGroupRequest.normalizedData for v0-v2); the answer too.
+  protocol::leave_group_response leave_group(const request_origin& origin,
+                                             const protocol::leave_group_request& request);
+
+  // --- Offsets. The topics and partitions must exist in the metadata (the broker answers the others).
+  void commit_offsets(const request_origin& origin, protocol::offset_commit_request request,
+                      offset_commit_callback done);
+  // One group of OffsetFetch (v8+ shape; topics nullopt = every committed partition). With require_stable the
+  // answer waits for the partition's appends in flight.
+  void fetch_offsets(const protocol::offset_fetch_request::offset_fetch_request_group& request,
+                     bool require_stable, offset_fetch_callback done);
+  void delete_offsets(protocol::offset_delete_request request, offset_delete_callback done);
+
+  // --- Administration
+  protocol::list_groups_response list_groups(const protocol::list_groups_request& request) const;
+  std::vector<protocol::describe_groups_response::described_group> describe_groups(
+      const std::vector<std::string>& group_ids) const;
+  void delete_groups(std::vector<std::string> group_ids, delete_groups_callback done);
+
+  // --- Time
+  std::optional<int64_t> next_deadline() const;
+  // Runs every timer whose deadline is at or before the clock's now.
+  void run_expired_timers();
+  // Called with a deadline earlier than every one pending before (the owner re-arms its timer).
+  void set_deadline_listener(std::function<void(int64_t deadline_ms)> listener);
+  // The offsets retention check (GroupCoordinatorShard.cleanupGroupMetadata), also run by its timer: expired
+  // offsets get tombstones, and groups left empty without offsets are deleted.
+  void cleanup_group_metadata();
+
+  // --- Inspection (tests, metrics)
+  const classic_group* find_group(const std::string& group_id) const;
+  const committed_offset* find_offset(const std::string& group_id, const std::string& topic,
+                                      int32_t partition) const;
+  size_t group_count() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> _impl;
+  group_coordinator_config _config;
+};
+
+}  // namespace mala::coordinator

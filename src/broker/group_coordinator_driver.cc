@@ -1,0 +1,280 @@
+#include "mala/broker/group_coordinator_driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "mala/common/config.h"
+#include "mala/common/logging.h"
+#include "mala/coordinator/group_placement.h"
+#include "mala/protocol/record_batch.h"
+#include "mala/replication/replica_manager.h"
+
+namespace mala::broker {
+
+namespace {
+
+storage::topic_partition offsets_partition(int32_t partition) {
+  return {std::string(coordinator::offsets_topic_name), partition};
+}
+
+}  // namespace
+
+group_coordinator_driver_options group_coordinator_options_from(const node_config& config) {
+  group_coordinator_driver_options o;
+  o.node_id = config.node_id();
+  auto& c = o.coordinator;
+  c.offsets_topic_num_partitions = config.get_int("offsets.topic.num.partitions").value_or(50);
+  c.initial_rebalance_delay_ms = config.get_int("group.initial.rebalance.delay.ms").value_or(3000);
+  c.min_session_timeout_ms = config.get_int("group.min.session.timeout.ms").value_or(6000);
+  c.max_session_timeout_ms = config.get_int("group.max.session.timeout.ms").value_or(1'800'000);
+  c.max_group_size = config.get_int("group.max.size").value_or(INT32_MAX);
+  c.offsets_retention_ms = int64_t{config.get_int("offsets.retention.minutes").value_or(10080)} * 60'000;
+  c.offsets_retention_check_interval_ms =
+      config.get_long("offsets.retention.check.interval.ms").value_or(600'000);
+  c.offset_metadata_max_bytes = config.get_int("offset.metadata.max.bytes").value_or(4096);
+  o.commit_timeout_ms = config.get_int("offsets.commit.timeout.ms").value_or(5000);
+  o.load_buffer_bytes = config.get_int("offsets.load.buffer.size").value_or(5 << 20);
+  return o;
+}
+
+struct group_coordinator_driver::impl {
+  asio::io_context& home;
+  replication::replica_manager& replicas;
+  group_coordinator_driver_options options;
+  std::unique_ptr<coordinator::group_coordinator> groups;
+  asio::steady_timer timer;
+  uint64_t timer_generation = 0;  // a wait from an earlier arm() ignores its completion
+  bool stopped = false;
+  // Partitions being loaded: the next offset to read; a step from an earlier load of the same partition
+  // (unloaded and loaded again meanwhile) finds another generation and stops.
+  struct load_state {
+    int64_t next_offset = 0;
+    uint64_t generation = 0;
+  };
+  std::map<int32_t, load_state> loading;
+  uint64_t next_load_generation = 1;
+  std::shared_ptr<spdlog::logger> log = subsystem_logger("coordinator");
+  // Guards callbacks posted to the io_context against running after the driver is gone.
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+
+  impl(asio::io_context& h, replication::replica_manager& r, group_coordinator_driver_options o)
+      : home(h), replicas(r), options(std::move(o)), timer(h) {}
+
+  int64_t now() const { return options.clock_ms(); }
+
+  void arm() {
+    if (stopped) return;
+    const uint64_t generation = ++timer_generation;
+    auto deadline = groups->next_deadline();
+    timer.cancel();
+    if (!deadline) return;
+    const int64_t delay = std::max<int64_t>(0, *deadline - now());
+    timer.expires_after(std::chrono::milliseconds(delay));
+    timer.async_wait([this, generation, alive = alive](const std::error_code& ec) {
+      if (ec || !*alive || stopped || generation != timer_generation) return;
+      groups->run_expired_timers();
+      arm();
+    });
+  }
+
+  // --- Loading
+
+  void start_loading(int32_t partition) {
+    auto* replica = replicas.get(offsets_partition(partition));
+    if (!replica) return;
+    groups->begin_loading(partition);
+    const uint64_t generation = next_load_generation++;
+    loading[partition] = load_state{replica->log_start_offset(), generation};
+    log->info("loading __consumer_offsets-{} from offset {} to {}", partition, replica->log_start_offset(),
+              replica->high_watermark());
+    load_step(partition, generation);
+  }
+
+  void load_step(int32_t partition, uint64_t generation) {
+    auto it = loading.find(partition);
+    if (it == loading.end() || it->second.generation != generation || stopped) return;
+    auto* replica = replicas.get(offsets_partition(partition));
+    if (!replica || !replica->is_leader()) {
+      loading.erase(it);
+      return;  // the next image unloads it
+    }
+    int64_t next = it->second.next_offset;
+    const int64_t end = replica->high_watermark();
+    int32_t budget = options.load_buffer_bytes;
+    std::vector<uint8_t> decompressed;
+    while (next < end && budget > 0) {
+      replication::read_request rr;
+      rr.fetch_offset = next;
+      rr.max_bytes = budget;
+      auto read = replica->read(rr);
+      if (!read) {
+        if (read.error().code == error_code::offset_out_of_range && next < replica->log_start_offset()) {
+          next = replica->log_start_offset();  // retention or DeleteRecords moved the start meanwhile
+          continue;
+        }
+        log->error("loading __consumer_offsets-{} failed at offset {}: {}", partition, next,
+                   read.error().message);
+        loading.erase(it);
+        return;
+      }
+      if (!read->data || read->data->size <= 0 || !read->data->file) break;
+      auto bytes = read->data->file->read(read->data->position, read->data->size);
+      if (!bytes) {
+        log->error("loading __consumer_offsets-{}: read failed: {}", partition, bytes.error().message);
+        loading.erase(it);
+        return;
+      }
+      budget -= static_cast<int32_t>(bytes->size());
+      const int64_t before = next;
+      protocol::batch_splitter splitter(*bytes);
+      while (auto batch = splitter.next()) {
+        protocol::record_batch_view view(*batch);
+        if (!view.ok() || view.last_offset() < next) continue;
+        // Control batches (transaction markers) carry no group records.
+        if (!view.is_control()) {
+          auto reader = view.records(decompressed);
+          for (const auto& record : reader) {
+            const int64_t offset = view.offset_of(record);
+            if (offset < next || !record.key) continue;
+            auto st = groups->replay(partition, offset, *record.key, record.value);
+            if (!st.ok()) {
+              log->warn("__consumer_offsets-{} offset {}: record skipped: {}", partition, offset, st.message);
+            }
+          }
+          if (!reader.ok()) {
+            log->warn("__consumer_offsets-{}: batch at {} unreadable ({})", partition, view.base_offset(),
+                      protocol::batch_status_name(reader.status()));
+          }
+        }
+        next = view.last_offset() + 1;
+      }
+      if (next == before) break;  // nothing readable: stop rather than spin
+    }
+    it->second.next_offset = next;
+    if (next >= end || budget > 0) {
+      loading.erase(it);
+      groups->complete_loading(partition);
+      arm();
+      return;
+    }
+    // More to read: yield to the event loop first, so that requests keep flowing while a large log loads.
+    asio::post(home, [this, partition, generation, alive = alive] {
+      if (*alive) load_step(partition, generation);
+    });
+  }
+};
+
+group_coordinator_driver::group_coordinator_driver(asio::io_context& home,
+                                                   replication::replica_manager& replicas,
+                                                   group_coordinator_driver_options options)
+    : _impl(std::make_unique<impl>(home, replicas, std::move(options))) {
+  _impl->groups = std::make_unique<coordinator::group_coordinator>(_impl->options.coordinator, *this,
+                                                                   _impl->options.clock_ms);
+  _impl->groups->set_deadline_listener([this](int64_t) { _impl->arm(); });
+}
+
+group_coordinator_driver::~group_coordinator_driver() {
+  *_impl->alive = false;
+}
+
+coordinator::group_coordinator& group_coordinator_driver::coordinator() {
+  return *_impl->groups;
+}
+
+void group_coordinator_driver::on_metadata(const metadata::metadata_image& image) {
+  auto& groups = *_impl->groups;
+  std::set<int32_t> led;
+  if (const auto* topic = image.find_topic(std::string(coordinator::offsets_topic_name))) {
+    groups.set_partition_count(static_cast<int32_t>(topic->partitions.size()));
+    for (const auto& p : topic->partitions) {
+      if (p.leader != _impl->options.node_id) continue;
+      auto* replica = _impl->replicas.get(offsets_partition(p.partition));
+      if (replica && replica->is_leader()) led.insert(p.partition);
+    }
+  }
+  for (int32_t p : groups.owned_partitions()) {
+    if (!led.contains(p)) {
+      _impl->log->info("__consumer_offsets-{} is no longer led here: unloading its groups", p);
+      _impl->loading.erase(p);
+      groups.unload(p);
+    }
+  }
+  for (int32_t p : led) {
+    if (groups.status_of(p) == coordinator::partition_status::not_owned) _impl->start_loading(p);
+  }
+}
+
+void group_coordinator_driver::start() {
+  _impl->stopped = false;
+  _impl->arm();
+}
+
+void group_coordinator_driver::stop() {
+  _impl->stopped = true;
+  _impl->loading.clear();
+  _impl->timer.cancel();
+}
+
+void group_coordinator_driver::append(int32_t partition, std::vector<coordinator::coordinator_record> records,
+                                      std::function<void(error_code)> done) {
+  auto& home = _impl->home;
+  // Completions never run inside append() (the coordinator's contract): they are posted to the home shard.
+  auto complete = [&home, done = std::move(done)](error_code e) mutable {
+    asio::post(home, [done = std::move(done), e]() mutable { done(e); });
+  };
+  auto* replica = _impl->replicas.get(offsets_partition(partition));
+  if (!replica) return complete(error_code::not_leader_or_follower);
+  // One batch per write, as the coordinator runtime appends them: magic 2, no producer, create time now,
+  // uncompressed (offsets.topic.compression.codec defaults to none).
+  protocol::record_batch_builder builder;
+  const int64_t now = _impl->now();
+  for (const auto& r : records) {
+    std::optional<std::span<const uint8_t>> value;
+    if (r.value) value = std::span<const uint8_t>(*r.value);
+    builder.add(now, std::span<const uint8_t>(r.key), value);
+  }
+  std::vector<uint8_t> batch = builder.build();
+  auto appended = replica->append(batch, -1);
+  if (!appended) return complete(appended.error().code);
+  if (appended->done) return complete(appended->error);
+
+  // acks=-1: wait until the high watermark passes the batch, at most offsets.commit.timeout.ms.
+  struct pending {
+    explicit pending(asio::io_context& io) : timer(io) {}
+    bool fired = false;
+    asio::steady_timer timer;
+    replication::waiter_handle handle;
+  };
+  auto state = std::make_shared<pending>(home);
+  auto finish = std::make_shared<std::function<void(error_code)>>(std::move(complete));
+  state->handle =
+      replica->add_high_watermark_waiter(appended->required_offset, [state, finish](error_code e) {
+        if (state->fired) return;
+        state->fired = true;
+        state->timer.cancel();
+        (*finish)(e);
+      });
+  if (state->fired) return;
+  state->timer.expires_after(std::chrono::milliseconds(_impl->options.commit_timeout_ms));
+  auto* replicas = &_impl->replicas;
+  state->timer.async_wait(
+      [state, finish, replicas, partition, alive = _impl->alive](const std::error_code& ec) {
+        if (ec || state->fired) return;
+        state->fired = true;
+        if (*alive) {
+          if (auto* r = replicas->get(offsets_partition(partition))) r->cancel_waiter(state->handle);
+        }
+        (*finish)(error_code::request_timed_out);
+      });
+}
+
+}  // namespace mala::broker

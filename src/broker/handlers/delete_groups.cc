@@ -1,0 +1,37 @@
+#include "handlers/delete_groups.h"
+
+#include <set>
+#include <utility>
+
+#include "handlers/group_common.h"
+
+// GCC 12 false positive with asio coroutine frames (see produce.cc).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace mala::broker::handlers {
+
+asio::awaitable<std::optional<delete_groups_handler::response>> delete_groups_handler::handle_async(
+    request_context& ctx, request req, int16_t /*version*/) {
+  // KafkaApis takes the distinct names, in order.
+  std::vector<std::string> ids;
+  std::set<std::string> seen;
+  for (auto& id : req.groups_names) {
+    if (seen.insert(id).second) ids.push_back(std::move(id));
+  }
+  response resp;
+  if (!ctx.services.groups) {
+    for (const auto& id : ids) resp.results.push_back({id, to_wire(error_code::coordinator_not_available)});
+    co_return resp;
+  }
+  using results = std::vector<response::deletable_group_result>;
+  auto del = [ids = std::move(ids)](coordinator::group_coordinator& groups,
+                                    std::function<void(results)> answer) mutable {
+    groups.delete_groups(std::move(ids), std::move(answer));
+  };
+  resp.results = co_await call_group_coordinator<results>(ctx.services, std::move(del));
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers

@@ -1,0 +1,39 @@
+#include "handlers/describe_groups.h"
+
+#include <utility>
+
+#include "handlers/group_common.h"
+
+// GCC 12 false positive with asio coroutine frames (see produce.cc).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace mala::broker::handlers {
+
+asio::awaitable<std::optional<describe_groups_handler::response>> describe_groups_handler::handle_async(
+    request_context& ctx, request req, int16_t version) {
+  response resp;
+  if (!ctx.services.groups) {
+    for (const auto& id : req.groups) {
+      auto& g = resp.groups.emplace_back();
+      g.group_id = id;
+      g.error_code = to_wire(error_code::coordinator_not_available);
+    }
+    co_return resp;
+  }
+  using described = std::vector<response::described_group>;
+  auto describe = [ids = req.groups](coordinator::group_coordinator& groups,
+                                     std::function<void(described)> answer) {
+    answer(groups.describe_groups(ids));
+  };
+  resp.groups = co_await call_group_coordinator<described>(ctx.services, std::move(describe));
+  if (version >= 3 && req.include_authorized_operations) {
+    for (auto& g : resp.groups) {
+      if (g.error_code == to_wire(error_code::none)) g.authorized_operations = all_group_operations;
+    }
+  }
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers

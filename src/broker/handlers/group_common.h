@@ -1,0 +1,92 @@
+// Pieces shared by the group handlers (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+// OffsetCommit, OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups): the hop to the home
+// shard where the group coordinator lives and the wait for its answer (JoinGroup and SyncGroup park there
+// until the rebalance reaches them), the client's address as Kafka records it, and the metadata checks of
+// topics in offset requests.
+//
+// Threads: call_group_coordinator runs its function on the home shard and resumes the caller on its own
+// shard.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <asio/awaitable.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "handlers/data_path.h"
+#include "mala/broker/request_context.h"
+#include "mala/coordinator/group_coordinator.h"
+
+namespace mala::broker::handlers {
+
+// Where a coordinator callback leaves its answer for the coroutine that waits for it. The callback may run
+// before the wait starts (the answer was ready at once) or later from a timer or another request of the same
+// shard; it wakes the waiter by cancelling its timer. Copies of the callback share the state, so one that
+// runs after the waiter is gone does no harm. One shard only.
+template <typename T>
+class answer_slot {
+ public:
+  explicit answer_slot(const asio::any_io_executor& executor) : _state(std::make_shared<state>(executor)) {}
+
+  std::function<void(T)> callback() {
+    return [s = _state](T value) {
+      if (s->value) return;
+      s->value = std::move(value);
+      s->timer.cancel();
+    };
+  }
+
+  asio::awaitable<T> wait() {
+    auto s = _state;
+    while (!s->value) {
+      s->timer.expires_at(std::chrono::steady_clock::time_point::max());
+      std::error_code ec;
+      co_await s->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    co_return std::move(*s->value);
+  }
+
+ private:
+  struct state {
+    explicit state(const asio::any_io_executor& executor) : timer(executor) {}
+    std::optional<T> value;
+    asio::steady_timer timer;
+  };
+  std::shared_ptr<state> _state;
+};
+
+// Runs fn(coordinator, answer) on the home shard, where fn hands the request to the coordinator with `answer`
+// as its callback, and resumes with what the coordinator answers. services.groups must be set.
+template <typename T, typename Fn>
+asio::awaitable<T> call_group_coordinator(const broker_services& services, Fn fn) {
+  auto run = [&services, fn = std::move(fn)]() mutable -> asio::awaitable<T> {
+    auto executor = co_await asio::this_coro::executor;
+    answer_slot<T> slot(executor);
+    fn(*services.groups, slot.callback());
+    co_return co_await slot.wait();
+  };
+  co_return co_await on_home_shard_async(services, std::move(run));
+}
+
+// Who sent the request, as the coordinator records members: the client id, and the peer address the way
+// Java prints an InetAddress ("/127.0.0.1"), which kafka-consumer-groups shows in its HOST column.
+coordinator::request_origin request_origin_of(const request_context& ctx, int16_t version);
+
+// AclOperation bits for a GROUP without an authorizer: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+// ALTER_CONFIGS (AclEntry.supportedOperations(GROUP)).
+inline constexpr int32_t all_group_operations = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
+
+// Whether the metadata knows the topic and the partition (Kafka's metadataCache.getPartitionInfo):
+// OffsetCommit and OffsetDelete answer UNKNOWN_TOPIC_OR_PARTITION for the others without asking the
+// coordinator.
+bool partition_exists(const broker_services& services, const std::string& topic, int32_t partition);
+
+}  // namespace mala::broker::handlers

@@ -1,0 +1,73 @@
+#include "handlers/offset_commit.h"
+
+#include <utility>
+
+#include "handlers/group_common.h"
+
+// GCC 12 false positive with asio coroutine frames (see produce.cc).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace mala::broker::handlers {
+
+namespace {
+
+using topic_response = offset_commit_handler::response::offset_commit_response_topic;
+
+// OffsetCommitResponse.Builder: one entry per topic in the order topics are first answered.
+topic_response& topic_entry(offset_commit_handler::response& resp, const std::string& name) {
+  for (auto& t : resp.topics) {
+    if (t.name == name) return t;
+  }
+  auto& t = resp.topics.emplace_back();
+  t.name = name;
+  return t;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<offset_commit_handler::response>> offset_commit_handler::handle_async(
+    request_context& ctx, request req, int16_t version) {
+  response resp;
+  if (!ctx.services.groups) {
+    for (const auto& t : req.topics) {
+      auto& rt = topic_entry(resp, t.name);
+      for (const auto& p : t.partitions) {
+        rt.partitions.push_back({p.partition_index, to_wire(error_code::coordinator_not_available)});
+      }
+    }
+    co_return resp;
+  }
+  // Partitions the metadata does not know are answered here; the rest goes to the coordinator.
+  request valid = req;
+  valid.topics.clear();
+  for (auto& t : req.topics) {
+    request::offset_commit_request_topic kept;
+    kept.name = t.name;
+    for (auto& p : t.partitions) {
+      if (partition_exists(ctx.services, t.name, p.partition_index)) {
+        kept.partitions.push_back(std::move(p));
+      } else {
+        topic_entry(resp, t.name)
+            .partitions.push_back({p.partition_index, to_wire(error_code::unknown_topic_or_partition)});
+      }
+    }
+    if (!kept.partitions.empty()) valid.topics.push_back(std::move(kept));
+  }
+  if (valid.topics.empty()) co_return resp;
+
+  auto origin = request_origin_of(ctx, version);
+  auto commit = [origin = std::move(origin), valid = std::move(valid)](
+                    coordinator::group_coordinator& groups, std::function<void(response)> answer) mutable {
+    groups.commit_offsets(origin, std::move(valid), std::move(answer));
+  };
+  auto committed = co_await call_group_coordinator<response>(ctx.services, std::move(commit));
+  for (auto& t : committed.topics) {
+    auto& rt = topic_entry(resp, t.name);
+    for (auto& p : t.partitions) rt.partitions.push_back(p);
+  }
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers

@@ -1,0 +1,744 @@
+// The group coordinator as a state machine: a fake record writer (appends complete when the test says so), a
+// fake clock (timers fire when the test moves it), and the classic protocol, offsets and persistence driven
+// request by request as clients would.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mala/coordinator/consumer_protocol.h"
+#include "mala/coordinator/group_coordinator.h"
+#include "mala/coordinator/group_placement.h"
+#include "mala/coordinator/group_records.h"
+#include "mala/protocol/wire.h"
+
+namespace mala::coordinator {
+namespace {
+
+namespace proto = mala::protocol;
+
+constexpr int64_t start_ms = 1'700'000'000'000;
+
+struct fake_writer : record_writer {
+  struct pending_write {
+    int32_t partition;
+    std::vector<coordinator_record> records;
+    std::function<void(error_code)> done;
+  };
+  std::deque<pending_write> pending;
+  std::vector<std::pair<int32_t, coordinator_record>> committed;
+
+  void append(int32_t partition, std::vector<coordinator_record> records,
+              std::function<void(error_code)> done) override {
+    pending.push_back({partition, std::move(records), std::move(done)});
+  }
+  // Completes the writes in order (and those they cause), as the log's high watermark would.
+  void complete_all(error_code e = error_code::none) {
+    while (!pending.empty()) {
+      auto w = std::move(pending.front());
+      pending.pop_front();
+      if (e == error_code::none) {
+        for (auto& r : w.records) committed.emplace_back(w.partition, std::move(r));
+      }
+      w.done(e);
+    }
+  }
+};
+
+// A ConsumerProtocolSubscription v0: the topics, no user data.
+std::vector<uint8_t> subscription(const std::vector<std::string>& topics) {
+  std::vector<uint8_t> out;
+  proto::wire_writer w(out);
+  w.write_int16(0);
+  w.write_array_length(static_cast<int32_t>(topics.size()), false);
+  for (const auto& t : topics) w.write_string(t, false);
+  w.write_int32(-1);
+  return out;
+}
+
+class coordinator_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config.offsets_topic_num_partitions = 1;
+    config.initial_rebalance_delay_ms = 3000;
+    coordinator = std::make_unique<group_coordinator>(config, writer, [this] { return now; });
+    coordinator->begin_loading(0);
+    coordinator->complete_loading(0);
+  }
+
+  void advance(int64_t ms) {
+    now += ms;
+    coordinator->run_expired_timers();
+  }
+
+  proto::join_group_request join_request(const std::string& group, const std::string& member,
+                                         std::optional<std::string> instance = std::nullopt,
+                                         std::vector<std::string> protocols = {"range"},
+                                         const std::string& type = "consumer") {
+    proto::join_group_request r;
+    r.group_id = group;
+    r.session_timeout_ms = 10'000;
+    r.rebalance_timeout_ms = 30'000;
+    r.member_id = member;
+    r.group_instance_id = std::move(instance);
+    r.protocol_type = type;
+    for (const auto& p : protocols) r.protocols.push_back({p, subscription({"events"})});
+    return r;
+  }
+
+  // Sends a JoinGroup; the answer lands in the returned slot (maybe later).
+  std::shared_ptr<std::optional<proto::join_group_response>> join(proto::join_group_request r,
+                                                                  int16_t version = 9,
+                                                                  const std::string& client = "client") {
+    auto slot = std::make_shared<std::optional<proto::join_group_response>>();
+    coordinator->join_group({client, "/127.0.0.1", version}, std::move(r),
+                            [slot](proto::join_group_response resp) { *slot = std::move(resp); });
+    return slot;
+  }
+
+  std::shared_ptr<std::optional<proto::sync_group_response>> sync(
+      const std::string& group, const std::string& member, int32_t generation,
+      std::vector<std::pair<std::string, std::string>> assignments = {},
+      std::optional<std::string> instance = std::nullopt) {
+    proto::sync_group_request r;
+    r.group_id = group;
+    r.generation_id = generation;
+    r.member_id = member;
+    r.group_instance_id = std::move(instance);
+    r.protocol_type = "consumer";
+    r.protocol_name = "range";
+    for (auto& [m, a] : assignments) r.assignments.push_back({m, std::vector<uint8_t>(a.begin(), a.end())});
+    auto slot = std::make_shared<std::optional<proto::sync_group_response>>();
+    coordinator->sync_group({"client", "/127.0.0.1", 5}, std::move(r),
+                            [slot](proto::sync_group_response resp) { *slot = std::move(resp); });
+    return slot;
+  }
+
+  int16_t heartbeat(const std::string& group, const std::string& member, int32_t generation,
+                    std::optional<std::string> instance = std::nullopt) {
+    proto::heartbeat_request r;
+    r.group_id = group;
+    r.member_id = member;
+    r.generation_id = generation;
+    r.group_instance_id = std::move(instance);
+    return coordinator->heartbeat({"client", "/127.0.0.1", 4}, r).error_code;
+  }
+
+  // A member id through the KIP-394 round: the first JoinGroup gets MEMBER_ID_REQUIRED and the id.
+  std::string member_id_for(const std::string& group, const std::string& client = "client") {
+    auto first = join(join_request(group, ""), 9, client);
+    EXPECT_TRUE(first->has_value());
+    EXPECT_EQ((*first)->error_code, to_wire(error_code::member_id_required));
+    return (*first)->member_id;
+  }
+
+  // One member alone in a new Stable group: its id and generation.
+  std::pair<std::string, int32_t> stable_single_member(const std::string& group) {
+    const std::string id = member_id_for(group);
+    auto joined = join(join_request(group, id));
+    EXPECT_FALSE(joined->has_value());  // parked for the initial rebalance delay
+    advance(config.initial_rebalance_delay_ms);
+    EXPECT_TRUE(joined->has_value());
+    const int32_t generation = (*joined)->generation_id;
+    auto synced = sync(group, id, generation, {{id, "assignment"}});
+    EXPECT_FALSE(synced->has_value());  // the assignment is written first
+    writer.complete_all();
+    EXPECT_TRUE(synced->has_value());
+    return {id, generation};
+  }
+
+  proto::offset_commit_request commit_request(const std::string& group, int64_t offset,
+                                              int32_t generation = -1, const std::string& member = "") {
+    proto::offset_commit_request r;
+    r.group_id = group;
+    r.generation_id_or_member_epoch = generation;
+    r.member_id = member;
+    auto& t = r.topics.emplace_back();
+    t.name = "events";
+    auto& p = t.partitions.emplace_back();
+    p.partition_index = 0;
+    p.committed_offset = offset;
+    p.committed_leader_epoch = 3;
+    p.committed_metadata = "meta";
+    return r;
+  }
+
+  std::optional<proto::offset_commit_response> commit(proto::offset_commit_request r, int16_t version = 9) {
+    std::optional<proto::offset_commit_response> out;
+    coordinator->commit_offsets({"client", "/127.0.0.1", version}, std::move(r),
+                                [&out](proto::offset_commit_response resp) { out = std::move(resp); });
+    writer.complete_all();
+    return out;
+  }
+
+  proto::offset_fetch_response::offset_fetch_response_group fetch(const std::string& group,
+                                                                  bool all_topics = false) {
+    proto::offset_fetch_request::offset_fetch_request_group g;
+    g.group_id = group;
+    if (all_topics) {
+      g.topics = std::nullopt;
+    } else {
+      g.topics = std::vector<proto::offset_fetch_request::offset_fetch_request_topics>{{"events", {0, 1}}};
+    }
+    std::optional<proto::offset_fetch_response::offset_fetch_response_group> out;
+    coordinator->fetch_offsets(g, false, [&out](auto resp) { out = std::move(resp); });
+    EXPECT_TRUE(out.has_value());
+    return *out;
+  }
+
+  group_coordinator_config config;
+  fake_writer writer;
+  int64_t now = start_ms;
+  std::unique_ptr<group_coordinator> coordinator;
+};
+
+// --- Placement and records
+
+TEST(group_placement, matches_java_string_hash_code) {
+  EXPECT_EQ(java_string_hash(""), 0);
+  EXPECT_EQ(java_string_hash("abc"), 96354);
+  EXPECT_EQ(java_string_hash("live-map"), 1416525051);
+  // "polygenelubricants".hashCode() == Integer.MIN_VALUE, which Utils.abs maps to 0.
+  EXPECT_EQ(java_string_hash("polygenelubricants"), INT32_MIN);
+  EXPECT_EQ(group_partition("polygenelubricants", 50), 0);
+  EXPECT_EQ(java_string_hash("\xc3\xa9"), 233);                         // U+00E9
+  EXPECT_EQ(java_string_hash("\xf0\x9f\x98\x80"), 55357 * 31 + 56832);  // U+1F600 as two surrogates
+  EXPECT_EQ(group_partition("abc", 50), 96354 % 50);
+  EXPECT_EQ(group_partition("a-negative-hash-group", 50),
+            kafka_abs(java_string_hash("a-negative-hash-group")) % 50);
+}
+
+TEST(group_records, encode_kafka_versions_and_round_trip) {
+  proto::offset_commit_value v;
+  v.offset = 42;
+  v.leader_epoch = 7;
+  v.metadata = "m";
+  v.commit_timestamp = start_ms;
+  auto rec = offset_commit_record("g", "t", 3, v);
+  ASSERT_GE(rec.key.size(), 2u);
+  EXPECT_EQ(rec.key[0], 0);
+  EXPECT_EQ(rec.key[1], 1);  // OffsetCommitKey v1
+  ASSERT_TRUE(rec.value);
+  EXPECT_EQ((*rec.value)[1], 3);  // OffsetCommitValue v3
+  auto decoded = decode_record(rec.key, std::span<const uint8_t>(*rec.value));
+  ASSERT_TRUE(decoded.ok());
+  auto* e = std::get_if<offset_commit_entry>(&*decoded);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->key.group, "g");
+  EXPECT_EQ(e->key.topic, "t");
+  EXPECT_EQ(e->key.partition, 3);
+  ASSERT_TRUE(e->value);
+  EXPECT_EQ(e->value->offset, 42);
+  EXPECT_EQ(e->value->leader_epoch, 7);
+  EXPECT_EQ(e->value->metadata, "m");
+
+  v.expire_timestamp = start_ms + 1000;
+  EXPECT_EQ((*offset_commit_record("g", "t", 3, v).value)[1], 1);  // v1 carries the expire timestamp
+
+  proto::group_metadata_value gv;
+  gv.protocol_type = "consumer";
+  gv.generation = 5;
+  gv.protocol = "range";
+  gv.leader = "m-1";
+  auto& m = gv.members.emplace_back();
+  m.member_id = "m-1";
+  m.client_id = "c";
+  m.client_host = "/127.0.0.1";
+  m.session_timeout = 10'000;
+  m.rebalance_timeout = 30'000;
+  auto grec = group_metadata_record("g", gv);
+  EXPECT_EQ(grec.key[1], 2);       // GroupMetadataKey v2
+  EXPECT_EQ((*grec.value)[1], 3);  // GroupMetadataValue v3
+  auto gdec = decode_record(grec.key, std::span<const uint8_t>(*grec.value));
+  ASSERT_TRUE(gdec.ok());
+  auto* ge = std::get_if<group_metadata_entry>(&*gdec);
+  ASSERT_NE(ge, nullptr);
+  EXPECT_EQ(*ge->value, gv);
+
+  auto tomb = group_metadata_tombstone("g");
+  auto tdec = decode_record(tomb.key, std::nullopt);
+  ASSERT_TRUE(tdec.ok());
+  EXPECT_FALSE(std::get<group_metadata_entry>(*tdec).value);
+
+  std::vector<uint8_t> bad = {0, 1, 0};
+  EXPECT_FALSE(decode_record(bad, std::nullopt).ok());
+}
+
+TEST(consumer_protocol, reads_subscribed_topics) {
+  auto topics = subscription_topics(subscription({"a", "b"}));
+  ASSERT_TRUE(topics);
+  EXPECT_EQ(*topics, (std::set<std::string>{"a", "b"}));
+  std::vector<uint8_t> garbage = {0, 0, 0x7f, 0xff, 0xff, 0xff};
+  EXPECT_FALSE(subscription_topics(garbage));
+}
+
+// --- Classic protocol
+
+TEST_F(coordinator_test, single_member_joins_syncs_and_heartbeats) {
+  auto [id, generation] = stable_single_member("g");
+  EXPECT_EQ(generation, 1);
+  const auto* g = coordinator->find_group("g");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->state(), classic_group_state::stable);
+  EXPECT_EQ(heartbeat("g", id, generation), to_wire(error_code::none));
+  EXPECT_EQ(heartbeat("g", id, generation + 1), to_wire(error_code::illegal_generation));
+  EXPECT_EQ(heartbeat("g", "stranger", generation), to_wire(error_code::unknown_member_id));
+  EXPECT_EQ(heartbeat("nope", id, generation), to_wire(error_code::unknown_member_id));
+  // The assignment was persisted as GroupMetadataValue (after the empty record of the group's creation).
+  ASSERT_FALSE(writer.committed.empty());
+  auto decoded = decode_record(writer.committed.back().second.key,
+                               std::span<const uint8_t>(*writer.committed.back().second.value));
+  ASSERT_TRUE(decoded.ok());
+  const auto& value = *std::get<group_metadata_entry>(*decoded).value;
+  EXPECT_EQ(value.generation, 1);
+  ASSERT_EQ(value.members.size(), 1u);
+  EXPECT_EQ(std::string(value.members[0].assignment.begin(), value.members[0].assignment.end()),
+            "assignment");
+  EXPECT_EQ(value.members[0].client_host, "/127.0.0.1");
+}
+
+TEST_F(coordinator_test, joins_before_v4_get_their_member_id_with_the_generation) {
+  // JoinGroup v0-v3 has no MEMBER_ID_REQUIRED round: the member is added at once.
+  auto joined = join(join_request("g", ""), 3);
+  EXPECT_FALSE(joined->has_value());
+  advance(config.initial_rebalance_delay_ms);
+  ASSERT_TRUE(joined->has_value());
+  EXPECT_EQ((*joined)->error_code, to_wire(error_code::none));
+  EXPECT_EQ((*joined)->generation_id, 1);
+  EXPECT_EQ((*joined)->leader, (*joined)->member_id);
+}
+
+TEST_F(coordinator_test, member_ids_start_with_the_client_id) {
+  const std::string id = member_id_for("g", "rdkafka");
+  EXPECT_EQ(id.rfind("rdkafka-", 0), 0u) << id;
+  EXPECT_EQ(id.size(), std::string("rdkafka-").size() + 36);
+}
+
+TEST_F(coordinator_test, concurrent_joins_all_land_in_one_generation_without_unknown_member_id) {
+  // Five consumers start at once: each first gets its id, then they all rejoin while the initial delay runs.
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(member_id_for("g", "c" + std::to_string(i)));
+  std::vector<std::shared_ptr<std::optional<proto::join_group_response>>> answers;
+  for (int i = 0; i < 5; ++i) {
+    answers.push_back(join(join_request("g", ids[i]), 9, "c" + std::to_string(i)));
+    advance(500);  // each new member extends the initial delay
+  }
+  for (const auto& a : answers) EXPECT_FALSE(a->has_value());
+  // group.initial.rebalance.delay.ms is extended once more because members kept arriving during the first.
+  advance(config.initial_rebalance_delay_ms);
+  for (const auto& a : answers) EXPECT_FALSE(a->has_value());
+  advance(config.initial_rebalance_delay_ms);
+  int leaders = 0;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    ASSERT_TRUE(answers[i]->has_value()) << i;
+    const auto& r = **answers[i];
+    EXPECT_EQ(r.error_code, to_wire(error_code::none)) << i;
+    EXPECT_EQ(r.generation_id, 1);
+    EXPECT_EQ(r.member_id, ids[i]);
+    EXPECT_EQ(r.protocol_name, "range");
+    if (r.leader == r.member_id) {
+      ++leaders;
+      EXPECT_EQ(r.members.size(), 5u);
+    } else {
+      EXPECT_TRUE(r.members.empty());
+    }
+  }
+  EXPECT_EQ(leaders, 1);
+  // Followers sync first and park; the leader's assignment releases everyone.
+  std::vector<std::shared_ptr<std::optional<proto::sync_group_response>>> syncs;
+  std::string leader;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if ((**answers[i]).leader == ids[i]) {
+      leader = ids[i];
+      continue;
+    }
+    syncs.push_back(sync("g", ids[i], 1));
+  }
+  for (const auto& s : syncs) EXPECT_FALSE(s->has_value());
+  std::vector<std::pair<std::string, std::string>> assignment;
+  for (const auto& id : ids) assignment.emplace_back(id, "for-" + id);
+  syncs.push_back(sync("g", leader, 1, assignment));
+  writer.complete_all();
+  for (const auto& s : syncs) {
+    ASSERT_TRUE(s->has_value());
+    EXPECT_EQ((*s)->error_code, to_wire(error_code::none));
+    EXPECT_EQ(std::string((*s)->assignment.begin(), (*s)->assignment.end()).rfind("for-", 0), 0u);
+  }
+  EXPECT_EQ(coordinator->find_group("g")->state(), classic_group_state::stable);
+}
+
+TEST_F(coordinator_test, a_new_member_rebalances_a_stable_group) {
+  auto [a, generation] = stable_single_member("g");
+  const std::string b = member_id_for("g", "b");
+  auto b_join = join(join_request("g", b), 9, "b");
+  EXPECT_FALSE(b_join->has_value());
+  EXPECT_EQ(coordinator->find_group("g")->state(), classic_group_state::preparing_rebalance);
+  // The old member learns of the rebalance from its heartbeat and rejoins; the join phase then completes.
+  EXPECT_EQ(heartbeat("g", a, generation), to_wire(error_code::rebalance_in_progress));
+  auto a_join = join(join_request("g", a));
+  ASSERT_TRUE(a_join->has_value());
+  ASSERT_TRUE(b_join->has_value());
+  EXPECT_EQ((*a_join)->generation_id, generation + 1);
+  EXPECT_EQ((*b_join)->generation_id, generation + 1);
+  // SyncGroup of the old generation is refused.
+  auto stale = sync("g", a, generation);
+  ASSERT_TRUE(stale->has_value());
+  EXPECT_EQ((*stale)->error_code, to_wire(error_code::illegal_generation));
+}
+
+TEST_F(coordinator_test, session_expiry_removes_the_member_and_empties_the_group) {
+  auto [id, generation] = stable_single_member("g");
+  advance(9'000);
+  EXPECT_EQ(heartbeat("g", id, generation), to_wire(error_code::none));  // heartbeats keep the session
+  advance(9'000);
+  EXPECT_NE(coordinator->find_group("g")->members().size(), 0u);
+  advance(1'001);  // 10 s after the last heartbeat
+  const auto* g = coordinator->find_group("g");
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(g->members().empty());
+  EXPECT_EQ(g->state(), classic_group_state::empty);
+  EXPECT_EQ(g->generation_id(), generation + 1);
+  EXPECT_EQ(heartbeat("g", id, generation), to_wire(error_code::unknown_member_id));
+}
+
+TEST_F(coordinator_test, a_member_that_does_not_rejoin_is_dropped_after_the_rebalance_timeout) {
+  auto [a, generation] = stable_single_member("g");
+  const std::string b = member_id_for("g", "b");
+  auto b_join = join(join_request("g", b), 9, "b");
+  // a keeps heartbeating but never rejoins: after its rebalance timeout (30 s) the join completes without it.
+  for (int i = 0; i < 6; ++i) {
+    advance(5'000);
+    heartbeat("g", a, generation);
+  }
+  advance(1);
+  ASSERT_TRUE(b_join->has_value());
+  EXPECT_EQ((*b_join)->error_code, to_wire(error_code::none));
+  EXPECT_EQ((*b_join)->leader, b);
+  EXPECT_FALSE(coordinator->find_group("g")->has_member(a));
+}
+
+TEST_F(coordinator_test, pending_member_that_never_rejoins_expires) {
+  const std::string id = member_id_for("g");
+  EXPECT_TRUE(coordinator->find_group("g")->is_pending_member(id));
+  advance(10'001);
+  EXPECT_FALSE(coordinator->find_group("g")->is_pending_member(id));
+}
+
+TEST_F(coordinator_test, static_member_rejoining_keeps_the_generation_and_fences_the_old_id) {
+  // A static member needs no MEMBER_ID_REQUIRED round.
+  auto first = join(join_request("g", "", "instance-1"));
+  EXPECT_FALSE(first->has_value());
+  advance(config.initial_rebalance_delay_ms);
+  ASSERT_TRUE(first->has_value());
+  const std::string old_id = (*first)->member_id;
+  EXPECT_EQ(old_id.rfind("instance-1-", 0), 0u);
+  auto s = sync("g", old_id, 1, {{old_id, "mine"}}, "instance-1");
+  writer.complete_all();
+  ASSERT_TRUE(s->has_value());
+
+  // The same instance restarts (unknown member id): it gets a new id, no rebalance, its old assignment.
+  auto again = join(join_request("g", "", "instance-1"), 9);
+  EXPECT_FALSE(again->has_value());  // the new member id is persisted first
+  writer.complete_all();
+  ASSERT_TRUE(again->has_value());
+  EXPECT_EQ((*again)->error_code, to_wire(error_code::none));
+  EXPECT_EQ((*again)->generation_id, 1);
+  EXPECT_NE((*again)->member_id, old_id);
+  EXPECT_TRUE((*again)->skip_assignment);  // v9: the leader keeps the assignment (KIP-814)
+  EXPECT_EQ(coordinator->find_group("g")->state(), classic_group_state::stable);
+  EXPECT_EQ(heartbeat("g", old_id, 1, "instance-1"), to_wire(error_code::fenced_instance_id));
+  EXPECT_EQ(heartbeat("g", (*again)->member_id, 1, "instance-1"), to_wire(error_code::none));
+  auto s2 = sync("g", (*again)->member_id, 1, {}, "instance-1");
+  ASSERT_TRUE(s2->has_value());
+  EXPECT_EQ(std::string((*s2)->assignment.begin(), (*s2)->assignment.end()), "mine");
+}
+
+TEST_F(coordinator_test, static_member_survives_its_session_only_through_heartbeats) {
+  auto first = join(join_request("g", "", "i"));
+  advance(config.initial_rebalance_delay_ms);
+  const std::string id = (*first)->member_id;
+  sync("g", id, 1, {{id, "x"}}, "i");
+  writer.complete_all();
+  advance(10'001);
+  EXPECT_FALSE(coordinator->find_group("g")->has_member(id));
+}
+
+TEST_F(coordinator_test, protocol_checks_and_selection) {
+  auto a = join(join_request("g", "", "a", {"range", "roundrobin"}));
+  auto b = join(join_request("g", "", "b", {"roundrobin", "range"}));
+  auto c = join(join_request("g", "", "c", {"roundrobin"}));
+  // Another protocol type, or no common protocol, is refused.
+  auto other_type = join(join_request("g", "", "d", {"range"}, "connect"));
+  ASSERT_TRUE(other_type->has_value());
+  EXPECT_EQ((*other_type)->error_code, to_wire(error_code::inconsistent_group_protocol));
+  auto no_common = join(join_request("g", "", "e", {"sticky"}));
+  ASSERT_TRUE(no_common->has_value());
+  EXPECT_EQ((*no_common)->error_code, to_wire(error_code::inconsistent_group_protocol));
+  advance(config.initial_rebalance_delay_ms);  // extended once for the later members
+  advance(config.initial_rebalance_delay_ms);
+  ASSERT_TRUE(a->has_value());
+  // roundrobin is the only protocol all three support.
+  EXPECT_EQ((*a)->protocol_name, "roundrobin");
+  EXPECT_EQ((*c)->protocol_name, "roundrobin");
+  (void)b;
+}
+
+TEST_F(coordinator_test, session_timeout_outside_the_bounds_is_refused) {
+  auto r = join_request("g", "");
+  r.session_timeout_ms = 1000;
+  auto answer = join(r);
+  ASSERT_TRUE(answer->has_value());
+  EXPECT_EQ((*answer)->error_code, to_wire(error_code::invalid_session_timeout));
+  auto empty_group = join(join_request("", ""));
+  EXPECT_EQ((*empty_group)->error_code, to_wire(error_code::invalid_group_id));
+  auto unknown = join(join_request("nope", "made-up"));
+  EXPECT_EQ((*unknown)->error_code, to_wire(error_code::unknown_member_id));
+}
+
+TEST_F(coordinator_test, group_max_size_is_enforced) {
+  config.max_group_size = 2;
+  coordinator = std::make_unique<group_coordinator>(config, writer, [this] { return now; });
+  coordinator->begin_loading(0);
+  coordinator->complete_loading(0);
+  auto a = join(join_request("g", "", "a"));
+  auto b = join(join_request("g", "", "b"));
+  auto c = join(join_request("g", "", "c"));
+  ASSERT_TRUE(c->has_value());
+  EXPECT_EQ((*c)->error_code, to_wire(error_code::group_max_size_reached));
+  advance(config.initial_rebalance_delay_ms);
+  advance(config.initial_rebalance_delay_ms);
+  ASSERT_TRUE(a->has_value());
+  ASSERT_TRUE(b->has_value());
+  EXPECT_EQ((*a)->error_code, to_wire(error_code::none));
+  EXPECT_EQ((*b)->error_code, to_wire(error_code::none));
+}
+
+TEST_F(coordinator_test, leave_group_rebalances_and_delete_groups_needs_an_empty_group) {
+  auto [id, generation] = stable_single_member("g");
+  std::optional<std::vector<proto::delete_groups_response::deletable_group_result>> deleted;
+  coordinator->delete_groups({"g", "unknown"}, [&](auto r) { deleted = std::move(r); });
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ((*deleted)[0].error_code, to_wire(error_code::non_empty_group));
+  EXPECT_EQ((*deleted)[1].error_code, to_wire(error_code::group_id_not_found));
+
+  proto::leave_group_request leave;
+  leave.group_id = "g";
+  leave.members.push_back({id, std::nullopt, std::nullopt});
+  leave.members.push_back({"stranger", std::nullopt, std::nullopt});
+  auto left = coordinator->leave_group({"client", "/127.0.0.1", 5}, leave);
+  ASSERT_EQ(left.members.size(), 2u);
+  EXPECT_EQ(left.members[0].error_code, to_wire(error_code::none));
+  EXPECT_EQ(left.members[1].error_code, to_wire(error_code::unknown_member_id));
+  EXPECT_EQ(coordinator->find_group("g")->state(), classic_group_state::empty);
+
+  ASSERT_TRUE(commit(commit_request("g", 10)).has_value());
+  deleted.reset();
+  coordinator->delete_groups({"g"}, [&](auto r) { deleted = std::move(r); });
+  EXPECT_FALSE(deleted);  // tombstones are written first
+  writer.complete_all();
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ((*deleted)[0].error_code, to_wire(error_code::none));
+  EXPECT_EQ(coordinator->find_group("g"), nullptr);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0), nullptr);
+  (void)generation;
+}
+
+TEST_F(coordinator_test, list_and_describe_groups) {
+  auto [id, generation] = stable_single_member("live");
+  commit(commit_request("simple", 5));
+  proto::list_groups_request all;
+  auto listed = coordinator->list_groups(all);
+  ASSERT_EQ(listed.groups.size(), 2u);
+  proto::list_groups_request stable_only;
+  stable_only.states_filter = {"STABLE"};
+  listed = coordinator->list_groups(stable_only);
+  ASSERT_EQ(listed.groups.size(), 1u);
+  EXPECT_EQ(listed.groups[0].group_id, "live");
+  EXPECT_EQ(listed.groups[0].protocol_type, "consumer");
+  EXPECT_EQ(listed.groups[0].group_type, "classic");
+  proto::list_groups_request consumer_type;
+  consumer_type.types_filter = {"consumer"};
+  EXPECT_TRUE(coordinator->list_groups(consumer_type).groups.empty());
+
+  auto described = coordinator->describe_groups({"live", "simple", "missing"});
+  ASSERT_EQ(described.size(), 3u);
+  EXPECT_EQ(described[0].group_state, "Stable");
+  EXPECT_EQ(described[0].protocol_data, "range");
+  ASSERT_EQ(described[0].members.size(), 1u);
+  EXPECT_EQ(described[0].members[0].member_id, id);
+  EXPECT_EQ(described[0].members[0].client_id, "client");
+  EXPECT_FALSE(described[0].members[0].member_metadata.empty());
+  EXPECT_EQ(described[1].group_state, "Empty");
+  EXPECT_EQ(described[1].protocol_type, "");
+  EXPECT_EQ(described[2].group_state, "Dead");
+  EXPECT_EQ(described[2].error_code, to_wire(error_code::none));
+  (void)generation;
+}
+
+// --- Offsets
+
+TEST_F(coordinator_test, simple_commit_then_fetch_sees_it_once_committed) {
+  std::optional<proto::offset_commit_response> answer;
+  coordinator->commit_offsets({"client", "/127.0.0.1", 9}, commit_request("simple", 17),
+                              [&](auto r) { answer = std::move(r); });
+  EXPECT_FALSE(answer);                                                     // waits for the append
+  EXPECT_EQ(fetch("simple").topics[0].partitions[0].committed_offset, -1);  // not visible before the commit
+  writer.complete_all();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->topics[0].partitions[0].error_code, to_wire(error_code::none));
+  auto fetched = fetch("simple");
+  ASSERT_EQ(fetched.topics.size(), 1u);
+  ASSERT_EQ(fetched.topics[0].partitions.size(), 2u);
+  EXPECT_EQ(fetched.topics[0].partitions[0].committed_offset, 17);
+  EXPECT_EQ(fetched.topics[0].partitions[0].committed_leader_epoch, 3);
+  EXPECT_EQ(fetched.topics[0].partitions[0].metadata, "meta");
+  EXPECT_EQ(fetched.topics[0].partitions[1].committed_offset, -1);
+  auto all = fetch("simple", true);
+  ASSERT_EQ(all.topics.size(), 1u);
+  EXPECT_EQ(all.topics[0].partitions.size(), 1u);
+  EXPECT_EQ(fetch("nobody").topics[0].partitions[0].committed_offset, -1);
+}
+
+TEST_F(coordinator_test, require_stable_fetch_waits_for_commits_in_flight) {
+  coordinator->commit_offsets({"client", "/127.0.0.1", 9}, commit_request("g", 5), [](auto) {});
+  proto::offset_fetch_request::offset_fetch_request_group g;
+  g.group_id = "g";
+  g.topics = std::nullopt;
+  std::optional<proto::offset_fetch_response::offset_fetch_response_group> out;
+  coordinator->fetch_offsets(g, true, [&](auto r) { out = std::move(r); });
+  EXPECT_FALSE(out);
+  writer.complete_all();
+  ASSERT_TRUE(out);
+  ASSERT_EQ(out->topics.size(), 1u);
+  EXPECT_EQ(out->topics[0].partitions[0].committed_offset, 5);
+}
+
+TEST_F(coordinator_test, member_commits_are_checked_against_the_generation) {
+  auto [id, generation] = stable_single_member("g");
+  auto ok = commit(commit_request("g", 1, generation, id));
+  EXPECT_EQ(ok->topics[0].partitions[0].error_code, to_wire(error_code::none));
+  auto stale = commit(commit_request("g", 2, generation - 1, id));
+  EXPECT_EQ(stale->topics[0].partitions[0].error_code, to_wire(error_code::illegal_generation));
+  auto unknown = commit(commit_request("g", 2, generation, "stranger"));
+  EXPECT_EQ(unknown->topics[0].partitions[0].error_code, to_wire(error_code::unknown_member_id));
+  // A groupless commit to an active group is refused.
+  auto simple = commit(commit_request("g", 2));
+  EXPECT_EQ(simple->topics[0].partitions[0].error_code, to_wire(error_code::unknown_member_id));
+  // A member commit to a group that does not exist: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+  EXPECT_EQ(commit(commit_request("none", 1, 3, "m"), 9)->topics[0].partitions[0].error_code,
+            to_wire(error_code::group_id_not_found));
+  EXPECT_EQ(commit(commit_request("none", 1, 3, "m"), 8)->topics[0].partitions[0].error_code,
+            to_wire(error_code::illegal_generation));
+  auto big = commit_request("g", 3, generation, id);
+  big.topics[0].partitions[0].committed_metadata = std::string(5000, 'x');
+  EXPECT_EQ(commit(big)->topics[0].partitions[0].error_code, to_wire(error_code::offset_metadata_too_large));
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0)->offset, 1);
+}
+
+TEST_F(coordinator_test, failed_append_is_reported_and_not_applied) {
+  std::optional<proto::offset_commit_response> answer;
+  coordinator->commit_offsets({"client", "/127.0.0.1", 9}, commit_request("g", 9),
+                              [&](auto r) { answer = std::move(r); });
+  writer.complete_all(error_code::not_enough_replicas);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->topics[0].partitions[0].error_code, to_wire(error_code::coordinator_not_available));
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0), nullptr);
+}
+
+TEST_F(coordinator_test, offset_delete_refuses_subscribed_topics_of_active_groups) {
+  auto [id, generation] = stable_single_member("g");
+  commit(commit_request("g", 4, generation, id));
+  proto::offset_delete_request del;
+  del.group_id = "g";
+  auto& t = del.topics.emplace_back();
+  t.name = "events";
+  t.partitions.push_back({0});
+  std::optional<proto::offset_delete_response> answer;
+  coordinator->delete_offsets(del, [&](auto r) { answer = std::move(r); });
+  writer.complete_all();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->topics[0].partitions[0].error_code, to_wire(error_code::group_subscribed_to_topic));
+  del.topics[0].name = "other";
+  answer.reset();
+  coordinator->delete_offsets(del, [&](auto r) { answer = std::move(r); });
+  writer.complete_all();
+  EXPECT_EQ(answer->topics[0].partitions[0].error_code, to_wire(error_code::none));
+  EXPECT_NE(coordinator->find_offset("g", "events", 0), nullptr);
+}
+
+TEST_F(coordinator_test, offsets_of_an_empty_group_expire_after_the_retention) {
+  commit(commit_request("g", 4));
+  coordinator->cleanup_group_metadata();
+  writer.complete_all();
+  EXPECT_NE(coordinator->find_offset("g", "events", 0), nullptr);
+  now += config.offsets_retention_ms;
+  coordinator->cleanup_group_metadata();
+  writer.complete_all();
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0), nullptr);
+  EXPECT_EQ(coordinator->find_group("g"), nullptr);
+  // Tombstones for the offset and the group.
+  size_t tombstones = 0;
+  for (const auto& [p, r] : writer.committed) tombstones += r.value ? 0 : 1;
+  EXPECT_EQ(tombstones, 2u);
+}
+
+// --- Persistence
+
+TEST_F(coordinator_test, replaying_the_log_restores_groups_and_offsets) {
+  auto [id, generation] = stable_single_member("g");
+  commit(commit_request("g", 11, generation, id));
+  commit(commit_request("simple", 3));
+  commit(commit_request("simple", 4));  // the later commit wins
+  coordinator->delete_groups({"gone"}, [](auto) {});
+  writer.complete_all();
+
+  fake_writer other_writer;
+  group_coordinator restarted(config, other_writer, [this] { return now; });
+  restarted.begin_loading(0);
+  // While loading, requests are told to come back.
+  std::optional<proto::join_group_response> during;
+  restarted.join_group({"c", "/h", 9}, join_request("g", ""), [&](auto r) { during = std::move(r); });
+  ASSERT_TRUE(during);
+  EXPECT_EQ(during->error_code, to_wire(error_code::coordinator_load_in_progress));
+  int64_t offset = 0;
+  for (const auto& [p, r] : writer.committed) {
+    std::optional<std::span<const uint8_t>> value;
+    if (r.value) value = std::span<const uint8_t>(*r.value);
+    ASSERT_TRUE(restarted.replay(0, offset++, r.key, value).ok());
+  }
+  restarted.complete_loading(0);
+  const auto* g = restarted.find_group("g");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->state(), classic_group_state::stable);
+  EXPECT_EQ(g->generation_id(), generation);
+  ASSERT_TRUE(g->has_member(id));
+  EXPECT_EQ(restarted.find_offset("g", "events", 0)->offset, 11);
+  EXPECT_EQ(restarted.find_offset("simple", "events", 0)->offset, 4);
+  ASSERT_NE(restarted.find_group("simple"), nullptr);
+  EXPECT_TRUE(restarted.find_group("simple")->is_simple());
+  // The member resumes with its generation; without heartbeats its session expires.
+  proto::heartbeat_request hb;
+  hb.group_id = "g";
+  hb.member_id = id;
+  hb.generation_id = generation;
+  EXPECT_EQ(restarted.heartbeat({"c", "/h", 4}, hb).error_code, to_wire(error_code::none));
+  now += 10'001;
+  restarted.run_expired_timers();
+  EXPECT_FALSE(restarted.find_group("g")->has_member(id));
+}
+
+TEST_F(coordinator_test, unloading_answers_parked_requests_not_coordinator) {
+  const std::string id = member_id_for("g");
+  auto parked = join(join_request("g", id));
+  EXPECT_FALSE(parked->has_value());
+  coordinator->unload(0);
+  ASSERT_TRUE(parked->has_value());
+  EXPECT_EQ((*parked)->error_code, to_wire(error_code::not_coordinator));
+  EXPECT_EQ(heartbeat("g", id, 0), to_wire(error_code::not_coordinator));
+  EXPECT_EQ(coordinator->status_of(0), partition_status::not_owned);
+}
+
+}  // namespace
+}  // namespace mala::coordinator
