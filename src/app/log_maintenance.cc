@@ -40,9 +40,11 @@ storage::log_config log_defaults_from(const node_config& config) {
 }
 
 struct log_maintenance::impl {
-  impl(asio::io_context& ctx, storage::log_manager& l, const node_config& config)
+  impl(asio::io_context& ctx, storage::log_manager& l, const node_config& config,
+       log_maintenance::high_watermark_lookup hw)
       : shard0(ctx),
         logs(l),
+        high_watermark(std::move(hw)),
         retention_timer(ctx),
         checkpoint_timer(ctx),
         flush_timer(ctx),
@@ -59,6 +61,7 @@ struct log_maintenance::impl {
 
   asio::io_context& shard0;
   storage::log_manager& logs;
+  log_maintenance::high_watermark_lookup high_watermark;
   asio::steady_timer retention_timer;
   asio::steady_timer checkpoint_timer;
   asio::steady_timer flush_timer;
@@ -74,7 +77,7 @@ struct log_maintenance::impl {
     retention_timer.expires_after(retention_interval);
     retention_timer.async_wait([this](const std::error_code& ec) {
       if (ec || stopped) return;
-      logs.run_retention(wall_clock_ms(), [](const storage::topic_partition&) { return std::nullopt; });
+      logs.run_retention(wall_clock_ms(), high_watermark);
       schedule_retention();
     });
   }
@@ -87,6 +90,9 @@ struct log_maintenance::impl {
         log->error("recovery point checkpoint: {}", st.message);
       if (auto st = logs.checkpoint_log_start_offsets(); !st.ok()) {
         log->error("log start offset checkpoint: {}", st.message);
+      }
+      if (auto st = logs.checkpoint_high_watermarks(high_watermark); !st.ok()) {
+        log->error("high watermark checkpoint: {}", st.message);
       }
       schedule_checkpoints();
     });
@@ -121,8 +127,8 @@ struct log_maintenance::impl {
 };
 
 log_maintenance::log_maintenance(asio::io_context& shard0, storage::log_manager& logs,
-                                 const node_config& config)
-    : _impl(std::make_unique<impl>(shard0, logs, config)) {}
+                                 const node_config& config, high_watermark_lookup high_watermark)
+    : _impl(std::make_unique<impl>(shard0, logs, config, std::move(high_watermark))) {}
 
 log_maintenance::~log_maintenance() {
   stop();

@@ -204,6 +204,10 @@ int main(int argc, char** argv) {
   replica_options.local_replica_id = config.node_id();
   replica_options.replica_lag_time_max_ms = config.get_long("replica.lag.time.max.ms").value_or(30'000);
   replica_options.clock_ms = wall_clock_ms;
+  // A restarted replica resumes from the high watermark it had checkpointed (replication-offset-checkpoint).
+  replica_options.checkpointed_high_watermark = [&logs](const mala::storage::topic_partition& tp) {
+    return logs->checkpointed_high_watermark(tp);
+  };
   replica_options.producer_state.producer_id_expiration_ms =
       config.get_int("producer.id.expiration.ms").value_or(mala::storage::default_producer_id_expiration_ms);
   replica_options.producer_id_expiration_check_interval_ms =
@@ -332,7 +336,12 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  mala::app::log_maintenance maintenance(shards.context(0), *logs, config);
+  // Replicas live on shard 0, where the maintenance timers run.
+  auto replica_high_watermark = [&replicas](const mala::storage::topic_partition& tp) -> std::optional<int64_t> {
+    if (const auto* p = replicas.get(tp)) return p->high_watermark();
+    return std::nullopt;
+  };
+  mala::app::log_maintenance maintenance(shards.context(0), *logs, config, replica_high_watermark);
   maintenance.start();
 
   asio::signal_set signals(shards.context(0), SIGTERM, SIGINT);
@@ -350,7 +359,11 @@ int main(int argc, char** argv) {
   shards.join();
   groups = nullptr;
   group_driver.reset();
-  // Replicas stop before their logs close (parked requests are gone with the shards).
+  // The high watermarks are checkpointed while the replicas still exist; then the replicas stop before their
+  // logs close (parked requests are gone with the shards).
+  if (auto st = logs->checkpoint_high_watermarks(replica_high_watermark); !st.ok()) {
+    log->error("high watermark checkpoint: {}", st.message);
+  }
   for (const auto& tp : replicas.partitions()) (void)replicas.remove_partition(tp, /*delete_log=*/false);
   controller.reset();
   // Flushes and closes every log, writes the checkpoints and the clean-shutdown marker, so the next start

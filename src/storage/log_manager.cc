@@ -207,6 +207,8 @@ struct log_manager::impl {
   std::shared_ptr<spdlog::logger> log = subsystem_logger("storage");
   std::vector<dir_state> dirs;
   std::map<topic_partition, log_entry> logs;
+  // replication-offset-checkpoint as found at start-up: each partition's last checkpointed high watermark.
+  std::map<topic_partition, int64_t> checkpointed_high_watermarks;
   // Logs of dirs taken offline, closed: kept alive until the manager goes so that the partition_log pointers
   // callers still hold stay valid (they learn of the failure from dirs() / metadata, not from a crash).
   std::vector<std::unique_ptr<partition_log>> retired;
@@ -368,6 +370,13 @@ status log_manager::impl::load() {
     } else {
       log->warn("Cannot read {} in {}, using each log's first segment: {}", log_start_offset_checkpoint_file,
                 dir.path.string(), read.error().message);
+    }
+
+    if (auto read = read_offset_checkpoint(dir.path / replication_offset_checkpoint_file); read.ok()) {
+      for (const auto& [tp, hw] : *read) checkpointed_high_watermarks[tp] = hw;
+    } else {
+      log->warn("Cannot read {} in {}, high watermarks start at each log's start offset: {}",
+                replication_offset_checkpoint_file, dir.path.string(), read.error().message);
     }
 
     fs::directory_iterator it(dir.path, ec);
@@ -661,6 +670,34 @@ status log_manager::checkpoint_recovery_points() {
 
 status log_manager::checkpoint_log_start_offsets() {
   return _impl->checkpoint(false);
+}
+
+status log_manager::checkpoint_high_watermarks(
+    const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark) {
+  auto& m = *_impl;
+  std::map<size_t, offset_checkpoint> by_dir;
+  for (size_t d = 0; d < m.dirs.size(); ++d) {
+    if (m.dirs[d].online) by_dir[d];
+  }
+  for (const auto& [tp, entry] : m.logs) {
+    if (auto hw = high_watermark(tp)) by_dir[entry.dir][tp] = *hw;
+  }
+  status first;
+  for (const auto& [d, offsets] : by_dir) {
+    if (!m.dirs[d].online) continue;
+    auto written = write_offset_checkpoint(m.dirs[d].path / replication_offset_checkpoint_file, offsets);
+    if (!written.ok()) {
+      m.take_offline(d, "cannot write " + std::string(replication_offset_checkpoint_file) + ": " + written.message);
+      if (first.ok()) first = status::error(error_code::kafka_storage_error, written.message);
+    }
+  }
+  return first;
+}
+
+std::optional<int64_t> log_manager::checkpointed_high_watermark(const topic_partition& tp) const {
+  auto it = _impl->checkpointed_high_watermarks.find(tp);
+  if (it == _impl->checkpointed_high_watermarks.end()) return std::nullopt;
+  return it->second;
 }
 
 void log_manager::run_retention(

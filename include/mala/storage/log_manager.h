@@ -68,6 +68,13 @@ class log_manager {
 
   status checkpoint_recovery_points();
   status checkpoint_log_start_offsets();
+  // Writes replication-offset-checkpoint in every online dir: the high watermark of each partition for which
+  // `high_watermark` has one (the replicas this node hosts). Read back at the next start-up through
+  // checkpointed_high_watermark(), so a restarted replica does not expose less than it had committed.
+  status checkpoint_high_watermarks(
+      const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark);
+  // The high watermark replication-offset-checkpoint held for the partition at start-up.
+  std::optional<int64_t> checkpointed_high_watermark(const topic_partition& tp) const;
   // Runs apply_retention and delete_expired_files on every online log; high_watermark(tp) bounds deletions
   // (nullopt: the log end offset).
   void run_retention(int64_t now_ms,

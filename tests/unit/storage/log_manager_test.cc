@@ -333,6 +333,33 @@ TEST_F(log_manager_test, checkpoints_hold_one_line_per_partition_of_the_dir) {
   EXPECT_TRUE(manager->shutdown().ok());
 }
 
+TEST_F(log_manager_test, high_watermark_checkpoint_is_read_back_at_the_next_start) {
+  auto manager = open_ok(options({dir("d1"), dir("d2")}));
+  ASSERT_TRUE(manager);
+  for (int32_t p = 0; p < 3; ++p) ASSERT_TRUE(manager->create({"zeta", p}, topic_a_id, {}).ok());
+  // zeta-2 is not hosted as a replica (no high watermark): it is left out of the file.
+  auto hw = [](const topic_partition& tp) -> std::optional<int64_t> {
+    if (tp.partition == 2) return std::nullopt;
+    return 10 + tp.partition;
+  };
+  ASSERT_TRUE(manager->checkpoint_high_watermarks(hw).ok());
+  auto d1 = read_checkpoint_text(dir("d1") / "replication-offset-checkpoint");
+  EXPECT_EQ(d1.version, "0");
+  EXPECT_EQ(d1.entries, (std::set<std::string>{"zeta 0 10"}));
+  auto d2 = read_checkpoint_text(dir("d2") / "replication-offset-checkpoint");
+  EXPECT_EQ(d2.entries, (std::set<std::string>{"zeta 1 11"}));
+  EXPECT_EQ(manager->checkpointed_high_watermark({"zeta", 0}), std::nullopt);  // read at open only
+
+  ASSERT_TRUE(manager->shutdown().ok());
+  manager.reset();
+  manager = open_ok(options({dir("d1"), dir("d2")}));
+  ASSERT_TRUE(manager);
+  EXPECT_EQ(manager->checkpointed_high_watermark({"zeta", 0}), std::optional<int64_t>(10));
+  EXPECT_EQ(manager->checkpointed_high_watermark({"zeta", 1}), std::optional<int64_t>(11));
+  EXPECT_EQ(manager->checkpointed_high_watermark({"zeta", 2}), std::nullopt);
+  EXPECT_TRUE(manager->shutdown().ok());
+}
+
 TEST_F(log_manager_test, mark_offline_drops_the_dirs_partitions) {
   auto manager = open_ok(options({dir("d1"), dir("d2")}));
   ASSERT_TRUE(manager);
