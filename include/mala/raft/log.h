@@ -1,0 +1,96 @@
+// The replicated log as the Raft state machine (raft::replica) sees it: an ordered list of entries, each with
+// its offset and the epoch of the leader that wrote it, read and written through the small `raft_log`
+// interface so that the network/storage glue can back it with storage::partition_log (the partition
+// __cluster_metadata-0, whose leader epoch cache answers end_offset_for_epoch) while tests use
+// `memory_raft_log`.
+//
+// One entry is one record at one offset. Kafka's KRaft writes batches of records; the glue maps a batch to a
+// run of entries with the same epoch (the batch's partition leader epoch) and back.
+//
+// Writes through this interface are the in-memory (page cache) part of a write: the replica also reports each
+// truncation and append as an effect (replica.h, `effects::log_operations`), which the glue must make durable
+// before it sends the messages of the same step. Nothing here flushes.
+//
+// Threads: a log is used by one thread, its replica's (shard 0 in the broker). No locking.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace mala::raft {
+
+// What an entry holds. Kafka's leader appends a LeaderChangeMessage control record at the start of its epoch
+// (KIP-595); committing it is how a new leader commits the entries of earlier epochs (Raft's commitment
+// rule).
+enum class entry_type : int8_t { data = 0, leader_change = 1 };
+
+struct log_entry {
+  int64_t offset = 0;
+  int32_t epoch = 0;  // the leader epoch that appended it (the batch's PartitionLeaderEpoch on disk)
+  entry_type type = entry_type::data;
+  // The record value; empty for leader_change (the glue encodes the control record).
+  std::vector<uint8_t> payload;
+
+  bool operator==(const log_entry&) const = default;
+};
+
+// Kafka's OffsetAndEpoch. As an end offset it is exclusive: the offset after the epoch's last entry.
+struct offset_and_epoch {
+  int64_t offset = 0;
+  int32_t epoch = 0;
+
+  bool operator==(const offset_and_epoch&) const = default;
+  // Raft's "at least as up to date": compare epoch first, then offset (OffsetAndEpoch.compareTo).
+  auto operator<=>(const offset_and_epoch& other) const {
+    if (epoch != other.epoch) return epoch <=> other.epoch;
+    return offset <=> other.offset;
+  }
+};
+
+class raft_log {
+ public:
+  virtual ~raft_log() = default;
+
+  // The first offset held (0 until snapshots exist) and the offset the next entry will get.
+  virtual int64_t start_offset() const = 0;
+  virtual int64_t end_offset() const = 0;
+  // The epoch of the last entry, 0 when the log is empty (Kafka's lastFetchedEpoch; leader epochs start
+  // at 1).
+  virtual int32_t last_fetched_epoch() const = 0;
+  // Kafka's ReplicatedLog.endOffsetForEpoch: the largest epoch in the log that is <= `epoch` and the end
+  // offset (exclusive) of its entries; {start_offset(), 0} when the log has no such epoch.
+  virtual offset_and_epoch end_offset_for_epoch(int32_t epoch) const = 0;
+  // Up to `max_entries` entries from `from_offset` (start_offset() <= from_offset <= end_offset()).
+  virtual std::vector<log_entry> read(int64_t from_offset, size_t max_entries) const = 0;
+  // Appends entries whose offsets continue end_offset() and whose epochs do not go backwards.
+  virtual void append(std::span<const log_entry> entries) = 0;
+  // Removes every entry at or after `offset` (no-op when offset >= end_offset()).
+  virtual void truncate_to(int64_t offset) = 0;
+};
+
+// The log in memory, with a per-epoch index (the leader epoch cache) so end_offset_for_epoch is a short scan.
+class memory_raft_log final : public raft_log {
+ public:
+  memory_raft_log() = default;
+
+  int64_t start_offset() const override { return 0; }
+  int64_t end_offset() const override { return static_cast<int64_t>(_entries.size()); }
+  int32_t last_fetched_epoch() const override { return _entries.empty() ? 0 : _entries.back().epoch; }
+  offset_and_epoch end_offset_for_epoch(int32_t epoch) const override;
+  std::vector<log_entry> read(int64_t from_offset, size_t max_entries) const override;
+  void append(std::span<const log_entry> entries) override;
+  void truncate_to(int64_t offset) override;
+
+  const std::vector<log_entry>& entries() const { return _entries; }
+
+ private:
+  struct epoch_start {
+    int32_t epoch;
+    int64_t start_offset;
+  };
+  std::vector<log_entry> _entries;
+  std::vector<epoch_start> _epochs;  // ascending epochs, each with the offset of its first entry
+};
+
+}  // namespace mala::raft

@@ -1,0 +1,297 @@
+// One member of a KRaft-style Raft quorum as a pure, deterministic state machine: no I/O, no clock, no
+// threads. The network/storage glue (later, issue 6) feeds it events and carries out the effects it returns;
+// the deterministic simulation in tests/unit/raft/ drives it the same way over a simulated clock and network.
+//
+// Protocol: Kafka's KRaft, KIP-595 (Raft for the metadata quorum) with KIP-996 (pre-vote) and Kafka's
+// check-quorum (KAFKA-15489). Voters are fixed by configuration (controller.quorum.voters; KIP-853 dynamic
+// voters are not supported); any other node is an observer that only fetches.
+//
+// Roles (Kafka's EpochState classes):
+//   unattached   knows an epoch but no leader; may have voted in it. A voter becomes prospective when its
+//                randomised election timeout expires (controller.quorum.election.timeout.ms + random jitter
+//                of up to the same); an observer keeps fetching from a random voter to discover the leader.
+//   prospective  KIP-996: asks every voter for a pre-vote (VoteRequest with PreVote=true and its *current*
+//                epoch) without bumping its epoch or persisting anything. A majority of grants (itself
+//                included) makes it a candidate; a majority of rejections sends it back to the leader it
+//                knew, or, with none, into a random binary-exponential backoff (up to
+//                controller.quorum.election.backoff.max.ms). A voter grants a pre-vote only when the
+//                request's log is at least as up to date as its own and it is not following a live leader (a
+//                follower grants only before its first successful fetch or after the leader resigned, Kafka's
+//                fix for the prospective/follower ping-pong). So a node that was partitioned away rejoins
+//                without bumping anyone's epoch: its pre-votes fail and the answers tell it the current
+//                leader and epoch.
+//   candidate    bumps the epoch, votes for itself (persisted) and sends VoteRequests. Elected with a
+//                majority; with a majority of rejections it backs off, then becomes prospective again, as it
+//                does when its election timeout expires.
+//   leader       persists the win, appends a leader_change entry (Kafka's LeaderChangeMessage control record)
+//                at the start of its epoch and sends BeginQuorumEpoch to the other voters (resent every
+//                controller.quorum.request.timeout.ms until a voter acknowledges or fetches). It serves
+//                Fetch: long-polls up to the request's max wait when it has nothing new for the replica;
+//                answers records, or a DivergingEpoch when (fetch offset, last fetched epoch) is not a prefix
+//                of its log. It resigns (check quorum) when it has not heard a Fetch from a majority of
+//                voters for 1.5 x controller.quorum.fetch.timeout.ms, and on resign() it sends EndQuorumEpoch
+//                with the other voters ordered by how far they have replicated.
+//   follower     fetches from the leader with (fetch offset = log end, last fetched epoch), one Fetch in
+//                flight; appends the records, or truncates to the divergence point; learns the high watermark
+//                from the response. No successful Fetch for controller.quorum.fetch.timeout.ms: a voter
+//                becomes prospective, an observer unattached. An EndQuorumEpoch shortens that timeout by the
+//                voter's position among the preferred successors (Kafka's strict exponential backoff).
+//   resigned     the leader after resign() or check quorum, or a node restarting from a persisted leadership:
+//                no longer serves its epoch, resends EndQuorumEpoch, becomes prospective after an election
+//                timeout.
+//
+// Votes (KIP-595): one per epoch, persisted before the answer is sent; granted only when the candidate's
+// (LastOffsetEpoch, LastOffset) is at least this node's (last epoch, log end offset), compared epoch first.
+// Any message carrying a higher epoch moves a node to that epoch (follower when the leader is named, else
+// unattached).
+//
+// Commitment: the leader's high watermark (exclusive) is the largest offset that a majority of voters (itself
+// included) has replicated, counting only the fetch offsets followers sent in this epoch; it advances only
+// past the epoch's first entry (the leader_change entry), so entries of earlier epochs are committed only
+// together with one of the leader's own (Raft's commitment rule; Kafka's
+// LeaderState.maybeUpdateHighWatermark). It never goes backwards. Followers take min(leader's high watermark,
+// own log end). The high watermark is not persisted (Kafka does not either): a restarted node starts at 0 and
+// learns it again.
+//
+// Interface. Events: tick(now_ms) (the only source of time; messages and appends are handled at the time of
+// the last tick), on_message(from, message), append(records) on the leader, resign(). Each event may leave
+// effects, collected until take_effects(). The glue applies one batch of effects in this order:
+//   1. quorum_state_to_persist: write (and fsync) the quorum-state file;
+//   2. log_operations: make the truncations and appends durable (the replica already made them through
+//      raft_log, the page-cache part; a glue whose raft_log is storage::partition_log only flushes);
+//   3. messages: send;
+//   4. high_watermark: expose the new committed offset (apply committed records).
+// Steps 1-2 before 3 are what Raft's safety needs: a vote or a fetch offset is only announced once it is
+// durable. next_deadline_ms() tells the glue when to tick next if nothing else happens.
+//
+// The persisted quorum state survives a restart together with the log: a restarted replica is constructed
+// from both; everything else (votes received, follower progress, the high watermark) is rebuilt.
+//
+// Threads: a replica is used by one thread (shard 0 in the broker). Its invariants (one leader per epoch) are
+// checked with aborts that stay on in release builds: breaking them would silently lose committed data.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "mala/common/result.h"
+#include "mala/raft/log.h"
+#include "mala/raft/messages.h"
+
+namespace mala::raft {
+
+struct raft_config {
+  int32_t node_id = -1;
+  std::vector<int32_t> voters;             // controller.quorum.voters (ids); a node not listed is an observer
+  int32_t election_timeout_ms = 1000;      // controller.quorum.election.timeout.ms
+  int32_t fetch_timeout_ms = 2000;         // controller.quorum.fetch.timeout.ms
+  int32_t election_backoff_max_ms = 1000;  // controller.quorum.election.backoff.max.ms
+  int32_t request_timeout_ms = 2000;       // controller.quorum.request.timeout.ms
+  int32_t retry_backoff_ms = 20;           // controller.quorum.retry.backoff.ms
+  int32_t fetch_max_wait_ms = 500;         // KafkaRaftClient's fetchMaxWaitMs (long poll)
+  int32_t fetch_max_entries = 512;         // entries per Fetch response (Kafka bounds bytes instead)
+  uint64_t random_seed = 0;                // election jitter and backoff; the only randomness
+};
+
+// Kafka's QuorumStateData (the quorum-state file): the epoch, the leader if known, the vote cast in the
+// epoch.
+struct quorum_state {
+  int32_t leader_epoch = 0;
+  int32_t leader_id = no_leader;
+  int32_t voted_id = no_voter;
+
+  bool operator==(const quorum_state&) const = default;
+};
+
+struct log_truncation {
+  int64_t offset = 0;  // entries at and after it were removed
+};
+struct log_append {
+  std::vector<log_entry> entries;
+};
+using log_operation = std::variant<log_truncation, log_append>;
+
+struct effects {
+  std::optional<quorum_state> quorum_state_to_persist;  // the latest state; supersedes earlier ones
+  std::vector<log_operation> log_operations;            // in order
+  std::vector<outbound_message> messages;
+  std::optional<int64_t> high_watermark;  // the new committed offset (exclusive), when it moved
+
+  bool empty() const {
+    return !quorum_state_to_persist && log_operations.empty() && messages.empty() && !high_watermark;
+  }
+};
+
+enum class role : int8_t { unattached, prospective, candidate, leader, follower, resigned };
+std::string_view role_name(role r);
+
+// Where a client append landed.
+struct append_info {
+  int64_t first_offset = 0;
+  int64_t last_offset = 0;
+  int32_t epoch = 0;
+};
+
+// What the leader knows about one replica (for DescribeQuorum).
+struct replica_progress {
+  int32_t replica_id = -1;
+  bool voter = false;
+  int64_t log_end_offset = -1;  // its last valid fetch offset in this epoch; -1 before one
+  int64_t last_fetch_ms = -1;
+};
+
+class replica {
+ public:
+  // `log` is the durable log as recovered (it must outlive the replica); `persisted` the quorum-state file
+  // (nullopt on a fresh node); `now_ms` the clock at start-up. A single voter elects itself here.
+  replica(raft_config config, raft_log& log, std::optional<quorum_state> persisted, int64_t now_ms);
+
+  void tick(int64_t now_ms);
+  void on_message(int32_t from, const raft_message& message);
+  // Leader only: appends one entry per record in the current epoch. not_leader_or_follower elsewhere,
+  // invalid_request for no records.
+  result<append_info> append(const std::vector<std::vector<uint8_t>>& records);
+  // Leader only: graceful resignation (EndQuorumEpoch). Ignored elsewhere.
+  void resign();
+
+  effects take_effects();
+  // The next time tick() has something to do.
+  int64_t next_deadline_ms() const;
+
+  int32_t node_id() const { return _config.node_id; }
+  bool is_voter() const { return _is_voter; }
+  role current_role() const { return _role; }
+  int32_t epoch() const { return _epoch; }
+  int32_t leader_id() const { return _leader_id; }
+  int32_t voted_id() const { return _voted_id; }
+  int64_t high_watermark() const { return _high_watermark; }
+  const raft_log& log() const { return _log; }
+  // Leader only (empty elsewhere): every voter but this one, then the observers that fetched.
+  std::vector<replica_progress> progress() const;
+
+ private:
+  struct follower_progress {
+    replica_progress state;
+    int64_t sent_high_watermark = -1;  // the high watermark last sent to it
+    bool acknowledged = false;         // BeginQuorumEpoch answered or a valid Fetch seen
+    int64_t begin_resend_ms = 0;
+  };
+  struct parked_fetch {
+    int32_t replica_id;
+    int64_t correlation_id;
+    fetch_request request;
+    int64_t deadline_ms;
+  };
+  struct fetch_in_flight {
+    int32_t destination;
+    int64_t correlation_id;
+    int64_t fetch_offset;
+    int32_t last_fetched_epoch;
+    int64_t deadline_ms;
+  };
+
+  // transitions
+  void become_unattached(int32_t epoch, int32_t voted_id);
+  void become_prospective();
+  void become_candidate();
+  void become_leader();
+  void become_follower(int32_t epoch, int32_t leader_id);
+  void become_resigned(std::vector<int32_t> preferred_successors);
+  void leave_leadership();
+  bool observe_epoch(int32_t epoch, int32_t leader_id);
+
+  // elections
+  void start_pre_vote_round();
+  void send_vote_requests(bool pre_vote);
+  void count_vote(int32_t from, bool granted);
+  int majority() const { return static_cast<int>(_config.voters.size() / 2 + 1); }
+  bool can_grant_pre_vote() const;
+  bool can_grant_vote(int32_t candidate_id) const;
+  int64_t strict_exponential_backoff_ms(int position, int total) const;
+
+  // handlers
+  void handle_vote_request(int32_t from, int64_t correlation_id, const vote_request& request);
+  void handle_vote_response(int32_t from, const vote_response& response);
+  void handle_begin_quorum_epoch_request(int32_t from, int64_t correlation_id,
+                                         const begin_quorum_epoch_request& request);
+  void handle_begin_quorum_epoch_response(int32_t from, const begin_quorum_epoch_response& response);
+  void handle_end_quorum_epoch_request(int32_t from, int64_t correlation_id,
+                                       const end_quorum_epoch_request& request);
+  void handle_end_quorum_epoch_response(int32_t from, const end_quorum_epoch_response& response);
+  void handle_fetch_request(int32_t from, int64_t correlation_id, const fetch_request& request,
+                            bool may_park);
+  void handle_fetch_response(int32_t from, int64_t correlation_id, const fetch_response& response);
+
+  // replication
+  void maybe_send_fetch();
+  void send_fetch(int32_t destination);
+  follower_progress& progress_of(int32_t replica_id);
+  void maybe_advance_high_watermark();
+  void set_high_watermark(int64_t high_watermark);
+  void complete_parked_fetches();
+  void answer_parked_fetch(const parked_fetch& parked);
+  int64_t check_quorum_deadline_ms() const;
+  void append_to_log(std::vector<log_entry> entries);
+  void truncate_log(int64_t offset);
+
+  // plumbing
+  void persist();
+  void send(int32_t destination, int64_t correlation_id, raft_message_body body);
+  int64_t new_correlation_id() { return _next_correlation_id++; }
+  uint64_t next_random();
+  int64_t random_below(int64_t bound);
+  int64_t randomized_election_timeout() {
+    return _config.election_timeout_ms + random_below(_config.election_timeout_ms);
+  }
+  int64_t election_backoff_ms();
+  leader_id_and_epoch current_leader() const;
+  bool is_voter_id(int32_t id) const;
+  [[noreturn]] void invariant_failed(std::string_view what) const;
+
+  raft_config _config;
+  raft_log& _log;
+  bool _is_voter = false;
+  uint64_t _random_state = 0;
+  int64_t _now_ms = 0;
+  int64_t _next_correlation_id = 0;
+
+  role _role = role::unattached;
+  int32_t _epoch = 0;
+  int32_t _leader_id = no_leader;
+  int32_t _voted_id = no_voter;
+  int64_t _high_watermark = 0;
+  quorum_state _persisted;  // what was last handed out to persist
+
+  // unattached / prospective / candidate / resigned
+  int64_t _election_deadline_ms = 0;
+  int64_t _backoff_until_ms = -1;  // prospective / candidate after losing: the next round starts then
+  int _election_retries = 0;
+  std::vector<int32_t> _granted;
+  std::vector<int32_t> _rejected;
+
+  // follower / observer
+  int64_t _fetch_deadline_ms = 0;
+  int64_t _next_fetch_ms = 0;
+  bool _has_fetched = false;      // a successful Fetch from this leader in this epoch
+  bool _leader_resigned = false;  // EndQuorumEpoch or NOT_LEADER_OR_FOLLOWER from it
+  std::optional<fetch_in_flight> _fetch_in_flight;
+
+  // leader
+  int32_t _led_epoch = -1;  // the epoch this node led (or persisted as led), to catch a second leader in it
+  int64_t _epoch_start_offset = 0;
+  int64_t _leader_since_ms = 0;
+  std::vector<follower_progress> _followers;
+  std::vector<parked_fetch> _parked_fetches;
+
+  // resigned
+  std::vector<int32_t> _preferred_successors;
+  std::vector<int32_t> _end_quorum_acknowledged;
+  int64_t _end_quorum_resend_ms = 0;
+
+  effects _effects;
+};
+
+}  // namespace mala::raft

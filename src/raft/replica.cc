@@ -1,0 +1,872 @@
+#include "mala/raft/replica.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace mala::raft {
+
+namespace {
+
+constexpr int64_t never = std::numeric_limits<int64_t>::max();
+
+// KafkaRaftClient.RETRY_BACKOFF_BASE_MS: the unit of the binary exponential election backoff.
+constexpr int64_t election_backoff_base_ms = 100;
+
+// LeaderState.CHECK_QUORUM_TIMEOUT_FACTOR: a leader resigns after 1.5 fetch timeouts without a majority.
+constexpr int64_t check_quorum_factor_num = 3;
+constexpr int64_t check_quorum_factor_den = 2;
+
+template <class... Ts>
+struct overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+overloaded(Ts...) -> overloaded<Ts...>;
+
+bool contains(const std::vector<int32_t>& ids, int32_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+}  // namespace
+
+std::string_view role_name(role r) {
+  switch (r) {
+    case role::unattached:
+      return "unattached";
+    case role::prospective:
+      return "prospective";
+    case role::candidate:
+      return "candidate";
+    case role::leader:
+      return "leader";
+    case role::follower:
+      return "follower";
+    case role::resigned:
+      return "resigned";
+  }
+  return "?";
+}
+
+replica::replica(raft_config config, raft_log& log, std::optional<quorum_state> persisted, int64_t now_ms)
+    : _config(std::move(config)), _log(log), _now_ms(now_ms) {
+  _is_voter = is_voter_id(_config.node_id);
+  // Seeded per node so that nodes sharing a seed still draw different timeouts.
+  _random_state = _config.random_seed ^
+                  (static_cast<uint64_t>(static_cast<uint32_t>(_config.node_id)) * 0x9e3779b97f4a7c15ULL);
+  // Correlation ids start at a random point so that a response to a request sent before a restart never
+  // matches a request sent after it.
+  _next_correlation_id = static_cast<int64_t>(next_random() >> 24);
+
+  const quorum_state state = persisted.value_or(quorum_state{});
+  _epoch = state.leader_epoch;
+  _leader_id = state.leader_id;
+  _voted_id = state.voted_id;
+  _persisted = state;
+
+  if (_is_voter && state.leader_id == _config.node_id) {
+    // The leader state (follower progress, the high watermark) is gone with the process: like Kafka's
+    // QuorumState.initialize, come back resigned and let a new election happen.
+    _role = role::leader;  // so that become_resigned sees where it comes from
+    _led_epoch = _epoch;
+    become_resigned({});
+  } else if (state.leader_id != no_leader && state.leader_id != _config.node_id) {
+    become_follower(_epoch, state.leader_id);
+  } else {
+    become_unattached(_epoch, state.voted_id);
+  }
+  // A single voter is a majority of one: elect itself at once, as Kafka does.
+  if (_is_voter && _config.voters.size() == 1 && _role != role::leader) become_prospective();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Events
+
+void replica::tick(int64_t now_ms) {
+  _now_ms = std::max(_now_ms, now_ms);
+  switch (_role) {
+    case role::unattached:
+      if (_is_voter) {
+        if (_now_ms >= _election_deadline_ms) become_prospective();
+      } else {
+        if (_fetch_in_flight && _now_ms >= _fetch_in_flight->deadline_ms) _fetch_in_flight.reset();
+        maybe_send_fetch();
+      }
+      break;
+    case role::prospective:
+      if (_backoff_until_ms >= 0 ? _now_ms >= _backoff_until_ms : _now_ms >= _election_deadline_ms) {
+        start_pre_vote_round();
+      }
+      break;
+    case role::candidate:
+      // Lost (after the backoff) or timed out: canvass again before bumping the epoch (KIP-996).
+      if (_backoff_until_ms >= 0 ? _now_ms >= _backoff_until_ms : _now_ms >= _election_deadline_ms) {
+        become_prospective();
+      }
+      break;
+    case role::follower:
+      if (_now_ms >= _fetch_deadline_ms) {
+        if (_is_voter) {
+          become_prospective();
+        } else {
+          become_unattached(_epoch, _voted_id);
+        }
+        break;
+      }
+      if (_fetch_in_flight && _now_ms >= _fetch_in_flight->deadline_ms) _fetch_in_flight.reset();
+      maybe_send_fetch();
+      break;
+    case role::leader: {
+      if (_now_ms >= check_quorum_deadline_ms()) {
+        become_resigned({});
+        break;
+      }
+      std::vector<parked_fetch> due;
+      std::erase_if(_parked_fetches, [&](const parked_fetch& p) {
+        if (p.deadline_ms > _now_ms) return false;
+        due.push_back(p);
+        return true;
+      });
+      for (const parked_fetch& p : due) answer_parked_fetch(p);
+      for (follower_progress& f : _followers) {
+        if (f.state.voter && !f.acknowledged && _now_ms >= f.begin_resend_ms) {
+          send(f.state.replica_id, new_correlation_id(),
+               begin_quorum_epoch_request{f.state.replica_id, _config.node_id, _epoch});
+          f.begin_resend_ms = _now_ms + _config.request_timeout_ms;
+        }
+      }
+      break;
+    }
+    case role::resigned:
+      if (_now_ms >= _election_deadline_ms) {
+        become_prospective();
+        break;
+      }
+      if (_now_ms >= _end_quorum_resend_ms) {
+        for (int32_t voter : _config.voters) {
+          if (voter == _config.node_id || contains(_end_quorum_acknowledged, voter)) continue;
+          send(voter, new_correlation_id(),
+               end_quorum_epoch_request{_config.node_id, _epoch, _preferred_successors});
+        }
+        _end_quorum_resend_ms = _now_ms + _config.request_timeout_ms;
+      }
+      break;
+  }
+}
+
+void replica::on_message(int32_t from, const raft_message& message) {
+  if (from == _config.node_id) return;
+  const int64_t correlation_id = message.correlation_id;
+  std::visit(overloaded{
+                 [&](const vote_request& m) { handle_vote_request(from, correlation_id, m); },
+                 [&](const vote_response& m) { handle_vote_response(from, m); },
+                 [&](const begin_quorum_epoch_request& m) {
+                   handle_begin_quorum_epoch_request(from, correlation_id, m);
+                 },
+                 [&](const begin_quorum_epoch_response& m) { handle_begin_quorum_epoch_response(from, m); },
+                 [&](const end_quorum_epoch_request& m) {
+                   handle_end_quorum_epoch_request(from, correlation_id, m);
+                 },
+                 [&](const end_quorum_epoch_response& m) { handle_end_quorum_epoch_response(from, m); },
+                 [&](const fetch_request& m) { handle_fetch_request(from, correlation_id, m, true); },
+                 [&](const fetch_response& m) { handle_fetch_response(from, correlation_id, m); },
+             },
+             message.body);
+}
+
+result<append_info> replica::append(const std::vector<std::vector<uint8_t>>& records) {
+  if (_role != role::leader) {
+    return status::error(error_code::not_leader_or_follower, "raft: only the leader appends");
+  }
+  if (records.empty()) return status::error(error_code::invalid_request, "raft: empty append");
+  const int64_t first = _log.end_offset();
+  std::vector<log_entry> entries;
+  entries.reserve(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    entries.push_back(log_entry{first + static_cast<int64_t>(i), _epoch, entry_type::data, records[i]});
+  }
+  append_to_log(std::move(entries));
+  maybe_advance_high_watermark();  // a single voter commits at once
+  complete_parked_fetches();       // long-polling followers get the new entries
+  return append_info{first, _log.end_offset() - 1, _epoch};
+}
+
+void replica::resign() {
+  if (_role != role::leader) return;
+  // Kafka's LeaderState.nonLeaderVotersByDescendingFetchOffset: the most caught-up voter is asked first.
+  std::vector<const follower_progress*> voters;
+  for (const follower_progress& f : _followers) {
+    if (f.state.voter) voters.push_back(&f);
+  }
+  std::stable_sort(voters.begin(), voters.end(), [](const follower_progress* a, const follower_progress* b) {
+    return a->state.log_end_offset > b->state.log_end_offset;
+  });
+  std::vector<int32_t> successors;
+  for (const follower_progress* f : voters) successors.push_back(f->state.replica_id);
+  become_resigned(std::move(successors));
+}
+
+effects replica::take_effects() {
+  return std::exchange(_effects, effects{});
+}
+
+int64_t replica::next_deadline_ms() const {
+  switch (_role) {
+    case role::unattached:
+      if (_is_voter) return _election_deadline_ms;
+      return _fetch_in_flight ? _fetch_in_flight->deadline_ms : _next_fetch_ms;
+    case role::prospective:
+    case role::candidate:
+      return _backoff_until_ms >= 0 ? _backoff_until_ms : _election_deadline_ms;
+    case role::follower:
+      return std::min(_fetch_deadline_ms, _fetch_in_flight ? _fetch_in_flight->deadline_ms : _next_fetch_ms);
+    case role::leader: {
+      int64_t next = check_quorum_deadline_ms();
+      for (const parked_fetch& p : _parked_fetches) next = std::min(next, p.deadline_ms);
+      for (const follower_progress& f : _followers) {
+        if (f.state.voter && !f.acknowledged) next = std::min(next, f.begin_resend_ms);
+      }
+      return next;
+    }
+    case role::resigned: {
+      bool unacknowledged = false;
+      for (int32_t voter : _config.voters) {
+        if (voter != _config.node_id && !contains(_end_quorum_acknowledged, voter)) unacknowledged = true;
+      }
+      return unacknowledged ? std::min(_election_deadline_ms, _end_quorum_resend_ms) : _election_deadline_ms;
+    }
+  }
+  return never;
+}
+
+std::vector<replica_progress> replica::progress() const {
+  std::vector<replica_progress> out;
+  if (_role != role::leader) return out;
+  for (const follower_progress& f : _followers) out.push_back(f.state);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Transitions
+
+void replica::become_unattached(int32_t epoch, int32_t voted_id) {
+  if (_role == role::leader) leave_leadership();
+  _role = role::unattached;
+  _epoch = epoch;
+  _leader_id = no_leader;
+  _voted_id = voted_id;
+  persist();
+  _granted.clear();
+  _rejected.clear();
+  _backoff_until_ms = -1;
+  _fetch_in_flight.reset();
+  _election_deadline_ms = _now_ms + randomized_election_timeout();
+  _next_fetch_ms = _now_ms;
+  if (!_is_voter) maybe_send_fetch();  // an observer looks for the leader among the voters
+}
+
+void replica::become_prospective() {
+  if (_role == role::leader) leave_leadership();
+  // Nothing is persisted: the epoch, the vote and the leader stay as they are (KIP-996). A resigned leader
+  // forgets itself as the leader; a follower remembers whom it followed, to return to it if the pre-vote
+  // fails.
+  if (_role == role::resigned) _leader_id = no_leader;
+  _role = role::prospective;
+  _fetch_in_flight.reset();
+  start_pre_vote_round();
+}
+
+void replica::start_pre_vote_round() {
+  _granted.assign(1, _config.node_id);
+  _rejected.clear();
+  _backoff_until_ms = -1;
+  _election_deadline_ms = _now_ms + randomized_election_timeout();
+  if (static_cast<int>(_granted.size()) >= majority()) {
+    become_candidate();
+    return;
+  }
+  send_vote_requests(true);
+}
+
+void replica::become_candidate() {
+  _role = role::candidate;
+  _epoch += 1;
+  _leader_id = no_leader;
+  _voted_id = _config.node_id;
+  persist();
+  ++_election_retries;
+  _granted.assign(1, _config.node_id);
+  _rejected.clear();
+  _backoff_until_ms = -1;
+  _election_deadline_ms = _now_ms + randomized_election_timeout();
+  if (static_cast<int>(_granted.size()) >= majority()) {
+    become_leader();
+    return;
+  }
+  send_vote_requests(false);
+}
+
+void replica::become_leader() {
+  _role = role::leader;
+  _leader_id = _config.node_id;
+  _led_epoch = _epoch;
+  persist();
+  _election_retries = 0;
+  _backoff_until_ms = -1;
+  _leader_since_ms = _now_ms;
+  _followers.clear();
+  _parked_fetches.clear();
+  for (int32_t voter : _config.voters) {
+    if (voter == _config.node_id) continue;
+    follower_progress f;
+    f.state.replica_id = voter;
+    f.state.voter = true;
+    _followers.push_back(f);
+  }
+  // KIP-595: the leader's first entry in its epoch is a LeaderChangeMessage; the high watermark passes it
+  // before exposing anything of earlier epochs.
+  _epoch_start_offset = _log.end_offset();
+  append_to_log({log_entry{_epoch_start_offset, _epoch, entry_type::leader_change, {}}});
+  for (follower_progress& f : _followers) {
+    send(f.state.replica_id, new_correlation_id(),
+         begin_quorum_epoch_request{f.state.replica_id, _config.node_id, _epoch});
+    f.begin_resend_ms = _now_ms + _config.request_timeout_ms;
+  }
+  maybe_advance_high_watermark();
+}
+
+void replica::become_follower(int32_t epoch, int32_t leader_id) {
+  if (_role == role::leader) leave_leadership();
+  if (epoch != _epoch) _voted_id = no_voter;  // the vote belongs to the old epoch
+  _role = role::follower;
+  _epoch = epoch;
+  _leader_id = leader_id;
+  persist();
+  _election_retries = 0;
+  _backoff_until_ms = -1;
+  _granted.clear();
+  _rejected.clear();
+  _has_fetched = false;
+  _leader_resigned = false;
+  _fetch_in_flight.reset();
+  _next_fetch_ms = _now_ms;
+  _fetch_deadline_ms = _now_ms + _config.fetch_timeout_ms;
+  maybe_send_fetch();
+}
+
+void replica::become_resigned(std::vector<int32_t> preferred_successors) {
+  if (_role == role::leader) leave_leadership();
+  _role = role::resigned;
+  _leader_id = _config.node_id;  // still the leader of this epoch on disk; it just no longer serves it
+  persist();
+  _preferred_successors = std::move(preferred_successors);
+  _end_quorum_acknowledged.clear();
+  _election_deadline_ms = _now_ms + randomized_election_timeout();
+  for (int32_t voter : _config.voters) {
+    if (voter == _config.node_id) continue;
+    send(voter, new_correlation_id(),
+         end_quorum_epoch_request{_config.node_id, _epoch, _preferred_successors});
+  }
+  _end_quorum_resend_ms = _now_ms + _config.request_timeout_ms;
+}
+
+void replica::leave_leadership() {
+  // Parked fetches are answered rather than left to time out, so followers look for the next leader at once.
+  for (const parked_fetch& p : _parked_fetches) {
+    fetch_response response;
+    response.error_code = error_code::not_leader_or_follower;
+    response.current_leader = {no_leader, _epoch};
+    send(p.replica_id, p.correlation_id, std::move(response));
+  }
+  _parked_fetches.clear();
+  _followers.clear();
+}
+
+// Kafka's maybeTransition / maybeHandleCommonResponse: a higher epoch always wins; a leader named for the
+// current epoch ends an election. Returns whether the role changed.
+bool replica::observe_epoch(int32_t epoch, int32_t leader_id) {
+  if (epoch > _epoch) {
+    if (leader_id != no_leader && leader_id != _config.node_id) {
+      become_follower(epoch, leader_id);
+    } else {
+      become_unattached(epoch, no_voter);
+    }
+    return true;
+  }
+  if (epoch != _epoch || leader_id == no_leader || leader_id == _config.node_id) return false;
+  if (_led_epoch == _epoch) invariant_failed("another node claims the leadership of an epoch this node led");
+  switch (_role) {
+    case role::unattached:
+    case role::candidate:
+      become_follower(epoch, leader_id);
+      return true;
+    case role::prospective:
+      if (_leader_id == no_leader) {
+        become_follower(epoch, leader_id);
+        return true;
+      }
+      if (_leader_id != leader_id) invariant_failed("two leaders named for one epoch");
+      return false;
+    case role::follower:
+      if (_leader_id != leader_id) invariant_failed("two leaders named for one epoch");
+      return false;
+    case role::leader:
+    case role::resigned:
+      invariant_failed("another leader in this node's epoch");
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Elections
+
+void replica::send_vote_requests(bool pre_vote) {
+  for (int32_t voter : _config.voters) {
+    if (voter == _config.node_id) continue;
+    send(
+        voter, new_correlation_id(),
+        vote_request{_epoch, _config.node_id, voter, _log.last_fetched_epoch(), _log.end_offset(), pre_vote});
+  }
+}
+
+void replica::count_vote(int32_t from, bool granted) {
+  if (contains(_granted, from) || contains(_rejected, from)) return;
+  (granted ? _granted : _rejected).push_back(from);
+  if (static_cast<int>(_granted.size()) >= majority()) {
+    if (_role == role::prospective) {
+      become_candidate();
+    } else {
+      become_leader();
+    }
+    return;
+  }
+  const int voters = static_cast<int>(_config.voters.size());
+  if (_backoff_until_ms >= 0 || static_cast<int>(_rejected.size()) <= voters - majority()) return;
+  // The election cannot be won. A prospective that knew a leader goes back to it (KIP-996); otherwise wait a
+  // random, growing backoff so that competing nodes do not collide again (KafkaRaftClient's
+  // binaryExponentialElectionBackoffMs), rather than the whole election timeout.
+  if (_role == role::prospective && _leader_id != no_leader) {
+    become_follower(_epoch, _leader_id);
+    return;
+  }
+  _backoff_until_ms = _now_ms + election_backoff_ms();
+}
+
+bool replica::can_grant_pre_vote() const {
+  switch (_role) {
+    case role::leader:
+      return false;
+    case role::follower:
+      // KIP-996: a follower of a live leader refuses, so a node that lost contact alone cannot start an
+      // election; before its first successful fetch (or after the leader resigned) it does grant, which
+      // breaks the ping-pong of nodes turning each other back into followers of a dead leader.
+      return !_has_fetched || _leader_resigned;
+    default:
+      return true;
+  }
+}
+
+bool replica::can_grant_vote(int32_t candidate_id) const {
+  switch (_role) {
+    case role::unattached:
+      return _voted_id == no_voter || _voted_id == candidate_id;
+    case role::prospective:
+      return _leader_id == no_leader && (_voted_id == no_voter || _voted_id == candidate_id);
+    default:
+      return false;  // a candidate voted for itself; a leader, follower or resigned leader knows the leader
+  }
+}
+
+int64_t replica::election_backoff_ms() {
+  const int retries = std::max(1, _election_retries);
+  const int64_t slots = int64_t{2} << std::min(20, retries - 1);
+  return std::min<int64_t>(election_backoff_base_ms * random_below(slots), _config.election_backoff_max_ms);
+}
+
+// KafkaRaftClient.strictExponentialElectionBackoffMs: the first preferred successor stands at once, the next
+// ones after exponentially growing delays, anyone else after the maximum backoff.
+int64_t replica::strict_exponential_backoff_ms(int position, int total) const {
+  if (position == 0) return 0;
+  if (position < 0 || position >= total) return _config.election_backoff_max_ms;
+  const int64_t base = int64_t{_config.election_backoff_max_ms} >> (total - 1);
+  return std::min<int64_t>(_config.election_backoff_max_ms, base << (position - 1));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Handlers
+
+void replica::handle_vote_request(int32_t from, int64_t correlation_id, const vote_request& request) {
+  auto reply = [&](error_code code, bool granted) {
+    send(from, correlation_id,
+         vote_response{code, current_leader().leader_id, _epoch, granted, request.pre_vote});
+  };
+  if (!_is_voter || !is_voter_id(request.candidate_id) || from != request.candidate_id) {
+    reply(error_code::inconsistent_voter_set, false);
+    return;
+  }
+  if (request.candidate_epoch < _epoch) {
+    reply(error_code::fenced_leader_epoch,
+          false);  // the answer carries the epoch (and leader) to catch up to
+    return;
+  }
+  // A higher epoch moves this node to it even for a pre-vote (KAFKA-17641): a replica at that epoch exists.
+  if (request.candidate_epoch > _epoch) become_unattached(request.candidate_epoch, no_voter);
+
+  const bool up_to_date = offset_and_epoch{request.last_offset, request.last_offset_epoch} >=
+                          offset_and_epoch{_log.end_offset(), _log.last_fetched_epoch()};
+  if (request.pre_vote) {
+    reply(error_code::none, up_to_date && can_grant_pre_vote());  // binding nothing, persisting nothing
+    return;
+  }
+  const bool granted = up_to_date && can_grant_vote(request.candidate_id);
+  if (granted && _voted_id != request.candidate_id) {
+    // The vote is persisted (effects order) before the answer leaves; the timer restarts so this node does
+    // not compete with the candidate it just voted for.
+    become_unattached(_epoch, request.candidate_id);
+  }
+  reply(error_code::none, granted);
+}
+
+void replica::handle_vote_response(int32_t from, const vote_response& response) {
+  if (!is_voter_id(from)) return;
+  if (observe_epoch(response.leader_epoch, response.leader_id)) return;
+  if (response.leader_epoch != _epoch || response.error_code != error_code::none) return;
+  if (response.pre_vote ? _role == role::prospective : _role == role::candidate) {
+    count_vote(from, response.vote_granted);
+  }
+}
+
+void replica::handle_begin_quorum_epoch_request(int32_t from, int64_t correlation_id,
+                                                const begin_quorum_epoch_request& request) {
+  auto reply = [&](error_code code) {
+    send(from, correlation_id, begin_quorum_epoch_response{code, current_leader().leader_id, _epoch});
+  };
+  if (request.leader_epoch < _epoch) {
+    reply(error_code::fenced_leader_epoch);
+    return;
+  }
+  if (from != request.leader_id || !is_voter_id(request.leader_id) || request.leader_id == _config.node_id) {
+    reply(error_code::inconsistent_voter_set);
+    return;
+  }
+  if (request.leader_epoch > _epoch || _role != role::follower || _leader_id != request.leader_id) {
+    if (request.leader_epoch == _epoch) {
+      if (_led_epoch == _epoch) invariant_failed("BeginQuorumEpoch from another leader of this node's epoch");
+      if ((_role == role::follower || _role == role::prospective) && _leader_id != no_leader &&
+          _leader_id != request.leader_id) {
+        invariant_failed("BeginQuorumEpoch from a second leader of the epoch");
+      }
+    }
+    become_follower(request.leader_epoch, request.leader_id);
+  }
+  reply(error_code::none);
+}
+
+void replica::handle_begin_quorum_epoch_response(int32_t from, const begin_quorum_epoch_response& response) {
+  if (observe_epoch(response.leader_epoch, response.leader_id)) return;
+  if (_role != role::leader || response.leader_epoch != _epoch || response.error_code != error_code::none)
+    return;
+  for (follower_progress& f : _followers) {
+    if (f.state.replica_id == from) f.acknowledged = true;
+  }
+}
+
+void replica::handle_end_quorum_epoch_request(int32_t from, int64_t correlation_id,
+                                              const end_quorum_epoch_request& request) {
+  auto reply = [&](error_code code) {
+    send(from, correlation_id, end_quorum_epoch_response{code, current_leader().leader_id, _epoch});
+  };
+  if (request.leader_epoch < _epoch) {
+    reply(error_code::fenced_leader_epoch);
+    return;
+  }
+  if (from != request.leader_id || !is_voter_id(request.leader_id) || request.leader_id == _config.node_id) {
+    reply(error_code::inconsistent_voter_set);
+    return;
+  }
+  observe_epoch(request.leader_epoch, request.leader_id);
+  if (_role == role::follower && _leader_id == request.leader_id && _epoch == request.leader_epoch) {
+    _leader_resigned = true;
+    const auto& successors = request.preferred_successors;
+    const auto it = std::find(successors.begin(), successors.end(), _config.node_id);
+    const int position = it == successors.end() ? -1 : static_cast<int>(it - successors.begin());
+    _fetch_deadline_ms =
+        std::min(_fetch_deadline_ms,
+                 _now_ms + strict_exponential_backoff_ms(position, static_cast<int>(successors.size())));
+  }
+  reply(error_code::none);
+}
+
+void replica::handle_end_quorum_epoch_response(int32_t from, const end_quorum_epoch_response& response) {
+  if (observe_epoch(response.leader_epoch, response.leader_id)) return;
+  if (_role != role::resigned || response.leader_epoch != _epoch || response.error_code != error_code::none)
+    return;
+  if (!contains(_end_quorum_acknowledged, from)) _end_quorum_acknowledged.push_back(from);
+}
+
+void replica::handle_fetch_request(int32_t from, int64_t correlation_id, const fetch_request& request,
+                                   bool may_park) {
+  auto reply_error = [&](error_code code) {
+    fetch_response response;
+    response.error_code = code;
+    response.current_leader = current_leader();
+    send(from, correlation_id, std::move(response));
+  };
+  // KafkaRaftClient.validateLeaderOnlyRequest. Non-leaders answer with what they know of the leader, which is
+  // how an observer finds it.
+  if (request.current_leader_epoch < _epoch) return reply_error(error_code::fenced_leader_epoch);
+  if (request.current_leader_epoch > _epoch) return reply_error(error_code::unknown_leader_epoch);
+  if (_role != role::leader) return reply_error(error_code::not_leader_or_follower);
+  if (request.fetch_offset < 0 || request.last_fetched_epoch < 0 || request.last_fetched_epoch > _epoch) {
+    return reply_error(error_code::invalid_request);
+  }
+
+  follower_progress& p = progress_of(from);
+  p.state.last_fetch_ms = _now_ms;
+  p.acknowledged = true;
+  // The replica has one fetch in flight: a parked older one is obsolete.
+  std::erase_if(_parked_fetches, [&](const parked_fetch& parked) { return parked.replica_id == from; });
+
+  fetch_response response;
+  response.current_leader = {_config.node_id, _epoch};
+  // Kafka's ReplicatedLog.validateOffsetAndEpoch: the replica's log is a prefix of ours only if we hold its
+  // last fetched epoch up to at least its fetch offset; otherwise point it at the end of the largest common
+  // epoch.
+  const offset_and_epoch end = _log.end_offset_for_epoch(request.last_fetched_epoch);
+  if (end.epoch != request.last_fetched_epoch || end.offset < request.fetch_offset) {
+    response.diverging_epoch = {end.epoch, end.offset};
+    response.high_watermark = _high_watermark;
+    send(from, correlation_id, std::move(response));
+    return;
+  }
+  // A valid fetch offset is durable on the replica (it flushes before fetching) and matches our log.
+  p.state.log_end_offset = request.fetch_offset;
+  if (p.state.voter) maybe_advance_high_watermark();
+
+  response.records = _log.read(request.fetch_offset, static_cast<size_t>(_config.fetch_max_entries));
+  if (response.records.empty() && may_park && request.max_wait_ms > 0 &&
+      p.sent_high_watermark >= _high_watermark) {
+    // Long poll: answered when entries arrive, the high watermark moves, or the wait ends.
+    _parked_fetches.push_back({from, correlation_id, request, _now_ms + request.max_wait_ms});
+    return;
+  }
+  response.high_watermark = _high_watermark;
+  p.sent_high_watermark = _high_watermark;
+  send(from, correlation_id, std::move(response));
+}
+
+void replica::handle_fetch_response(int32_t from, int64_t correlation_id, const fetch_response& response) {
+  // A higher epoch is a fact even in a stale response.
+  if (response.current_leader.leader_epoch > _epoch) {
+    observe_epoch(response.current_leader.leader_epoch, response.current_leader.leader_id);
+    return;
+  }
+  if (!_fetch_in_flight || _fetch_in_flight->correlation_id != correlation_id ||
+      _fetch_in_flight->destination != from) {
+    return;  // not the answer to the fetch in flight (duplicated, late, or from before a transition)
+  }
+  const fetch_in_flight sent = *_fetch_in_flight;
+  _fetch_in_flight.reset();
+
+  if (response.error_code != error_code::none) {
+    if (observe_epoch(response.current_leader.leader_epoch, response.current_leader.leader_id)) return;
+    if (_role == role::follower && from == _leader_id &&
+        response.error_code == error_code::not_leader_or_follower) {
+      _leader_resigned = true;  // our leader no longer serves the epoch
+    }
+    _next_fetch_ms = _now_ms + _config.retry_backoff_ms;
+    return;
+  }
+  if (response.current_leader.leader_id != from || response.current_leader.leader_epoch != _epoch) return;
+  if (_role != role::follower) {
+    // An observer that asked a random voter found the leader of its epoch: follow it (and fetch again).
+    observe_epoch(_epoch, from);
+    return;
+  }
+  if (from != _leader_id) return;
+
+  if (!_leader_resigned) _fetch_deadline_ms = _now_ms + _config.fetch_timeout_ms;
+  _has_fetched = true;
+  if (_log.end_offset() != sent.fetch_offset || _log.last_fetched_epoch() != sent.last_fetched_epoch) {
+    maybe_send_fetch();  // the log moved since the request: its answer does not apply
+    return;
+  }
+
+  if (response.diverging_epoch.epoch >= 0 || response.diverging_epoch.end_offset >= 0) {
+    // Truncate to the end of the largest epoch both logs share (Kafka's truncateToEndOffset); the next fetch
+    // either matches or walks further back, one epoch per round trip.
+    const offset_and_epoch local = _log.end_offset_for_epoch(response.diverging_epoch.epoch);
+    const int64_t truncate_to = std::min(response.diverging_epoch.end_offset, local.offset);
+    if (truncate_to >= _log.end_offset() || truncate_to < _log.start_offset()) {
+      _next_fetch_ms = _now_ms + _config.retry_backoff_ms;  // nonsense from the wire: ask again later
+      return;
+    }
+    if (truncate_to < _high_watermark) invariant_failed("divergence below the high watermark");
+    truncate_log(truncate_to);
+    maybe_send_fetch();
+    return;
+  }
+
+  if (!response.records.empty()) {
+    int64_t expected = _log.end_offset();
+    int32_t epoch = _log.last_fetched_epoch();
+    for (const log_entry& e : response.records) {
+      if (e.offset != expected || e.epoch < epoch || e.epoch > _epoch) {
+        _next_fetch_ms = _now_ms + _config.retry_backoff_ms;  // records that do not continue our log
+        return;
+      }
+      ++expected;
+      epoch = e.epoch;
+    }
+    append_to_log(response.records);
+  }
+  if (response.high_watermark >= 0) {
+    set_high_watermark(std::min(response.high_watermark, _log.end_offset()));
+  }
+  maybe_send_fetch();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Replication
+
+void replica::maybe_send_fetch() {
+  if (_fetch_in_flight || _now_ms < _next_fetch_ms) return;
+  if (_role == role::follower) {
+    send_fetch(_leader_id);
+  } else if (_role == role::unattached && !_is_voter && !_config.voters.empty()) {
+    send_fetch(
+        _config.voters[static_cast<size_t>(random_below(static_cast<int64_t>(_config.voters.size())))]);
+  }
+}
+
+void replica::send_fetch(int32_t destination) {
+  const int64_t correlation_id = new_correlation_id();
+  _fetch_in_flight = fetch_in_flight{destination, correlation_id, _log.end_offset(),
+                                     _log.last_fetched_epoch(), _now_ms + _config.request_timeout_ms};
+  send(destination, correlation_id,
+       fetch_request{_config.node_id, _epoch, _log.end_offset(), _log.last_fetched_epoch(),
+                     _config.fetch_max_wait_ms});
+}
+
+replica::follower_progress& replica::progress_of(int32_t replica_id) {
+  for (follower_progress& f : _followers) {
+    if (f.state.replica_id == replica_id) return f;
+  }
+  follower_progress observer;
+  observer.state.replica_id = replica_id;
+  observer.state.voter = false;
+  observer.acknowledged = true;
+  _followers.push_back(observer);
+  return _followers.back();
+}
+
+void replica::maybe_advance_high_watermark() {
+  std::vector<int64_t> offsets{_log.end_offset()};
+  for (const follower_progress& f : _followers) {
+    if (f.state.voter) offsets.push_back(f.state.log_end_offset);
+  }
+  std::sort(offsets.begin(), offsets.end(), std::greater<>());
+  const int64_t replicated = offsets[_config.voters.size() / 2];  // held by a majority
+  if (replicated > _epoch_start_offset && replicated > _high_watermark) {
+    set_high_watermark(replicated);
+    complete_parked_fetches();  // followers learn the new high watermark without waiting out the long poll
+  }
+}
+
+void replica::set_high_watermark(int64_t high_watermark) {
+  if (high_watermark <= _high_watermark) return;
+  _high_watermark = high_watermark;
+  _effects.high_watermark = high_watermark;
+}
+
+void replica::complete_parked_fetches() {
+  std::vector<parked_fetch> parked = std::exchange(_parked_fetches, {});
+  for (const parked_fetch& p : parked) answer_parked_fetch(p);
+}
+
+void replica::answer_parked_fetch(const parked_fetch& parked) {
+  // Validated when it arrived; the leader's log has only grown since.
+  fetch_response response;
+  response.current_leader = {_config.node_id, _epoch};
+  response.records = _log.read(parked.request.fetch_offset, static_cast<size_t>(_config.fetch_max_entries));
+  response.high_watermark = _high_watermark;
+  progress_of(parked.replica_id).sent_high_watermark = _high_watermark;
+  send(parked.replica_id, parked.correlation_id, std::move(response));
+}
+
+int64_t replica::check_quorum_deadline_ms() const {
+  const int needed = majority() - 1;  // besides the leader itself
+  if (needed <= 0) return never;
+  std::vector<int64_t> last_fetch;
+  for (const follower_progress& f : _followers) {
+    if (f.state.voter) last_fetch.push_back(std::max(f.state.last_fetch_ms, _leader_since_ms));
+  }
+  std::sort(last_fetch.begin(), last_fetch.end(), std::greater<>());
+  const int64_t timeout =
+      int64_t{_config.fetch_timeout_ms} * check_quorum_factor_num / check_quorum_factor_den;
+  return last_fetch[static_cast<size_t>(needed - 1)] + timeout;
+}
+
+void replica::append_to_log(std::vector<log_entry> entries) {
+  _log.append(entries);
+  _effects.log_operations.emplace_back(log_append{std::move(entries)});
+}
+
+void replica::truncate_log(int64_t offset) {
+  _log.truncate_to(offset);
+  _effects.log_operations.emplace_back(log_truncation{offset});
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Plumbing
+
+void replica::persist() {
+  const quorum_state state{_epoch, _leader_id, _voted_id};
+  if (state == _persisted) return;
+  _persisted = state;
+  _effects.quorum_state_to_persist = state;
+}
+
+void replica::send(int32_t destination, int64_t correlation_id, raft_message_body body) {
+  _effects.messages.push_back(outbound_message{destination, raft_message{correlation_id, std::move(body)}});
+}
+
+uint64_t replica::next_random() {
+  // splitmix64: tiny, and the same sequence on every platform (std distributions are not).
+  uint64_t z = (_random_state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+int64_t replica::random_below(int64_t bound) {
+  if (bound <= 1) return 0;
+  return static_cast<int64_t>(next_random() % static_cast<uint64_t>(bound));
+}
+
+leader_id_and_epoch replica::current_leader() const {
+  switch (_role) {
+    case role::leader:
+    case role::follower:
+    case role::prospective:
+      return {_leader_id, _epoch};
+    default:
+      return {no_leader, _epoch};
+  }
+}
+
+bool replica::is_voter_id(int32_t id) const {
+  return contains(_config.voters, id);
+}
+
+void replica::invariant_failed(std::string_view what) const {
+  std::fprintf(stderr, "raft invariant violated on node %d (%s, epoch %d, leader %d, voted %d): %.*s\n",
+               _config.node_id, std::string(role_name(_role)).c_str(), _epoch, _leader_id, _voted_id,
+               static_cast<int>(what.size()), what.data());
+  std::abort();
+}
+
+}  // namespace mala::raft
