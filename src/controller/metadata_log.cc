@@ -19,33 +19,17 @@ int64_t system_clock_ms() {
       .count();
 }
 
-// Kafka's metadata log settings: metadata.log.segment.bytes / metadata.log.segment.ms (1 GiB, 7 days), no
-// time or size retention (segments go only after a snapshot covers them), and batches up to the Raft limit.
-storage::log_config metadata_log_config() {
-  storage::log_config c;
-  c.max_message_bytes = max_metadata_batch_bytes;
-  c.retention_ms = -1;
-  c.retention_bytes = -1;
-  return c;
-}
-
 }  // namespace
 
 std::filesystem::path metadata_log_partition_dir(const std::filesystem::path& metadata_log_dir) {
-  return metadata_log_dir / storage::partition_dir_name(metadata_topic_name, metadata_partition);
+  return storage::metadata_partition_dir(metadata_log_dir);
 }
 
 result<std::unique_ptr<local_metadata_log>> local_metadata_log::open(const std::filesystem::path& metadata_log_dir,
                                                                      local_metadata_log_options options) {
-  storage::log_open_options open_options;
   // Every append is fsynced, so the recovery scan finds at most a torn last batch; it is cheap on a log this
   // small, and it never trusts a checkpoint that a crash may have left behind.
-  open_options.clean_shutdown = false;
-  open_options.recovery_point = 0;
-  if (options.clock_ms) open_options.clock_ms = options.clock_ms;
-  auto log = storage::partition_log::open(metadata_log_partition_dir(metadata_log_dir),
-                                          {std::string(metadata_topic_name), metadata_partition},
-                                          metadata_log_config(), std::move(open_options));
+  auto log = storage::open_metadata_partition(metadata_log_dir, options.clock_ms);
   if (!log.ok()) return log.error();
   return std::unique_ptr<local_metadata_log>(new local_metadata_log(std::move(*log), std::move(options)));
 }
@@ -81,24 +65,19 @@ result<metadata_append_result> local_metadata_log::append(
     std::span<const metadata::versioned_metadata_record> records) {
   if (records.empty()) return status::error(error_code::invalid_request, "empty metadata log append");
   const int64_t now = _clock_ms();
-  protocol::record_batch_builder builder;
-  std::vector<uint8_t> value;
+  std::vector<std::vector<uint8_t>> values;
+  std::vector<storage::metadata_batch_record> batch_records;
+  values.reserve(records.size());
+  batch_records.reserve(records.size());
   for (const auto& r : records) {
-    value = metadata::encode_metadata_record(r.record, r.version);
-    builder.add(now, std::nullopt, std::span<const uint8_t>(value));
+    values.push_back(metadata::encode_metadata_record(r.record, r.version));
+    batch_records.push_back({std::nullopt, values.back()});
   }
-  std::vector<uint8_t> batch = builder.build();
-  if (batch.size() > static_cast<size_t>(max_metadata_batch_bytes)) {
-    return status::error(error_code::record_list_too_large,
-                         "metadata batch of " + std::to_string(batch.size()) + " bytes exceeds " +
-                             std::to_string(max_metadata_batch_bytes));
-  }
+  auto batch = storage::build_metadata_batch(batch_records, now);
+  if (!batch.ok()) return batch.error();
   const int64_t first = _log->log_end_offset();
-  auto appended = _log->append_as_leader(batch, _epoch);
-  if (!appended.ok()) {
-    return status::error(error_code::kafka_storage_error,
-                         "metadata log append failed: " + appended.error().message);
-  }
+  auto appended = storage::append_metadata_batches(*_log, *batch, _epoch);
+  if (!appended.ok()) return appended.error();
   // Commit = durable on the only voter. If the sync fails the batch was never committed: cut it so that
   // neither a later replay nor a later append sees it.
   if (auto synced = _log->flush(); !synced.ok()) {

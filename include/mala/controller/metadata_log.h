@@ -22,16 +22,16 @@
 
 #include "mala/common/result.h"
 #include "mala/metadata/metadata_records.h"
+#include "mala/storage/metadata_partition.h"
 #include "mala/storage/partition_log.h"
 
 namespace mala::controller {
 
-// Kafka's metadata topic and its only partition (Topic.CLUSTER_METADATA_TOPIC_NAME).
-inline constexpr std::string_view metadata_topic_name = "__cluster_metadata";
-inline constexpr int32_t metadata_partition = 0;
-
-// KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the largest batch the metadata log accepts (8 MiB).
-inline constexpr int32_t max_metadata_batch_bytes = 8 * 1024 * 1024;
+// Kafka's metadata topic and its only partition, and the largest metadata batch (storage/metadata_partition.h,
+// shared with the Raft log).
+inline constexpr std::string_view metadata_topic_name = storage::metadata_topic_name;
+inline constexpr int32_t metadata_partition = storage::metadata_partition;
+inline constexpr int32_t max_metadata_batch_bytes = storage::max_metadata_batch_bytes;
 
 // Where one append landed: offsets of its first and last record and the epoch it was written in.
 struct metadata_append_result {

@@ -1,0 +1,81 @@
+// raft_log on real storage: the partition __cluster_metadata-0 in the metadata log dir
+// (storage::partition_log), the log a KRaft controller keeps (Kafka's KafkaMetadataLog over UnifiedLog).
+//
+// On disk every entry is one v2 record batch (storage/metadata_partition.h) whose partition leader epoch is
+// the entry's epoch, so the partition log's leader epoch cache is the Raft epoch index that
+// end_offset_for_epoch answers from. A data entry is a batch of one record with a null key and the payload as
+// value (MetadataRecordSerde's framing); a leader_change entry is a control batch holding one LEADER_CHANGE
+// control record (key: version 0, type 2) whose value is the entry's payload (the glue puts the encoded
+// LeaderChangeMessage there; the replica leaves it empty). Batches of several records, as
+// controller::local_metadata_log writes them, read back as one entry per record.
+//
+// Durability: append() and truncate_to() only write (the page-cache part, see log.h); the glue calls flush()
+// after carrying out a step's log operations and before it sends that step's messages. Truncation drops whole
+// batches: exact for what this class wrote (one entry per batch).
+//
+// Failures: raft_log cannot return errors. A failed write takes the partition log offline (storage's
+// LogDirFailureChannel behaviour); this log then ignores further writes, reads nothing new, and every flush()
+// returns the error. The glue must stop the node then, as Kafka halts when the metadata log dir fails. A
+// batch that cannot be read back (corrupt, or a control record other than LEADER_CHANGE) is a failure too.
+//
+// Threads: one thread, the replica's (shard 0). No locking.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "mala/common/result.h"
+#include "mala/raft/log.h"
+#include "mala/storage/partition_log.h"
+
+namespace mala::raft {
+
+// Kafka's ControlRecordType.LEADER_CHANGE.
+inline constexpr int16_t leader_change_control_type = 2;
+
+struct partition_raft_log_options {
+  std::function<int64_t()> clock_ms;  // batch timestamps and segment rolling; the system clock when unset
+};
+
+class partition_raft_log final : public raft_log {
+ public:
+  // Opens (creating when absent) and recovers <metadata_log_dir>/__cluster_metadata-0.
+  static result<std::unique_ptr<partition_raft_log>> open(const std::filesystem::path& metadata_log_dir,
+                                                          partition_raft_log_options options = {});
+  // Over an already open log (it is closed with this object).
+  partition_raft_log(std::unique_ptr<storage::partition_log> log, partition_raft_log_options options = {});
+  ~partition_raft_log() override;
+
+  int64_t start_offset() const override;
+  int64_t end_offset() const override;
+  int32_t last_fetched_epoch() const override;
+  offset_and_epoch end_offset_for_epoch(int32_t epoch) const override;
+  std::vector<log_entry> read(int64_t from_offset, size_t max_entries) const override;
+  void append(std::span<const log_entry> entries) override;
+  void truncate_to(int64_t offset) override;
+
+  // Makes every append and truncation so far durable. The first failure (of a write or of a sync) for good.
+  status flush();
+  // Flushes and closes the partition log (also done by the destructor).
+  status close();
+  // The first failure; success while healthy.
+  const status& failure() const { return _failure; }
+  // The partition directory (the quorum-state file lives there too).
+  const std::filesystem::path& dir() const;
+  // The underlying log (Fetch responses may serve its batches as they are).
+  storage::partition_log& partition() { return *_log; }
+
+ private:
+  void fail(const status& error) const;
+
+  std::unique_ptr<storage::partition_log> _log;
+  std::function<int64_t()> _clock_ms;
+  mutable status _failure;
+  bool _closed = false;
+};
+
+}  // namespace mala::raft

@@ -1,0 +1,70 @@
+#include "mala/storage/metadata_partition.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "mala/protocol/record_batch.h"
+#include "mala/storage/segment_files.h"
+
+namespace mala::storage {
+
+namespace {
+
+int64_t system_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+log_config metadata_log_config() {
+  log_config c;
+  c.max_message_bytes = max_metadata_batch_bytes;
+  c.retention_ms = -1;
+  c.retention_bytes = -1;
+  return c;
+}
+
+std::filesystem::path metadata_partition_dir(const std::filesystem::path& metadata_log_dir) {
+  return metadata_log_dir / partition_dir_name(metadata_topic_name, metadata_partition);
+}
+
+result<std::unique_ptr<partition_log>> open_metadata_partition(const std::filesystem::path& metadata_log_dir,
+                                                               std::function<int64_t()> clock_ms) {
+  log_open_options options;
+  options.clean_shutdown = false;
+  options.recovery_point = 0;
+  options.clock_ms = clock_ms ? std::move(clock_ms) : std::function<int64_t()>(system_clock_ms);
+  return partition_log::open(metadata_partition_dir(metadata_log_dir),
+                             {std::string(metadata_topic_name), metadata_partition}, metadata_log_config(),
+                             std::move(options));
+}
+
+result<std::vector<uint8_t>> build_metadata_batch(std::span<const metadata_batch_record> records,
+                                                  int64_t timestamp_ms, bool control) {
+  if (records.empty()) return status::error(error_code::invalid_request, "empty metadata batch");
+  protocol::record_batch_builder builder;
+  builder.control(control);
+  for (const auto& r : records)
+    builder.add(timestamp_ms, r.key, std::optional<std::span<const uint8_t>>(r.value));
+  std::vector<uint8_t> batch = builder.build();
+  if (batch.size() > static_cast<size_t>(max_metadata_batch_bytes)) {
+    return status::error(error_code::record_list_too_large,
+                         "metadata batch of " + std::to_string(batch.size()) + " bytes exceeds " +
+                             std::to_string(max_metadata_batch_bytes));
+  }
+  return batch;
+}
+
+result<append_result> append_metadata_batches(partition_log& log, std::span<uint8_t> batches, int32_t epoch) {
+  auto appended = log.append_as_leader(batches, epoch);
+  if (!appended.ok()) {
+    return status::error(error_code::kafka_storage_error,
+                         "metadata log append failed: " + appended.error().message);
+  }
+  return appended;
+}
+
+}  // namespace mala::storage
