@@ -508,6 +508,51 @@ struct quorum_controller::state {
     }
     return errors;
   }
+
+  // The end of a user operation: a batch too large for one operation is refused whole
+  // (max_records_per_user_op, POLICY_VIOLATION), a validate_only request writes nothing, anything else is
+  // committed. Returns the error that then answers every item of the request (none when it went through).
+  api_error commit_user_operation(const record_list& records, bool too_large, bool validate_only) {
+    if (too_large) return too_large_batch;
+    if (validate_only) return {};
+    if (auto st = commit(records); !st.ok()) return error_of(st);
+    return {};
+  }
+
+  // The course both AlterConfigs flavours share (ConfigurationControlManager.incrementalAlterConfigs and
+  // legacyAlterConfigs): the front checks above, then records_for(resource, records) for each resource that
+  // passed them (its records count only if it returns no error); the records of all resources are written as
+  // one batch, so a batch too large for one user operation or a failed commit is every resource's error. One
+  // answer per resource, in request order.
+  template <typename Response, typename Request, typename RecordsFor>
+  Response alter_resource_configs(const Request& request, RecordsFor records_for) {
+    const metadata::metadata_image_ptr image_ptr = image;
+    std::vector<api_error> errors = preprocess_alter_configs(request.resources);
+    record_list records;
+    for (size_t i = 0; i < request.resources.size(); ++i) {
+      if (!errors[i].ok()) continue;
+      record_list resource_records;
+      errors[i] = records_for(request.resources[i], resource_records);
+      if (!errors[i].ok()) continue;
+      records.insert(records.end(), std::make_move_iterator(resource_records.begin()),
+                     std::make_move_iterator(resource_records.end()));
+    }
+
+    if (auto e =
+            commit_user_operation(records, records.size() > max_records_per_user_op, request.validate_only);
+        !e.ok()) {
+      for (auto& error : errors) error = e;
+    }
+    Response response;
+    for (size_t i = 0; i < request.resources.size(); ++i) {
+      auto& r = response.responses.emplace_back();
+      r.error_code = to_wire(errors[i].code);
+      r.error_message = errors[i].message;
+      r.resource_type = request.resources[i].resource_type;
+      r.resource_name = request.resources[i].resource_name;
+    }
+    return response;
+  }
 };
 
 namespace {
@@ -886,11 +931,7 @@ protocol::create_topics_response quorum_controller::create_topics(
       response.topics.push_back(std::move(result));
     }
   };
-  if (too_large) {
-    fail_all(too_large_batch);
-  } else if (!request.validate_only) {
-    if (auto st = s.commit(records); !st.ok()) fail_all(error_of(st));
-  }
+  if (auto e = s.commit_user_operation(records, too_large, request.validate_only); !e.ok()) fail_all(e);
   return response;
 }
 
@@ -996,12 +1037,8 @@ protocol::delete_topics_response quorum_controller::delete_topics(
     r.topic_id = id;
     records.push_back(versioned(r, v0));
   }
-  api_error outcome;
-  if (records.size() > max_records_per_user_op) {
-    outcome = too_large_batch;
-  } else if (auto st = s.commit(records); !st.ok()) {
-    outcome = error_of(st);
-  }
+  const api_error outcome =
+      s.commit_user_operation(records, records.size() > max_records_per_user_op, /*validate_only=*/false);
   for (const auto& [id, name] : to_delete) append(name, id, outcome);
   return response;
 }
@@ -1111,11 +1148,7 @@ protocol::create_partitions_response quorum_controller::create_partitions(
     for (const auto& t : request.topics)
       if (seen.insert(t.name).second) response.results.push_back(result_of(t.name, e));
   };
-  if (too_large) {
-    fail_all(too_large_batch);
-  } else if (!request.validate_only) {
-    if (auto st = s.commit(records); !st.ok()) fail_all(error_of(st));
-  }
+  if (auto e = s.commit_user_operation(records, too_large, request.validate_only); !e.ok()) fail_all(e);
   return response;
 }
 
@@ -1127,25 +1160,16 @@ protocol::incremental_alter_configs_response quorum_controller::incremental_alte
     const protocol::incremental_alter_configs_request& request, int16_t version) {
   (void)version;
   state& s = *_state;
-  const metadata::metadata_image_ptr image_ptr = s.image;
-  protocol::incremental_alter_configs_response response;
-
-  std::vector<api_error> errors = s.preprocess_alter_configs(request.resources);
-  record_list records;
-  for (size_t i = 0; i < request.resources.size(); ++i) {
-    const auto& resource = request.resources[i];
-    api_error& error = errors[i];
-    if (!error.ok()) continue;
+  auto records_for = [&s](const protocol::incremental_alter_configs_request::alter_configs_resource& resource,
+                          record_list& records) -> api_error {
     const auto type = static_cast<config_resource_type>(resource.resource_type);
     const bool is_topic = resource.resource_type == topic_resource;
     const config_map* current = s.configs_of(type, resource.resource_name);
     config_map after = current ? *current : config_map{};
-    record_list resource_records;
     for (const auto& c : resource.configs) {
       if (c.config_operation < op_set || c.config_operation > op_subtract) {
-        error = error_of(error_code::invalid_request,
-                         "Unknown operations type " + std::to_string(static_cast<int>(c.config_operation)));
-        break;
+        return error_of(error_code::invalid_request,
+                        "Unknown operations type " + std::to_string(static_cast<int>(c.config_operation)));
       }
       std::optional<std::string> old_value;
       if (auto it = after.find(c.name); it != after.end()) old_value = it->second;
@@ -1165,15 +1189,14 @@ protocol::incremental_alter_configs_response quorum_controller::incremental_alte
           default_value = broker_default(c.name);
         }
         if (!is_list) {
-          error = is_topic
-                      ? error_of(error_code::invalid_config,
-                                 "Can't " + std::string(op_name(c.config_operation)) + " to key " + c.name +
-                                     " because its type is not LIST.")
-                      : error_of(error_code::invalid_config,
-                                 "Config value " +
-                                     std::string(c.config_operation == op_append ? "append" : "subtract") +
-                                     " is not allowed for config key: " + c.name);
-          break;
+          return is_topic
+                     ? error_of(error_code::invalid_config,
+                                "Can't " + std::string(op_name(c.config_operation)) + " to key " + c.name +
+                                    " because its type is not LIST.")
+                     : error_of(error_code::invalid_config,
+                                "Config value " +
+                                    std::string(c.config_operation == op_append ? "append" : "subtract") +
+                                    " is not allowed for config key: " + c.name);
         }
         new_value = apply_list_op(c.config_operation, old_value, default_value, c.value.value_or(""));
       }
@@ -1185,34 +1208,14 @@ protocol::incremental_alter_configs_response quorum_controller::incremental_alte
       // Topics: only changes are written. Brokers: every key named, changed or not (KAFKA-14136: the record
       // is what makes brokers reload the value).
       if (!is_topic || new_value != old_value) {
-        resource_records.push_back(versioned(
+        records.push_back(versioned(
             config_record_for(resource.resource_type, resource.resource_name, c.name, new_value), v0));
       }
     }
-    if (!error.ok()) continue;
-    error = is_topic ? s.validate_topic_resource(resource.resource_name, after)
-                     : s.validate_broker_configs(resource.resource_name, after);
-    if (!error.ok()) continue;
-    records.insert(records.end(), std::make_move_iterator(resource_records.begin()),
-                   std::make_move_iterator(resource_records.end()));
-  }
-
-  if (records.size() > max_records_per_user_op) {
-    for (auto& e : errors) e = too_large_batch;
-  } else if (!request.validate_only) {
-    if (auto st = s.commit(records); !st.ok()) {
-      for (auto& e : errors) e = error_of(st);
-    }
-  }
-  for (size_t i = 0; i < request.resources.size(); ++i) {
-    protocol::incremental_alter_configs_response::alter_configs_resource_response r;
-    r.error_code = to_wire(errors[i].code);
-    r.error_message = errors[i].message;
-    r.resource_type = request.resources[i].resource_type;
-    r.resource_name = request.resources[i].resource_name;
-    response.responses.push_back(std::move(r));
-  }
-  return response;
+    return is_topic ? s.validate_topic_resource(resource.resource_name, after)
+                    : s.validate_broker_configs(resource.resource_name, after);
+  };
+  return s.alter_resource_configs<protocol::incremental_alter_configs_response>(request, records_for);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1223,23 +1226,16 @@ protocol::alter_configs_response quorum_controller::alter_configs(
     const protocol::alter_configs_request& request, int16_t version) {
   (void)version;
   state& s = *_state;
-  const metadata::metadata_image_ptr image_ptr = s.image;
-  protocol::alter_configs_response response;
-
-  std::vector<api_error> errors = s.preprocess_alter_configs(request.resources);
-  record_list records;
-  for (size_t i = 0; i < request.resources.size(); ++i) {
-    const auto& resource = request.resources[i];
-    api_error& error = errors[i];
-    if (!error.ok()) continue;
+  auto records_for = [&s](const protocol::alter_configs_request::alter_configs_resource& resource,
+                          record_list& records) -> api_error {
     const auto type = static_cast<config_resource_type>(resource.resource_type);
     const bool is_topic = resource.resource_type == topic_resource;
     config_map wanted;
     for (const auto& c : resource.configs) wanted[c.name] = c.value.value_or("");
     // The broker validates only the request's own set (validateBrokerConfigChange on the request props).
-    error = is_topic ? s.validate_topic_resource(resource.resource_name, wanted)
-                     : s.validate_broker_configs(resource.resource_name, wanted);
-    if (!error.ok()) continue;
+    api_error error = is_topic ? s.validate_topic_resource(resource.resource_name, wanted)
+                               : s.validate_broker_configs(resource.resource_name, wanted);
+    if (!error.ok()) return error;
     const config_map* current = s.configs_of(type, resource.resource_name);
     for (const auto& [name, value] : wanted) {
       std::optional<std::string> old_value;
@@ -1259,24 +1255,9 @@ protocol::alter_configs_response quorum_controller::alter_configs(
         }
       }
     }
-  }
-
-  if (records.size() > max_records_per_user_op) {
-    for (auto& e : errors) e = too_large_batch;
-  } else if (!request.validate_only) {
-    if (auto st = s.commit(records); !st.ok()) {
-      for (auto& e : errors) e = error_of(st);
-    }
-  }
-  for (size_t i = 0; i < request.resources.size(); ++i) {
-    protocol::alter_configs_response::alter_configs_resource_response r;
-    r.error_code = to_wire(errors[i].code);
-    r.error_message = errors[i].message;
-    r.resource_type = request.resources[i].resource_type;
-    r.resource_name = request.resources[i].resource_name;
-    response.responses.push_back(std::move(r));
-  }
-  return response;
+    return {};
+  };
+  return s.alter_resource_configs<protocol::alter_configs_response>(request, records_for);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

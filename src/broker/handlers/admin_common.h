@@ -7,10 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <asio/awaitable.hpp>
 
@@ -55,6 +58,46 @@ inline constexpr std::string_view cluster_metadata_topic = "__cluster_metadata";
 // The message Kafka's Errors enum carries for a code (what ApiError.fromThrowable gives for an exception
 // created without a message); "" for codes these handlers never produce without their own message.
 std::string_view default_error_message(error_code code);
+
+// The per-topic answer (CreateTopics, CreatePartitions) with a name, an error code and a message.
+template <typename Result>
+Result topic_error_result(const std::string& name, error_code code, std::optional<std::string> message) {
+  Result r;
+  r.name = name;
+  r.error_code = to_wire(code);
+  r.error_message = std::move(message);
+  return r;
+}
+
+// The request's getErrorResponse for NOT_CONTROLLER (no controller on this node): every topic, in request
+// order and duplicates included, gets the error with its default message.
+template <typename Result, typename Topic>
+std::vector<Result> not_controller_results(const std::vector<Topic>& topics) {
+  std::vector<Result> out;
+  for (const auto& t : topics) {
+    out.push_back(topic_error_result<Result>(t.name, error_code::not_controller,
+                                             std::string(default_error_message(error_code::not_controller))));
+  }
+  return out;
+}
+
+// ControllerApis (createTopics, createPartitions): a topic name given more than once is refused as a whole,
+// none of its entries reaches the controller; the rest is forwarded. Walks `topics` in request order, calling
+// on_duplicate(name) once per repeated name (at its first entry) and on_unique(std::move(topic)) for each
+// other entry.
+template <typename Topic, typename OnDuplicate, typename OnUnique>
+void split_duplicate_names(std::vector<Topic>& topics, OnDuplicate on_duplicate, OnUnique on_unique) {
+  std::map<std::string, int> occurrences;
+  for (const auto& t : topics) ++occurrences[t.name];
+  std::set<std::string> answered;
+  for (auto& t : topics) {
+    if (occurrences[t.name] > 1) {
+      if (answered.insert(t.name).second) on_duplicate(t.name);
+    } else {
+      on_unique(std::move(t));
+    }
+  }
+}
 
 // ConfigResource.Type ids a request may carry; anything else is UNKNOWN.
 bool is_known_config_resource_type(int8_t type);

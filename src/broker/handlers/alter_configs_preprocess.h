@@ -3,7 +3,8 @@
 // (reassembleLegacyResponse / reassembleIncrementalResponse). Shared by both handlers: the two requests have
 // the same shape and differ only in whether a config carries an operation.
 //
-// Threads: pure functions of the request and the node id.
+// Threads: pure functions of the request and the node id, except forward_alter_configs, which runs the
+// controller's part on the home shard (on_home_shard) and resumes on the caller's shard.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include <asio/awaitable.hpp>
+
 #include "handlers/admin_common.h"
+#include "mala/broker/request_context.h"
 #include "mala/common/result.h"
 
 namespace mala::broker::handlers {
@@ -143,6 +147,37 @@ Response reassemble_alter_configs(const std::vector<Resource>& resources,
     }
   }
   return out;
+}
+
+// Both handlers after the broker's verdict (ConfigAdminManager.preprocess): the resources without one go to
+// the controller in one request (`call(controller, forwarded)` on the home shard), or get NOT_CONTROLLER when
+// this node has no controller; then the whole answer is reassembled in request order. `req` is the caller's,
+// which awaits this at once.
+template <typename Response, typename Request, typename ControllerCall>
+asio::awaitable<Response> forward_alter_configs(request_context& ctx, const Request& req,
+                                                std::vector<std::optional<status>> verdict,
+                                                ControllerCall call) {
+  Request forwarded;
+  forwarded.validate_only = req.validate_only;
+  for (size_t i = 0; i < req.resources.size(); ++i) {
+    if (!verdict[i]) forwarded.resources.push_back(req.resources[i]);
+  }
+  Response answered;
+  if (!forwarded.resources.empty()) {
+    if (auto* controller = ctx.services.controller) {
+      answered = co_await on_home_shard(
+          ctx.services, [controller, &forwarded, &call] { return call(*controller, forwarded); });
+    } else {
+      for (const auto& r : forwarded.resources) {
+        auto& a = answered.responses.emplace_back();
+        a.resource_type = r.resource_type;
+        a.resource_name = r.resource_name;
+        a.error_code = to_wire(error_code::not_controller);
+        a.error_message = std::string(default_error_message(error_code::not_controller));
+      }
+    }
+  }
+  co_return reassemble_alter_configs<Response>(req.resources, verdict, answered);
 }
 
 }  // namespace mala::broker::handlers

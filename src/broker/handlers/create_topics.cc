@@ -1,8 +1,7 @@
 #include "handlers/create_topics.h"
 
-#include <map>
-#include <set>
 #include <string>
+#include <vector>
 
 #include "handlers/admin_common.h"
 #include "mala/controller/quorum_controller.h"
@@ -11,14 +10,7 @@ namespace mala::broker::handlers {
 
 namespace {
 
-create_topics_handler::response::creatable_topic_result error_result(const std::string& name, error_code code,
-                                                                     std::string message) {
-  create_topics_handler::response::creatable_topic_result r;
-  r.name = name;
-  r.error_code = to_wire(code);
-  r.error_message = std::move(message);
-  return r;
-}
+using topic_result = create_topics_handler::response::creatable_topic_result;
 
 }  // namespace
 
@@ -28,34 +20,31 @@ asio::awaitable<std::optional<create_topics_handler::response>> create_topics_ha
   auto* controller = ctx.services.controller;
   if (!controller) {
     // CreateTopicsRequest.getErrorResponse: every topic gets the error and its message.
-    for (const auto& t : req.topics) {
-      resp.topics.push_back(error_result(t.name, error_code::not_controller,
-                                         std::string(default_error_message(error_code::not_controller))));
-    }
+    resp.topics = not_controller_results<topic_result>(req.topics);
     co_return resp;
   }
 
   // ControllerApis.createTopics: a name given more than once is refused as a whole (one answer), the metadata
   // topic cannot be created; neither reaches the controller.
-  std::map<std::string, int> occurrences;
-  for (const auto& t : req.topics) ++occurrences[t.name];
   request forwarded;
   forwarded.timeout_ms = req.timeout_ms;
   forwarded.validate_only = req.validate_only;
-  std::vector<response::creatable_topic_result> refused;
-  std::set<std::string> answered;
-  for (auto& t : req.topics) {
-    if (occurrences[t.name] > 1) {
-      if (answered.insert(t.name).second) {
-        refused.push_back(error_result(t.name, error_code::invalid_request, "Duplicate topic name."));
-      }
-    } else if (t.name == cluster_metadata_topic) {
-      refused.push_back(error_result(t.name, error_code::invalid_request,
-                                     "Creation of internal topic __cluster_metadata is prohibited."));
-    } else {
-      forwarded.topics.push_back(std::move(t));
-    }
-  }
+  std::vector<topic_result> refused;
+  split_duplicate_names(
+      req.topics,
+      [&](const std::string& name) {
+        refused.push_back(
+            topic_error_result<topic_result>(name, error_code::invalid_request, "Duplicate topic name."));
+      },
+      [&](request::creatable_topic&& t) {
+        if (t.name == cluster_metadata_topic) {
+          refused.push_back(topic_error_result<topic_result>(
+              t.name, error_code::invalid_request,
+              "Creation of internal topic __cluster_metadata is prohibited."));
+        } else {
+          forwarded.topics.push_back(std::move(t));
+        }
+      });
   if (!forwarded.topics.empty()) {
     resp = co_await on_home_shard(ctx.services, [controller, &forwarded, version] {
       return controller->create_topics(forwarded, version);

@@ -27,6 +27,15 @@
 #include "mala/replication/replica_manager.h"
 #include "mala/storage/log_segment.h"
 
+// GCC 12 takes the frames of asio's coroutines (allocated and freed by awaitable_frame_base's own operator
+// new/delete) for mismatched allocations once it inlines enough of them into one function: a false positive
+// (GCC bug 109224; seen with asio by others too, e.g. erigontech/silkworm#2046). Every file that includes
+// this header runs such coroutines (on_home_shard_async, waiter_group), so the warning is silenced here for
+// all of them; the pragma holds to the end of the including file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 namespace mala::broker::handlers {
 
 // Runs the coroutine fn() returns on the home shard and resumes the caller on its own shard with its result
@@ -64,6 +73,30 @@ struct current_leader {
 };
 current_leader find_current_leader(const metadata::metadata_image& image, const std::string& topic,
                                    int32_t partition, const std::string& listener_name);
+
+// Where each partition entry of a topics-of-partitions answer (ListOffsets, DeleteRecords) stands. The answer
+// is built in request order, every partition getting its entry at once (its error, or a placeholder); the
+// entries worked out on the home shard come back as (slot, answer) pairs and replace their placeholders.
+class answer_slots {
+ public:
+  // The slot of the entry about to be added to the answer's last topic.
+  template <typename Response>
+  size_t next(const Response& resp) {
+    _at.emplace_back(resp.topics.size() - 1, resp.topics.back().partitions.size());
+    return _at.size() - 1;
+  }
+  // Moves each answer into the entry its slot names.
+  template <typename Response, typename Answer>
+  void fill(Response& resp, std::vector<std::pair<size_t, Answer>>& answers) const {
+    for (auto& [slot, answer] : answers) {
+      const auto [t, p] = _at[slot];
+      resp.topics[t].partitions[p] = std::move(answer);
+    }
+  }
+
+ private:
+  std::vector<std::pair<size_t, size_t>> _at;  // by slot: (topic, partition) index in the answer
+};
 
 // A request parked on waiters of one or more partitions. callback(i) is what waiter i registers; once
 // `wake_after` of them have fired, wait_until() returns (Produce acks=all waits for all of its partitions,

@@ -112,14 +112,13 @@ asio::awaitable<std::optional<delete_records_handler::response>> delete_records_
 
   response resp;
   std::vector<deletion> deletions;
-  std::vector<std::pair<size_t, size_t>> slots;  // (topic, partition) index in resp for each slot
+  answer_slots slots;
   for (const auto& t : req.topics) {
     auto& topic = resp.topics.emplace_back();
     topic.name = t.name;
     const auto* known = image->find_topic(t.name);
     for (const auto& p : t.partitions) {
-      const size_t slot = slots.size();
-      slots.emplace_back(resp.topics.size() - 1, topic.partitions.size());
+      const size_t slot = slots.next(resp);
       if (!find_partition(*image, t.name, p.partition_index)) {
         topic.partitions.push_back(error_result(p.partition_index, error_code::unknown_topic_or_partition));
       } else if (known && known->internal) {
@@ -137,10 +136,7 @@ asio::awaitable<std::optional<delete_records_handler::response>> delete_records_
       return delete_on_home_shard(services, std::move(d), deadline);
     };
     auto answers = co_await on_home_shard_async(services, std::move(remove));
-    for (auto& [slot, answer] : answers) {
-      auto [t, p] = slots[slot];
-      resp.topics[t].partitions[p] = std::move(answer);
-    }
+    slots.fill(resp, answers);
   }
   co_return resp;
 }

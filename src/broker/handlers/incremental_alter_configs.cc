@@ -28,28 +28,12 @@ incremental_alter_configs_handler::handle_async(request_context& ctx, request re
     return apply_broker_logger_changes(r.configs, validate_only);
   };
   const auto verdict = preprocess_alter_configs(req.resources, node_id, local);
-  request forwarded;
-  forwarded.validate_only = req.validate_only;
-  for (size_t i = 0; i < req.resources.size(); ++i) {
-    if (!verdict[i]) forwarded.resources.push_back(req.resources[i]);
-  }
-  response answered;
-  if (!forwarded.resources.empty()) {
-    if (auto* controller = ctx.services.controller) {
-      answered = co_await on_home_shard(ctx.services, [controller, &forwarded, version] {
-        return controller->incremental_alter_configs(forwarded, version);
-      });
-    } else {
-      for (const auto& r : forwarded.resources) {
-        auto& a = answered.responses.emplace_back();
-        a.resource_type = r.resource_type;
-        a.resource_name = r.resource_name;
-        a.error_code = to_wire(error_code::not_controller);
-        a.error_message = std::string(default_error_message(error_code::not_controller));
-      }
-    }
-  }
-  co_return reassemble_alter_configs<response>(req.resources, verdict, answered);
+  // A named callable, not a lambda in the coroutine call: GCC 12 destroys a prvalue argument of a coroutine
+  // twice (GCC bug 100611).
+  auto call = [version](controller::quorum_controller& controller, const request& forwarded) {
+    return controller.incremental_alter_configs(forwarded, version);
+  };
+  co_return co_await forward_alter_configs<response>(ctx, req, verdict, std::move(call));
 }
 
 }  // namespace mala::broker::handlers

@@ -120,13 +120,12 @@ asio::awaitable<std::optional<list_offsets_handler::response>> list_offsets_hand
 
   response resp;
   std::vector<lookup> lookups;
-  std::vector<std::pair<size_t, size_t>> slots;  // (topic, partition) index in resp for each slot
+  answer_slots slots;
   for (const auto& t : req.topics) {
     auto& topic = resp.topics.emplace_back();
     topic.name = t.name;
     for (const auto& p : t.partitions) {
-      const size_t slot = slots.size();
-      slots.emplace_back(resp.topics.size() - 1, topic.partitions.size());
+      const size_t slot = slots.next(resp);
       if (occurrences[{t.name, p.partition_index}] > 1) {
         topic.partitions.push_back(error_response(p.partition_index, error_code::invalid_request));
       } else if (timestamp_unsupported(p.timestamp, version)) {
@@ -146,10 +145,7 @@ asio::awaitable<std::optional<list_offsets_handler::response>> list_offsets_hand
       co_return look_up_on_home_shard(services, l, isolation, version);
     };
     auto answers = co_await on_home_shard_async(services, std::move(look_up));
-    for (auto& [slot, answer] : answers) {
-      auto [t, p] = slots[slot];
-      resp.topics[t].partitions[p] = std::move(answer);
-    }
+    slots.fill(resp, answers);
   }
   co_return resp;
 }

@@ -13,13 +13,6 @@
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/record_validation.h"
 
-// GCC 12 takes the frames of asio's coroutines (allocated and freed by awaitable_frame_base's own operator
-// new/delete) for mismatched allocations once it inlines enough of them into one function: a false positive
-// (GCC bug 109224; seen with asio by others too, e.g. erigontech/silkworm#2046).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
 namespace mala::broker::handlers {
 
 namespace {
@@ -267,8 +260,8 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     // notices (and refreshes its metadata) instead of writing into the void.
     for (const auto& s : slots) {
       if (s.answer && s.answer->error_code != to_wire(error_code::none)) {
-        ctx.close_reason = fmt::format("acks=0 produce to {}-{} failed with error {}", topic_names[s.topic_entry],
-                                       s.partition, s.answer->error_code);
+        ctx.close_reason = fmt::format("acks=0 produce to {}-{} failed with error {}",
+                                       topic_names[s.topic_entry], s.partition, s.answer->error_code);
         break;
       }
     }
