@@ -1,8 +1,8 @@
 // Periodic work on the node's logs, scheduled on shard 0 (which owns every partition log until replication
 // assigns partitions to shards): retention every log.retention.check.interval.ms, recovery-point and
-// log-start-offset and high-watermark (replication-offset) checkpoints, and the flush policy (flush.messages / flush.ms), whose fsyncs run on a
-// blocking thread, never on a shard. The storage library itself has no threads or timers; this is where the
-// binary wires them.
+// log-start-offset and high-watermark (replication-offset) checkpoints, and the flush policy (flush.messages
+// / flush.ms), whose fsyncs run on a blocking thread, never on a shard. The storage library itself has no
+// threads or timers; this is where the binary wires them.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +23,9 @@ storage::log_config log_defaults_from(const node_config& config);
 
 class log_maintenance {
  public:
-  // The high watermark of a partition replica this node hosts (nullopt: not hosted); called on shard 0. It bounds
-  // retention (nothing at or above the high watermark is deleted) and is checkpointed with the other offsets.
+  // The high watermark of a partition replica this node hosts (nullopt: not hosted); called on shard 0. It
+  // bounds retention (nothing at or above the high watermark is deleted) and is checkpointed with the other
+  // offsets.
   using high_watermark_lookup = std::function<std::optional<int64_t>(const storage::topic_partition&)>;
 
   log_maintenance(asio::io_context& shard0, storage::log_manager& logs, const node_config& config,

@@ -104,7 +104,8 @@ mala::metadata::metadata_image initial_image(const mala::node_config& config, co
 }
 
 int64_t wall_clock_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -244,7 +245,8 @@ int main(int argc, char** argv) {
     controller_options.delete_topic_enable = config.get_bool("delete.topic.enable").value_or(true);
     controller_options.placement_seed = static_cast<uint64_t>(wall_clock_ms());
     controller_options.clock_ms = wall_clock_ms;
-    auto opened = mala::controller::quorum_controller::open(std::move(metadata_log.value()), controller_options);
+    auto opened =
+        mala::controller::quorum_controller::open(std::move(metadata_log.value()), controller_options);
     if (!opened) {
       log->critical("cannot start the controller: {}", opened.error().message);
       return 1;
@@ -337,7 +339,8 @@ int main(int argc, char** argv) {
   }
 
   // Replicas live on shard 0, where the maintenance timers run.
-  auto replica_high_watermark = [&replicas](const mala::storage::topic_partition& tp) -> std::optional<int64_t> {
+  auto replica_high_watermark =
+      [&replicas](const mala::storage::topic_partition& tp) -> std::optional<int64_t> {
     if (const auto* p = replicas.get(tp)) return p->high_watermark();
     return std::nullopt;
   };

@@ -3,10 +3,10 @@
 #include <optional>
 #include <utility>
 
+#include <fmt/format.h>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
-#include <fmt/format.h>
 
 #include "handlers/api_versions.h"
 #include "mala/common/logging.h"
@@ -45,7 +45,8 @@ net::dispatch_result broker_dispatcher::dispatch_now(net::connection_info& conne
   asio::io_context io;
   net::dispatch_result result;
   asio::co_spawn(
-      io, [&]() -> asio::awaitable<void> { result = co_await dispatch(connection, request); }, asio::detached);
+      io, [&]() -> asio::awaitable<void> { result = co_await dispatch(connection, request); },
+      asio::detached);
   io.run();
   return result;
 }

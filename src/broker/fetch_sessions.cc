@@ -105,8 +105,8 @@ bool operator==(const fetch_partition_key& a, const fetch_partition_key& b) {
 size_t fetch_partition_key_hash::operator()(const fetch_partition_key& key) const {
   size_t h;
   if (!key.topic_id.is_zero()) {
-    h = std::hash<std::string_view>{}(
-        std::string_view(reinterpret_cast<const char*>(key.topic_id.bytes.data()), key.topic_id.bytes.size()));
+    h = std::hash<std::string_view>{}(std::string_view(
+        reinterpret_cast<const char*>(key.topic_id.bytes.data()), key.topic_id.bytes.size()));
   } else {
     h = std::hash<std::string>{}(key.topic);
   }
@@ -174,8 +174,8 @@ bool maybe_update_response_data(cached_partition_response_state& state, const fe
 
 // ---- fetch_context ----
 
-fetch_response_header fetch_context::update_and_generate_response(std::vector<fetch_partition_result>& results,
-                                                                  int64_t now_ms) {
+fetch_response_header fetch_context::update_and_generate_response(
+    std::vector<fetch_partition_result>& results, int64_t now_ms) {
   switch (_kind) {
     case fetch_context_kind::session_error:
       // The session is unknown or out of step, so which partitions the client meant is unknown too.
@@ -230,7 +230,8 @@ fetch_response_header fetch_context::throttled_response() const {
 // ---- fetch_session_cache ----
 
 fetch_session_cache::fetch_session_cache(fetch_session_cache_config config)
-    : _config(config), _random(config.session_id_seed != 0 ? config.session_id_seed : std::random_device{}()) {}
+    : _config(config),
+      _random(config.session_id_seed != 0 ? config.session_id_seed : std::random_device{}()) {}
 
 fetch_session_cache::~fetch_session_cache() = default;
 
@@ -268,7 +269,8 @@ fetch_context fetch_session_cache::new_context(fetch_session_request request, in
   if (it == _sessions.end()) return session_error(error_code::fetch_session_id_not_found);
   session_ptr session = it->second;
   if (session->epoch != metadata.epoch) return session_error(error_code::invalid_fetch_session_epoch);
-  if (session->uses_topic_ids != uses_topic_ids) return session_error(error_code::fetch_session_topic_id_error);
+  if (session->uses_topic_ids != uses_topic_ids)
+    return session_error(error_code::fetch_session_topic_id_error);
 
   for (const auto& p : partitions) session->add_or_update(p);
   for (const auto& key : request.forgotten) session->forget(key);
@@ -294,9 +296,9 @@ fetch_context fetch_session_cache::new_context(fetch_session_request request, in
   return context;
 }
 
-int32_t fetch_session_cache::maybe_create_session_locked(int64_t now_ms, bool privileged, bool uses_topic_ids,
-                                                         const std::vector<fetch_partition_result>& results,
-                                                         const std::vector<fetch_partition>& request_partitions) {
+int32_t fetch_session_cache::maybe_create_session_locked(
+    int64_t now_ms, bool privileged, bool uses_topic_ids, const std::vector<fetch_partition_result>& results,
+    const std::vector<fetch_partition>& request_partitions) {
   // A session of no partitions would only take a slot; the client stays sessionless and asks again.
   if (results.empty()) return invalid_fetch_session_id;
   const auto size = static_cast<int32_t>(results.size());

@@ -41,10 +41,10 @@ bool same_log_config(const storage::log_config& a, const storage::log_config& b)
          a.index_interval_bytes == b.index_interval_bytes && a.max_message_bytes == b.max_message_bytes &&
          a.log_append_time == b.log_append_time &&
          a.message_timestamp_before_max_ms == b.message_timestamp_before_max_ms &&
-         a.message_timestamp_after_max_ms == b.message_timestamp_after_max_ms && a.retention_ms == b.retention_ms &&
-         a.retention_bytes == b.retention_bytes && a.file_delete_delay_ms == b.file_delete_delay_ms &&
-         a.flush_messages == b.flush_messages && a.flush_ms == b.flush_ms && a.cleanup == b.cleanup &&
-         a.delete_retention_ms == b.delete_retention_ms;
+         a.message_timestamp_after_max_ms == b.message_timestamp_after_max_ms &&
+         a.retention_ms == b.retention_ms && a.retention_bytes == b.retention_bytes &&
+         a.file_delete_delay_ms == b.file_delete_delay_ms && a.flush_messages == b.flush_messages &&
+         a.flush_ms == b.flush_ms && a.cleanup == b.cleanup && a.delete_retention_ms == b.delete_retention_ms;
 }
 
 }  // namespace

@@ -25,8 +25,8 @@ std::filesystem::path metadata_log_partition_dir(const std::filesystem::path& me
   return storage::metadata_partition_dir(metadata_log_dir);
 }
 
-result<std::unique_ptr<local_metadata_log>> local_metadata_log::open(const std::filesystem::path& metadata_log_dir,
-                                                                     local_metadata_log_options options) {
+result<std::unique_ptr<local_metadata_log>> local_metadata_log::open(
+    const std::filesystem::path& metadata_log_dir, local_metadata_log_options options) {
   // Every append is fsynced, so the recovery scan finds at most a torn last batch; it is cheap on a log this
   // small, and it never trusts a checkpoint that a crash may have left behind.
   auto log = storage::open_metadata_partition(metadata_log_dir, options.clock_ms);
@@ -120,8 +120,9 @@ status local_metadata_log::replay(int64_t from_offset, const metadata_replay_cal
         }
         auto decoded = metadata::decode_metadata_record(*record.value);
         if (!decoded.ok()) {
-          return status::error(decoded.error().code, "metadata log record at offset " + std::to_string(offset) +
-                                                         ": " + decoded.error().message);
+          return status::error(
+              decoded.error().code,
+              "metadata log record at offset " + std::to_string(offset) + ": " + decoded.error().message);
         }
         if (auto st = callback(*decoded, offset, epoch); !st.ok()) return st;
       }

@@ -687,7 +687,8 @@ status log_manager::checkpoint_high_watermarks(
     if (!m.dirs[d].online) continue;
     auto written = write_offset_checkpoint(m.dirs[d].path / replication_offset_checkpoint_file, offsets);
     if (!written.ok()) {
-      m.take_offline(d, "cannot write " + std::string(replication_offset_checkpoint_file) + ": " + written.message);
+      m.take_offline(
+          d, "cannot write " + std::string(replication_offset_checkpoint_file) + ": " + written.message);
       if (first.ok()) first = status::error(error_code::kafka_storage_error, written.message);
     }
   }

@@ -3,17 +3,18 @@
 //
 // A client opens a session with a full fetch (epoch 0); the broker caches the session's partitions and their
 // last-sent state and answers with a session id. The client then sends incremental fetches (epoch 1, 2, ...)
-// listing only partitions whose fetch parameters changed (and forgotten ones); the broker answers with only the
-// partitions that have something new (records, high watermark, log start offset, an error, ...). Epoch -1 (or
-// a request older than v7, which has no session fields) is a sessionless full fetch. The cache has
-// `max.incremental.fetch.session.cache.slots` entries; when it is full a new session may evict an older one by
-// Kafka's rules (see fetch_session_cache::new_context).
+// listing only partitions whose fetch parameters changed (and forgotten ones); the broker answers with only
+// the partitions that have something new (records, high watermark, log start offset, an error, ...). Epoch -1
+// (or a request older than v7, which has no session fields) is a sessionless full fetch. The cache has
+// `max.incremental.fetch.session.cache.slots` entries; when it is full a new session may evict an older one
+// by Kafka's rules (see fetch_session_cache::new_context).
 //
 // Use by the Fetch handler, per request:
 //   1. ctx = cache.new_context(make_fetch_session_request(req, version), now_ms, resolve_name)
-//   2. read ctx.partitions() (all of them: for an incremental fetch these are the session's partitions, not only
-//      those in the request); a partition whose key has an empty topic name (a v13+ topic id this broker does not
-//      know) is answered with UNKNOWN_TOPIC_ID, as Kafka's KafkaApis does
+//   2. read ctx.partitions() (all of them: for an incremental fetch these are the session's partitions, not
+//   only
+//      those in the request); a partition whose key has an empty topic name (a v13+ topic id this broker does
+//      not know) is answered with UNKNOWN_TOPIC_ID, as Kafka's KafkaApis does
 //   3. header = ctx.update_and_generate_response(results, now_ms) drops from `results` what an incremental
 //      response need not carry, updates the session, and gives the top-level error code and session id
 //   4. build_fetch_response(header, std::move(results), throttle_ms), encoded with the request's version
@@ -21,8 +22,8 @@
 // Threads: one fetch_session_cache per node, shared by every shard and guarded by its own mutex (sessions
 // belong to client connections, which live on any shard; the critical sections are short: O(partitions in
 // the request)). Kafka shards the cache by session id range to cut lock contention (KAFKA-9401); Mala does
-// not need that yet. A fetch_context may be used on any thread; it refers to its cache, which must outlive it.
-// Between new_context and update_and_generate_response another request of the same session may run: like
+// not need that yet. A fetch_context may be used on any thread; it refers to its cache, which must outlive
+// it. Between new_context and update_and_generate_response another request of the same session may run: like
 // Kafka, the context then answers INVALID_FETCH_SESSION_EPOCH ("possible duplicate request").
 #pragma once
 
@@ -68,10 +69,10 @@ struct fetch_metadata {
   bool is_full() const { return epoch == initial_fetch_epoch || epoch == final_fetch_epoch; }
 };
 
-// A partition as a fetch names it: by topic id from v13 on (the name, resolved from the metadata, is empty when
-// the id is unknown), by name before (the id is zero). Equality follows Kafka's CachedPartition: by id and
-// partition when the id is non-zero, else by name and partition - so an unresolved and a resolved key of one
-// topic id are the same partition.
+// A partition as a fetch names it: by topic id from v13 on (the name, resolved from the metadata, is empty
+// when the id is unknown), by name before (the id is zero). Equality follows Kafka's CachedPartition: by id
+// and partition when the id is non-zero, else by name and partition - so an unresolved and a resolved key of
+// one topic id are the same partition.
 struct fetch_partition_key {
   uuid topic_id;
   std::string topic;
@@ -109,8 +110,8 @@ struct fetch_session_request {
   std::vector<fetch_partition_key> forgotten;  // ForgottenTopicsData (v7+)
 };
 
-// Extracts the session-relevant content of a decoded request (v4-v6 carry no session fields, so their defaults
-// give Kafka's LEGACY metadata: session 0, epoch -1). Topic names of v13+ requests are left empty;
+// Extracts the session-relevant content of a decoded request (v4-v6 carry no session fields, so their
+// defaults give Kafka's LEGACY metadata: session 0, epoch -1). Topic names of v13+ requests are left empty;
 // new_context resolves them.
 fetch_session_request make_fetch_session_request(const protocol::fetch_request& request, int16_t version);
 
@@ -136,9 +137,9 @@ struct cached_partition_response_state {
 
 // Kafka's CachedPartition.maybeUpdateResponseData: whether an incremental response must carry this partition
 // (records, a changed high watermark or log start offset, a preferred read replica, an error, a diverging
-// epoch), and, when `update` is set, remember what is being sent. An error resets the remembered high watermark
-// to -1 so that the partition is sent again once the error clears. The last stable offset is not compared
-// (Kafka does not: it moves only with the high watermark).
+// epoch), and, when `update` is set, remember what is being sent. An error resets the remembered high
+// watermark to -1 so that the partition is sent again once the error clears. The last stable offset is not
+// compared (Kafka does not: it moves only with the high watermark).
 bool maybe_update_response_data(cached_partition_response_state& state, const fetch_partition_result& result,
                                 bool update);
 
@@ -165,9 +166,9 @@ class fetch_context {
   fetch_context_kind kind() const { return _kind; }
   // The session error (kind session_error), else none.
   error_code error() const { return _error; }
-  // The partitions to read, in order. For an incremental fetch, every partition of the session with its cached
-  // parameters (partitions that returned records last move to the back, so others get the response's byte
-  // budget first, KAFKA-12330). Empty for a session error.
+  // The partitions to read, in order. For an incremental fetch, every partition of the session with its
+  // cached parameters (partitions that returned records last move to the back, so others get the response's
+  // byte budget first, KAFKA-12330). Empty for a session error.
   const std::vector<fetch_partition>& partitions() const { return _partitions; }
 
   // Updates the session with what is about to be sent and returns the top-level error and session id:
@@ -176,9 +177,10 @@ class fetch_context {
   //  - full: tries to create a session from `results` (their high watermarks and log start offsets) and the
   //    request's parameters; {none, new id or 0}. No session for a fetch of zero partitions.
   //  - incremental: removes from `results` the partitions maybe_update_response_data says need not be sent;
-  //    {none, session id}. If the session's epoch moved since new_context (a concurrent or duplicate request):
-  //    clears `results`; {INVALID_FETCH_SESSION_EPOCH, session id}.
-  fetch_response_header update_and_generate_response(std::vector<fetch_partition_result>& results, int64_t now_ms);
+  //    {none, session id}. If the session's epoch moved since new_context (a concurrent or duplicate
+  //    request): clears `results`; {INVALID_FETCH_SESSION_EPOCH, session id}.
+  fetch_response_header update_and_generate_response(std::vector<fetch_partition_result>& results,
+                                                     int64_t now_ms);
 
   // The header of an empty, throttled response (quota exceeded): no session is created and an incremental
   // session is left as is.
@@ -230,21 +232,22 @@ class fetch_session_cache {
   // Kafka's FetchManager.newContext:
   //  - full (epoch 0 or -1): a session named by a non-zero session id is closed first; epoch -1 gives a
   //    sessionless context, epoch 0 a full one (its session is created in update_and_generate_response).
-  //  - incremental (any other epoch): FETCH_SESSION_ID_NOT_FOUND for an unknown id; INVALID_FETCH_SESSION_EPOCH
-  //    unless the epoch is the session's expected one; FETCH_SESSION_TOPIC_ID_ERROR when a session created with
-  //    topic ids is used by a request before v13 or the other way round. Otherwise the request's partitions
-  //    are added to or updated in the session, forgotten ones removed, and the epoch advances; a session left
-  //    empty is closed and the fetch is sessionless.
+  //  - incremental (any other epoch): FETCH_SESSION_ID_NOT_FOUND for an unknown id;
+  //  INVALID_FETCH_SESSION_EPOCH
+  //    unless the epoch is the session's expected one; FETCH_SESSION_TOPIC_ID_ERROR when a session created
+  //    with topic ids is used by a request before v13 or the other way round. Otherwise the request's
+  //    partitions are added to or updated in the session, forgotten ones removed, and the epoch advances; a
+  //    session left empty is closed and the fetch is sessionless.
   // Duplicate partitions in a request collapse to the last parameters, at the first one's position. v13+ keys
   // with an empty name are resolved with `resolve_name`, and so are names of cached partitions still unknown
   // (called with the cache's lock held: it must not call back into the cache).
   //
   // Creating a session when the cache is full may evict one (Kafka's FetchSessionCache.tryEvict): first the
   // least recently used session if unused for more than eviction_ms; else the least valuable "evictable"
-  // session if the new one is worth more, ordered by (privileged, number of partitions, id). A session becomes
-  // evictable once older than eviction_ms; a consumer's (unprivileged) session is evictable by a follower's
-  // (privileged) one at any age. So a follower replaces a consumer, and a session replaces an older one with
-  // fewer partitions.
+  // session if the new one is worth more, ordered by (privileged, number of partitions, id). A session
+  // becomes evictable once older than eviction_ms; a consumer's (unprivileged) session is evictable by a
+  // follower's (privileged) one at any age. So a follower replaces a consumer, and a session replaces an
+  // older one with fewer partitions.
   fetch_context new_context(fetch_session_request request, int64_t now_ms,
                             const topic_name_resolver& resolve_name = {});
 
@@ -257,8 +260,8 @@ class fetch_session_cache {
  private:
   friend class fetch_context;
   using session_ptr = std::shared_ptr<detail::fetch_session>;
-  using last_used_key = std::pair<int64_t, int32_t>;            // (last used ms, id)
-  using evictable_key = std::tuple<bool, int32_t, int32_t>;     // (privileged, size, id)
+  using last_used_key = std::pair<int64_t, int32_t>;         // (last used ms, id)
+  using evictable_key = std::tuple<bool, int32_t, int32_t>;  // (privileged, size, id)
 
   int32_t maybe_create_session_locked(int64_t now_ms, bool privileged, bool uses_topic_ids,
                                       const std::vector<fetch_partition_result>& results,

@@ -34,10 +34,11 @@ struct handler_outcome {
 };
 
 // Every handler runs as a coroutine on the connection's shard: one that needs another shard's state (a
-// partition, the controller on shard 0) or waits (long-poll Fetch, acks=all Produce) co_awaits inside. A handler
-// struct H provides either
-//   static response handle(request_context&, const request&, int16_t version)                  (synchronous), or
-//   static asio::awaitable<std::optional<response>> handle_async(request_context&, request, int16_t version)
+// partition, the controller on shard 0) or waits (long-poll Fetch, acks=all Produce) co_awaits inside. A
+// handler struct H provides either
+//   static response handle(request_context&, const request&, int16_t version)                  (synchronous),
+//   or static asio::awaitable<std::optional<response>> handle_async(request_context&, request, int16_t
+//   version)
 // where nullopt means "send no response" (Produce with acks=0).
 // A response whose records fields are external (protocol::records_view::external, zero copy) also provides
 //   std::span<const net::file_range> external_records() const

@@ -2,7 +2,8 @@
 // with a replica on this node, the replica manager becomes leader or follower with the image's state and the
 // topic's effective log config (topic configs take effect without a restart); replicas of deleted topics (or
 // moved away) are removed with their logs; then the image becomes the one handlers read from the metadata
-// cache. Replicas are updated before the cache, so a client that sees a partition in Metadata finds it hosted.
+// cache. Replicas are updated before the cache, so a client that sees a partition in Metadata finds it
+// hosted.
 //
 // Threads: publish() runs on the home shard (the shard that owns the replica manager and the controller).
 #pragma once

@@ -48,15 +48,15 @@ struct broker_services {
   // The shard that owns every partition replica and the controller (shard 0 in this version): handlers hop
   // there with `co_await shards->invoke_on(home_shard, ...)` before touching `replicas` or `controller`.
   size_t home_shard = 0;
-  replication::replica_manager* replicas = nullptr;   // home shard only
-  storage::log_manager* logs = nullptr;               // home shard only (DescribeLogDirs)
+  replication::replica_manager* replicas = nullptr;     // home shard only
+  storage::log_manager* logs = nullptr;                 // home shard only (DescribeLogDirs)
   controller::quorum_controller* controller = nullptr;  // home shard only; null without the controller role
   producer_id_allocator* producer_ids = nullptr;        // home shard only; InitProducerId's id blocks
   // The group coordinator (consumer groups, committed offsets); home shard only. Null: group requests are
   // answered COORDINATOR_NOT_AVAILABLE.
   coordinator::group_coordinator* groups = nullptr;
-  fetch_session_cache* fetch_sessions = nullptr;       // KIP-227 session cache, any shard (own mutex)
-  std::function<int64_t()> clock_ms;                   // wall clock in ms (tests inject one)
+  fetch_session_cache* fetch_sessions = nullptr;  // KIP-227 session cache, any shard (own mutex)
+  std::function<int64_t()> clock_ms;              // wall clock in ms (tests inject one)
 };
 
 struct request_context {

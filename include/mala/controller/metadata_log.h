@@ -1,7 +1,7 @@
 // The metadata log as the controller sees it: an ordered log of KRaft metadata records (the partition
 // __cluster_metadata-0) that only the active controller appends to, one batch per controller write, and that
-// every node replays at start-up. `metadata_log` is the seam where the Raft quorum (KIP-595, issue 6) slots in:
-// the controller asks for an append and learns the committed offset; it never touches segments itself.
+// every node replays at start-up. `metadata_log` is the seam where the Raft quorum (KIP-595, issue 6) slots
+// in: the controller asks for an append and learns the committed offset; it never touches segments itself.
 //
 // `local_metadata_log` is the single-voter quorum: an append is committed once it is written and fsynced to
 // the local __cluster_metadata-0 log (a majority of one). It is stored through storage::partition_log in
@@ -9,8 +9,8 @@
 // log dir). Each batch is a v2 record batch stamped with the Raft epoch; each record has a null key and the
 // metadata record envelope (metadata_records.h) as its value, as Kafka's MetadataRecordSerde writes it.
 //
-// Threads: a metadata_log is used by one thread, the controller's (shard 0). Appends block that thread for the
-// write and the fsync; the metadata log is small and written only by administrative requests.
+// Threads: a metadata_log is used by one thread, the controller's (shard 0). Appends block that thread for
+// the write and the fsync; the metadata log is small and written only by administrative requests.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +27,8 @@
 
 namespace mala::controller {
 
-// Kafka's metadata topic and its only partition, and the largest metadata batch (storage/metadata_partition.h,
-// shared with the Raft log).
+// Kafka's metadata topic and its only partition, and the largest metadata batch
+// (storage/metadata_partition.h, shared with the Raft log).
 inline constexpr std::string_view metadata_topic_name = storage::metadata_topic_name;
 inline constexpr int32_t metadata_partition = storage::metadata_partition;
 inline constexpr int32_t max_metadata_batch_bytes = storage::max_metadata_batch_bytes;
@@ -59,7 +59,8 @@ class metadata_log {
   // Appends `records` as one batch, atomically (all or none), and returns once the batch is committed. An
   // empty span is refused (invalid_request); so is a batch over max_metadata_batch_bytes
   // (record_list_too_large). Storage failures come back as kafka_storage_error with nothing committed.
-  virtual result<metadata_append_result> append(std::span<const metadata::versioned_metadata_record> records) = 0;
+  virtual result<metadata_append_result> append(
+      std::span<const metadata::versioned_metadata_record> records) = 0;
 
   // Calls `callback` for every committed record at or after `from_offset`, in order. Control batches (Raft's
   // LeaderChangeMessage, KRaftVersion/Voters records) are skipped. A record that does not decode is
@@ -85,7 +86,8 @@ class local_metadata_log final : public metadata_log {
   int64_t end_offset() const override;
   int64_t committed_offset() const override;
   int32_t epoch() const override { return _epoch; }
-  result<metadata_append_result> append(std::span<const metadata::versioned_metadata_record> records) override;
+  result<metadata_append_result> append(
+      std::span<const metadata::versioned_metadata_record> records) override;
   status replay(int64_t from_offset, const metadata_replay_callback& callback) const override;
 
   // Flushes and closes the underlying log (also done by the destructor).

@@ -3,8 +3,8 @@
 // racks when brokers set broker.rack, in the spirit of Kafka's StripedReplicaPlacer and the rack-aware
 // assignment of its older AdminUtils: every rack gets a replica of a partition before any rack gets a second.
 //
-// A pure function of its arguments (the seed replaces Kafka's random starting broker and shift), callable from
-// any thread.
+// A pure function of its arguments (the seed replaces Kafka's random starting broker and shift), callable
+// from any thread.
 #pragma once
 
 #include <cstdint>

@@ -1,12 +1,12 @@
-// The log of one partition replica: an ordered list of segments in <log dir>/<topic>-<partition>/, with the log
-// start offset (first offset readers may see), the log end offset (next offset to assign), the recovery point
-// (everything below it is known flushed), and the leader epoch cache. Appends assign offsets (leader) or keep them
-// (follower); reads return file ranges of whole batches. Readers never consume anything: only retention,
-// DeleteRecords and truncation remove data.
+// The log of one partition replica: an ordered list of segments in <log dir>/<topic>-<partition>/, with the
+// log start offset (first offset readers may see), the log end offset (next offset to assign), the recovery
+// point (everything below it is known flushed), and the leader epoch cache. Appends assign offsets (leader)
+// or keep them (follower); reads return file ranges of whole batches. Readers never consume anything: only
+// retention, DeleteRecords and truncation remove data.
 //
-// Threads: every method runs on the partition's owning shard. The only cross-thread objects are the segment_file
-// handles inside returned file_slices (read or fsynced elsewhere) and the value returned by flush_work(), which the
-// blocking pool runs.
+// Threads: every method runs on the partition's owning shard. The only cross-thread objects are the
+// segment_file handles inside returned file_slices (read or fsynced elsewhere) and the value returned by
+// flush_work(), which the blocking pool runs.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +27,11 @@
 namespace mala::storage {
 
 struct log_open_options {
-  int64_t recovery_point = 0;              // from recovery-point-offset-checkpoint
+  int64_t recovery_point = 0;               // from recovery-point-offset-checkpoint
   std::optional<int64_t> log_start_offset;  // from log-start-offset-checkpoint
-  bool clean_shutdown = false;              // the log dir had the clean shutdown marker: skip the recovery scan
-  std::optional<uuid> topic_id;             // written to / checked against partition.metadata
-  std::function<int64_t()> clock_ms;        // wall clock for segment.ms and LogAppendTime (tests inject one)
+  bool clean_shutdown = false;        // the log dir had the clean shutdown marker: skip the recovery scan
+  std::optional<uuid> topic_id;       // written to / checked against partition.metadata
+  std::function<int64_t()> clock_ms;  // wall clock for segment.ms and LogAppendTime (tests inject one)
 };
 
 // What one append did.
@@ -73,9 +73,9 @@ struct log_recovery_report {
 
 class partition_log {
  public:
-  // Opens (creating the directory if needed) and recovers the log. Never serves data past a bad batch: after an
-  // unclean shutdown every segment from the recovery point on is rescanned, a torn or corrupt tail is cut, missing or
-  // corrupt indexes are rebuilt.
+  // Opens (creating the directory if needed) and recovers the log. Never serves data past a bad batch: after
+  // an unclean shutdown every segment from the recovery point on is rescanned, a torn or corrupt tail is cut,
+  // missing or corrupt indexes are rebuilt.
   static result<std::unique_ptr<partition_log>> open(const std::filesystem::path& dir, topic_partition tp,
                                                      const log_config& config, log_open_options options);
   ~partition_log();
@@ -85,10 +85,10 @@ class partition_log {
   const log_config& config() const;
   void update_config(const log_config& config);
   const log_recovery_report& recovery_report() const;
-  // Called when an append rolls a new segment, with its base offset, after the roll and before the batches that
-  // start it are written (Kafka's UnifiedLog.roll takes the producer-state snapshot there). One listener; an
-  // empty function removes it. It runs inside the append, on the owning shard, and must not call back into the
-  // log.
+  // Called when an append rolls a new segment, with its base offset, after the roll and before the batches
+  // that start it are written (Kafka's UnifiedLog.roll takes the producer-state snapshot there). One
+  // listener; an empty function removes it. It runs inside the append, on the owning shard, and must not call
+  // back into the log.
   void set_roll_listener(std::function<void(int64_t base_offset)> listener);
 
   // Disk failures (Kafka's LogDirFailureChannel). An I/O error while appending (a write, an index page, a
@@ -116,41 +116,44 @@ class partition_log {
   size_t segment_count() const;
   leader_epoch_cache& epochs();
 
-  // Leader append: `records` holds one or more v2 batches as a producer sent them (validated here: framing, CRC,
-  // magic, size limits -> CORRUPT_MESSAGE / MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE / INVALID_RECORD; record
-  // keys and timestamps -> INVALID_RECORD / INVALID_TIMESTAMP, see record_validation.h). Each batch
+  // Leader append: `records` holds one or more v2 batches as a producer sent them (validated here: framing,
+  // CRC, magic, size limits -> CORRUPT_MESSAGE / MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE / INVALID_RECORD;
+  // record keys and timestamps -> INVALID_RECORD / INVALID_TIMESTAMP, see record_validation.h). Each batch
   // gets its base offset and partition leader epoch stamped in place (the CRC does not cover them); with
   // LogAppendTime the timestamps are rewritten and the CRC recomputed.
   result<append_result> append_as_leader(std::span<uint8_t> records, int32_t leader_epoch);
   // Follower / replay append: offsets are already assigned and must start at log_end_offset().
   result<append_result> append_as_follower(std::span<const uint8_t> records);
 
-  // Whole batches from the batch containing start_offset, up to max_bytes (at least one batch when min_one_batch),
-  // none whose base offset is >= max_offset (the high watermark or last stable offset). OFFSET_OUT_OF_RANGE when
-  // start_offset is below the log start offset or above the log end offset.
-  result<read_result> read(int64_t start_offset, int32_t max_bytes, int64_t max_offset, bool min_one_batch) const;
+  // Whole batches from the batch containing start_offset, up to max_bytes (at least one batch when
+  // min_one_batch), none whose base offset is >= max_offset (the high watermark or last stable offset).
+  // OFFSET_OUT_OF_RANGE when start_offset is below the log start offset or above the log end offset.
+  result<read_result> read(int64_t start_offset, int32_t max_bytes, int64_t max_offset,
+                           bool min_one_batch) const;
 
-  // ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4), or the first batch with a
-  // timestamp >= the target. nullopt when no batch qualifies.
+  // ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4), or the first batch with
+  // a timestamp >= the target. nullopt when no batch qualifies.
   std::optional<offset_for_timestamp> find_offset_by_timestamp(int64_t timestamp, int64_t max_offset) const;
 
   // Replication: drop everything at or after `offset` (segments, index entries, epoch cache entries).
   status truncate_to(int64_t offset);
   // Delete every segment and restart empty at `offset` (a follower far behind the leader's log start).
   status truncate_fully_and_start_at(int64_t offset);
-  // DeleteRecords / retention: raise the log start offset (never past the high watermark passed by the caller).
+  // DeleteRecords / retention: raise the log start offset (never past the high watermark passed by the
+  // caller).
   status increment_log_start_offset(int64_t offset, int64_t high_watermark);
 
-  // Retention: deletes whole non-active segments by retention.ms (segment's largest timestamp), retention.bytes
-  // and the log start offset; files are renamed to .deleted and removed after file.delete.delay.ms by
-  // delete_expired_files(). Returns the number of segments removed.
+  // Retention: deletes whole non-active segments by retention.ms (segment's largest timestamp),
+  // retention.bytes and the log start offset; files are renamed to .deleted and removed after
+  // file.delete.delay.ms by delete_expired_files(). Returns the number of segments removed.
   result<int32_t> apply_retention(int64_t now_ms, int64_t high_watermark);
   // Removes .deleted files whose delay has passed.
   void delete_expired_files(int64_t now_ms);
 
-  // Flush policy (flush.messages / flush.ms): the segment files to fsync up to the log end offset now, or an empty
-  // list. The caller runs the syncs off the shard and reports back with mark_flushed(); a sync that failed is
-  // found by the next call, which takes the log offline (see set_failure_listener) and returns nothing.
+  // Flush policy (flush.messages / flush.ms): the segment files to fsync up to the log end offset now, or an
+  // empty list. The caller runs the syncs off the shard and reports back with mark_flushed(); a sync that
+  // failed is found by the next call, which takes the log offline (see set_failure_listener) and returns
+  // nothing.
   std::vector<std::shared_ptr<const segment_file>> flush_work(int64_t now_ms);
   void mark_flushed(int64_t offset);
   // Synchronous flush of everything (tests, clean shutdown).

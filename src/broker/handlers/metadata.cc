@@ -75,16 +75,16 @@ bool is_valid_topic_name(const std::string& name) {
   return true;
 }
 
-asio::awaitable<std::optional<metadata_handler::response>> metadata_handler::handle_async(request_context& ctx,
-                                                                                          request req,
-                                                                                          int16_t version) {
+asio::awaitable<std::optional<metadata_handler::response>> metadata_handler::handle_async(
+    request_context& ctx, request req, int16_t version) {
   // Automatic topic creation (auto.create.topics.enable, on by default; the request's
   // allow_auto_topic_creation from v4, implicitly true before): unknown, validly named topics are created
   // with num.partitions and default.replication.factor through the controller. Kafka's broker answers
   // LEADER_NOT_AVAILABLE while its asynchronous creation runs; here the creation has committed and been
   // published before the answer is built, so the answer already describes the new topic.
   const bool allowed = version < 4 || req.allow_auto_topic_creation;
-  const bool enabled = ctx.services.config && ctx.services.config->get_bool("auto.create.topics.enable").value_or(true);
+  const bool enabled =
+      ctx.services.config && ctx.services.config->get_bool("auto.create.topics.enable").value_or(true);
   if (allowed && enabled && req.topics && ctx.services.shards && ctx.services.controller) {
     const auto image = ctx.services.metadata->current();
     protocol::create_topics_request create;
@@ -104,7 +104,8 @@ asio::awaitable<std::optional<metadata_handler::response>> metadata_handler::han
         return controller->create_topics(create, protocol::create_topics_request::max_version);
       });
       for (const auto& t : created.topics) {
-        if (t.error_code != to_wire(error_code::none) && t.error_code != to_wire(error_code::topic_already_exists)) {
+        if (t.error_code != to_wire(error_code::none) &&
+            t.error_code != to_wire(error_code::topic_already_exists)) {
           subsystem_logger("broker")->warn("auto-creation of topic {} failed: {} {}", t.name, t.error_code,
                                            t.error_message.value_or(""));
         }

@@ -21,7 +21,8 @@ struct metadata_handler {
   static constexpr int16_t max_version = 12;
 
   // Creates unknown topics first when auto-creation applies, then answers from the current image.
-  static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req, int16_t version);
+  static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
+                                                               int16_t version);
   // The answer from the current image alone.
   static response handle(request_context& ctx, const request& req, int16_t version);
 };
