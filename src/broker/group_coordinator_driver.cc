@@ -41,6 +41,21 @@ group_coordinator_driver_options group_coordinator_options_from(const node_confi
   c.offsets_retention_check_interval_ms =
       config.get_long("offsets.retention.check.interval.ms").value_or(600'000);
   c.offset_metadata_max_bytes = config.get_int("offset.metadata.max.bytes").value_or(4096);
+  c.consumer_heartbeat_interval_ms = config.get_int("group.consumer.heartbeat.interval.ms").value_or(5000);
+  c.consumer_session_timeout_ms = config.get_int("group.consumer.session.timeout.ms").value_or(45000);
+  c.consumer_max_size = config.get_int("group.consumer.max.size").value_or(INT32_MAX);
+  if (auto assignors = config.get_list("group.consumer.assignors")) {
+    // Kafka also takes class names (org.apache.kafka.coordinator.group.assignor.UniformAssignor); their
+    // short names are what ConsumerGroupHeartbeat's ServerAssignor carries.
+    c.consumer_assignors.clear();
+    for (std::string name : *assignors) {
+      if (name.ends_with("UniformAssignor")) name = "uniform";
+      if (name.ends_with("RangeAssignor")) name = "range";
+      if (!name.empty()) c.consumer_assignors.push_back(name);
+    }
+  }
+  c.consumer_migration_policy =
+      config.get_string("group.consumer.migration.policy").value_or("bidirectional");
   o.commit_timeout_ms = config.get_int("offsets.commit.timeout.ms").value_or(5000);
   o.load_buffer_bytes = config.get_int("offsets.load.buffer.size").value_or(5 << 20);
   return o;
@@ -192,6 +207,14 @@ coordinator::group_coordinator& group_coordinator_driver::coordinator() {
 
 void group_coordinator_driver::on_metadata(const metadata::metadata_image& image) {
   auto& groups = *_impl->groups;
+  // Consumer group subscriptions resolve against the topics of this image.
+  coordinator::topic_catalog catalog;
+  for (const auto& [name, topic] : image.topics) {
+    catalog.by_name[name] =
+        coordinator::topic_info{name, topic.id, static_cast<int32_t>(topic.partitions.size()),
+                                topic.internal || name.starts_with("__")};
+  }
+  groups.set_topics(std::move(catalog));
   std::set<int32_t> led;
   if (const auto* topic = image.find_topic(std::string(coordinator::offsets_topic_name))) {
     groups.set_partition_count(static_cast<int32_t>(topic->partitions.size()));

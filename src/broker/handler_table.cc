@@ -15,6 +15,8 @@
 #include "handlers/delete_topics.h"
 #include "handlers/describe_cluster.h"
 #include "handlers/describe_configs.h"
+#include "handlers/consumer_group_describe.h"
+#include "handlers/consumer_group_heartbeat.h"
 #include "handlers/describe_groups.h"
 #include "handlers/describe_log_dirs.h"
 #include "handlers/describe_topic_partitions.h"
@@ -115,6 +117,8 @@ handler_table::handler_table() {
       entry<handlers::describe_groups_handler>("DescribeGroups"),
       entry<handlers::list_groups_handler>("ListGroups"),
       entry<handlers::delete_groups_handler>("DeleteGroups"),
+      entry<handlers::consumer_group_heartbeat_handler>("ConsumerGroupHeartbeat"),
+      entry<handlers::consumer_group_describe_handler>("ConsumerGroupDescribe"),
       entry<handlers::offset_delete_handler>("OffsetDelete"),
       entry<handlers::delete_records_handler>("DeleteRecords"),
       entry<handlers::api_versions_handler>("ApiVersions"),

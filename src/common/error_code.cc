@@ -133,6 +133,7 @@ std::string_view error_name(error_code code) {
     case error_code::invalid_voter_key: return "INVALID_VOTER_KEY";
     case error_code::duplicate_voter: return "DUPLICATE_VOTER";
     case error_code::voter_not_found: return "VOTER_NOT_FOUND";
+    case error_code::invalid_regular_expression: return "INVALID_REGULAR_EXPRESSION";
   }
   return "UNKNOWN";
 }

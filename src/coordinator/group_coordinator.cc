@@ -7,9 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "consumer_group_manager.h"
 #include "mala/common/logging.h"
 #include "mala/coordinator/group_placement.h"
 #include "mala/coordinator/keyed_timer.h"
+#include "mala/protocol/wire.h"
 
 namespace mala::coordinator {
 
@@ -154,9 +156,30 @@ struct group_coordinator::impl {
   uint64_t next_epoch = 1;
   std::mt19937_64 rng{std::random_device{}()};
   std::shared_ptr<spdlog::logger> log = subsystem_logger("coordinator");
+  std::unique_ptr<consumer_group_manager> consumer;
 
   impl(group_coordinator_config& c, record_writer& w, std::function<int64_t()> clock_ms)
-      : config(c), writer(w), clock(std::move(clock_ms)) {}
+      : config(c), writer(w), clock(std::move(clock_ms)) {
+    consumer_group_host host;
+    host.now = [this] { return now(); };
+    host.partition_of = [this](const std::string& id) { return partition_of(id); };
+    host.partition_error = [this](const std::string& id) { return partition_error(id); };
+    host.write = [this](int32_t p, std::vector<coordinator_record> r, std::function<void(error_code)> d) {
+      write(p, std::move(r), std::move(d));
+    };
+    host.classic_group_empty = [this](const std::string& id) -> std::optional<bool> {
+      const auto* slot = find_slot(id);
+      if (!slot || slot->group.in_state(state::dead)) return std::nullopt;
+      return slot->group.is_empty();
+    };
+    host.drop_empty_classic_group = [this](const std::string& id, std::vector<coordinator_record>& records) {
+      // Kafka's upgrade of an empty classic group: its metadata gets a tombstone, the offsets stay.
+      records.push_back(group_metadata_tombstone(id));
+      remove_group(id);
+    };
+    host.log_info = [this](const std::string& line) { log->info("{}", line); };
+    consumer = std::make_unique<consumer_group_manager>(config, std::move(host), timers);
+  }
 
   int64_t now() const { return clock(); }
   int32_t partition_of(const std::string& group_id) const {
@@ -525,6 +548,11 @@ struct group_coordinator::impl {
     if (req.session_timeout_ms < config.min_session_timeout_ms ||
         req.session_timeout_ms > config.max_session_timeout_ms) {
       return done(join_error(req.member_id, error_code::invalid_session_timeout));
+    }
+    if (consumer->contains(gid)) {
+      // A classic member joining a KIP-848 consumer group: Kafka 4.x can host it as a classic member of the
+      // consumer group; Mala does not yet, and answers as Kafka does when the migration policy forbids it.
+      return done(join_error(req.member_id, error_code::inconsistent_group_protocol));
     }
     const bool unknown = req.member_id.empty();
     group_slot* slot = find_slot(gid);
@@ -977,7 +1005,14 @@ struct group_coordinator::impl {
     const std::string gid = req.group_id;
     if (auto e = partition_error(gid); e != error_code::none) return done(commit_error(req, e));
     group_slot* slot = find_slot(gid);
-    if (!slot) {
+    if (consumer->contains(gid)) {
+      if (auto e = consumer->validate_offset_commit(gid, req.member_id, req.generation_id_or_member_epoch,
+                                                    origin.api_version);
+          e != error_code::none) {
+        return done(commit_error(req, e));
+      }
+      slot = nullptr;
+    } else if (!slot) {
       if (req.generation_id_or_member_epoch < 0) {
         // A "simple" group: offsets without membership (the admin client, assign()-based consumers).
         log->info("group {}: created as a simple group by an offset commit", gid);
@@ -988,11 +1023,13 @@ struct group_coordinator::impl {
             req, origin.api_version >= 9 ? error_code::group_id_not_found : error_code::illegal_generation));
       }
     }
-    classic_group& g = slot->group;
-    if (auto e = validate_offset_commit(g, req); e != error_code::none) return done(commit_error(req, e));
-    // A commit keeps a classic member's session alive.
-    if (g.in_state(state::stable) || g.in_state(state::preparing_rebalance)) {
-      if (auto* m = g.member(req.member_id)) reschedule_heartbeat(g, *m);
+    if (slot) {
+      classic_group& g = slot->group;
+      if (auto e = validate_offset_commit(g, req); e != error_code::none) return done(commit_error(req, e));
+      // A commit keeps a classic member's session alive.
+      if (g.in_state(state::stable) || g.in_state(state::preparing_rebalance)) {
+        if (auto* m = g.member(req.member_id)) reschedule_heartbeat(g, *m);
+      }
     }
     const int64_t now_ms = now();
     std::optional<int64_t> expire;
@@ -1048,7 +1085,7 @@ struct group_coordinator::impl {
             }
             // Committed: now readers see it (a group deleted meanwhile comes back as a simple group, as the
             // log replays the same way).
-            if (!find_slot(gid)) create_group(gid);
+            if (!find_slot(gid) && !consumer->contains(gid)) create_group(gid);
             for (auto& a : pending) offsets[gid][a.topic][a.partition] = std::move(a.value);
             done(std::move(resp));
           });
@@ -1063,7 +1100,16 @@ struct group_coordinator::impl {
       return out;
     }
     const group_slot* slot = find_slot(req.group_id);
-    const bool group_exists = slot && !slot->group.in_state(state::dead);
+    const bool group_exists =
+        (slot && !slot->group.in_state(state::dead)) || consumer->contains(req.group_id);
+    if (consumer->contains(req.group_id)) {
+      // OffsetFetch v9+ from a member of a consumer group: its member epoch must be current.
+      if (auto e = consumer->validate_offset_fetch(req.group_id, req.member_id, req.member_epoch);
+          e != error_code::none) {
+        out.error_code = to_wire(e);
+        return out;
+      }
+    }
     const group_offsets* committed = nullptr;
     if (group_exists) {
       auto it = offsets.find(req.group_id);
@@ -1141,6 +1187,9 @@ struct group_coordinator::impl {
     const std::string gid = req.group_id;
     if (auto e = partition_error(gid); e != error_code::none) return fail(e);
     if (gid.empty()) return fail(error_code::invalid_group_id);
+    if (const consumer_group* cg = consumer->find(gid)) {
+      return delete_consumer_group_offsets(*cg, std::move(req), std::move(done));
+    }
     group_slot* slot = find_slot(gid);
     if (!slot || slot->group.in_state(state::dead)) return fail(error_code::group_id_not_found);
     classic_group& g = slot->group;
@@ -1159,6 +1208,46 @@ struct group_coordinator::impl {
         rt.partitions.push_back({p.partition_index, to_wire(subscribed ? error_code::group_subscribed_to_topic
                                                                        : error_code::none)});
         if (!subscribed && find_offset(gid, t.name, p.partition_index)) {
+          records.push_back(offset_commit_tombstone(gid, t.name, p.partition_index));
+          deleted.emplace_back(t.name, p.partition_index);
+        }
+      }
+    }
+    if (records.empty()) return done(std::move(resp));
+    write(partition_of(gid), std::move(records),
+          [this, gid, resp = std::move(resp), deleted = std::move(deleted),
+           done = std::move(done)](error_code e) mutable {
+            if (e != error_code::none) {
+              proto::offset_delete_response failed;
+              failed.error_code = to_wire(append_error_to_client_error(e));
+              return done(std::move(failed));
+            }
+            for (const auto& [topic, partition] : deleted) erase_offset(gid, topic, partition);
+            done(std::move(resp));
+          });
+  }
+
+  // OffsetDelete on a consumer group (ConsumerGroup.validateDeleteGroup / isSubscribedToTopic): any state,
+  // but not the topics some member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC).
+  void delete_consumer_group_offsets(const consumer_group& cg, proto::offset_delete_request req,
+                                     offset_delete_callback done) {
+    const std::string gid = req.group_id;
+    proto::offset_delete_response resp;
+    std::set<std::string> subscribed;
+    for (const auto& [mid, m] : cg.members()) {
+      for (const auto& t : subscribed_topics(m, consumer->topics())) subscribed.insert(t);
+    }
+    std::vector<coordinator_record> records;
+    std::vector<std::pair<std::string, int32_t>> deleted;
+    for (const auto& t : req.topics) {
+      auto& rt = resp.topics.emplace_back();
+      rt.name = t.name;
+      const bool is_subscribed = subscribed.contains(t.name);
+      for (const auto& p : t.partitions) {
+        rt.partitions.push_back(
+            {p.partition_index,
+             to_wire(is_subscribed ? error_code::group_subscribed_to_topic : error_code::none)});
+        if (!is_subscribed && find_offset(gid, t.name, p.partition_index)) {
           records.push_back(offset_commit_tombstone(gid, t.name, p.partition_index));
           deleted.emplace_back(t.name, p.partition_index);
         }
@@ -1223,6 +1312,9 @@ struct group_coordinator::impl {
       l.group_state = std::string(state_name(g.state()));
       l.group_type = "classic";
     }
+    consumer->list(states, types, resp.groups);
+    std::sort(resp.groups.begin(), resp.groups.end(),
+              [](const auto& a, const auto& b) { return a.group_id < b.group_id; });
     return resp;
   }
 
@@ -1280,6 +1372,24 @@ struct group_coordinator::impl {
         continue;
       }
       const group_slot* slot = find_slot(id);
+      if (consumer->contains(id)) {
+        std::vector<coordinator_record> group_records;
+        if (auto e = consumer->delete_records(id, group_records); e != error_code::none) {
+          st->results[slot_index].error_code = to_wire(e);
+          continue;
+        }
+        const int32_t p = partition_of(id);
+        auto& recs = records[p];
+        if (auto it = offsets.find(id); it != offsets.end()) {
+          for (const auto& [topic, parts] : it->second) {
+            for (const auto& [partition, c] : parts)
+              recs.push_back(offset_commit_tombstone(id, topic, partition));
+          }
+        }
+        for (auto& r : group_records) recs.push_back(std::move(r));
+        by_partition[p].emplace_back(slot_index, id);
+        continue;
+      }
       if (!slot || slot->group.in_state(state::dead)) {
         st->results[slot_index].error_code = to_wire(error_code::group_id_not_found);
         continue;
@@ -1310,6 +1420,7 @@ struct group_coordinator::impl {
           }
           offsets.erase(id);
           if (auto* slot = find_slot(id); slot && slot->group.is_empty()) remove_group(id);
+          if (const auto* cg = consumer->find(id); cg && cg->is_empty()) consumer->remove_group(id);
           log->info("group {} deleted", id);
         }
         if (--st->outstanding == 0) st->done(std::move(st->results));
@@ -1421,6 +1532,7 @@ struct group_coordinator::impl {
       }
       remove_group(id);
     }
+    consumer->drop_partition(partition);
     for (auto it = offsets.begin(); it != offsets.end();) {
       it = partition_of(it->first) == partition ? offsets.erase(it) : std::next(it);
     }
@@ -1447,7 +1559,7 @@ struct group_coordinator::impl {
         return status::success();
       }
       // Offsets without a group belong to a simple group (created as Kafka's replay does).
-      if (!find_slot(gid)) create_group(gid);
+      if (!find_slot(gid) && !consumer->contains(gid)) create_group(gid);
       committed_offset c;
       c.offset = oc->value->offset;
       if (oc->value->leader_epoch >= 0) c.leader_epoch = oc->value->leader_epoch;
@@ -1495,7 +1607,24 @@ struct group_coordinator::impl {
       groups.emplace(gid, group_slot{partition, next_serial++, std::move(g)});
       return status::success();
     }
-    return status::success();  // a record type this coordinator does not apply yet
+    if (auto* other = std::get_if<other_entry>(&*decoded);
+        other && other->key_version >= consumer_group_metadata_key_version &&
+        other->key_version <= consumer_group_current_member_assignment_key_version) {
+      // A consumer group record: a simple (offsets-only) or empty classic group of the same id was upgraded.
+      if (const auto* slot = find_slot(key_group_id(key)); slot && slot->group.is_empty()) {
+        remove_group(slot->group.group_id());
+      }
+      return consumer->replay(partition, key, value);
+    }
+    return status::success();  // a record type this coordinator does not apply (share groups)
+  }
+
+  // The group id that starts every consumer group key after its version.
+  static std::string key_group_id(std::span<const uint8_t> key) {
+    proto::wire_reader r(key);
+    (void)r.read_int16();
+    std::string id = r.read_string(/*compact=*/false);
+    return r.ok() ? id : std::string();
   }
 
   void complete_loading(int32_t partition) {
@@ -1513,6 +1642,7 @@ struct group_coordinator::impl {
         prepare_rebalance(g);
       }
     }
+    consumer->complete_loading(partition);
     log->info("__consumer_offsets-{} loaded: {} group(s)", partition, loaded);
     if (!timers.contains(retention_key)) schedule_retention_check();
   }
@@ -1624,6 +1754,26 @@ void group_coordinator::set_deadline_listener(std::function<void(int64_t)> liste
 
 void group_coordinator::cleanup_group_metadata() {
   _impl->cleanup_group_metadata();
+}
+
+void group_coordinator::set_topics(topic_catalog catalog) {
+  _impl->consumer->set_topics(std::move(catalog));
+}
+
+void group_coordinator::consumer_group_heartbeat(
+    const request_origin& origin, protocol::consumer_group_heartbeat_request request,
+    std::function<void(protocol::consumer_group_heartbeat_response)> done) {
+  _impl->consumer->heartbeat(origin, std::move(request), std::move(done));
+}
+
+std::vector<protocol::consumer_group_describe_response::described_group>
+group_coordinator::consumer_group_describe(const std::vector<std::string>& group_ids,
+                                           bool include_authorized_operations) const {
+  return _impl->consumer->describe(group_ids, include_authorized_operations);
+}
+
+const consumer_group* group_coordinator::find_consumer_group(const std::string& group_id) const {
+  return _impl->consumer->find(group_id);
 }
 
 const classic_group* group_coordinator::find_group(const std::string& group_id) const {

@@ -103,6 +103,8 @@ uint64_t dir_bytes(const fs::path& dir) {
 // sometimes appends random garbage there. Returns what it did, for the round's log line.
 std::string simulate_power_loss(const fs::path& dir, int64_t durable, std::mt19937_64& rng) {
   std::optional<int64_t> last;
+  // A child killed early may not have created the partition dir yet: nothing was written, nothing to lose.
+  if (!fs::is_directory(dir)) return "-";
   for (const auto& e : fs::directory_iterator(dir))
     if (auto base = parse_segment_base_offset(e.path().filename().string(), log_suffix))
       last = std::max(last.value_or(*base), *base);

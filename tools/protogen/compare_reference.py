@@ -158,6 +158,8 @@ def json_default_text(value: object) -> str:
     """A JSON `default` as the literal our grammar writes (the schemas use both "false" and false, "-1" and -1)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if value is None:  # "default": null (a nullable struct or string whose default is null)
+        return "null"
     return str(value)
 
 

@@ -137,6 +137,7 @@ enum class error_code : int16_t {
   invalid_voter_key = 125,
   duplicate_voter = 126,
   voter_not_found = 127,
+  invalid_regular_expression = 128,
 };
 
 constexpr int16_t to_wire(error_code code) { return static_cast<int16_t>(code); }

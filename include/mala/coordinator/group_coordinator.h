@@ -6,9 +6,9 @@
 // State: every group belongs to one partition of __consumer_offsets (group_placement.h); this node
 // coordinates the groups of the partitions it leads. A partition is not_owned, loading (its log is replayed
 // into memory: requests get COORDINATOR_LOAD_IN_PROGRESS) or active. Groups are kept by id with their
-// partition; committed offsets by group, topic and partition. Groups of the KIP-848 consumer protocol will
-// sit beside the classic ones (the group map holds a typed slot; ListGroups already reports a type), with
-// their own records (key versions 3+, skipped for now).
+// partition; committed offsets by group, topic and partition. Groups of the KIP-848 consumer protocol
+// (ConsumerGroupHeartbeat) sit beside the classic ones in the same id space, kept by consumer_group_manager
+// (src/coordinator) with their own records (key versions 3-8, consumer_group.h); they share the offsets.
 //
 // Persistence: every change that must survive a restart is a record (group_records.h) appended through the
 // record_writer, which answers once the record is committed (acks=-1: the partition's high watermark passed
@@ -45,7 +45,11 @@
 #include "mala/common/error_code.h"
 #include "mala/common/result.h"
 #include "mala/coordinator/classic_group.h"
+#include "mala/coordinator/consumer_group.h"
 #include "mala/coordinator/group_records.h"
+#include "mala/protocol/messages/consumer_group_describe_response.h"
+#include "mala/protocol/messages/consumer_group_heartbeat_request.h"
+#include "mala/protocol/messages/consumer_group_heartbeat_response.h"
 #include "mala/protocol/messages/delete_groups_response.h"
 #include "mala/protocol/messages/describe_groups_response.h"
 #include "mala/protocol/messages/heartbeat_request.h"
@@ -76,6 +80,12 @@ struct group_coordinator_config {
   int64_t offsets_retention_ms = 7LL * 24 * 60 * 60 * 1000;  // offsets.retention.minutes (7 days)
   int64_t offsets_retention_check_interval_ms = 600'000;     // offsets.retention.check.interval.ms
   int32_t offset_metadata_max_bytes = 4096;                  // offset.metadata.max.bytes
+  // KIP-848 consumer groups.
+  int32_t consumer_heartbeat_interval_ms = 5000;                    // group.consumer.heartbeat.interval.ms
+  int32_t consumer_session_timeout_ms = 45000;                      // group.consumer.session.timeout.ms
+  int32_t consumer_max_size = INT32_MAX;                            // group.consumer.max.size
+  std::vector<std::string> consumer_assignors{"uniform", "range"};  // group.consumer.assignors
+  std::string consumer_migration_policy = "bidirectional";          // group.consumer.migration.policy
 };
 
 // Appends coordinator records to a partition of __consumer_offsets. `done` runs exactly once, never from
@@ -112,6 +122,8 @@ struct committed_offset {
 // NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR -> NOT_COORDINATOR; MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE ->
 // UNKNOWN_SERVER_ERROR).
 error_code append_error_to_client_error(error_code append_error);
+
+class consumer_group_manager;
 
 class group_coordinator {
  public:
@@ -159,6 +171,15 @@ class group_coordinator {
   protocol::leave_group_response leave_group(const request_origin& origin,
                                              const protocol::leave_group_request& request);
 
+  // --- KIP-848 consumer protocol
+  // The topics of the metadata image (subscriptions resolve against them; assignments carry their ids).
+  void set_topics(topic_catalog catalog);
+  void consumer_group_heartbeat(const request_origin& origin,
+                                protocol::consumer_group_heartbeat_request request,
+                                std::function<void(protocol::consumer_group_heartbeat_response)> done);
+  std::vector<protocol::consumer_group_describe_response::described_group> consumer_group_describe(
+      const std::vector<std::string>& group_ids, bool include_authorized_operations) const;
+
   // --- Offsets. The topics and partitions must exist in the metadata (the broker answers the others).
   void commit_offsets(const request_origin& origin, protocol::offset_commit_request request,
                       offset_commit_callback done);
@@ -186,6 +207,7 @@ class group_coordinator {
 
   // --- Inspection (tests, metrics)
   const classic_group* find_group(const std::string& group_id) const;
+  const consumer_group* find_consumer_group(const std::string& group_id) const;
   const committed_offset* find_offset(const std::string& group_id, const std::string& topic,
                                       int32_t partition) const;
   size_t group_count() const;

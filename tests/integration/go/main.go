@@ -13,6 +13,9 @@
 //	mala-go-client franz|sarama admin add-partitions --topic T --partitions TOTAL
 //	mala-go-client franz|sarama admin describe-configs --topic T | alter-configs --topic T --config k=v...
 //	mala-go-client franz|sarama admin offsets --topic T | delete-records --topic T --partition P --offset O
+//	mala-go-client franz group-consume --bootstrap B --topic T --group G --count N [--group-protocol classic|consumer]
+//	        [--commit]
+//	    one line per record as consume; joins the group, reads N records, commits them with --commit, leaves
 package main
 
 import (
@@ -44,6 +47,9 @@ type options struct {
 	configs           multiFlag
 	deletes           multiFlag
 	timeout           time.Duration
+	group             string
+	groupProtocol     string
+	commit            bool
 }
 
 type multiFlag []string
@@ -204,6 +210,9 @@ func main() {
 	fs.Var(&o.configs, "config", "key=value (repeatable)")
 	fs.Var(&o.deletes, "delete-config", "config key to delete (alter-configs, repeatable)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "overall deadline")
+	fs.StringVar(&o.group, "group", "", "group-consume: the consumer group")
+	fs.StringVar(&o.groupProtocol, "group-protocol", "classic", "group-consume: classic|consumer (KIP-848)")
+	fs.BoolVar(&o.commit, "commit", false, "group-consume: commit what was read before leaving")
 	if err := fs.Parse(rest); err != nil {
 		usage(err.Error())
 	}
@@ -217,6 +226,16 @@ func main() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
+
+	if cmd == "group-consume" {
+		if lib != "franz" {
+			usage("group-consume is a franz command")
+		}
+		if err := franzGroupConsume(ctx, o, func(r record) { printJSON(r) }); err != nil {
+			fail(err)
+		}
+		return
+	}
 
 	var c client
 	var err error

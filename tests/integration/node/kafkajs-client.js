@@ -11,6 +11,9 @@
 //   node kafkajs-client.js admin list | describe --topic T | delete --topic T | add-partitions --topic T --partitions N
 //   node kafkajs-client.js admin describe-configs --topic T | alter-configs --topic T --config k=v...
 //   node kafkajs-client.js admin offsets --topic T | delete-records --topic T --partition P --offset O
+//   node kafkajs-client.js group-consume --topic T --group G --count N [--commit]
+//     KafkaJS's group consumer (classic protocol; KafkaJS has no KIP-848 support): joins G, prints N records as
+//     consume does, commits them with --commit (resolved offsets), disconnects (LeaveGroup)
 //
 // KafkaJS's consumer only works inside a consumer group (it has no assign/seek without one), and this milestone
 // of Mala serves consumers without groups. So `consume` uses KafkaJS's own cluster and broker layer, the one its
@@ -30,7 +33,7 @@ function parseArgs(argv) {
   const opts = {
     bootstrap: '', topic: '', count: 1, keyPrefix: '', valuePrefix: 'value-', partition: -1, offset: -2,
     compression: 'none', acks: -1, idempotent: false, autoCreate: false, partitions: 1, replicationFactor: 1,
-    configs: [], timeout: 30000,
+    configs: [], timeout: 30000, group: '', commit: false,
   }
   const names = {
     '--bootstrap': ['bootstrap', String], '--topic': ['topic', String], '--count': ['count', Number],
@@ -38,11 +41,13 @@ function parseArgs(argv) {
     '--partition': ['partition', Number], '--offset': ['offset', String], '--compression': ['compression', String],
     '--acks': ['acks', Number], '--partitions': ['partitions', Number],
     '--replication-factor': ['replicationFactor', Number], '--timeout': ['timeout', Number],
+    '--group': ['group', String],
   }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     if (a === '--idempotent') opts.idempotent = true
     else if (a === '--auto-create') opts.autoCreate = true
+    else if (a === '--commit') opts.commit = true
     else if (a === '--config') {
       const kv = argv[++i] || ''
       const eq = kv.indexOf('=')
@@ -253,6 +258,36 @@ async function admin(kafka, sub, o) {
   }
 }
 
+async function groupConsume(kafka, o) {
+  if (!o.group) usage('--group is required')
+  const consumer = kafka.consumer({ groupId: o.group, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200 })
+  await consumer.connect()
+  let got = 0
+  let resolve
+  const done = new Promise(r => { resolve = r })
+  try {
+    await consumer.subscribe({ topic: o.topic, fromBeginning: true })
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        if (got >= o.count) return
+        print({
+          partition, offset: Number(message.offset),
+          key: message.key == null ? null : message.key.toString(), value: message.value == null ? null : message.value.toString(),
+        })
+        got++
+        if (o.commit) {
+          await consumer.commitOffsets([{ topic: o.topic, partition, offset: (BigInt(message.offset) + 1n).toString() }])
+        }
+        if (got >= o.count) resolve()
+      },
+    })
+    await done
+  } finally {
+    await consumer.disconnect()
+  }
+}
+
 async function main() {
   const argv = process.argv.slice(2)
   const cmd = argv.shift()
@@ -276,6 +311,7 @@ async function main() {
   if (cmd === 'produce') await produce(kafka, o)
   else if (cmd === 'consume') await consume(kafka, o)
   else if (cmd === 'admin') await admin(kafka, sub, o)
+  else if (cmd === 'group-consume') await groupConsume(kafka, o)
   else usage(`unknown command ${cmd}`)
 }
 

@@ -1,0 +1,34 @@
+#include "handlers/consumer_group_describe.h"
+
+#include <utility>
+
+#include "handlers/group_common.h"
+
+// GCC 12 false positive with asio coroutine frames (see produce.cc).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace mala::broker::handlers {
+
+asio::awaitable<std::optional<consumer_group_describe_handler::response>>
+consumer_group_describe_handler::handle_async(request_context& ctx, request req, int16_t /*version*/) {
+  response resp;
+  if (!ctx.services.groups) {
+    for (const auto& id : req.group_ids) {
+      auto& g = resp.groups.emplace_back();
+      g.group_id = id;
+      g.error_code = to_wire(error_code::coordinator_not_available);
+    }
+    co_return resp;
+  }
+  using described = std::vector<protocol::consumer_group_describe_response__described_group>;
+  auto describe = [ids = req.group_ids, ops = req.include_authorized_operations](
+                      coordinator::group_coordinator& groups, std::function<void(described)> answer) {
+    answer(groups.consumer_group_describe(ids, ops));
+  };
+  resp.groups = co_await call_group_coordinator<described>(ctx.services, std::move(describe));
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers

@@ -1,0 +1,29 @@
+#include "handlers/consumer_group_heartbeat.h"
+
+#include <utility>
+
+#include "handlers/group_common.h"
+
+// GCC 12 false positive with asio coroutine frames (see produce.cc).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace mala::broker::handlers {
+
+asio::awaitable<std::optional<consumer_group_heartbeat_handler::response>>
+consumer_group_heartbeat_handler::handle_async(request_context& ctx, request req, int16_t version) {
+  if (!ctx.services.groups) {
+    response resp;
+    resp.error_code = to_wire(error_code::coordinator_not_available);
+    co_return resp;
+  }
+  auto origin = request_origin_of(ctx, version);
+  auto beat = [origin = std::move(origin), req = std::move(req)](
+                  coordinator::group_coordinator& groups, std::function<void(response)> answer) mutable {
+    groups.consumer_group_heartbeat(origin, std::move(req), std::move(answer));
+  };
+  co_return co_await call_group_coordinator<response>(ctx.services, std::move(beat));
+}
+
+}  // namespace mala::broker::handlers

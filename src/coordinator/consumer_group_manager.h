@@ -1,0 +1,123 @@
+// The KIP-848 half of the group coordinator (Kafka 4.x GroupMetadataManager.consumerGroupHeartbeat and
+// friends): ConsumerGroupHeartbeat (join, heartbeat, leave, static members), ConsumerGroupDescribe, the
+// consumer groups' part of ListGroups / DeleteGroups / OffsetCommit / OffsetFetch, the member session and
+// rebalance timers, and the replay of the consumer group records (key versions 3-8) at load.
+//
+// Each heartbeat runs the whole of Kafka's step at once: validate, fence (UNKNOWN_MEMBER_ID,
+// FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED), update the member's subscription,
+// bump the group epoch when membership / subscriptions / subscribed partitions changed, compute a new target
+// assignment with the server-side assignor when the group epoch is ahead of it, then move the member one
+// step towards its target (consumer_group.h reconcile). The records of the step are appended as one batch;
+// the answer leaves once they are committed. The in-memory state changes at once (unlike Kafka's runtime,
+// a failed append is not rolled back: the member retries and the next step writes the state again).
+//
+// Groups of both protocols share one id space: the classic groups stay in the group coordinator, which
+// tells this class whether an id is taken by a classic group, and drops an empty classic group on upgrade
+// (group.consumer.migration.policy upgrade / bidirectional).
+//
+// Threads: the group coordinator's (one shard). Internal to src/coordinator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mala/common/error_code.h"
+#include "mala/common/result.h"
+#include "mala/coordinator/consumer_group.h"
+#include "mala/coordinator/group_coordinator.h"
+#include "mala/coordinator/group_records.h"
+#include "mala/coordinator/keyed_timer.h"
+#include "mala/protocol/messages/consumer_group_describe_response.h"
+#include "mala/protocol/messages/consumer_group_heartbeat_request.h"
+#include "mala/protocol/messages/consumer_group_heartbeat_response.h"
+#include "mala/protocol/messages/list_groups_response.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace mala::coordinator {
+
+// What the manager needs from the group coordinator that owns it.
+struct consumer_group_host {
+  std::function<int64_t()> now;
+  std::function<int32_t(const std::string&)> partition_of;
+  // NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / NONE.
+  std::function<error_code(const std::string&)> partition_error;
+  std::function<void(int32_t, std::vector<coordinator_record>, std::function<void(error_code)>)> write;
+  // A classic group of that id: nullopt when none, otherwise whether it is empty.
+  std::function<std::optional<bool>(const std::string&)> classic_group_empty;
+  // Drops an empty classic group (upgrade): its GroupMetadata tombstone goes into `records`.
+  std::function<void(const std::string&, std::vector<coordinator_record>&)> drop_empty_classic_group;
+  std::function<void(const std::string&)> log_info;
+};
+
+class consumer_group_manager {
+ public:
+  using heartbeat_callback = std::function<void(protocol::consumer_group_heartbeat_response)>;
+
+  consumer_group_manager(const group_coordinator_config& config, consumer_group_host host,
+                         keyed_timer& timers);
+
+  void set_topics(topic_catalog catalog) { _catalog = std::move(catalog); }
+  const topic_catalog& topics() const { return _catalog; }
+
+  void heartbeat(const request_origin& origin, protocol::consumer_group_heartbeat_request req,
+                 heartbeat_callback done);
+  std::vector<protocol::consumer_group_describe_response::described_group> describe(
+      const std::vector<std::string>& ids, bool include_authorized_operations) const;
+
+  const consumer_group* find(const std::string& id) const;
+  bool contains(const std::string& id) const { return _groups.contains(id); }
+  void list(const std::set<std::string>& states, const std::set<std::string>& types,
+            std::vector<protocol::list_groups_response::listed_group>& out) const;
+
+  // OffsetCommit against a consumer group (ConsumerGroup.validateOffsetCommit): a member id and its current
+  // epoch (STALE_MEMBER_EPOCH for another one, UNKNOWN_MEMBER_ID for an unknown member), or epoch -1 with no
+  // member id while the group is empty; versions before 9 (no member epochs) get UNSUPPORTED_VERSION.
+  error_code validate_offset_commit(const std::string& id, const std::string& member_id, int32_t epoch,
+                                    int16_t api_version) const;
+  // OffsetFetch v9+ with a member id: the member must exist with that epoch (no member id: admin fetch).
+  error_code validate_offset_fetch(const std::string& id, const std::optional<std::string>& member_id,
+                                   int32_t epoch) const;
+  // DeleteGroups: NON_EMPTY_GROUP while members exist, otherwise the tombstones of the group's records.
+  error_code delete_records(const std::string& id, std::vector<coordinator_record>& records) const;
+  void remove_group(const std::string& id);
+
+  status replay(int32_t partition, std::span<const uint8_t> key,
+                std::optional<std::span<const uint8_t>> value);
+  void complete_loading(int32_t partition);
+  void drop_partition(int32_t partition);
+
+ private:
+  struct step;
+  void respond_after_write(const std::string& gid, std::vector<coordinator_record> records,
+                           protocol::consumer_group_heartbeat_response resp, heartbeat_callback done);
+  void leave(const request_origin& origin, const protocol::consumer_group_heartbeat_request& req,
+             heartbeat_callback done);
+  // Removes a member for good (fencing, session expiry, leave): its records get tombstones and the group
+  // epoch moves on so that the others get its partitions.
+  void fence_member(consumer_group& g, const std::string& member_id,
+                    std::vector<coordinator_record>& records);
+  void schedule_session(const std::string& gid, const std::string& member_id);
+  void schedule_rebalance_timeout(const std::string& gid, const consumer_member& m);
+  void expire_member(const std::string& gid, const std::string& member_id, const char* why);
+  // Bumps the group epoch when its subscription metadata changed; computes the target when it lags.
+  void maybe_update_target(consumer_group& g, bool bump, std::vector<coordinator_record>& records);
+  std::string session_key(const std::string& gid, const std::string& member_id) const;
+  std::string rebalance_key(const std::string& gid, const std::string& member_id) const;
+
+  const group_coordinator_config& _config;
+  consumer_group_host _host;
+  keyed_timer& _timers;
+  topic_catalog _catalog;
+  std::map<std::string, consumer_group> _groups;
+  std::map<std::string, int32_t> _partition_of_group;
+};
+
+}  // namespace mala::coordinator
