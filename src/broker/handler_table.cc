@@ -8,6 +8,8 @@
 
 #include "handlers/alter_configs.h"
 #include "handlers/api_versions.h"
+#include "handlers/consumer_group_describe.h"
+#include "handlers/consumer_group_heartbeat.h"
 #include "handlers/create_partitions.h"
 #include "handlers/create_topics.h"
 #include "handlers/delete_groups.h"
@@ -15,8 +17,6 @@
 #include "handlers/delete_topics.h"
 #include "handlers/describe_cluster.h"
 #include "handlers/describe_configs.h"
-#include "handlers/consumer_group_describe.h"
-#include "handlers/consumer_group_heartbeat.h"
 #include "handlers/describe_groups.h"
 #include "handlers/describe_log_dirs.h"
 #include "handlers/describe_topic_partitions.h"

@@ -1,5 +1,5 @@
-// Kafka protocol error codes (the numbers are the wire values of Apache Kafka's Errors enum). Handlers answer with
-// these; they never throw on the request path.
+// Kafka protocol error codes (the numbers are the wire values of Apache Kafka's Errors enum). Handlers answer
+// with these; they never throw on the request path.
 #pragma once
 
 #include <cstdint>
@@ -140,7 +140,9 @@ enum class error_code : int16_t {
   invalid_regular_expression = 128,
 };
 
-constexpr int16_t to_wire(error_code code) { return static_cast<int16_t>(code); }
+constexpr int16_t to_wire(error_code code) {
+  return static_cast<int16_t>(code);
+}
 
 // Kafka's upper-case name for the code (e.g. "UNSUPPORTED_VERSION"), for logs.
 std::string_view error_name(error_code code);
