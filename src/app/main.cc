@@ -12,10 +12,15 @@
 
 #include <unistd.h>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "log_maintenance.h"
 #include "mala/broker/broker_dispatcher.h"
+#include "mala/broker/broker_lifecycle.h"
+#include "mala/broker/controller_channel.h"
 #include "mala/broker/fetch_sessions.h"
 #include "mala/broker/group_coordinator_driver.h"
 #include "mala/broker/handler_table.h"
@@ -24,11 +29,15 @@
 #include "mala/common/config.h"
 #include "mala/common/logging.h"
 #include "mala/common/uuid.h"
+#include "mala/controller/metadata_loader.h"
 #include "mala/controller/metadata_log.h"
 #include "mala/controller/quorum_controller.h"
+#include "mala/controller/raft_metadata_log.h"
 #include "mala/metadata/metadata_image.h"
 #include "mala/net/kafka_server.h"
+#include "mala/net/peer_client.h"
 #include "mala/net/shard_pool.h"
+#include "mala/raft/raft_node.h"
 #include "mala/replication/replica_manager.h"
 #include "mala/storage/log_dir_format.h"
 #include "mala/storage/log_manager.h"
@@ -196,6 +205,11 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<mala::storage::log_manager> logs = std::move(opened_logs.value());
 
+  // The shards exist (their threads start later) before anything that lives on shard 0's io_context.
+  const size_t shard_count = config.shards() > 0 ? static_cast<size_t>(config.shards())
+                                                 : std::max(1u, std::thread::hardware_concurrency());
+  mala::net::shard_pool shards(shard_count);
+
   auto static_config = [&config](std::string_view property) { return static_property(config, property); };
   const mala::metadata::metadata_image self_image = initial_image(config, dirs.cluster_id);
   mala::metadata::metadata_cache metadata;
@@ -229,11 +243,49 @@ int main(int argc, char** argv) {
   // The group coordinator runs on the home shard; created once the shards exist, it follows every image the
   // controller publishes from then on (a newly created __consumer_offsets partition is loaded at once).
   mala::broker::group_coordinator_driver* groups = nullptr;
-  if (config.has_role("controller")) {
-    auto metadata_log = mala::controller::local_metadata_log::open(metadata_log_dir);
-    if (!metadata_log) {
-      log->critical("cannot open the metadata log: {}", metadata_log.error().message);
+  // A quorum of more than one voter runs Raft (raft_node on shard 0): the controller starts as a standby,
+  // the metadata_loader publishes what the quorum commits and activates the controller on the leader, and
+  // the broker registers and heartbeats through the controller channel. A single voter keeps the local log.
+  std::vector<int32_t> voter_ids;
+  for (const auto& v : config.quorum_voters()) voter_ids.push_back(v.id);
+  const bool raft_quorum = voter_ids.size() > 1;
+  std::unique_ptr<mala::net::peer_client> peers;
+  std::unique_ptr<mala::raft::raft_node> raft;
+  std::unique_ptr<mala::controller::metadata_loader> loader;
+  std::unique_ptr<mala::broker::controller_channel> controller_link;
+  std::unique_ptr<mala::broker::broker_lifecycle> lifecycle;
+  if (raft_quorum) {
+    peers = std::make_unique<mala::net::peer_client>(shards.context(0),
+                                                     "mala-" + std::to_string(config.node_id()));
+    mala::raft::raft_node_options raft_options;
+    raft_options.config.node_id = config.node_id();
+    raft_options.config.voters = voter_ids;
+    raft_options.config.election_timeout_ms = config.controller_quorum_election_timeout_ms();
+    raft_options.config.fetch_timeout_ms = config.controller_quorum_fetch_timeout_ms();
+    raft_options.config.election_backoff_max_ms = config.controller_quorum_election_backoff_max_ms();
+    raft_options.config.random_seed =
+        static_cast<uint64_t>(wall_clock_ms()) ^ (uint64_t(config.node_id()) << 32);
+    raft_options.cluster_id = dirs.cluster_id;
+    for (const auto& v : config.quorum_voters()) raft_options.voter_endpoints[v.id] = {v.host, v.port};
+    raft_options.metadata_log_dir = metadata_log_dir;
+    auto opened_raft = mala::raft::raft_node::open(shards.context(0), std::move(raft_options));
+    if (!opened_raft) {
+      log->critical("cannot open the metadata quorum: {}", opened_raft.error().message);
       return 1;
+    }
+    raft = std::move(opened_raft.value());
+  }
+  if (config.has_role("controller")) {
+    std::unique_ptr<mala::controller::metadata_log> metadata_log;
+    if (raft) {
+      metadata_log = std::make_unique<mala::controller::raft_metadata_log>(*raft);
+    } else {
+      auto local_log = mala::controller::local_metadata_log::open(metadata_log_dir);
+      if (!local_log) {
+        log->critical("cannot open the metadata log: {}", local_log.error().message);
+        return 1;
+      }
+      metadata_log = std::move(local_log.value());
     }
     mala::controller::controller_options controller_options;
     controller_options.node_id = config.node_id();
@@ -245,8 +297,10 @@ int main(int argc, char** argv) {
     controller_options.delete_topic_enable = config.get_bool("delete.topic.enable").value_or(true);
     controller_options.placement_seed = static_cast<uint64_t>(wall_clock_ms());
     controller_options.clock_ms = wall_clock_ms;
-    auto opened =
-        mala::controller::quorum_controller::open(std::move(metadata_log.value()), controller_options);
+    controller_options.wait_for_activation = raft_quorum;
+    controller_options.unfence_on_registration = !raft_quorum;
+    controller_options.broker_session_timeout_ms = config.get_int("broker.session.timeout.ms").value_or(9000);
+    auto opened = mala::controller::quorum_controller::open(std::move(metadata_log), controller_options);
     if (!opened) {
       log->critical("cannot start the controller: {}", opened.error().message);
       return 1;
@@ -265,7 +319,7 @@ int main(int argc, char** argv) {
           publisher.publish(with_controller_id(image));
           if (groups) groups->on_metadata(*image);
         });
-    if (config.has_role("broker")) {
+    if (config.has_role("broker") && !raft_quorum) {
       mala::metadata::broker_registration registration = self_image.brokers.at(config.node_id());
       registration.incarnation_id = mala::uuid::random();
       // Only log.dirs are registered (a separate metadata.log.dir is last in dirs.dirs).
@@ -278,12 +332,41 @@ int main(int argc, char** argv) {
       }
       broker_epoch = epoch.value();
     }
-    // The image as replayed (and registered): replicas are created and led before any client connects.
-    auto image = with_controller_id(controller->image());
-    publisher.publish(image);
-    log->info("metadata log replayed to offset {}; {} topic(s), {} local replica(s), broker epoch {}",
-              image->metadata_offset, image->topics.size(), replicas.size(), broker_epoch);
-  } else {
+    if (!raft_quorum) {
+      // The image as replayed (and registered): replicas are created and led before any client connects.
+      auto image = with_controller_id(controller->image());
+      publisher.publish(image);
+      log->info("metadata log replayed to offset {}; {} topic(s), {} local replica(s), broker epoch {}",
+                image->metadata_offset, image->topics.size(), replicas.size(), broker_epoch);
+    }
+  }
+  if (raft_quorum) {
+    // Until the quorum has committed something this node serves an image without brokers: clients retry.
+    auto base = std::make_shared<mala::metadata::metadata_image>();
+    base->cluster_id = dirs.cluster_id;
+    metadata.publish(base);
+    controller_link = std::make_unique<mala::broker::controller_channel>(
+        &shards, 0, controller.get(), raft.get(), peers.get(),
+        config.get_int("request.timeout.ms").value_or(30'000));
+    mala::controller::metadata_loader_hooks hooks;
+    hooks.publish = [&publisher, &groups](const mala::metadata::metadata_image_ptr& image) {
+      publisher.publish(image);
+      if (groups) groups->on_metadata(*image);
+    };
+    hooks.on_activation = [&controller, &controller_link](bool active) {
+      if (active) {
+        controller->reset_heartbeat_deadlines(wall_clock_ms());
+      } else {
+        controller_link->on_deactivated();
+      }
+    };
+    hooks.on_commit = [&controller_link](int64_t high_watermark) {
+      controller_link->on_commit(high_watermark);
+    };
+    hooks.clock_ms = wall_clock_ms;
+    loader =
+        std::make_unique<mala::controller::metadata_loader>(*raft, controller.get(), base, std::move(hooks));
+  } else if (!config.has_role("controller")) {
     // A broker without the controller role joins a quorum with issue 6; until then it serves its own image.
     metadata.publish(std::make_shared<const mala::metadata::metadata_image>(self_image));
   }
@@ -299,15 +382,14 @@ int main(int argc, char** argv) {
                                            return logs->is_offline({topic, partition});
                                          }};
 
-  const size_t shard_count = config.shards() > 0 ? static_cast<size_t>(config.shards())
-                                                 : std::max(1u, std::thread::hardware_concurrency());
-  mala::net::shard_pool shards(shard_count);
   services.config = &config;
   services.shards = &shards;
   services.home_shard = 0;
   services.replicas = &replicas;
   services.logs = logs.get();
   services.controller = controller.get();
+  services.controller_link = controller_link.get();
+  services.raft = raft.get();
   services.fetch_sessions = &fetch_sessions;
   services.producer_ids = &producer_ids;
   services.clock_ms = wall_clock_ms;
@@ -324,6 +406,39 @@ int main(int argc, char** argv) {
     // COORDINATOR_LOAD_IN_PROGRESS until they are).
     groups->on_metadata(*metadata.current());
     groups->start();
+  }
+  // Periodic work of the active controller on a Raft quorum: fence brokers whose heartbeats stopped.
+  asio::steady_timer fencing_timer(shards.context(0));
+  std::function<void()> schedule_fencing = [&] {
+    fencing_timer.expires_after(std::chrono::milliseconds(250));
+    fencing_timer.async_wait([&](const std::error_code& ec) {
+      if (ec) return;
+      if (controller && controller->active()) controller->fence_stale_brokers(wall_clock_ms());
+      schedule_fencing();
+    });
+  };
+  if (raft_quorum && config.has_role("broker")) {
+    mala::broker::broker_lifecycle_options lifecycle_options;
+    auto& reg = lifecycle_options.registration;
+    const auto& self = self_image.brokers.at(config.node_id());
+    reg.broker_id = config.node_id();
+    reg.cluster_id = dirs.cluster_id;
+    reg.incarnation_id = mala::uuid::random();
+    reg.rack = self.rack;
+    for (const auto& e : self.endpoints) {
+      auto protocol = mala::parse_security_protocol(e.security_protocol);
+      reg.listeners.push_back({e.listener_name, e.host, static_cast<uint16_t>(e.port),
+                               static_cast<int16_t>(protocol.value_or(mala::security_protocol::plaintext))});
+    }
+    reg.features.push_back({std::string(mala::controller::metadata_version_feature),
+                            mala::controller::minimum_metadata_version,
+                            mala::controller::bootstrap_metadata_version});
+    for (size_t i = 0; i < config.log_dirs().size(); ++i) reg.log_dirs.push_back(dirs.dirs[i].directory_id);
+    lifecycle_options.heartbeat_interval_ms = config.get_int("broker.heartbeat.interval.ms").value_or(2000);
+    lifecycle_options.applied_metadata_offset = [&loader] { return loader->applied_offset(); };
+    lifecycle_options.clock_ms = wall_clock_ms;
+    lifecycle = std::make_unique<mala::broker::broker_lifecycle>(shards.context(0), *controller_link,
+                                                                 std::move(lifecycle_options));
   }
   mala::broker::broker_dispatcher dispatcher(services);
   mala::net::server_limits limits{config.socket_request_max_bytes(), config.connections_max_idle_ms()};
@@ -351,17 +466,45 @@ int main(int argc, char** argv) {
   signals.async_wait([&](const std::error_code& ec, int signal) {
     if (ec) return;
     log->info("received {}, shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
-    server.stop();
-    maintenance.stop();
-    if (groups) groups->stop();
-    shards.stop();
+    auto finish = [&] {
+      server.stop();
+      maintenance.stop();
+      if (groups) groups->stop();
+      fencing_timer.cancel();
+      if (lifecycle) lifecycle->stop();
+      if (raft) {
+        raft->resign();  // EndQuorumEpoch: the other voters elect a successor at once
+        raft->stop();
+      }
+      shards.stop();
+    };
+    if (!lifecycle) {
+      finish();
+      return;
+    }
+    // Controlled shutdown (KIP-631 WantShutDown): leadership moves away before the node stops.
+    asio::co_spawn(
+        shards.context(0),
+        [&, finish]() -> asio::awaitable<void> {
+          co_await lifecycle->controlled_shutdown(
+              config.get_int("controlled.shutdown.timeout.ms").value_or(5000));
+          finish();
+        },
+        asio::detached);
   });
+  if (raft) {
+    raft->start();
+    loader->update();
+    schedule_fencing();
+  }
+  if (lifecycle) lifecycle->start();
   std::signal(SIGPIPE, SIG_IGN);
   shards.start();
   log->info("node {} ready with {} shard(s)", config.node_id(), shard_count);
   shards.join();
   groups = nullptr;
   group_driver.reset();
+  lifecycle.reset();
   // The high watermarks are checkpointed while the replicas still exist; then the replicas stop before their
   // logs close (parked requests are gone with the shards).
   if (auto st = logs->checkpoint_high_watermarks(replica_high_watermark); !st.ok()) {
@@ -369,6 +512,10 @@ int main(int argc, char** argv) {
   }
   for (const auto& tp : replicas.partitions()) (void)replicas.remove_partition(tp, /*delete_log=*/false);
   controller.reset();
+  loader.reset();
+  controller_link.reset();
+  raft.reset();
+  peers.reset();
   // Flushes and closes every log, writes the checkpoints and the clean-shutdown marker, so the next start
   // skips the recovery scan.
   if (auto st = logs->shutdown(broker_epoch); !st.ok()) {

@@ -8,6 +8,9 @@
 
 #include "handlers/alter_configs.h"
 #include "handlers/api_versions.h"
+#include "handlers/begin_quorum_epoch.h"
+#include "handlers/broker_heartbeat.h"
+#include "handlers/broker_registration.h"
 #include "handlers/consumer_group_describe.h"
 #include "handlers/consumer_group_heartbeat.h"
 #include "handlers/create_partitions.h"
@@ -19,7 +22,9 @@
 #include "handlers/describe_configs.h"
 #include "handlers/describe_groups.h"
 #include "handlers/describe_log_dirs.h"
+#include "handlers/describe_quorum.h"
 #include "handlers/describe_topic_partitions.h"
+#include "handlers/end_quorum_epoch.h"
 #include "handlers/fetch.h"
 #include "handlers/find_coordinator.h"
 #include "handlers/heartbeat.h"
@@ -35,6 +40,7 @@
 #include "handlers/offset_fetch.h"
 #include "handlers/produce.h"
 #include "handlers/sync_group.h"
+#include "handlers/vote.h"
 
 namespace mala::broker {
 
@@ -132,6 +138,12 @@ handler_table::handler_table() {
       entry<handlers::incremental_alter_configs_handler>("IncrementalAlterConfigs"),
       entry<handlers::describe_cluster_handler>("DescribeCluster"),
       entry<handlers::describe_topic_partitions_handler>("DescribeTopicPartitions"),
+      entry<handlers::vote_handler>("Vote"),
+      entry<handlers::describe_quorum_handler>("DescribeQuorum"),
+      entry<handlers::begin_quorum_epoch_handler>("BeginQuorumEpoch"),
+      entry<handlers::end_quorum_epoch_handler>("EndQuorumEpoch"),
+      entry<handlers::broker_registration_handler>("BrokerRegistration"),
+      entry<handlers::broker_heartbeat_handler>("BrokerHeartbeat"),
   };
   std::sort(_entries.begin(), _entries.end(),
             [](const handler_entry& a, const handler_entry& b) { return a.api_key < b.api_key; });

@@ -11,6 +11,7 @@
 
 #include "mala/common/config.h"
 #include "mala/common/listener.h"
+#include "mala/common/logging.h"
 #include "mala/controller/replica_placement.h"
 #include "mala/metadata/metadata_delta.h"
 
@@ -334,6 +335,14 @@ struct quorum_controller::state {
   metadata::metadata_image_ptr image;
   image_publisher publisher;
   std::mt19937_64 placement_rng;
+  // Broker sessions (heartbeat times, controlled shutdown offsets), made on first use.
+  std::optional<broker_heartbeat_manager> heartbeats;
+
+  broker_heartbeat_manager& sessions() {
+    if (!heartbeats) heartbeats.emplace(options.broker_session_timeout_ms);
+    return *heartbeats;
+  }
+  bool active = true;
 
   // Applies `records` to a copy of the image (so that a record the image would refuse is never written),
   // appends them as one batch, and publishes the new image. Nothing changes when it fails.
@@ -360,8 +369,19 @@ struct quorum_controller::state {
       if (!next.ok()) return next.error();
     }
     image = std::move(*next);
-    if (publisher) publisher(image);
+    // Only committed images go to the broker side: on a Raft quorum that is the metadata_loader's job.
+    if (publisher && log->committed_offset() >= appended->last_offset) publisher(image);
     return status::success();
+  }
+
+  // A freshly formatted cluster: its first write finalizes metadata.version, which is what `kafka-storage
+  // format` puts in bootstrap.checkpoint and the first controller writes to the log.
+  status bootstrap_if_empty() {
+    if (image->finalized_features.count(std::string(metadata_version_feature)) != 0) return status::success();
+    protocol::feature_level_record feature;
+    feature.name = std::string(metadata_version_feature);
+    feature.feature_level = bootstrap_metadata_version;
+    return commit({versioned(feature, v0)});
   }
 
   uint64_t next_placement_seed() { return placement_rng(); }
@@ -581,31 +601,57 @@ result<std::unique_ptr<quorum_controller>> quorum_controller::open(std::unique_p
   base->cluster_id = options.cluster_id;
   base->controller_id = options.node_id;
   metadata::metadata_delta delta(base);
-  auto replayed = log->replay(0, [&](const versioned_metadata_record& r, int64_t offset, int32_t epoch) {
-    if (auto st = delta.apply(r.record, offset, epoch); !st.ok()) {
-      return status::error(st.code,
-                           "metadata log record at offset " + std::to_string(offset) + ": " + st.message);
-    }
-    return status::success();
-  });
+  // A standby on a Raft quorum learns the log from the metadata_loader (activate()); nothing is committed
+  // before the quorum says so.
+  const int64_t replay_from = options.wait_for_activation ? std::numeric_limits<int64_t>::max() : 0;
+  auto replayed =
+      log->replay(replay_from, [&](const versioned_metadata_record& r, int64_t offset, int32_t epoch) {
+        if (auto st = delta.apply(r.record, offset, epoch); !st.ok()) {
+          return status::error(st.code,
+                               "metadata log record at offset " + std::to_string(offset) + ": " + st.message);
+        }
+        return status::success();
+      });
   if (!replayed.ok()) return replayed;
 
   auto s = std::make_unique<state>();
   s->log = std::move(log);
   s->image = delta.build();
+  s->active = !options.wait_for_activation;
   const uint64_t seed = options.placement_seed != 0 ? options.placement_seed : std::random_device{}();
   s->placement_rng.seed(seed);
   s->options = std::move(options);
 
   // An empty log is a freshly formatted cluster: its first batch finalizes metadata.version, which is what
   // `kafka-storage format` puts in bootstrap.checkpoint and the first controller writes to the log.
-  if (s->log->end_offset() == 0) {
-    protocol::feature_level_record feature;
-    feature.name = std::string(metadata_version_feature);
-    feature.feature_level = bootstrap_metadata_version;
-    if (auto st = s->commit({versioned(feature, v0)}); !st.ok()) return st;
+  if (s->active) {
+    if (auto st = s->bootstrap_if_empty(); !st.ok()) return st;
   }
   return std::unique_ptr<quorum_controller>(new quorum_controller(std::move(s)));
+}
+
+bool quorum_controller::active() const {
+  return _state->active;
+}
+
+void quorum_controller::activate(metadata::metadata_image_ptr committed, int64_t now_ms) {
+  (void)now_ms;
+  state& s = *_state;
+  s.image = std::move(committed);
+  s.active = true;
+  if (auto st = s.bootstrap_if_empty(); !st.ok()) {
+    // The next leader will try again; this one cannot write.
+    s.active = false;
+  }
+}
+
+void quorum_controller::deactivate(metadata::metadata_image_ptr committed) {
+  _state->image = std::move(committed);
+  _state->active = false;
+}
+
+int64_t quorum_controller::last_written_offset() const {
+  return _state->log->end_offset() - 1;
 }
 
 metadata::metadata_image_ptr quorum_controller::image() const {
@@ -615,6 +661,133 @@ metadata::metadata_image_ptr quorum_controller::image() const {
 void quorum_controller::set_publisher(image_publisher publisher) {
   _state->publisher = std::move(publisher);
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Broker lifecycle records (ReplicationControlManager.handleBrokerFenced / handleBrokerUnfenced /
+// handleBrokerInControlledShutdown and the part of PartitionChangeBuilder they use)
+
+namespace {
+
+// Kafka writes PartitionChangeRecord v2 from metadata.version 4.0-IV1 (MetadataVersion.
+// partitionChangeRecordVersion); BrokerRegistrationChangeRecord v0 for fencing changes and v1 for
+// InControlledShutdown, the version that field needs.
+constexpr int16_t partition_change_record_version = 2;
+constexpr int16_t controlled_shutdown_change_version = 1;
+
+bool contains(const std::vector<int32_t>& ids, int32_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// PartitionChangeBuilder.build for the broker-state changes, with eligible leader replicas and unclean
+// election off: the target ISR is the ISR without `broker_to_remove`; the leader stays if it is still in
+// the target ISR and acceptable, else the first replica (in replica order) that is, else none (-1). An
+// acceptable leader is active (registered, unfenced, not in controlled shutdown) or `broker_to_add` (the
+// broker being unfenced, still fenced in the image), and never `broker_to_remove`. An empty target ISR is not
+// written: the last member stays (Kafka keeps it so that it can be elected again, no unclean election).
+// The ISR shrinking alone does not bump the leader epoch from metadata.version 3.6 (KAFKA-15021), so the
+// leader field is set only when the leader changes. Nothing changes: no record.
+std::optional<protocol::partition_change_record> leader_and_isr_change(const metadata_image& image,
+                                                                       const uuid& topic_id,
+                                                                       const metadata::partition_state& p,
+                                                                       int32_t broker_to_remove,
+                                                                       int32_t broker_to_add) {
+  std::vector<int32_t> target_isr;
+  for (int32_t r : p.isr)
+    if (r != broker_to_remove) target_isr.push_back(r);
+  auto valid_leader = [&](int32_t r) {
+    return r >= 0 && r != broker_to_remove && contains(target_isr, r) &&
+           (r == broker_to_add || is_active(image, r));
+  };
+  int32_t leader = p.leader;
+  if (!valid_leader(leader)) {
+    leader = metadata::no_leader;
+    for (int32_t r : p.replicas) {
+      if (valid_leader(r)) {
+        leader = r;
+        break;
+      }
+    }
+  }
+  protocol::partition_change_record record;
+  record.topic_id = topic_id;
+  record.partition_id = p.partition;
+  bool changed = false;
+  if (leader != p.leader) {
+    record.leader = leader;
+    changed = true;
+  }
+  if (!target_isr.empty() && target_isr != p.isr) {
+    record.isr = std::move(target_isr);
+    changed = true;
+  }
+  if (!changed) return std::nullopt;
+  return record;
+}
+
+// generateLeaderAndIsrUpdates over the partitions `select` picks.
+template <typename Select>
+void append_leader_and_isr_changes(const metadata_image& image, int32_t broker_to_remove,
+                                   int32_t broker_to_add, Select select, record_list& records) {
+  for (const auto& [name, topic] : image.topics) {
+    for (const auto& p : topic.partitions) {
+      if (!select(p)) continue;
+      if (auto change = leader_and_isr_change(image, topic.id, p, broker_to_remove, broker_to_add))
+        records.push_back(versioned(std::move(*change), partition_change_record_version));
+    }
+  }
+}
+
+bool leads_any(const metadata_image& image, int32_t id) {
+  for (const auto& [name, topic] : image.topics)
+    for (const auto& p : topic.partitions)
+      if (p.leader == id) return true;
+  return false;
+}
+
+// handleBrokerFenced: off every ISR (leaders moved), then BrokerRegistrationChangeRecord Fenced = 1 (Kafka
+// 4.x's form; FenceBrokerRecord is for metadata.version < 3.3-IV2).
+void append_fence_records(const metadata_image& image, int32_t id, int64_t epoch, record_list& records) {
+  append_leader_and_isr_changes(
+      image, id, metadata::no_leader,
+      [id](const metadata::partition_state& p) { return contains(p.isr, id); }, records);
+  protocol::broker_registration_change_record change;
+  change.broker_id = id;
+  change.broker_epoch = epoch;
+  change.fenced = metadata::fencing_change_fence;
+  records.push_back(versioned(change, v0));
+}
+
+// handleBrokerUnfenced: BrokerRegistrationChangeRecord Fenced = -1, then leaders for every leaderless
+// partition, the newly unfenced broker counting as active.
+void append_unfence_records(const metadata_image& image, int32_t id, int64_t epoch, record_list& records) {
+  protocol::broker_registration_change_record change;
+  change.broker_id = id;
+  change.broker_epoch = epoch;
+  change.fenced = metadata::fencing_change_unfence;
+  records.push_back(versioned(change, v0));
+  append_leader_and_isr_changes(
+      image, metadata::no_leader, id,
+      [](const metadata::partition_state& p) { return p.leader == metadata::no_leader; }, records);
+}
+
+// handleBrokerInControlledShutdown: InControlledShutdown = 1 (once), then off every ISR it can leave, its
+// leaderships moved to other active ISR members.
+void append_controlled_shutdown_records(const metadata_image& image, int32_t id, int64_t epoch,
+                                        record_list& records) {
+  auto broker = image.brokers.find(id);
+  if (broker != image.brokers.end() && !broker->second.in_controlled_shutdown) {
+    protocol::broker_registration_change_record change;
+    change.broker_id = id;
+    change.broker_epoch = epoch;
+    change.in_controlled_shutdown = metadata::controlled_shutdown_change_in_controlled_shutdown;
+    records.push_back(versioned(change, controlled_shutdown_change_version));
+  }
+  append_leader_and_isr_changes(
+      image, id, metadata::no_leader,
+      [id](const metadata::partition_state& p) { return contains(p.isr, id); }, records);
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
 // BrokerRegistration (ClusterControlManager.registerBroker)
@@ -693,19 +866,19 @@ result<int64_t> quorum_controller::register_broker(const metadata::broker_regist
     record.in_controlled_shutdown = false;
   }
   const int64_t epoch = record.broker_epoch;
-  const bool unfence = record.fenced;
+  const bool new_incarnation =
+      existing == image->brokers.end() || existing->second.incarnation_id != registration.incarnation_id;
+  const bool unfence = record.fenced && s.options.unfence_on_registration;
   record_list records{versioned(std::move(record), register_broker_record_version)};
   if (unfence) {
     // A single voter's broker has caught up with the metadata log as soon as it registers, so it is unfenced
-    // in the same batch. Kafka 4.x unfences with BrokerRegistrationChangeRecord v0 (Fenced = -1), not the
-    // UnfenceBrokerRecord of metadata.version < 3.3-IV2 (ReplicationControlManager.handleBrokerUnfenced).
-    protocol::broker_registration_change_record change;
-    change.broker_id = id;
-    change.broker_epoch = epoch;
-    change.fenced = metadata::fencing_change_unfence;
-    records.push_back(versioned(change, v0));
+    // in the same batch, as a heartbeat would (append_unfence_records: BrokerRegistrationChangeRecord v0
+    // Fenced = -1, and leaders for the leaderless partitions whose ISR holds it).
+    append_unfence_records(*image, id, epoch, records);
   }
   if (auto st = s.commit(records); !st.ok()) return st;
+  // A new incarnation's session starts afresh (ClusterControlManager.registerBroker drops the old one).
+  if (new_incarnation) s.sessions().remove(id);
   return epoch;
 }
 
@@ -1289,6 +1462,129 @@ result<producer_id_block> quorum_controller::allocate_producer_ids(int32_t broke
   record.next_producer_id = first + producer_id_block_size;
   if (auto st = s.commit({versioned(record, v0)}); !st.ok()) return st;
   return producer_id_block{broker_id, first, producer_id_block_size};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// BrokerHeartbeat (QuorumController / ReplicationControlManager.processBrokerHeartbeat)
+
+protocol::broker_heartbeat_response quorum_controller::broker_heartbeat(
+    const protocol::broker_heartbeat_request& request, int64_t now_ms) {
+  state& s = *_state;
+  const metadata::metadata_image_ptr image_ptr = s.image;
+  const metadata_image& image = *image_ptr;
+  const int32_t id = request.broker_id;
+  protocol::broker_heartbeat_response response;  // IsFenced true, IsCaughtUp false: what an error answers
+  auto fail = [&](error_code code, const std::string& why) {
+    subsystem_logger("controller")->debug("heartbeat from broker {} refused: {}", id, why);
+    response.error_code = to_wire(code);
+    return response;
+  };
+
+  // ClusterControlManager.checkBrokerEpoch (StaleBrokerEpochException).
+  auto broker = image.brokers.find(id);
+  if (broker == image.brokers.end()) {
+    return fail(error_code::stale_broker_epoch,
+                "Receive a heartbeat from broker " + std::to_string(id) + " before registration");
+  }
+  const int64_t epoch = broker->second.epoch;
+  if (request.broker_epoch != epoch) {
+    return fail(error_code::stale_broker_epoch, "Expected broker epoch " + std::to_string(epoch) +
+                                                    ", but got broker epoch " +
+                                                    std::to_string(request.broker_epoch));
+  }
+
+  broker_heartbeat_manager& sessions = s.sessions();
+  broker_control_state current = broker_control_state::unfenced;
+  if (broker->second.fenced) {
+    current = broker_control_state::fenced;
+  } else if (sessions.in_controlled_shutdown(id)) {
+    current = broker_control_state::controlled_shutdown;
+  }
+  heartbeat_facts facts;
+  facts.want_fence = request.want_fence;
+  facts.want_shut_down = request.want_shut_down;
+  // The broker epoch is the offset of its RegisterBrokerRecord.
+  facts.caught_up = request.current_metadata_offset >= epoch;
+  facts.has_leaderships = leads_any(image, id);
+  if (current == broker_control_state::controlled_shutdown) {
+    std::vector<int32_t> active;
+    for (const auto& [other, b] : image.brokers) {
+      if (other != id && !b.fenced && !sessions.in_controlled_shutdown(other)) active.push_back(other);
+    }
+    facts.shutdown_offset_reached =
+        *sessions.controlled_shutdown_offset(id) <= sessions.lowest_offset(active);
+  }
+  const broker_control_state next = next_broker_state(current, facts);
+
+  record_list records;
+  if (next != current) {
+    switch (next) {
+      case broker_control_state::fenced:
+      case broker_control_state::shutdown_now:
+        // Kafka writes the fencing again for a fenced broker that shuts down; Mala writes nothing then.
+        if (!broker->second.fenced) append_fence_records(image, id, epoch, records);
+        break;
+      case broker_control_state::unfenced:
+        append_unfence_records(image, id, epoch, records);
+        break;
+      case broker_control_state::controlled_shutdown:
+        append_controlled_shutdown_records(image, id, epoch, records);
+        break;
+    }
+  }
+  if (auto st = s.commit(records); !st.ok()) {
+    // The heartbeat still counts for the session; the state stays as it was.
+    sessions.touch(id, now_ms, request.current_metadata_offset, broker->second.fenced);
+    return fail(st.code, st.message);
+  }
+  if (next != current) {
+    subsystem_logger("controller")
+        ->info("broker {} (epoch {}) heartbeat: {} -> {} ({} record(s))", id, epoch, to_string(current),
+               to_string(next), records.size());
+  }
+  sessions.touch(id, now_ms, request.current_metadata_offset, is_fenced(next));
+  // The controlled shutdown is complete once every active broker has replayed past the records that moved
+  // its leaderships (QuorumController's processBatchEndOffset).
+  if (next == broker_control_state::controlled_shutdown)
+    sessions.maybe_set_controlled_shutdown_offset(id, s.log->end_offset() - 1);
+
+  response.is_caught_up = facts.caught_up;
+  response.is_fenced = is_fenced(next);
+  response.should_shut_down = should_shut_down(next);
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Session expiry (ReplicationControlManager.maybeFenceOneStaleBroker)
+
+void quorum_controller::fence_stale_brokers(int64_t now_ms) {
+  state& s = *_state;
+  std::vector<int32_t> unfenced;
+  for (const auto& [id, b] : s.image->brokers)
+    if (!b.fenced) unfenced.push_back(id);
+  // One batch per broker, so that each fencing sees the leaders the previous one chose (as Kafka does).
+  for (int32_t id : s.sessions().stale_brokers(unfenced, now_ms)) {
+    const metadata::metadata_image_ptr image = s.image;
+    auto broker = image->brokers.find(id);
+    if (broker == image->brokers.end() || broker->second.fenced) continue;
+    record_list records;
+    append_fence_records(*image, id, broker->second.epoch, records);
+    if (auto st = s.commit(records); !st.ok()) {
+      subsystem_logger("controller")
+          ->error("cannot fence broker {} after its session timed out: {}", id, st.message);
+      return;
+    }
+    subsystem_logger("controller")
+        ->info("fenced broker {} because its session has timed out ({} record(s))", id, records.size());
+    s.sessions().fenced(id);
+  }
+}
+
+void quorum_controller::reset_heartbeat_deadlines(int64_t now_ms) {
+  state& s = *_state;
+  std::vector<int32_t> ids;
+  for (const auto& [id, b] : s.image->brokers) ids.push_back(id);
+  s.sessions().reset(ids, now_ms);
 }
 
 }  // namespace mala::controller

@@ -30,16 +30,6 @@ int64_t system_clock_ms() {
   std::abort();
 }
 
-// ControlRecordType's key: version (int16, 0) and type (int16), big-endian.
-std::array<uint8_t, 4> control_record_key(int16_t type) {
-  return {0, 0, static_cast<uint8_t>(static_cast<uint16_t>(type) >> 8), static_cast<uint8_t>(type & 0xff)};
-}
-
-std::optional<int16_t> control_record_type(std::span<const uint8_t> key) {
-  if (key.size() < 4) return std::nullopt;
-  return static_cast<int16_t>((key[2] << 8) | key[3]);
-}
-
 // Reads up to this many bytes per partition_log read (at least one batch whatever its size).
 constexpr int32_t read_chunk_bytes = 1024 * 1024;
 
@@ -150,7 +140,7 @@ std::vector<log_entry> partition_raft_log::read(int64_t from_offset, size_t max_
         if (offset < next) continue;
         log_entry entry{offset, epoch, entry_type::data, {}};
         if (batch.is_control()) {
-          const auto type = record.key ? control_record_type(*record.key) : std::nullopt;
+          const auto type = record.key ? storage::control_record_type(*record.key) : std::nullopt;
           if (type != leader_change_control_type) {
             corrupt(offset, "control record of an unsupported type");
             return out;
@@ -184,7 +174,7 @@ void partition_raft_log::append(std::span<const log_entry> entries) {
   if (!_failure.ok() || entries.empty()) return;
   // One batch per entry; a run of entries of one epoch goes to the partition log in one write.
   const int64_t now = _clock_ms();
-  const auto key = control_record_key(leader_change_control_type);
+  const auto key = storage::control_record_key(leader_change_control_type);
   int64_t expected = end_offset();
   int32_t last_epoch = last_fetched_epoch();
   size_t i = 0;

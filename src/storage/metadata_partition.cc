@@ -42,6 +42,15 @@ result<std::unique_ptr<partition_log>> open_metadata_partition(const std::filesy
                              std::move(options));
 }
 
+std::array<uint8_t, 4> control_record_key(int16_t type) {
+  return {0, 0, static_cast<uint8_t>(static_cast<uint16_t>(type) >> 8), static_cast<uint8_t>(type & 0xff)};
+}
+
+std::optional<int16_t> control_record_type(std::span<const uint8_t> key) {
+  if (key.size() < 4) return std::nullopt;
+  return static_cast<int16_t>((key[2] << 8) | key[3]);
+}
+
 result<std::vector<uint8_t>> build_metadata_batch(std::span<const metadata_batch_record> records,
                                                   int64_t timestamp_ms, bool control) {
   if (records.empty()) return status::error(error_code::invalid_request, "empty metadata batch");

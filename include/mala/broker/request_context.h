@@ -23,6 +23,9 @@ class replica_manager;
 namespace mala::controller {
 class quorum_controller;
 }
+namespace mala::raft {
+class raft_node;
+}
 namespace mala::coordinator {
 class group_coordinator;
 }
@@ -32,6 +35,7 @@ namespace mala::broker {
 class handler_table;
 class fetch_session_cache;
 class producer_id_allocator;
+class controller_channel;
 
 // Node-wide services shared by every handler; outlives the server.
 struct broker_services {
@@ -51,7 +55,12 @@ struct broker_services {
   replication::replica_manager* replicas = nullptr;     // home shard only
   storage::log_manager* logs = nullptr;                 // home shard only (DescribeLogDirs)
   controller::quorum_controller* controller = nullptr;  // home shard only; null without the controller role
-  producer_id_allocator* producer_ids = nullptr;        // home shard only; InitProducerId's id blocks
+  // The way to the active controller, local or remote (controller_channel.h); null in handler unit tests,
+  // which then call `controller` directly.
+  controller_channel* controller_link = nullptr;
+  // This node's metadata quorum replica (home shard only); null on a single-voter quorum and in tests.
+  raft::raft_node* raft = nullptr;
+  producer_id_allocator* producer_ids = nullptr;  // home shard only; InitProducerId's id blocks
   // The group coordinator (consumer groups, committed offsets); home shard only. Null: group requests are
   // answered COORDINATOR_NOT_AVAILABLE.
   coordinator::group_coordinator* groups = nullptr;

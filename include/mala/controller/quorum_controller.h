@@ -25,11 +25,14 @@
 #include <string_view>
 
 #include "mala/common/result.h"
+#include "mala/controller/broker_heartbeat_manager.h"
 #include "mala/controller/metadata_log.h"
 #include "mala/controller/topic_config.h"
 #include "mala/metadata/metadata_image.h"
 #include "mala/protocol/messages/alter_configs_request.h"
 #include "mala/protocol/messages/alter_configs_response.h"
+#include "mala/protocol/messages/broker_heartbeat_request.h"
+#include "mala/protocol/messages/broker_heartbeat_response.h"
 #include "mala/protocol/messages/create_partitions_request.h"
 #include "mala/protocol/messages/create_partitions_response.h"
 #include "mala/protocol/messages/create_topics_request.h"
@@ -69,6 +72,14 @@ struct controller_options {
   // random). 0: a random seed; tests fix a non-zero one.
   uint64_t placement_seed = 0;
   std::function<int64_t()> clock_ms;  // wall clock; the system clock when unset
+  // On a Raft quorum (raft_metadata_log) the controller starts as a standby: open() neither replays nor
+  // bootstraps, and the node's metadata_loader activates it with the committed image once this node leads
+  // the quorum. On a single-voter log it is active from open().
+  bool wait_for_activation = false;
+  // A single voter's broker has caught up with the metadata log as soon as it registers, so register_broker
+  // unfences it in the same batch; on a Raft quorum a heartbeat does once the broker has caught up.
+  bool unfence_on_registration = true;
+  int64_t broker_session_timeout_ms = 9000;  // broker.session.timeout.ms
 };
 
 // A block of producer ids handed to one broker (AllocateProducerIds, KIP-730): [first_id, first_id + size).
@@ -96,8 +107,23 @@ class quorum_controller {
   // first write; open() does not call it (the caller publishes image() itself at start-up).
   void set_publisher(image_publisher publisher);
 
+  // Whether this controller is the active one (the only writer). Requests reaching a standby controller must
+  // be answered NOT_CONTROLLER by the caller.
+  bool active() const;
+  // Becomes the active controller from `committed`, the image of everything committed (the new Raft leader
+  // has committed its epoch's first entry, so that is the whole log). Bootstraps an empty cluster
+  // (metadata.version) then. Uncommitted writes of an earlier term were reverted by deactivate().
+  void activate(metadata::metadata_image_ptr committed, int64_t now_ms);
+  // Leadership lost: back to standby with the committed image; writes not yet committed are forgotten (they
+  // may be truncated by the new leader), as Kafka's QuorumController reverts to its last committed state.
+  void deactivate(metadata::metadata_image_ptr committed);
+  // The offset of the last record this controller wrote (-1 before any): a request is answered once the
+  // metadata log has committed it.
+  int64_t last_written_offset() const;
+
   // BrokerRegistration: RegisterBrokerRecord v3 (the broker epoch is its offset in the metadata log) and,
-  // since a single-voter quorum's broker is caught up at once, the unfencing in the same batch, written as
+  // with controller_options.unfence_on_registration (a single-voter quorum's broker is caught up at once;
+  // otherwise a heartbeat unfences it), the unfencing in the same batch, written as
   // Kafka 4.x writes it: BrokerRegistrationChangeRecord v0 with Fenced = -1 (UnfenceBrokerRecord is only for
   // metadata.version < 3.3-IV2). A new incarnation (restart) gets a new epoch, the same incarnation keeps its
   // epoch (an amendment); partitions keep their leader and ISR. Checked as ClusterControlManager does: every
@@ -135,6 +161,30 @@ class quorum_controller {
 
   // AllocateProducerIds: the next block of producer_id_block_size ids (ProducerIdsRecord).
   result<producer_id_block> allocate_producer_ids(int32_t broker_id, int64_t broker_epoch);
+
+  // --- Broker lifecycle (Kafka 4.x's ClusterControlManager / BrokerHeartbeatManager /
+  // ReplicationControlManager). Heartbeat times are in memory only; every change is written as records.
+
+  // BrokerHeartbeat at now_ms: STALE_BROKER_EPOCH for an unknown broker or another epoch. Otherwise records
+  // the heartbeat and moves the broker through Kafka's states: a fenced broker is unfenced once
+  // CurrentMetadataOffset reaches its registration (the broker epoch) and WantFence is false, and becomes
+  // the leader of leaderless partitions whose ISR holds it; WantFence fences it (leaderships and ISR
+  // memberships move away); WantShutDown starts a controlled shutdown (InControlledShutdown, then every
+  // partition whose ISR holds it gets another leader from the active ISR members and loses it from the ISR
+  // unless it is the last member) and answers ShouldShutDown once it leads nothing and every active broker
+  // has reported the offset of those changes; the broker is then fenced. A fenced broker may shut down at
+  // once. Throttle is always 0.
+  protocol::broker_heartbeat_response broker_heartbeat(const protocol::broker_heartbeat_request& request,
+                                                       int64_t now_ms);
+  // Fences every unfenced broker whose last heartbeat is older than broker_session_timeout_ms (one batch per
+  // broker, oldest first): BrokerRegistrationChangeRecord Fenced=1, and for each partition whose ISR holds
+  // it a new leader from the active ISR members and the ISR without it, unless it is the last ISR member
+  // (then the partition keeps it in the ISR with no leader, -1). A broker never heard from starts its session
+  // at the first check. Called periodically by the active controller.
+  void fence_stale_brokers(int64_t now_ms);
+  // Starts every registered broker's session afresh at now_ms: call when this controller becomes active, so
+  // that brokers get a full session timeout to find it (ClusterControlManager.activate).
+  void reset_heartbeat_deadlines(int64_t now_ms);
 
  private:
   struct state;

@@ -30,12 +30,13 @@
 
 #include "mala/common/result.h"
 #include "mala/raft/log.h"
+#include "mala/storage/metadata_partition.h"
 #include "mala/storage/partition_log.h"
 
 namespace mala::raft {
 
 // Kafka's ControlRecordType.LEADER_CHANGE.
-inline constexpr int16_t leader_change_control_type = 2;
+inline constexpr int16_t leader_change_control_type = storage::leader_change_control_type;
 
 struct partition_raft_log_options {
   std::function<int64_t()> clock_ms;  // batch timestamps and segment rolling; the system clock when unset

@@ -168,6 +168,9 @@ class replica {
   int32_t leader_id() const { return _leader_id; }
   int32_t voted_id() const { return _voted_id; }
   int64_t high_watermark() const { return _high_watermark; }
+  // Leader only: the offset of this epoch's leader_change entry. Once the high watermark passes it, every
+  // entry of earlier epochs is committed too (the controller becomes active then).
+  int64_t epoch_start_offset() const { return _epoch_start_offset; }
   const raft_log& log() const { return _log; }
   // Leader only (empty elsewhere): every voter but this one, then the observers that fetched.
   std::vector<replica_progress> progress() const;

@@ -8,6 +8,7 @@
 // Threads: plain functions; the partition_log they touch is used on its owning thread only.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -50,6 +51,15 @@ struct metadata_batch_record {
   std::optional<std::span<const uint8_t>> key;
   std::span<const uint8_t> value;
 };
+
+// Kafka's ControlRecordType.LEADER_CHANGE: the control record a KRaft leader writes at the start of its epoch
+// (KIP-595), its value a LeaderChangeMessage.
+inline constexpr int16_t leader_change_control_type = 2;
+
+// The key of a control record (ControlRecordType): version (int16, 0) and type (int16), big-endian.
+std::array<uint8_t, 4> control_record_key(int16_t type);
+// The type in a control record key; nullopt for a key too short to hold one.
+std::optional<int16_t> control_record_type(std::span<const uint8_t> key);
 
 // Builds one uncompressed v2 batch of `records`, all stamped `timestamp_ms`; `control` sets the control
 // attribute (Raft's LeaderChangeMessage, KIP-595). invalid_request for no records, record_list_too_large over

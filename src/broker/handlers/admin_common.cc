@@ -1,5 +1,6 @@
 #include "handlers/admin_common.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace mala::broker::handlers {
@@ -69,6 +70,16 @@ std::optional<int32_t> parse_java_int(std::string_view text) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
+}
+
+}  // namespace mala::broker::handlers
+
+namespace mala::broker::handlers {
+
+bool may_forward_to_controller(const request_context& ctx) {
+  if (!ctx.services.config) return true;
+  const auto& names = ctx.services.config->controller_listener_names();
+  return std::find(names.begin(), names.end(), ctx.connection.listener_name) == names.end();
 }
 
 }  // namespace mala::broker::handlers

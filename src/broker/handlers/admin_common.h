@@ -17,6 +17,7 @@
 
 #include <asio/awaitable.hpp>
 
+#include "mala/broker/controller_channel.h"
 #include "mala/broker/request_context.h"
 #include "mala/common/error_code.h"
 #include "mala/net/shard_pool.h"
@@ -29,6 +30,27 @@ template <typename Fn>
 auto on_home_shard(const broker_services& services, Fn fn) -> asio::awaitable<decltype(fn())> {
   if (!services.shards) co_return fn();
   co_return co_await services.shards->invoke_on(services.home_shard, std::move(fn));
+}
+
+// Whether a request that came in on this connection may be forwarded to the active controller: not when it
+// came in on a controller listener (it was forwarded to this node already).
+bool may_forward_to_controller(const request_context& ctx);
+
+// Runs local(controller) on the active controller, or forwards `req` there (controller_channel.h). Without a
+// controller channel (handler unit tests) the local controller, when there is one, is called directly on the
+// home shard.
+template <typename Response, typename Request, typename Local>
+asio::awaitable<controller_answer<Response>> on_controller(request_context& ctx, const Request& req,
+                                                           int16_t version, Local local) {
+  if (auto* link = ctx.services.controller_link) {
+    co_return co_await link->call<Response>(req, version, may_forward_to_controller(ctx), std::move(local));
+  }
+  controller_answer<Response> answer;
+  auto* controller = ctx.services.controller;
+  if (!controller) co_return answer;
+  answer.response = co_await on_home_shard(ctx.services, [&local, controller] { return local(*controller); });
+  answer.outcome = controller_outcome::answered;
+  co_return answer;
 }
 
 // AclOperation codes as bits (Kafka's Utils.to32BitField over AclEntry.supportedOperations). Without an

@@ -17,7 +17,7 @@ asio::awaitable<std::optional<alter_configs_handler::response>> alter_configs_ha
   auto call = [version](controller::quorum_controller& controller, const request& forwarded) {
     return controller.alter_configs(forwarded, version);
   };
-  co_return co_await forward_alter_configs<response>(ctx, req, verdict, std::move(call));
+  co_return co_await forward_alter_configs<response>(ctx, req, version, verdict, std::move(call));
 }
 
 }  // namespace mala::broker::handlers

@@ -154,7 +154,7 @@ Response reassemble_alter_configs(const std::vector<Resource>& resources,
 // this node has no controller; then the whole answer is reassembled in request order. `req` is the caller's,
 // which awaits this at once.
 template <typename Response, typename Request, typename ControllerCall>
-asio::awaitable<Response> forward_alter_configs(request_context& ctx, const Request& req,
+asio::awaitable<Response> forward_alter_configs(request_context& ctx, const Request& req, int16_t version,
                                                 std::vector<std::optional<status>> verdict,
                                                 ControllerCall call) {
   Request forwarded;
@@ -164,9 +164,11 @@ asio::awaitable<Response> forward_alter_configs(request_context& ctx, const Requ
   }
   Response answered;
   if (!forwarded.resources.empty()) {
-    if (auto* controller = ctx.services.controller) {
-      answered = co_await on_home_shard(
-          ctx.services, [controller, &forwarded, &call] { return call(*controller, forwarded); });
+    auto answer = co_await on_controller<Response>(
+        ctx, forwarded, version,
+        [&forwarded, &call](controller::quorum_controller& c) { return call(c, forwarded); });
+    if (answer.ok()) {
+      answered = std::move(*answer.response);
     } else {
       for (const auto& r : forwarded.resources) {
         auto& a = answered.responses.emplace_back();

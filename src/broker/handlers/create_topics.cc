@@ -12,26 +12,20 @@ namespace {
 
 using topic_result = create_topics_handler::response::creatable_topic_result;
 
-}  // namespace
-
-asio::awaitable<std::optional<create_topics_handler::response>> create_topics_handler::handle_async(
-    request_context& ctx, request req, int16_t version) {
-  response resp;
-  auto* controller = ctx.services.controller;
-  if (!controller) {
-    // CreateTopicsRequest.getErrorResponse: every topic gets the error and its message.
-    resp.topics = not_controller_results<topic_result>(req.topics);
-    co_return resp;
-  }
-
-  // ControllerApis.createTopics: a name given more than once is refused as a whole (one answer), the metadata
-  // topic cannot be created; neither reaches the controller.
+// ControllerApis.createTopics on the active controller: a name given more than once is refused as a whole
+// (one answer), the metadata topic cannot be created; neither reaches the controller.
+create_topics_handler::response create_on_controller(controller::quorum_controller& controller,
+                                                     const create_topics_handler::request& req,
+                                                     int16_t version) {
+  using request = create_topics_handler::request;
+  create_topics_handler::response resp;
   request forwarded;
   forwarded.timeout_ms = req.timeout_ms;
   forwarded.validate_only = req.validate_only;
   std::vector<topic_result> refused;
+  auto topics = req.topics;
   split_duplicate_names(
-      req.topics,
+      topics,
       [&](const std::string& name) {
         refused.push_back(
             topic_error_result<topic_result>(name, error_code::invalid_request, "Duplicate topic name."));
@@ -45,12 +39,22 @@ asio::awaitable<std::optional<create_topics_handler::response>> create_topics_ha
           forwarded.topics.push_back(std::move(t));
         }
       });
-  if (!forwarded.topics.empty()) {
-    resp = co_await on_home_shard(ctx.services, [controller, &forwarded, version] {
-      return controller->create_topics(forwarded, version);
-    });
-  }
+  if (!forwarded.topics.empty()) resp = controller.create_topics(forwarded, version);
   for (auto& r : refused) resp.topics.push_back(std::move(r));
+  return resp;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<create_topics_handler::response>> create_topics_handler::handle_async(
+    request_context& ctx, request req, int16_t version) {
+  auto answer = co_await on_controller<response>(
+      ctx, req, version,
+      [&req, version](controller::quorum_controller& c) { return create_on_controller(c, req, version); });
+  if (answer.ok()) co_return std::move(*answer.response);
+  // CreateTopicsRequest.getErrorResponse: every topic gets the error and its message.
+  response resp;
+  resp.topics = not_controller_results<topic_result>(req.topics);
   co_return resp;
 }
 

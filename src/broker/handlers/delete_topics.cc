@@ -54,8 +54,8 @@ delete_topics_handler::response error_response(const delete_topics_handler::requ
 
 asio::awaitable<std::optional<delete_topics_handler::response>> delete_topics_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
-  auto* controller = ctx.services.controller;
-  if (!controller) co_return error_response(req, version, error_code::not_controller);
+  if (!ctx.services.controller && !ctx.services.controller_link)
+    co_return error_response(req, version, error_code::not_controller);
   const bool deletion_enabled = !ctx.services.config || ctx.services.config->delete_topic_enable();
   if (!deletion_enabled) {
     // Kafka throws InvalidRequestException("Topic deletion is disabled.") before v3 (clients of that age do
@@ -109,7 +109,8 @@ asio::awaitable<std::optional<delete_topics_handler::response>> delete_topics_ha
   }
   if (unique_names.empty() && unique_ids.empty()) co_return resp;
 
-  auto deleted = co_await on_home_shard(ctx.services, [&, controller]() {
+  auto answer = co_await on_controller<response>(ctx, req, version, [&](controller::quorum_controller& c) {
+    auto* controller = &c;
     // A name that resolves to an id also given by id is refused once, for both (Kafka answers the name with
     // the id, and does not delete the topic).
     const auto image = controller->image();
@@ -142,7 +143,10 @@ asio::awaitable<std::optional<delete_topics_handler::response>> delete_topics_ha
     for (auto& r : refused) out.responses.push_back(std::move(r));
     return out;
   });
-  for (auto& r : deleted.responses) resp.responses.push_back(std::move(r));
+  if (!answer.ok()) co_return error_response(req, version, error_code::not_controller);
+  // A forwarded request comes back whole: the active controller answered the malformed entries too.
+  if (!ctx.services.controller || !ctx.services.controller->active()) co_return std::move(*answer.response);
+  for (auto& r : answer.response->responses) resp.responses.push_back(std::move(r));
   co_return resp;
 }
 

@@ -1,5 +1,9 @@
 #include "handlers/fetch.h"
 
+#include "handlers/raft_common.h"
+#include "mala/raft/rpc_codec.h"
+#include "mala/storage/metadata_partition.h"
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -155,10 +159,53 @@ size_t fetch_reply::encoded_size(int16_t version) const {
   return size;
 }
 
+namespace {
+
+// A Fetch of the metadata partition by a controller (KIP-595): it goes to the Raft replica, not the log.
+bool is_raft_fetch(const fetch_handler::request& req, int16_t version) {
+  if (req.topics.size() != 1) return false;
+  const auto& t = req.topics.front();
+  return version >= 13 ? t.topic_id == raft::metadata_topic_id() : t.topic == storage::metadata_topic_name;
+}
+
+asio::awaitable<std::optional<fetch_handler::response>> raft_fetch(request_context& ctx,
+                                                                   const fetch_handler::request& req,
+                                                                   int16_t version) {
+  fetch_reply reply;
+  if (!ctx.services.raft) {
+    reply.body.error_code = to_wire(error_code::invalid_request);
+    co_return reply;
+  }
+  auto message = raft::from_protocol(req, version, raft_cluster_id(ctx.services));
+  if (!message.ok()) {
+    reply.body.error_code = to_wire(message.error().code);
+    co_return reply;
+  }
+  auto answer = co_await ask_raft(ctx.services, std::move(*message));
+  auto* fetched = answer ? std::get_if<raft::fetch_response>(&*answer) : nullptr;
+  if (!fetched) {
+    reply.body.error_code = to_wire(error_code::unknown_server_error);
+    co_return reply;
+  }
+  auto encoded = raft::to_protocol(*fetched, ctx.services.clock_ms ? ctx.services.clock_ms() : 0);
+  if (!encoded.ok()) {
+    reply.body.error_code = to_wire(encoded.error().code);
+    co_return reply;
+  }
+  // The body's records view points into the record bytes; moving the vector into shared ownership keeps its
+  // buffer where it is.
+  reply.owned_records = std::make_shared<const std::vector<uint8_t>>(std::move(encoded->records));
+  reply.body = std::move(encoded->message);
+  co_return reply;
+}
+
+}  // namespace
+
 asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_async(request_context& ctx,
                                                                                     request req,
                                                                                     int16_t version) {
   const auto& services = ctx.services;
+  if (is_raft_fetch(req, version)) co_return co_await raft_fetch(ctx, req, version);
   const auto deadline = steady_clock::now() + std::chrono::milliseconds(std::max(req.max_wait_ms, 0));
   const auto image = services.metadata->current();
 

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -48,6 +49,8 @@ namespace mala::broker::handlers {
 struct fetch_reply {
   protocol::fetch_response body;
   std::vector<net::file_range> files;
+  // Record bytes the body's records views point into, when they are not files (the KRaft Fetch).
+  std::shared_ptr<const std::vector<uint8_t>> owned_records;
 
   // Bytes encoded in memory: the message without its external records.
   size_t encoded_size(int16_t version) const;

@@ -33,7 +33,7 @@ incremental_alter_configs_handler::handle_async(request_context& ctx, request re
   auto call = [version](controller::quorum_controller& controller, const request& forwarded) {
     return controller.incremental_alter_configs(forwarded, version);
   };
-  co_return co_await forward_alter_configs<response>(ctx, req, verdict, std::move(call));
+  co_return co_await forward_alter_configs<response>(ctx, req, version, verdict, std::move(call));
 }
 
 }  // namespace mala::broker::handlers

@@ -1,0 +1,64 @@
+// The broker's side of KIP-631's lifecycle on a Raft quorum (Kafka's BrokerLifecycleManager): it registers
+// with the active controller (BrokerRegistration with a new incarnation id each start, its listeners, rack,
+// log dir ids and the metadata.version range this binary supports), then heartbeats every
+// broker.heartbeat.interval.ms with the offset of the metadata it has applied, so the controller unfences it
+// once it has caught up. A heartbeat answered STALE_BROKER_EPOCH (the controller lost the registration, or
+// fenced and forgot it) registers again; NOT_CONTROLLER or no answer retries at the next interval.
+// controlled_shutdown() heartbeats with WantShutDown until the controller answers ShouldShutDown (it has
+// moved this broker's leaderships away) or the time is up.
+//
+// Threads: shard 0 (its timers run on the io_context given).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "mala/broker/controller_channel.h"
+#include "mala/protocol/messages/broker_registration_request.h"
+
+namespace mala::broker {
+
+struct broker_lifecycle_options {
+  protocol::broker_registration_request registration;
+  int32_t heartbeat_interval_ms = 2000;              // broker.heartbeat.interval.ms
+  std::function<int64_t()> applied_metadata_offset;  // the broker side's metadata offset
+  std::function<int64_t()> clock_ms;
+};
+
+class broker_lifecycle {
+ public:
+  broker_lifecycle(asio::io_context& io, controller_channel& channel, broker_lifecycle_options options);
+  ~broker_lifecycle();
+
+  void start();
+  void stop();
+  // Asks the controller to move this broker's leaderships away; returns when it agreed or after timeout_ms.
+  asio::awaitable<void> controlled_shutdown(int32_t timeout_ms);
+
+  int64_t broker_epoch() const { return _state->epoch; }
+  bool fenced() const { return _state->fenced; }
+
+ private:
+  struct state {
+    int64_t epoch = -1;
+    bool fenced = true;
+    bool stopped = false;
+    bool shutting_down = false;
+  };
+  static asio::awaitable<void> run(broker_lifecycle* self, std::shared_ptr<state> st);
+  asio::awaitable<bool> register_once();
+  asio::awaitable<std::optional<bool>> heartbeat_once(bool want_shut_down);
+
+  asio::io_context& _io;
+  controller_channel& _channel;
+  broker_lifecycle_options _options;
+  std::shared_ptr<state> _state;
+  asio::steady_timer _timer;
+};
+
+}  // namespace mala::broker

@@ -1,0 +1,140 @@
+// How the broker side reaches the active controller (Kafka's ForwardingManager and
+// NodeToControllerChannelManager in one): controller-bound work (CreateTopics, DeleteTopics,
+// CreatePartitions, AlterConfigs, IncrementalAlterConfigs, AllocateProducerIds, BrokerRegistration,
+// BrokerHeartbeat, and the internal topic creation of Metadata and FindCoordinator) runs on this node's
+// controller when it is the active one, and is otherwise sent as the same request to the active
+// controller's CONTROLLER listener (the quorum leader's address from controller.quorum.voters), whose answer
+// is relayed. Kafka wraps forwarded requests in an Envelope; Mala sends the request itself, so the answer is
+// the controller's own.
+//
+// A local write is answered only once the metadata log has committed it (on a Raft quorum the controller
+// applies its writes at once and the high watermark catches up later); a write that is not committed within
+// the request timeout, or whose controller lost the leadership meanwhile, is not_committed, which handlers
+// answer NOT_CONTROLLER so the client retries (Kafka's controller fails such requests with
+// NotControllerException).
+//
+// A request that arrived on a controller listener is never forwarded again (a standby answers
+// NOT_CONTROLLER): that keeps two nodes with different views of the leader from bouncing a request.
+//
+// Threads: call() from any shard; the rest is the home shard's (shard 0), where the controller, the raft
+// node and the peer client live.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "mala/common/error_code.h"
+#include "mala/controller/quorum_controller.h"
+#include "mala/net/peer_client.h"
+#include "mala/net/shard_pool.h"
+#include "mala/protocol/request_header.h"
+#include "mala/protocol/wire.h"
+#include "mala/raft/raft_node.h"
+
+namespace mala::broker {
+
+enum class controller_outcome : int8_t {
+  answered,       // the response is the controller's answer
+  no_controller,  // no active controller could be reached (not this node, none known, or unreachable)
+  not_committed,  // this node's controller wrote but lost leadership (or timed out) before the commit
+};
+
+template <typename Response>
+struct controller_answer {
+  controller_outcome outcome = controller_outcome::no_controller;
+  std::optional<Response> response;
+  bool ok() const { return outcome == controller_outcome::answered; }
+};
+
+class controller_channel {
+ public:
+  // `controller` null: no controller role here. `node` null: a single-voter quorum (the local controller is
+  // always the active one, its writes committed at once). `client` may be null when `node` is.
+  controller_channel(net::shard_pool* shards, size_t home_shard, controller::quorum_controller* controller,
+                     raft::raft_node* node, net::peer_client* client, int32_t request_timeout_ms);
+  controller_channel(const controller_channel&) = delete;
+  controller_channel& operator=(const controller_channel&) = delete;
+
+  // Runs local(controller) on the active local controller and waits for its writes to commit; otherwise,
+  // when `may_forward`, sends `request` at `version` to the active controller.
+  template <typename Response, typename Request, typename Local>
+  asio::awaitable<controller_answer<Response>> call(const Request& request, int16_t version, bool may_forward,
+                                                    Local local);
+
+  // Home shard: the metadata log committed everything below `high_watermark`.
+  void on_commit(int64_t high_watermark);
+  // Home shard: the local controller became standby; waiting writes are not_committed.
+  void on_deactivated();
+
+ private:
+  struct commit_wait {
+    int64_t offset;
+    bool done = false;
+    bool committed = false;
+    asio::steady_timer* timer = nullptr;
+  };
+
+  bool local_active() const { return _controller && _controller->active(); }
+  asio::awaitable<bool> wait_committed(int64_t offset);
+  asio::awaitable<result<std::vector<uint8_t>>> forward(int16_t api_key, int16_t version,
+                                                        std::vector<uint8_t> body, bool flexible);
+  template <typename Response, typename Request, typename Local>
+  asio::awaitable<controller_answer<Response>> call_on_home_shard(const Request& request, int16_t version,
+                                                                  bool may_forward, Local& local);
+
+  net::shard_pool* _shards;
+  size_t _home_shard;
+  controller::quorum_controller* _controller;
+  raft::raft_node* _node;
+  net::peer_client* _client;
+  int32_t _request_timeout_ms;
+  std::vector<std::shared_ptr<commit_wait>> _waits;
+};
+
+template <typename Response, typename Request, typename Local>
+asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_shard(const Request& request,
+                                                                                    int16_t version,
+                                                                                    bool may_forward,
+                                                                                    Local& local) {
+  controller_answer<Response> answer;
+  if (local_active()) {
+    answer.response = local(*_controller);
+    const int64_t written = _controller->last_written_offset();
+    const bool committed = written < 0 || co_await wait_committed(written);
+    answer.outcome = committed ? controller_outcome::answered : controller_outcome::not_committed;
+    co_return answer;
+  }
+  if (!may_forward || !_node) co_return answer;
+  std::vector<uint8_t> body;
+  protocol::wire_writer w(body);
+  request.encode(w, version);
+  auto bytes = co_await forward(Request::api_key, version, std::move(body), Request::is_flexible(version));
+  if (!bytes.ok()) co_return answer;
+  protocol::wire_reader r(*bytes);
+  Response response;
+  if (response.decode(r, version) != protocol::decode_status::ok) co_return answer;
+  answer.response = std::move(response);
+  answer.outcome = controller_outcome::answered;
+  co_return answer;
+}
+
+template <typename Response, typename Request, typename Local>
+asio::awaitable<controller_answer<Response>> controller_channel::call(const Request& request, int16_t version,
+                                                                      bool may_forward, Local local) {
+  if (!_shards) co_return co_await call_on_home_shard<Response>(request, version, may_forward, local);
+  // A named callable (GCC bug 100611: a prvalue argument of a coroutine may be destroyed twice).
+  auto on_home = [this, &request, version, may_forward,
+                  &local]() -> asio::awaitable<controller_answer<Response>> {
+    co_return co_await call_on_home_shard<Response>(request, version, may_forward, local);
+  };
+  co_return co_await _shards->invoke_on_async(_home_shard, std::move(on_home));
+}
+
+}  // namespace mala::broker

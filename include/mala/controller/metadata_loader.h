@@ -1,0 +1,60 @@
+// Every node's view of the committed metadata on a Raft quorum (Kafka's MetadataLoader with the
+// controller's leadership handling): it follows the raft_node's high watermark, applies each newly committed
+// record to the image the broker side serves and hands the new image to the publisher, and it switches the
+// local quorum_controller between standby and active as this node wins or loses the quorum's leadership.
+//
+// The published image names the quorum's leader as its controller id (what Metadata and DescribeCluster
+// report; in combined mode the leader is a broker too). The controller becomes active once the Raft leader
+// has committed the first entry of its epoch: by then every earlier entry is committed and applied here, so
+// the controller starts from exactly the committed log (Kafka's QuorumController claims leadership after
+// replaying to the epoch's start).
+//
+// Threads: shard 0 only (a raft_node listener).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "mala/controller/quorum_controller.h"
+#include "mala/controller/raft_metadata_log.h"
+#include "mala/metadata/metadata_image.h"
+#include "mala/raft/raft_node.h"
+
+namespace mala::controller {
+
+struct metadata_loader_hooks {
+  image_publisher publish;                                // each new committed image
+  std::function<void(bool active)> on_activation;         // after the controller became active / standby
+  std::function<void(int64_t high_watermark)> on_commit;  // after every move of the high watermark
+  std::function<int64_t()> clock_ms;
+};
+
+class metadata_loader {
+ public:
+  // `controller` may be null (a broker-only observer). Registers itself as a listener of `node`.
+  metadata_loader(raft::raft_node& node, quorum_controller* controller, metadata::metadata_image_ptr base,
+                  metadata_loader_hooks hooks);
+
+  // Catches up with the node now (also called on every change of the node).
+  void update();
+  // The image of everything applied so far.
+  const metadata::metadata_image_ptr& image() const { return _image; }
+  // The offset of the last applied record; -1 before any.
+  int64_t applied_offset() const { return _next_offset - 1; }
+
+ private:
+  void apply_committed();
+
+  raft::raft_node& _node;
+  raft_metadata_log _log;
+  quorum_controller* _controller;
+  metadata::metadata_image_ptr _image;
+  metadata_loader_hooks _hooks;
+  int64_t _next_offset = 0;
+  int64_t _last_high_watermark = -1;
+  bool _updating = false;
+  bool _again = false;
+};
+
+}  // namespace mala::controller

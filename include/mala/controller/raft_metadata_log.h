@@ -1,0 +1,36 @@
+// The metadata log on the Raft quorum (issue 6): controller writes become entries of the replicated
+// __cluster_metadata-0 through raft::raft_node; a write is committed once a majority of the voters has it.
+//
+// Unlike local_metadata_log, append() returns as soon as the leader has the entries (durable locally, not yet
+// committed), as Kafka's QuorumController does: the controller applies its writes to its own image at once
+// and answers the request once the high watermark passes them (the broker's controller_channel waits for
+// that). replay() reads committed entries only (below the high watermark), one record per entry; the
+// leader_change entries Raft writes are skipped.
+//
+// Threads: shard 0 only, like the raft_node it wraps.
+#pragma once
+
+#include "mala/controller/metadata_log.h"
+#include "mala/raft/raft_node.h"
+
+namespace mala::controller {
+
+class raft_metadata_log final : public metadata_log {
+ public:
+  explicit raft_metadata_log(raft::raft_node& node) : _node(node) {}
+
+  int64_t end_offset() const override;
+  int64_t committed_offset() const override;
+  int32_t epoch() const override;
+  // NOT_CONTROLLER when this node is not the Raft leader.
+  result<metadata_append_result> append(
+      std::span<const metadata::versioned_metadata_record> records) override;
+  status replay(int64_t from_offset, const metadata_replay_callback& callback) const override;
+  // Committed records in [from_offset, to_offset).
+  status replay_range(int64_t from_offset, int64_t to_offset, const metadata_replay_callback& callback) const;
+
+ private:
+  raft::raft_node& _node;
+};
+
+}  // namespace mala::controller

@@ -1,0 +1,92 @@
+// One controller's Raft replica running for real: the deterministic state machine (replica.h) on the node's
+// home shard, its log the partition __cluster_metadata-0 on storage (partition_raft_log), its vote and epoch
+// in the quorum-state file, and its messages carried as Kafka's own RPCs (Vote v2, BeginQuorumEpoch v1,
+// EndQuorumEpoch v1, Fetch v17; rpc_codec.h) to the other voters' CONTROLLER listeners through a
+// net::peer_client. Kafka's KafkaRaftClient with its RaftManager.
+//
+// The node ticks the replica every few milliseconds, hands it every inbound request and every answer to
+// its own requests, and carries out each step's effects in the order replica.h requires: quorum state
+// written and fsynced, log flushed, then messages sent, then listeners told (high watermark, role, epoch,
+// leader). A failed quorum-state write or log flush halts the process, as Kafka halts when its metadata log
+// dir fails: continuing could break a vote or lose a committed entry.
+//
+// Inbound requests (the broker's Vote / BeginQuorumEpoch / EndQuorumEpoch handlers and Fetch of
+// __cluster_metadata) come in through handle_request with a callback that receives the answer once the
+// replica gives it (a Fetch may long-poll); one that gets no answer within request_timeout_ms is answered
+// with REQUEST_TIMED_OUT.
+//
+// Threads: everything runs on the io_context given to open() (shard 0); every method must be called there.
+// The header keeps asio out (callbacks, not awaitables).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mala/common/result.h"
+#include "mala/raft/messages.h"
+#include "mala/raft/partition_raft_log.h"
+#include "mala/raft/replica.h"
+
+namespace asio {
+class io_context;
+}
+
+namespace mala::raft {
+
+struct voter_endpoint {
+  std::string host;
+  int32_t port = 0;
+};
+
+struct raft_node_options {
+  raft_config config;
+  std::string cluster_id;
+  // The CONTROLLER listener of every voter (controller.quorum.voters).
+  std::map<int32_t, voter_endpoint> voter_endpoints;
+  std::filesystem::path metadata_log_dir;
+  int32_t tick_interval_ms = 10;
+};
+
+class raft_node {
+ public:
+  // Opens the log and the quorum-state file and builds the replica. Nothing is sent before start().
+  static result<std::unique_ptr<raft_node>> open(asio::io_context& io, raft_node_options options);
+  ~raft_node();
+  raft_node(const raft_node&) = delete;
+  raft_node& operator=(const raft_node&) = delete;
+
+  void start();
+  // Stops ticking and sending; requests in flight are dropped. Called on the io_context's thread.
+  void stop();
+
+  using response_callback = std::function<void(raft_message_body)>;
+  // An inbound request from node `from`; `respond` is called once with the answer.
+  void handle_request(int32_t from, raft_message_body request, response_callback respond);
+
+  // Leader only: appends one entry per record in the current epoch (not committed yet).
+  result<append_info> append(const std::vector<std::vector<uint8_t>>& records);
+  // Graceful resignation (EndQuorumEpoch), for controlled shutdown.
+  void resign();
+
+  const replica& state() const;
+  partition_raft_log& log();
+  const std::string& cluster_id() const;
+  std::optional<voter_endpoint> endpoint_of(int32_t node_id) const;
+  const std::vector<int32_t>& voters() const;
+
+  // Called after every step that moved the high watermark or changed the role, epoch or leader.
+  void add_listener(std::function<void()> on_change);
+
+ private:
+  struct impl;
+  explicit raft_node(std::shared_ptr<impl> i);
+  std::shared_ptr<impl> _impl;
+};
+
+}  // namespace mala::raft

@@ -1,0 +1,126 @@
+#include "mala/broker/broker_lifecycle.h"
+
+#include <chrono>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "handlers/broker_heartbeat.h"
+#include "handlers/broker_registration.h"
+#include "mala/common/logging.h"
+
+namespace mala::broker {
+
+namespace {
+// Versions sent: the newest each side of a Kafka 4.x cluster speaks.
+constexpr int16_t registration_version = 4;
+constexpr int16_t heartbeat_version = 1;
+}  // namespace
+
+broker_lifecycle::broker_lifecycle(asio::io_context& io, controller_channel& channel,
+                                   broker_lifecycle_options options)
+    : _io(io),
+      _channel(channel),
+      _options(std::move(options)),
+      _state(std::make_shared<state>()),
+      _timer(io) {}
+
+broker_lifecycle::~broker_lifecycle() {
+  _state->stopped = true;
+}
+
+void broker_lifecycle::start() {
+  asio::co_spawn(_io, run(this, _state), asio::detached);
+}
+
+void broker_lifecycle::stop() {
+  _state->stopped = true;
+  _timer.cancel();
+}
+
+asio::awaitable<bool> broker_lifecycle::register_once() {
+  using handler = handlers::broker_registration_handler;
+  const auto& req = _options.registration;
+  auto answer = co_await _channel.call<handler::response>(
+      req, registration_version, true,
+      [&req](controller::quorum_controller& c) { return handler::register_on_controller(c, req); });
+  auto log = subsystem_logger("broker");
+  if (!answer.ok() || answer.response->error_code != 0) {
+    log->debug("broker registration not accepted yet (error {})",
+               answer.ok() ? answer.response->error_code : -1);
+    co_return false;
+  }
+  _state->epoch = answer.response->broker_epoch;
+  log->info("broker {} registered with broker epoch {}", req.broker_id, _state->epoch);
+  co_return true;
+}
+
+asio::awaitable<std::optional<bool>> broker_lifecycle::heartbeat_once(bool want_shut_down) {
+  using handler = handlers::broker_heartbeat_handler;
+  handler::request req;
+  req.broker_id = _options.registration.broker_id;
+  req.broker_epoch = _state->epoch;
+  req.current_metadata_offset = _options.applied_metadata_offset ? _options.applied_metadata_offset() : 0;
+  req.want_fence = false;
+  req.want_shut_down = want_shut_down;
+  auto clock = _options.clock_ms;
+  auto answer = co_await _channel.call<handler::response>(
+      req, heartbeat_version, true, [&req, &clock](controller::quorum_controller& c) {
+        return handler::heartbeat_on_controller(c, req, clock ? clock() : 0);
+      });
+  if (!answer.ok()) co_return std::nullopt;
+  const auto& resp = *answer.response;
+  if (resp.error_code == to_wire(error_code::stale_broker_epoch)) {
+    _state->epoch = -1;  // register again
+    co_return std::nullopt;
+  }
+  if (resp.error_code != 0) co_return std::nullopt;
+  if (_state->fenced != resp.is_fenced) {
+    subsystem_logger("broker")->info("broker {} is {}", req.broker_id,
+                                     resp.is_fenced ? "fenced" : "unfenced");
+  }
+  _state->fenced = resp.is_fenced;
+  co_return resp.should_shut_down;
+}
+
+asio::awaitable<void> broker_lifecycle::run(broker_lifecycle* self, std::shared_ptr<state> st) {
+  while (!st->stopped) {
+    if (!st->shutting_down) {
+      if (st->epoch < 0) {
+        const bool registered = co_await self->register_once();
+        if (st->stopped) co_return;
+        // A new registration heartbeats at once so that it is unfenced as soon as it has caught up.
+        if (registered) (void)co_await self->heartbeat_once(false);
+      } else {
+        (void)co_await self->heartbeat_once(false);
+      }
+    }
+    if (st->stopped) co_return;
+    const int32_t wait = st->epoch < 0 ? 500 : (st->fenced ? 250 : self->_options.heartbeat_interval_ms);
+    self->_timer.expires_after(std::chrono::milliseconds(wait));
+    std::error_code ec;
+    co_await self->_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+asio::awaitable<void> broker_lifecycle::controlled_shutdown(int32_t timeout_ms) {
+  if (_state->epoch < 0) co_return;
+  _state->shutting_down = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  asio::steady_timer pause(_io);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto done = co_await heartbeat_once(true);
+    if (done && *done) {
+      subsystem_logger("broker")->info("controlled shutdown: the controller moved this broker's leaderships");
+      co_return;
+    }
+    pause.expires_after(std::chrono::milliseconds(200));
+    std::error_code ec;
+    co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  subsystem_logger("broker")->warn("controlled shutdown timed out after {} ms", timeout_ms);
+}
+
+}  // namespace mala::broker

@@ -1,0 +1,78 @@
+#include "mala/broker/controller_channel.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <asio/redirect_error.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "mala/common/logging.h"
+
+namespace mala::broker {
+
+controller_channel::controller_channel(net::shard_pool* shards, size_t home_shard,
+                                       controller::quorum_controller* controller, raft::raft_node* node,
+                                       net::peer_client* client, int32_t request_timeout_ms)
+    : _shards(shards),
+      _home_shard(home_shard),
+      _controller(controller),
+      _node(node),
+      _client(client),
+      _request_timeout_ms(request_timeout_ms) {}
+
+asio::awaitable<bool> controller_channel::wait_committed(int64_t offset) {
+  if (!_node) co_return true;  // a single voter commits as it writes
+  if (_node->state().high_watermark() > offset) co_return true;
+  auto wait = std::make_shared<commit_wait>();
+  wait->offset = offset;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  timer.expires_after(std::chrono::milliseconds(_request_timeout_ms));
+  wait->timer = &timer;
+  _waits.push_back(wait);
+  std::error_code ec;
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  wait->timer = nullptr;
+  std::erase(_waits, wait);
+  co_return wait->done && wait->committed;
+}
+
+void controller_channel::on_commit(int64_t high_watermark) {
+  for (auto& w : _waits) {
+    if (w->done || w->offset >= high_watermark) continue;
+    w->done = true;
+    w->committed = true;
+    if (w->timer) w->timer->cancel();
+  }
+}
+
+void controller_channel::on_deactivated() {
+  for (auto& w : _waits) {
+    if (w->done) continue;
+    w->done = true;
+    w->committed = false;
+    if (w->timer) w->timer->cancel();
+  }
+}
+
+asio::awaitable<result<std::vector<uint8_t>>> controller_channel::forward(int16_t api_key, int16_t version,
+                                                                          std::vector<uint8_t> body,
+                                                                          bool flexible) {
+  const int32_t leader = _node->state().leader_id();
+  if (leader < 0 || leader == _node->state().node_id() || !_client) {
+    co_return status::error(error_code::not_controller, "no active controller known");
+  }
+  auto endpoint = _node->endpoint_of(leader);
+  if (!endpoint) co_return status::error(error_code::not_controller, "the active controller has no address");
+  // A named address: GCC 12 mishandles a braced temporary passed to a coroutine.
+  net::peer_address to{endpoint->host, endpoint->port};
+  auto answer = co_await _client->call(to, api_key, version, protocol::request_header_version(flexible),
+                                       flexible ? 1 : 0, std::move(body), _request_timeout_ms);
+  if (!answer.ok()) {
+    subsystem_logger("broker")->debug("forwarding API {} to controller {} failed: {}", api_key, leader,
+                                      answer.error().message);
+  }
+  co_return answer;
+}
+
+}  // namespace mala::broker

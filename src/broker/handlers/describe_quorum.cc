@@ -1,0 +1,99 @@
+#include "handlers/describe_quorum.h"
+
+#include <chrono>
+#include <string>
+
+#include "handlers/admin_common.h"
+#include "mala/raft/raft_node.h"
+#include "mala/storage/metadata_partition.h"
+
+namespace mala::broker::handlers {
+
+namespace {
+
+int64_t steady_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The leader's view (home shard). The replica's times are steady-clock milliseconds; the answer carries
+// wall-clock timestamps as Kafka's does.
+describe_quorum_handler::response describe_on_leader(const broker_services& services) {
+  describe_quorum_handler::response resp;
+  auto& topic = resp.topics.emplace_back();
+  topic.topic_name = std::string(storage::metadata_topic_name);
+  auto& p = topic.partitions.emplace_back();
+  p.partition_index = 0;
+  p.error_message = std::nullopt;
+  const int64_t wall_now = services.clock_ms ? services.clock_ms() : 0;
+  const int64_t steady_now = steady_now_ms();
+  auto wall = [&](int64_t steady) { return steady < 0 ? int64_t{-1} : wall_now - (steady_now - steady); };
+  const auto* node = services.raft;
+  if (!node) {
+    // A single voter: this node is the whole quorum.
+    p.leader_id = services.node_id;
+    p.leader_epoch = 1;
+    auto image = services.metadata->current();
+    p.high_watermark = image->metadata_offset + 1;
+    auto& self = p.current_voters.emplace_back();
+    self.replica_id = services.node_id;
+    self.log_end_offset = p.high_watermark;
+    self.last_fetch_timestamp = wall_now;
+    self.last_caught_up_timestamp = wall_now;
+    return resp;
+  }
+  const auto& state = node->state();
+  p.leader_id = state.leader_id();
+  p.leader_epoch = state.epoch();
+  p.high_watermark = state.high_watermark();
+  auto& self = p.current_voters.emplace_back();
+  self.replica_id = state.node_id();
+  self.log_end_offset = state.log().end_offset();
+  self.last_fetch_timestamp = wall_now;
+  self.last_caught_up_timestamp = wall_now;
+  for (const auto& r : state.progress()) {
+    protocol::describe_quorum_response::replica_state s;
+    s.replica_id = r.replica_id;
+    s.log_end_offset = r.log_end_offset;
+    s.last_fetch_timestamp = wall(r.last_fetch_ms);
+    // Caught up: it had fetched up to the high watermark at its last fetch.
+    s.last_caught_up_timestamp = r.log_end_offset >= p.high_watermark ? s.last_fetch_timestamp : -1;
+    (r.voter ? p.current_voters : p.observers).push_back(s);
+  }
+  const auto listener_names =
+      services.config ? services.config->controller_listener_names() : std::vector<std::string>{"CONTROLLER"};
+  for (int32_t id : node->voters()) {
+    auto endpoint = node->endpoint_of(id);
+    if (!endpoint) continue;
+    auto& n = resp.nodes.emplace_back();
+    n.node_id = id;
+    n.listeners.push_back({listener_names.empty() ? "CONTROLLER" : listener_names.front(), endpoint->host,
+                           static_cast<uint16_t>(endpoint->port)});
+  }
+  return resp;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<describe_quorum_handler::response>> describe_quorum_handler::handle_async(
+    request_context& ctx, request req, int16_t version) {
+  response resp;
+  resp.error_message = std::nullopt;
+  const bool asks_for_metadata =
+      req.topics.size() == 1 && req.topics[0].topic_name == storage::metadata_topic_name &&
+      req.topics[0].partitions.size() == 1 && req.topics[0].partitions[0].partition_index == 0;
+  if (!asks_for_metadata) {
+    resp.error_code = to_wire(error_code::invalid_request);
+    co_return resp;
+  }
+  const broker_services* services = &ctx.services;
+  auto answer = co_await on_controller<response>(
+      ctx, req, version,
+      [services](controller::quorum_controller&) { return describe_on_leader(*services); });
+  if (answer.ok()) co_return std::move(*answer.response);
+  resp.error_code = to_wire(error_code::not_leader_or_follower);
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers

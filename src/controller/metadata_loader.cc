@@ -1,0 +1,90 @@
+#include "mala/controller/metadata_loader.h"
+
+#include <string>
+#include <utility>
+
+#include "mala/common/logging.h"
+#include "mala/metadata/metadata_delta.h"
+
+namespace mala::controller {
+
+metadata_loader::metadata_loader(raft::raft_node& node, quorum_controller* controller,
+                                 metadata::metadata_image_ptr base, metadata_loader_hooks hooks)
+    : _node(node), _log(node), _controller(controller), _image(std::move(base)), _hooks(std::move(hooks)) {
+  _node.add_listener([this] { update(); });
+}
+
+void metadata_loader::update() {
+  // A controller write made from a hook (activation bootstraps the cluster) comes back here through the
+  // node's listener: finish the current pass first, then go round again.
+  if (_updating) {
+    _again = true;
+    return;
+  }
+  _updating = true;
+  do {
+    _again = false;
+    apply_committed();
+  } while (_again);
+  _updating = false;
+}
+
+void metadata_loader::apply_committed() {
+  auto log = subsystem_logger("controller");
+  const auto& state = _node.state();
+  const int64_t high_watermark = state.high_watermark();
+  bool changed = false;
+  if (high_watermark > _next_offset) {
+    metadata::metadata_delta delta(_image);
+    int64_t applied_to = _next_offset;
+    auto st =
+        _log.replay_range(_next_offset, high_watermark,
+                          [&](const metadata::versioned_metadata_record& r, int64_t offset, int32_t epoch) {
+                            if (auto a = delta.apply(r.record, offset, epoch); !a.ok()) {
+                              // A committed record every node must apply: skipping it would split
+                              // the nodes' views. Kafka's loader logs and goes on (a fault handler).
+                              log->error("metadata record at offset {} not applied: {}", offset, a.message);
+                            }
+                            applied_to = offset + 1;
+                            return status::success();
+                          });
+    if (!st.ok()) log->error("metadata log replay: {}", st.message);
+    // Entries that are not records (leader_change) still move the position.
+    _next_offset = st.ok() ? high_watermark : applied_to;
+    auto next = delta.build();
+    if (next != _image) {
+      _image = std::move(next);
+      changed = true;
+    }
+  }
+  const int32_t leader = state.leader_id();
+  if (_image->controller_id != leader) {
+    auto copy = std::make_shared<metadata::metadata_image>(*_image);
+    copy->controller_id = leader;
+    _image = std::move(copy);
+    changed = true;
+  }
+  if (changed && _hooks.publish) _hooks.publish(_image);
+
+  if (_controller) {
+    const bool leads = state.current_role() == raft::role::leader &&
+                       high_watermark > state.epoch_start_offset() && _next_offset >= high_watermark;
+    if (leads && !_controller->active()) {
+      log->info("node {} is the active controller in epoch {} (metadata offset {})", _node.state().node_id(),
+                state.epoch(), _next_offset - 1);
+      _controller->activate(_image, _hooks.clock_ms ? _hooks.clock_ms() : 0);
+      if (_hooks.on_activation) _hooks.on_activation(true);
+    } else if (!leads && _controller->active() && state.current_role() != raft::role::leader) {
+      log->info("node {} is no longer the active controller (epoch {}, leader {})", _node.state().node_id(),
+                state.epoch(), leader);
+      _controller->deactivate(_image);
+      if (_hooks.on_activation) _hooks.on_activation(false);
+    }
+  }
+  if (high_watermark != _last_high_watermark) {
+    _last_high_watermark = high_watermark;
+    if (_hooks.on_commit) _hooks.on_commit(high_watermark);
+  }
+}
+
+}  // namespace mala::controller

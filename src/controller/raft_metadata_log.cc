@@ -1,0 +1,80 @@
+#include "mala/controller/raft_metadata_log.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace mala::controller {
+
+int64_t raft_metadata_log::end_offset() const {
+  return _node.log().end_offset();
+}
+
+int64_t raft_metadata_log::committed_offset() const {
+  return _node.state().high_watermark() - 1;
+}
+
+int32_t raft_metadata_log::epoch() const {
+  return _node.state().epoch();
+}
+
+result<metadata_append_result> raft_metadata_log::append(
+    std::span<const metadata::versioned_metadata_record> records) {
+  if (records.empty()) return status::error(error_code::invalid_request, "empty metadata log append");
+  if (_node.state().current_role() != raft::role::leader) {
+    return status::error(error_code::not_controller, "this node is not the active controller");
+  }
+  std::vector<std::vector<uint8_t>> values;
+  values.reserve(records.size());
+  size_t bytes = 0;
+  for (const auto& r : records) {
+    values.push_back(metadata::encode_metadata_record(r.record, r.version));
+    bytes += values.back().size();
+  }
+  if (bytes > static_cast<size_t>(max_metadata_batch_bytes)) {
+    return status::error(error_code::record_list_too_large, "metadata batch too large");
+  }
+  auto appended = _node.append(values);
+  if (!appended.ok()) {
+    if (appended.error().code == error_code::not_leader_or_follower)
+      return status::error(error_code::not_controller, appended.error().message);
+    return appended.error();
+  }
+  if (auto st = _node.log().failure(); !st.ok()) {
+    return status::error(error_code::kafka_storage_error, "metadata log write failed: " + st.message);
+  }
+  return metadata_append_result{appended->first_offset, appended->last_offset, appended->epoch};
+}
+
+status raft_metadata_log::replay(int64_t from_offset, const metadata_replay_callback& callback) const {
+  return replay_range(from_offset, _node.state().high_watermark(), callback);
+}
+
+status raft_metadata_log::replay_range(int64_t from_offset, int64_t to_offset,
+                                       const metadata_replay_callback& callback) const {
+  const auto& log = _node.log();
+  int64_t next = std::max(from_offset, log.start_offset());
+  const int64_t end = std::min(to_offset, log.end_offset());
+  while (next < end) {
+    auto entries = log.read(next, static_cast<size_t>(std::min<int64_t>(end - next, 512)));
+    if (entries.empty()) {
+      return status::error(error_code::corrupt_message,
+                           "metadata log read made no progress at offset " + std::to_string(next));
+    }
+    for (const auto& e : entries) {
+      if (e.offset >= end) break;
+      next = e.offset + 1;
+      if (e.type != raft::entry_type::data) continue;
+      auto decoded = metadata::decode_metadata_record(e.payload);
+      if (!decoded.ok()) {
+        return status::error(
+            decoded.error().code,
+            "metadata log record at offset " + std::to_string(e.offset) + ": " + decoded.error().message);
+      }
+      if (auto st = callback(*decoded, e.offset, e.epoch); !st.ok()) return st;
+    }
+  }
+  return status::success();
+}
+
+}  // namespace mala::controller

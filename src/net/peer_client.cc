@@ -1,0 +1,249 @@
+#include "mala/net/peer_client.h"
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <string_view>
+#include <utility>
+
+#include <sys/socket.h>
+
+#include <asio/connect.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "mala/protocol/request_header.h"
+#include "mala/protocol/wire.h"
+
+namespace mala::net {
+
+using asio::ip::tcp;
+
+struct peer_client::connection {
+  explicit connection(asio::io_context& io) : socket(io) {}
+  tcp::socket socket;
+  uint64_t generation = 0;
+  std::chrono::steady_clock::time_point idle_since;
+
+  void close() {
+    std::error_code ec;
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+  }
+};
+
+namespace {
+
+std::string address_key(const peer_address& to) {
+  return to.host + ":" + std::to_string(to.port);
+}
+
+// What one call shares with its timeout: on expiry the resolver is cancelled and the connection closed, so
+// whatever the call awaits completes with an error that the call then reports as request_timed_out.
+struct call_deadline {
+  explicit call_deadline(asio::io_context& io) : timer(io), resolver(io) {}
+  asio::steady_timer timer;
+  tcp::resolver resolver;
+  std::shared_ptr<void> conn_owner;  // keeps the connection alive for the timer's handler
+  tcp::socket* socket = nullptr;
+  bool expired = false;
+  bool done = false;
+};
+
+// An idle pooled connection the server closed (or sent something unasked) reads as ready: EOF or bytes.
+bool looks_closed(tcp::socket& socket) {
+  uint8_t b;
+  const ssize_t n = ::recv(socket.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n >= 0) return true;  // 0: EOF; > 0: bytes nobody asked for
+  return errno != EAGAIN && errno != EWOULDBLOCK;
+}
+
+int32_t read_be32(const uint8_t* p) {
+  return static_cast<int32_t>((uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) |
+                              uint32_t{p[3]});
+}
+
+}  // namespace
+
+peer_client::peer_client(asio::io_context& io, std::string client_id, peer_client_options options)
+    : _io(io), _client_id(std::move(client_id)), _options(options) {}
+
+peer_client::~peer_client() {
+  close_all();
+}
+
+void peer_client::close_all() {
+  ++_generation;
+  for (auto& [key, conns] : _idle)
+    for (auto& c : conns) c->close();
+  _idle.clear();
+  for (const auto& c : _busy) c->close();
+}
+
+size_t peer_client::idle_connections(const peer_address& to) const {
+  auto it = _idle.find(address_key(to));
+  return it == _idle.end() ? 0 : it->second.size();
+}
+
+peer_client::connection_ptr peer_client::take_idle(const std::string& key) {
+  auto it = _idle.find(key);
+  if (it == _idle.end()) return nullptr;
+  auto& conns = it->second;
+  const auto now = std::chrono::steady_clock::now();
+  while (!conns.empty()) {
+    connection_ptr c = std::move(conns.back());  // the most recently used: the least likely to be stale
+    conns.pop_back();
+    const bool too_old = now - c->idle_since > std::chrono::milliseconds(_options.max_idle_ms);
+    if (!too_old && c->socket.is_open() && !looks_closed(c->socket)) {
+      if (conns.empty()) _idle.erase(it);
+      return c;
+    }
+    c->close();
+  }
+  _idle.erase(it);
+  return nullptr;
+}
+
+void peer_client::return_idle(const std::string& key, connection_ptr conn) {
+  auto& conns = _idle[key];
+  if (conn->generation != _generation || conns.size() >= _options.max_idle_per_address) {
+    conn->close();
+    if (conns.empty()) _idle.erase(key);
+    return;
+  }
+  conn->idle_since = std::chrono::steady_clock::now();
+  conns.push_back(std::move(conn));
+}
+
+asio::awaitable<result<std::vector<uint8_t>>> peer_client::call(
+    peer_address to, int16_t api_key, int16_t api_version, int16_t request_header_version,
+    int16_t response_header_version, std::vector<uint8_t> body, int32_t timeout_ms) {
+  const std::string key = address_key(to);
+  const std::string what =
+      "request " + std::to_string(api_key) + " v" + std::to_string(api_version) + " to " + key;
+  const uint64_t generation = _generation;
+
+  auto deadline = std::make_shared<call_deadline>(_io);
+  deadline->timer.expires_after(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+  deadline->timer.async_wait([deadline](std::error_code ec) {
+    if (ec || deadline->done) return;
+    deadline->expired = true;
+    deadline->resolver.cancel();
+    if (deadline->socket != nullptr) {
+      std::error_code ignored;
+      deadline->socket->close(ignored);
+    }
+  });
+
+  connection_ptr conn;
+  // Every exit goes through here: the watchdog is disarmed and the connection pooled or dropped.
+  auto finish = [&](result<std::vector<uint8_t>> r) -> result<std::vector<uint8_t>> {
+    deadline->done = true;
+    deadline->timer.cancel();
+    deadline->socket = nullptr;
+    if (conn) {
+      _busy.erase(conn);
+      if (r.ok()) {
+        return_idle(key, std::move(conn));
+      } else {
+        conn->close();
+      }
+    }
+    return r;
+  };
+  auto failure = [&](std::string_view step, const std::error_code& ec) -> result<std::vector<uint8_t>> {
+    if (deadline->expired) {
+      return finish(status::error(error_code::request_timed_out,
+                                  what + ": no response within " + std::to_string(timeout_ms) + " ms"));
+    }
+    if (generation != _generation) {
+      return finish(status::error(error_code::network_exception, what + ": client closed"));
+    }
+    return finish(
+        status::error(error_code::network_exception,
+                      what + ": " + std::string(step) + (ec ? ": " + ec.message() : std::string())));
+  };
+
+  if (to.port <= 0 || to.port > 65535) {
+    co_return finish(status::error(error_code::network_exception, what + ": invalid port"));
+  }
+
+  std::error_code ec;
+  conn = take_idle(key);
+  if (conn) {
+    _busy.insert(conn);
+  } else {
+    auto endpoints = co_await deadline->resolver.async_resolve(to.host, std::to_string(to.port),
+                                                               asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || deadline->expired || generation != _generation) co_return failure("cannot resolve host", ec);
+    conn = std::make_shared<connection>(_io);
+    conn->generation = generation;
+    _busy.insert(conn);
+    deadline->conn_owner = conn;
+    deadline->socket = &conn->socket;
+    co_await asio::async_connect(conn->socket, endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || deadline->expired || generation != _generation) co_return failure("cannot connect", ec);
+    conn->socket.set_option(tcp::no_delay(true), ec);
+  }
+  deadline->conn_owner = conn;
+  deadline->socket = &conn->socket;
+
+  const int32_t correlation_id = _next_correlation_id++;
+  if (_next_correlation_id == INT32_MAX) _next_correlation_id = 1;
+  std::vector<uint8_t> frame;
+  {
+    protocol::wire_writer w(frame);
+    w.write_int32(0);  // size prefix, filled below
+    protocol::request_header header{api_key, api_version, correlation_id, _client_id};
+    protocol::encode_request_header(w, header, request_header_version);
+    w.write_raw(body);
+  }
+  const auto size = static_cast<uint32_t>(frame.size() - 4);
+  frame[0] = static_cast<uint8_t>(size >> 24);
+  frame[1] = static_cast<uint8_t>(size >> 16);
+  frame[2] = static_cast<uint8_t>(size >> 8);
+  frame[3] = static_cast<uint8_t>(size);
+  co_await asio::async_write(conn->socket, asio::buffer(frame),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || deadline->expired) co_return failure("send failed", ec);
+
+  uint8_t size_bytes[4];
+  co_await asio::async_read(conn->socket, asio::buffer(size_bytes),
+                            asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || deadline->expired) co_return failure("connection closed before the response", ec);
+  const int32_t response_size = read_be32(size_bytes);
+  if (response_size < 4 || response_size > _options.max_response_bytes) {
+    co_return failure("response size " + std::to_string(response_size) + " outside 4.." +
+                          std::to_string(_options.max_response_bytes),
+                      {});
+  }
+  std::vector<uint8_t> response(static_cast<size_t>(response_size));
+  co_await asio::async_read(conn->socket, asio::buffer(response),
+                            asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || deadline->expired) co_return failure("connection closed mid-response", ec);
+
+  protocol::wire_reader r(response);
+  const int32_t got_correlation_id = r.read_int32();
+  if (got_correlation_id != correlation_id) {
+    co_return failure("response correlation id " + std::to_string(got_correlation_id) + " instead of " +
+                          std::to_string(correlation_id),
+                      {});
+  }
+  if (response_header_version >= 1) {
+    const uint32_t tags = r.read_tag_count();
+    for (uint32_t i = 0; i < tags && r.ok(); ++i) {
+      r.read_uvarint();
+      r.skip(r.read_uvarint());
+    }
+  }
+  if (!r.ok()) co_return failure("malformed response header", {});
+  const size_t header_size = r.position();
+  response.erase(response.begin(), response.begin() + static_cast<std::ptrdiff_t>(header_size));
+  co_return finish(std::move(response));
+}
+
+}  // namespace mala::net

@@ -1,0 +1,307 @@
+#include "mala/raft/raft_node.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <utility>
+
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "mala/common/logging.h"
+#include "mala/net/peer_client.h"
+#include "mala/raft/quorum_state_file.h"
+#include "mala/raft/rpc_codec.h"
+
+namespace mala::raft {
+
+namespace {
+
+int64_t steady_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool is_response(const raft_message_body& body) {
+  return std::holds_alternative<vote_response>(body) ||
+         std::holds_alternative<begin_quorum_epoch_response>(body) ||
+         std::holds_alternative<end_quorum_epoch_response>(body) ||
+         std::holds_alternative<fetch_response>(body);
+}
+
+// The answer to `request` when the replica gave none in time.
+raft_message_body timed_out_answer(const raft_message_body& request) {
+  constexpr auto code = error_code::request_timed_out;
+  if (std::holds_alternative<vote_request>(request)) {
+    vote_response r;
+    r.error_code = code;
+    r.pre_vote = std::get<vote_request>(request).pre_vote;
+    return r;
+  }
+  if (std::holds_alternative<begin_quorum_epoch_request>(request)) {
+    begin_quorum_epoch_response r;
+    r.error_code = code;
+    return r;
+  }
+  if (std::holds_alternative<end_quorum_epoch_request>(request)) {
+    end_quorum_epoch_response r;
+    r.error_code = code;
+    return r;
+  }
+  fetch_response r;
+  r.error_code = code;
+  return r;
+}
+
+}  // namespace
+
+struct raft_node::impl : std::enable_shared_from_this<impl> {
+  impl(asio::io_context& io_, raft_node_options options_, std::unique_ptr<partition_raft_log> log_,
+       quorum_state_file state_file_, std::optional<quorum_state> persisted)
+      : io(io_),
+        options(std::move(options_)),
+        log(std::move(log_)),
+        state_file(std::move(state_file_)),
+        node(options.config, *log, persisted, steady_now_ms()),
+        client(io_, "mala-raft-" + std::to_string(options.config.node_id)),
+        timer(io_),
+        logger(subsystem_logger("raft")) {}
+
+  struct pending_inbound {
+    int32_t from;
+    raft_message_body request;
+    response_callback respond;
+    int64_t deadline_ms;
+  };
+
+  asio::io_context& io;
+  raft_node_options options;
+  std::unique_ptr<partition_raft_log> log;
+  quorum_state_file state_file;
+  replica node;
+  net::peer_client client;
+  asio::steady_timer timer;
+  std::shared_ptr<spdlog::logger> logger;
+  bool running = false;
+  int64_t next_inbound_correlation = int64_t{1} << 50;
+  std::map<std::pair<int32_t, int64_t>, pending_inbound> inbound;
+  std::vector<std::function<void()>> listeners;
+
+  // What listeners last saw.
+  role last_role = role::unattached;
+  int32_t last_epoch = -1;
+  int32_t last_leader = -2;
+  int64_t last_high_watermark = -1;
+
+  [[noreturn]] void halt(const std::string& what) {
+    logger->critical("halting: {}", what);
+    spdlog::default_logger()->flush();
+    logger->flush();
+    ::_exit(1);
+  }
+
+  void step_done() {
+    effects fx = node.take_effects();
+    if (fx.quorum_state_to_persist) {
+      if (auto st = state_file.write(*fx.quorum_state_to_persist); !st.ok()) {
+        halt("cannot write the quorum-state file: " + st.message);
+      }
+    }
+    if (!fx.log_operations.empty()) {
+      if (auto st = log->flush(); !st.ok()) halt("cannot flush the metadata log: " + st.message);
+    }
+    for (auto& m : fx.messages) deliver(std::move(m));
+    notify_if_changed();
+  }
+
+  void notify_if_changed() {
+    const bool changed = node.current_role() != last_role || node.epoch() != last_epoch ||
+                         node.leader_id() != last_leader || node.high_watermark() != last_high_watermark;
+    if (!changed) return;
+    if (node.current_role() != last_role || node.epoch() != last_epoch || node.leader_id() != last_leader) {
+      logger->info("raft node {}: {} in epoch {}, leader {}, high watermark {}", options.config.node_id,
+                   role_name(node.current_role()), node.epoch(), node.leader_id(), node.high_watermark());
+    }
+    last_role = node.current_role();
+    last_epoch = node.epoch();
+    last_leader = node.leader_id();
+    last_high_watermark = node.high_watermark();
+    for (const auto& l : listeners) l();
+  }
+
+  void deliver(outbound_message m) {
+    if (is_response(m.message.body)) {
+      auto it = inbound.find({m.destination, m.message.correlation_id});
+      if (it == inbound.end()) return;  // timed out already
+      auto respond = std::move(it->second.respond);
+      inbound.erase(it);
+      respond(std::move(m.message.body));
+      return;
+    }
+    if (!running) return;
+    // Named arguments only: GCC 12 destroys a prvalue argument of a coroutine twice (GCC bug 100611).
+    std::weak_ptr<impl> weak = weak_from_this();
+    auto message = std::make_shared<const outbound_message>(std::move(m));
+    asio::co_spawn(
+        io, [weak, message] { return send(weak, message); }, asio::detached);
+  }
+
+  static asio::awaitable<void> send(std::weak_ptr<impl> weak,
+                                    std::shared_ptr<const outbound_message> message) {
+    const outbound_message& m = *message;
+    auto self = weak.lock();
+    if (!self) co_return;
+    auto endpoint = self->options.voter_endpoints.find(m.destination);
+    if (endpoint == self->options.voter_endpoints.end()) co_return;
+    const bool pre_vote = std::holds_alternative<vote_request>(m.message.body) &&
+                          std::get<vote_request>(m.message.body).pre_vote;
+    auto encoded = encode_raft_request(m.message, self->options.config.node_id, self->options.cluster_id);
+    if (!encoded.ok()) {
+      self->logger->warn("raft: cannot encode {}: {}", describe(m.message), encoded.error().message);
+      co_return;
+    }
+    encoded_request request = std::move(*encoded);
+    net::peer_address to{endpoint->second.host, endpoint->second.port};
+    const int32_t timeout = self->options.config.request_timeout_ms + self->options.config.fetch_max_wait_ms;
+    auto* client = &self->client;
+    self.reset();  // the node may go away while the call waits
+    auto answer =
+        co_await client->call(to, request.api_key, request.api_version, request.request_header_version,
+                              request.response_header_version, std::move(request.body), timeout);
+    self = weak.lock();
+    if (!self || !self->running) co_return;
+    if (!answer.ok()) {
+      self->logger->debug("raft: {} to node {} failed: {}", describe(m.message), m.destination,
+                          answer.error().message);
+      co_return;  // the replica retries on its own deadlines
+    }
+    const int64_t fetch_offset = std::holds_alternative<fetch_request>(m.message.body)
+                                     ? std::get<fetch_request>(m.message.body).fetch_offset
+                                     : -1;
+    auto body = decode_raft_response(request.api_key, request.api_version, *answer, pre_vote, fetch_offset);
+    if (!body.ok()) {
+      self->logger->warn("raft: undecodable answer from node {}: {}", m.destination, body.error().message);
+      co_return;
+    }
+    self->node.tick(steady_now_ms());
+    self->node.on_message(m.destination, raft_message{m.message.correlation_id, std::move(*body)});
+    self->step_done();
+  }
+
+  void schedule_tick() {
+    timer.expires_after(std::chrono::milliseconds(options.tick_interval_ms));
+    timer.async_wait([weak = weak_from_this()](const std::error_code& ec) {
+      auto self = weak.lock();
+      if (ec || !self || !self->running) return;
+      self->on_tick();
+      self->schedule_tick();
+    });
+  }
+
+  void on_tick() {
+    const int64_t now = steady_now_ms();
+    node.tick(now);
+    step_done();
+    for (auto it = inbound.begin(); it != inbound.end();) {
+      if (it->second.deadline_ms <= now) {
+        auto respond = std::move(it->second.respond);
+        auto answer = timed_out_answer(it->second.request);
+        it = inbound.erase(it);
+        respond(std::move(answer));
+      } else {
+        ++it;
+      }
+    }
+  }
+};
+
+raft_node::raft_node(std::shared_ptr<impl> i) : _impl(std::move(i)) {}
+
+raft_node::~raft_node() {
+  if (_impl) {
+    _impl->running = false;
+    _impl->client.close_all();
+    (void)_impl->log->close();
+  }
+}
+
+result<std::unique_ptr<raft_node>> raft_node::open(asio::io_context& io, raft_node_options options) {
+  auto log = partition_raft_log::open(options.metadata_log_dir);
+  if (!log.ok()) return log.error();
+  auto state_file = quorum_state_file::in_dir((*log)->dir(), options.config.voters);
+  auto persisted = state_file.read();
+  if (!persisted.ok()) return persisted.error();
+  auto i = std::make_shared<impl>(io, std::move(options), std::move(*log), std::move(state_file), *persisted);
+  // A restart from a persisted state may have effects (a single voter elects itself at construction).
+  i->step_done();
+  return std::unique_ptr<raft_node>(new raft_node(std::move(i)));
+}
+
+void raft_node::start() {
+  if (_impl->running) return;
+  _impl->running = true;
+  _impl->schedule_tick();
+}
+
+void raft_node::stop() {
+  _impl->running = false;
+  _impl->timer.cancel();
+  _impl->client.close_all();
+}
+
+void raft_node::handle_request(int32_t from, raft_message_body request, response_callback respond) {
+  impl& i = *_impl;
+  const int64_t correlation = i.next_inbound_correlation++;
+  const int64_t now = steady_now_ms();
+  i.inbound.emplace(
+      std::make_pair(from, correlation),
+      impl::pending_inbound{from, request, std::move(respond), now + i.options.config.request_timeout_ms});
+  i.node.tick(now);
+  i.node.on_message(from, raft_message{correlation, std::move(request)});
+  i.step_done();
+}
+
+result<append_info> raft_node::append(const std::vector<std::vector<uint8_t>>& records) {
+  auto appended = _impl->node.append(records);
+  _impl->step_done();
+  return appended;
+}
+
+void raft_node::resign() {
+  _impl->node.resign();
+  _impl->step_done();
+}
+
+const replica& raft_node::state() const {
+  return _impl->node;
+}
+
+partition_raft_log& raft_node::log() {
+  return *_impl->log;
+}
+
+const std::string& raft_node::cluster_id() const {
+  return _impl->options.cluster_id;
+}
+
+std::optional<voter_endpoint> raft_node::endpoint_of(int32_t node_id) const {
+  auto it = _impl->options.voter_endpoints.find(node_id);
+  if (it == _impl->options.voter_endpoints.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::vector<int32_t>& raft_node::voters() const {
+  return _impl->options.config.voters;
+}
+
+void raft_node::add_listener(std::function<void()> on_change) {
+  _impl->listeners.push_back(std::move(on_change));
+}
+
+}  // namespace mala::raft

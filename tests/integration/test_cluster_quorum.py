@@ -1,0 +1,450 @@
+"""The 3-node Raft metadata quorum (every node broker + controller), seen through real Kafka clients and tools:
+Apache Kafka 4.4's kafka-metadata-quorum and kafka-topics (their main classes, several in one JVM through
+mala.it.ToolBatch) and librdkafka (confluent-kafka). Timings that only a fast poll can measure (an election within
+2 s) are measured with cluster.describe_quorum(), a hand-encoded DescribeQuorum probe polled every 50 ms, and what it
+saw is then checked with kafka-metadata-quorum.
+
+Timing limits (the issue's numbers) and the slack each assertion allows are stated below; every measured time is
+printed (pytest -s, or in the report of a failing test).
+"""
+
+import re
+import time
+
+import pytest
+
+from cluster import CLUSTER_ID, cluster, running_cluster  # noqa: F401  (fixtures)
+from real_clients import TOPICS_TOOL, create_topic, rdkafka_consume, rdkafka_produce, step_ok, tool_batch
+
+QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"  # kafka-metadata-quorum.sh
+
+ELECTION_LIMIT_S = 2.0  # a leader within 2 s of all three starting
+FAILOVER_LIMIT_S = 3.0  # a new leader within 3 s of SIGKILL to the active controller
+POLL_SLACK_S = 1.0  # allowed on top of each limit: probe interval, process start-up, a loaded 2-core machine
+SESSION_TIMEOUT_S = 9.0  # broker.session.timeout.ms default
+HEARTBEAT_INTERVAL_S = 2.0  # broker.heartbeat.interval.ms default
+# A paused broker's last heartbeat was at most one interval before the pause, so it must not be fenced earlier
+# than SESSION_TIMEOUT_S - HEARTBEAT_INTERVAL_S after it (minus slack), and must be fenced once its session expired
+# plus one heartbeat interval for the controller to notice and the new metadata to reach the brokers (plus slack).
+FENCE_MIN_S = SESSION_TIMEOUT_S - HEARTBEAT_INTERVAL_S - POLL_SLACK_S
+FENCE_MAX_S = SESSION_TIMEOUT_S + HEARTBEAT_INTERVAL_S + POLL_SLACK_S
+UNFENCE_LIMIT_S = 10.0  # a resumed broker is a live broker again within ~10 s
+
+
+# --- parsing what the tools print ---------------------------------------------------------------------------------
+
+STATUS_KEYS = ["ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag", "MaxFollowerLagTimeMs",
+               "CurrentVoters", "CurrentObservers"]
+REPLICATION_HEADER = ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp",
+                      "Status"]
+
+
+def parse_quorum_status(text: str) -> dict:
+    """`kafka-metadata-quorum describe --status`: "Key:   value" lines. CurrentVoters/CurrentObservers print as
+    [{"id": 1, "directoryId": "...", "endpoints": ["CONTROLLER://host:port"]}, ...]."""
+    fields = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w+):\s+(.*)$", line)
+        if m:
+            fields[m[1]] = m[2].strip()
+    missing = [k for k in STATUS_KEYS if k not in fields]
+    assert not missing, f"describe --status printed no {missing}:\n{text}"
+    out = {k: fields[k] for k in STATUS_KEYS}
+    for k in ("LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag", "MaxFollowerLagTimeMs"):
+        out[k] = int(fields[k])
+    for k in ("CurrentVoters", "CurrentObservers"):
+        entries = re.findall(r"\{(.*?)\}", fields[k])
+        out[k] = {}
+        for e in entries:
+            m = re.search(r'"id": (-?\d+)', e)
+            assert m, f"{k} entry without an id: {e!r}"
+            out[k][int(m[1])] = re.findall(r'"(\w+://[^"]+)"', e)
+        if not entries:
+            assert fields[k] == "[]", f"{k}: {fields[k]!r}"
+    return out
+
+
+def parse_quorum_replication(text: str) -> list:
+    """`kafka-metadata-quorum describe --replication`: a whitespace-aligned table, header first."""
+    lines = [l for l in text.splitlines() if l.strip()]
+    assert lines and lines[0].split() == REPLICATION_HEADER, f"unexpected header:\n{text}"
+    rows = []
+    for line in lines[1:]:
+        cells = line.split()
+        assert len(cells) == len(REPLICATION_HEADER), f"row with {len(cells)} cells: {line!r}"
+        row = dict(zip(REPLICATION_HEADER, cells))
+        for k in ("NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp"):
+            row[k] = int(row[k])
+        rows.append(row)
+    return rows
+
+
+def parse_topics_describe(text: str) -> dict:
+    """`kafka-topics --describe`: {topic: {"id", "partition_count", "rf", "partitions": {p: {"leader" (None when
+    "none"), "replicas", "isr"}}}} (internal __ topics left out)."""
+    topics = {}
+    for line in text.splitlines():
+        m = re.match(r"^Topic: (\S+)\s+TopicId: (\S+)\s+PartitionCount: (\d+)\s+ReplicationFactor: (\d+)", line)
+        if m:
+            topics[m[1]] = {"id": m[2], "partition_count": int(m[3]), "rf": int(m[4]), "partitions": {}}
+            continue
+        m = re.match(r"^\s+Topic: (\S+)\s+Partition: (\d+)\s+Leader: (\S+)\s+Replicas: ([\d,]*)\s+Isr: ([\d,]*)", line)
+        if m:
+            ids = lambda s: tuple(int(x) for x in s.split(",") if x)  # noqa: E731
+            topics.setdefault(m[1], {"id": None, "partition_count": None, "rf": None, "partitions": {}})
+            topics[m[1]]["partitions"][int(m[2])] = {
+                "leader": None if m[3] == "none" else int(m[3]), "replicas": ids(m[4]), "isr": ids(m[5])}
+    return {t: v for t, v in topics.items() if not t.startswith("__")}
+
+
+def quorum_tool(cluster, steps):
+    """Runs kafka-metadata-quorum steps [(node id, "--status" | "--replication")] in one JVM; returns the outputs."""
+    outs = tool_batch(*[(QUORUM_TOOL, "--bootstrap-server", cluster.bootstrap_of(i), "describe", what)
+                        for i, what in steps])
+    return [step_ok(o) for o in outs]
+
+
+def describe_topics(cluster, ids, topic=None):
+    """kafka-topics --describe through each node in `ids` (one JVM); returns {node id: parsed}."""
+    extra = ["--topic", topic] if topic else []
+    outs = tool_batch(*[(TOPICS_TOOL, "--bootstrap-server", cluster.bootstrap_of(i), "--describe", *extra)
+                        for i in ids])
+    return {i: parse_topics_describe(step_ok(o)) for i, o in zip(ids, outs)}
+
+
+def complete(view: dict, topic: str, partitions: int) -> bool:
+    """The topic is in the view with all its partitions, each with a leader."""
+    t = view.get(topic)
+    return bool(t) and sorted(t["partitions"]) == list(range(partitions)) and \
+        all(p["leader"] is not None for p in t["partitions"].values())
+
+
+def wait_brokers(cluster, ids, expected, timeout=20):
+    """Waits until Metadata through every node in `ids` lists exactly the brokers `expected`."""
+    def check():
+        views = {i: sorted(cluster.rdkafka_metadata(i).brokers) for i in ids}
+        return views if all(v == sorted(expected) for v in views.values()) else None
+    return cluster.wait_until(check, timeout, interval=0.25, what=f"brokers {sorted(expected)} on nodes {ids}")
+
+
+def create_topic_retrying(bootstrap, name, partitions, replication_factor, timeout=15):
+    """CreateTopics with confluent-kafka's AdminClient, retried until it succeeds (a retry that finds the topic
+    already there counts: the previous attempt created it). Returns the number of attempts."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    deadline = time.monotonic() + timeout
+    attempts, last = 0, None
+    while time.monotonic() < deadline:
+        attempts += 1
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "log_level": 2})
+        futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                                replication_factor=replication_factor)],
+                                      request_timeout=5, operation_timeout=5)
+        try:
+            futures[name].result(timeout=10)
+            return attempts
+        except KafkaException as e:
+            last = e.args[0]
+            if attempts > 1 and last.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return attempts
+            if not last.retriable() and last.code() not in (KafkaError.NOT_CONTROLLER, KafkaError._TIMED_OUT,
+                                                             KafkaError.REQUEST_TIMED_OUT):
+                pytest.fail(f"CreateTopics {name} failed: {last}")
+        time.sleep(0.25)
+    pytest.fail(f"CreateTopics {name} did not succeed within {timeout} s ({attempts} attempts, last: {last})")
+
+
+# --- tests --------------------------------------------------------------------------------------------------------
+
+def test_leader_elected_within_2s_and_described_by_every_node(cluster):
+    launched = cluster.start_all(wait=False)
+    asked, first = cluster.wait_until(lambda: cluster.quorum_leader(ids=cluster.ids), timeout=20, interval=0.05,
+                                      what="any node to report a quorum leader")
+    elapsed = time.monotonic() - launched
+    print(f"leader {first['leader_id']} (epoch {first['leader_epoch']}) reported by node {asked} "
+          f"{elapsed:.2f} s after the three nodes were launched")
+    assert elapsed <= ELECTION_LIMIT_S + POLL_SLACK_S, \
+        f"leader elected after {elapsed:.2f} s (limit {ELECTION_LIMIT_S} s + {POLL_SLACK_S} s slack)"
+    assert first["leader_id"] in cluster.ids and first["leader_epoch"] >= 1, first
+    assert sorted(first["voters"]) == [1, 2, 3], first
+
+    for i in cluster.ids:
+        cluster.wait_serving(i)
+    leader, epoch, answers = cluster.wait_until(cluster.agreed_leader, timeout=10,
+                                                what="all three nodes to agree on the leader")
+    assert (leader, epoch) == (first["leader_id"], first["leader_epoch"]), \
+        f"leadership changed after the first election (pre-vote should prevent that): {answers}"
+
+    outs = quorum_tool(cluster, [(i, "--status") for i in cluster.ids])
+    for i, out in zip(cluster.ids, outs):
+        status = parse_quorum_status(out)
+        assert status["ClusterId"] == CLUSTER_ID, out
+        assert status["LeaderId"] == leader, f"through node {i}:\n{out}"
+        assert status["LeaderEpoch"] == epoch, f"through node {i}:\n{out}"
+        assert status["HighWatermark"] > 0, f"the leader commits records of its epoch (node {i}):\n{out}"
+        assert sorted(status["CurrentVoters"]) == [1, 2, 3], out
+        assert status["CurrentObservers"] == {}, f"combined-mode nodes are all voters, no observers:\n{out}"
+        for vid, endpoints in status["CurrentVoters"].items():
+            if endpoints:  # printed when DescribeQuorum v2 returns the voters' Nodes
+                assert endpoints == [f"CONTROLLER://127.0.0.1:{cluster.node(vid).controller_port}"], out
+
+    def metadata_agrees():
+        mds = {i: cluster.rdkafka_metadata(i) for i in cluster.ids}
+        ok = all(sorted(md.brokers) == [1, 2, 3] and md.controller_id == leader for md in mds.values())
+        return mds if ok else None
+    mds = cluster.wait_until(metadata_agrees, timeout=15, interval=0.25,
+                             what=f"Metadata on every node: brokers 1,2,3 and controller id {leader}")
+    for i, md in mds.items():
+        assert md.cluster_id == CLUSTER_ID, (i, md.cluster_id)
+        b = md.brokers[i]
+        assert (b.host, b.port) == ("127.0.0.1", cluster.node(i).port), (i, b)
+
+
+def test_describe_replication_lists_the_three_voters(running_cluster):
+    c = running_cluster
+    leader, epoch, _ = c.agreed_leader()
+    followers = [i for i in c.ids if i != leader]
+
+    def replicated():
+        q = c.describe_quorum(leader)
+        voters = q["voters"]
+        ok = sorted(voters) == [1, 2, 3] and all(v["log_end_offset"] > 0 for v in voters.values()) and \
+            all(voters[f]["last_fetch"] > 0 for f in followers)
+        return q if ok else None
+    c.wait_until(replicated, timeout=15, what="every voter to have fetched the metadata log")
+
+    status_out, repl_out = quorum_tool(c, [(followers[0], "--status"), (followers[0], "--replication")])
+    status = parse_quorum_status(status_out)
+    rows = parse_quorum_replication(repl_out)
+    print(repl_out)
+    assert sorted(r["NodeId"] for r in rows) == [1, 2, 3], repl_out
+    by_id = {r["NodeId"]: r for r in rows}
+    assert by_id[leader]["Status"] == "Leader", repl_out
+    assert [by_id[f]["Status"] for f in followers] == ["Follower", "Follower"], repl_out
+    assert not [r for r in rows if r["Status"] == "Observer"], repl_out
+    now_ms = time.time() * 1000
+    for r in rows:
+        assert r["LogEndOffset"] > 0, repl_out
+        assert r["Lag"] >= 0, f"a follower ahead of its leader:\n{repl_out}"
+    assert by_id[leader]["LogEndOffset"] >= status["HighWatermark"] > 0, (status_out, repl_out)
+    for f in followers:
+        assert abs(now_ms - by_id[f]["LastFetchTimestamp"]) < 60_000, f"follower {f} fetch time:\n{repl_out}"
+
+
+def test_topic_created_through_one_node_is_the_same_on_every_node(running_cluster):
+    c = running_cluster
+    leader, _, _ = c.agreed_leader()
+    via = next(i for i in c.ids if i != leader)
+    wait_brokers(c, c.ids, c.ids)
+    out = step_ok(tool_batch((TOPICS_TOOL, "--bootstrap-server", c.bootstrap_of(via), "--create",
+                              "--topic", "quorum-topic", "--partitions", "3", "--replication-factor", "3"))[0])
+    assert "Created topic quorum-topic." in out, out
+
+    views = c.wait_until(
+        lambda: (lambda v: v if all(complete(x, "quorum-topic", 3) for x in v.values()) else None)(
+            describe_topics(c, c.ids, "quorum-topic")),
+        timeout=60, interval=0.5, what="quorum-topic with 3 led partitions on every node")
+    print({i: v["quorum-topic"] for i, v in views.items()})
+    reference = views[via]["quorum-topic"]
+    assert reference["partition_count"] == 3 and reference["rf"] == 3, reference
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", reference["id"]) and reference["id"] != "AAAAAAAAAAAAAAAAAAAAAA", \
+        reference
+    for p, part in reference["partitions"].items():
+        assert sorted(part["replicas"]) == [1, 2, 3], (p, part)
+        assert sorted(part["isr"]) == [1, 2, 3], (p, part)
+        assert part["leader"] in part["isr"], (p, part)
+    leaders = sorted(part["leader"] for part in reference["partitions"].values())
+    assert leaders == [1, 2, 3], f"Kafka spreads a new topic's leaders over the brokers: {reference}"
+    for i, view in views.items():
+        assert view["quorum-topic"] == reference, f"node {i} describes\n{view}\nnode {via} describes\n{reference}"
+
+
+def test_create_topics_sent_to_a_follower_is_forwarded(running_cluster):
+    """Real clients send CreateTopics to the Metadata controller id; here it goes to a follower's own listener."""
+    c = running_cluster
+    leader, _, _ = c.agreed_leader()
+    follower = next(i for i in c.ids if i != leader)
+    wait_brokers(c, c.ids, c.ids)
+    error, message = c.create_topics_raw(follower, "forwarded-topic", partitions=2, replication_factor=3)
+    assert error == 0, f"CreateTopics to follower {follower}: error {error} ({message}); 41 = NOT_CONTROLLER"
+
+    def everywhere():
+        mds = {i: c.rdkafka_metadata(i, topic="forwarded-topic") for i in c.ids}
+        ok = all(md.topics["forwarded-topic"].error is None and len(md.topics["forwarded-topic"].partitions) == 2
+                 for md in mds.values())
+        return ok
+    c.wait_until(everywhere, timeout=15, interval=0.25, what="forwarded-topic with 2 partitions on every node")
+
+
+def test_controller_sigkill_failover_and_rejoin(running_cluster):
+    c = running_cluster
+    old, old_epoch, _ = c.agreed_leader()
+    survivors = [i for i in c.ids if i != old]
+    wait_brokers(c, c.ids, c.ids)
+
+    t0 = time.monotonic()
+    c.kill(old)
+    asked, q = c.wait_until(lambda: c.quorum_leader(ids=survivors, min_epoch=old_epoch + 1, exclude={old}),
+                            timeout=20, interval=0.05, what=f"a new leader among {survivors}")
+    elapsed = time.monotonic() - t0
+    print(f"SIGKILL to leader {old} (epoch {old_epoch}): node {asked} reports leader {q['leader_id']} "
+          f"epoch {q['leader_epoch']} after {elapsed:.2f} s")
+    assert elapsed <= FAILOVER_LIMIT_S + POLL_SLACK_S, \
+        f"new leader after {elapsed:.2f} s (limit {FAILOVER_LIMIT_S} s + {POLL_SLACK_S} s slack)"
+    new, new_epoch, _ = c.wait_until(lambda: c.agreed_leader(survivors), timeout=10,
+                                     what=f"survivors {survivors} to agree on the new leader")
+    assert new in survivors and new_epoch > old_epoch, (new, new_epoch, old_epoch)
+
+    via = next(i for i in survivors if i != new)
+    attempts = create_topic_retrying(c.bootstrap_of(via), "after-failover", partitions=2, replication_factor=2)
+    print(f"CreateTopics through node {via} succeeded after {attempts} attempt(s)")
+
+    def topic_on(i):
+        def check():
+            md = c.rdkafka_metadata(i, topic="after-failover")
+            t = md.topics.get("after-failover")
+            return t is not None and t.error is None and len(t.partitions) == 2
+        return check
+    for i in survivors:
+        c.wait_until(topic_on(i), timeout=15, interval=0.25, what=f"after-failover in node {i}'s Metadata")
+
+    committed = c.describe_quorum(new)["high_watermark"]
+    c.start(old)
+
+    def caught_up():
+        qq = c.describe_quorum(new)
+        state = qq["voters"].get(old)
+        return qq if state and state["log_end_offset"] >= committed else None
+    c.wait_until(caught_up, timeout=20, interval=0.1,
+                 what=f"restarted node {old} to replicate the metadata log up to {committed}")
+    leader, epoch, answers = c.wait_until(lambda: c.agreed_leader(c.ids), timeout=10,
+                                          what="all three nodes to agree on the leader after the rejoin")
+    assert (leader, epoch) == (new, new_epoch), \
+        f"the rejoining node disrupted the leader (pre-vote should prevent that): {answers}"
+
+    status_out, repl_out = quorum_tool(c, [(old, "--status"), (old, "--replication")])
+    status = parse_quorum_status(status_out)
+    assert (status["LeaderId"], status["LeaderEpoch"]) == (new, new_epoch), status_out
+    assert sorted(status["CurrentVoters"]) == [1, 2, 3], status_out
+    rows = {r["NodeId"]: r for r in parse_quorum_replication(repl_out)}
+    assert sorted(rows) == [1, 2, 3], repl_out
+    assert rows[old]["Status"] == "Follower", repl_out
+    assert rows[old]["LogEndOffset"] >= committed, f"node {old} should have caught up to {committed}:\n{repl_out}"
+    c.wait_until(topic_on(old), timeout=15, interval=0.25,
+                 what=f"the topic created while node {old} was down in its own Metadata")
+
+
+def test_full_restart_keeps_every_topic(running_cluster):
+    c = running_cluster
+    wait_brokers(c, c.ids, c.ids)
+    topics = {"keep-three": (3, 3), "keep-one": (1, 1), "keep-five": (5, 2)}
+    outs = tool_batch(*[(TOPICS_TOOL, "--bootstrap-server", c.bootstrap, "--create", "--topic", t,
+                         "--partitions", str(p), "--replication-factor", str(rf)) for t, (p, rf) in topics.items()])
+    for t, o in zip(topics, outs):
+        assert f"Created topic {t}." in step_ok(o), o
+
+    def all_complete(ids):
+        def check():
+            views = describe_topics(c, ids)
+            ok = all(complete(v, t, p) for v in views.values() for t, (p, _) in topics.items())
+            return views if ok else None
+        return check
+    before = c.wait_until(all_complete([1]), timeout=60, interval=0.5, what="the three topics")[1]
+
+    codes = c.stop_all()
+    assert codes == {1: 0, 2: 0, 3: 0}, f"exit codes after SIGTERM to all three: {codes}\n{c.logs(80)}"
+    c.start_all()
+    c.wait_until(c.agreed_leader, timeout=20, what="a leader after the full restart")
+    after = c.wait_until(all_complete(c.ids), timeout=90, interval=0.5,
+                         what="every topic led again on every node after the restart")
+    for i, view in after.items():
+        assert sorted(view) == sorted(before), f"node {i} after the restart: {sorted(view)}, before: {sorted(before)}"
+        for t in topics:
+            b, a = before[t], view[t]
+            assert (a["id"], a["partition_count"], a["rf"]) == (b["id"], b["partition_count"], b["rf"]), (i, t, a, b)
+            assert {p: x["replicas"] for p, x in a["partitions"].items()} == \
+                {p: x["replicas"] for p, x in b["partitions"].items()}, (i, t, a, b)
+            for p, x in a["partitions"].items():
+                assert x["leader"] in x["replicas"], (i, t, p, x)
+
+
+def test_paused_broker_is_fenced_then_unfenced(running_cluster):
+    c = running_cluster
+    leader, _, _ = c.agreed_leader()
+    wait_brokers(c, c.ids, c.ids)
+    step_ok(tool_batch((TOPICS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--create", "--topic",
+                        "fence-topic", "--partitions", "3", "--replication-factor", "3"))[0])
+    view = c.wait_until(lambda: (lambda v: v if complete(v, "fence-topic", 3) else None)(
+        describe_topics(c, [leader], "fence-topic")[leader]), timeout=60, interval=0.5, what="fence-topic led")
+    led = {p: x["leader"] for p, x in view["fence-topic"]["partitions"].items()}
+    paused = next((i for i in c.ids if i != leader and i in led.values()), None)
+    if paused is None:
+        pytest.fail(f"no broker other than the controller {leader} leads a partition of fence-topic: {led}")
+    moved = [p for p, l in led.items() if l == paused]
+    live = [i for i in c.ids if i != paused]
+
+    c.pause(paused)
+    t0 = time.monotonic()
+
+    def fenced():
+        md = c.rdkafka_metadata(leader, topic="fence-topic")
+        if paused in md.brokers:
+            return None
+        leaders = {p: md.topics["fence-topic"].partitions[p].leader for p in moved}
+        if any(l in (paused, -1) for l in leaders.values()):
+            return None
+        return sorted(md.brokers), leaders
+    brokers, new_leaders = c.wait_until(fenced, timeout=30, interval=0.25,
+                                        what=f"broker {paused} fenced and partitions {moved} led elsewhere")
+    elapsed = time.monotonic() - t0
+    print(f"paused broker {paused}: fenced, partitions {moved} moved to {new_leaders}, {elapsed:.2f} s after SIGSTOP")
+    assert FENCE_MIN_S <= elapsed <= FENCE_MAX_S, \
+        f"fenced {elapsed:.2f} s after SIGSTOP; expected between {FENCE_MIN_S} and {FENCE_MAX_S} s"
+    assert brokers == live, brokers
+    assert c.node(paused).alive(), "the paused process must still exist"
+
+    for i, v in describe_topics(c, live, "fence-topic").items():
+        parts = v["fence-topic"]["partitions"]
+        for p in moved:
+            assert parts[p]["leader"] in live, f"node {i}: partition {p} {parts[p]}"
+            assert parts[p]["leader"] in parts[p]["replicas"], f"node {i}: partition {p} {parts[p]}"
+
+    c.resume(paused)
+    t1 = time.monotonic()
+    c.wait_until(lambda: paused in c.rdkafka_metadata(leader).brokers, timeout=30, interval=0.25,
+                 what=f"broker {paused} unfenced in the leader's Metadata")
+    elapsed = time.monotonic() - t1
+    print(f"resumed broker {paused}: a live broker again {elapsed:.2f} s after SIGCONT")
+    assert elapsed <= UNFENCE_LIMIT_S + POLL_SLACK_S, \
+        f"unfenced {elapsed:.2f} s after SIGCONT (limit {UNFENCE_LIMIT_S} s + {POLL_SLACK_S} s slack)"
+    wait_brokers(c, c.ids, c.ids, timeout=15)
+
+
+def test_produce_consume_through_the_cluster(running_cluster):
+    c = running_cluster
+    wait_brokers(c, c.ids, c.ids)
+    topic = "cluster-data"
+    create_topic(c.bootstrap, topic, partitions=3)  # replication factor 1: replication is not built yet
+
+    def led_everywhere():
+        leaders = {}
+        for i in c.ids:
+            t = c.rdkafka_metadata(i, topic=topic).topics[topic]
+            if t.error is not None or sorted(t.partitions) != [0, 1, 2] or \
+                    any(p.leader < 0 for p in t.partitions.values()):
+                return None
+            leaders[i] = {p: x.leader for p, x in t.partitions.items()}
+        return leaders if len({tuple(sorted(v.items())) for v in leaders.values()}) == 1 else None
+    leaders = c.wait_until(led_everywhere, timeout=20, interval=0.25, what=f"{topic} led, same view on every node")
+    by_partition = leaders[1]
+    print(f"{topic} partition leaders: {by_partition}")
+    assert len(set(by_partition.values())) >= 2, f"Kafka spreads partitions over the brokers: {by_partition}"
+
+    records = [(f"key-{i}", f"value-{i}") for i in range(30)]
+    produced = rdkafka_produce(c.bootstrap, topic, records, timeout=30, acks=1)
+    for p in range(3):
+        offsets = sorted(o for part, o, _, _ in produced if part == p)
+        assert offsets == list(range(len(offsets))), f"partition {p} offsets {offsets}"
+    consumed = rdkafka_consume(c.bootstrap_of(1), topic, {0: 0, 1: 0, 2: 0}, count=len(records), timeout=30)
+    assert sorted(consumed) == sorted(produced), (consumed, produced)

@@ -1,0 +1,418 @@
+// Broker lifecycle on the active controller, as Kafka 4.x's ClusterControlManager / BrokerHeartbeatManager /
+// ReplicationControlManager run it: registration fenced until caught up (multi-node option), heartbeats
+// (stale epochs, unfencing, WantFence, controlled shutdown with ShouldShutDown), session expiry moving
+// leadership and shrinking ISRs, the last ISR member kept with no leader, leaders restored on unfencing, the
+// grace after a controller failover; and the pure state machine of broker_heartbeat_manager.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mala/controller/broker_heartbeat_manager.h"
+#include "mala/controller/quorum_controller.h"
+#include "mala/metadata/metadata_delta.h"
+
+namespace mala::controller {
+namespace {
+
+namespace fs = std::filesystem;
+
+// --- The pure state machine (BrokerHeartbeatManager.calculateNextBrokerState)
+
+TEST(next_broker_state, follows_kafkas_transitions) {
+  using enum broker_control_state;
+  auto next = [](broker_control_state s, heartbeat_facts f) { return next_broker_state(s, f); };
+  EXPECT_EQ(next(fenced, {.caught_up = false}), fenced);
+  EXPECT_EQ(next(fenced, {.caught_up = true}), unfenced);
+  EXPECT_EQ(next(fenced, {.want_fence = true, .caught_up = true}), fenced);
+  EXPECT_EQ(next(fenced, {.want_shut_down = true, .has_leaderships = true}), shutdown_now);
+  EXPECT_EQ(next(unfenced, {}), unfenced);
+  EXPECT_EQ(next(unfenced, {.want_fence = true}), fenced);
+  EXPECT_EQ(next(unfenced, {.want_fence = true, .want_shut_down = true}), shutdown_now);
+  EXPECT_EQ(next(unfenced, {.want_shut_down = true, .has_leaderships = true}), controlled_shutdown);
+  EXPECT_EQ(next(unfenced, {.want_shut_down = true, .has_leaderships = false}), shutdown_now);
+  EXPECT_EQ(next(controlled_shutdown, {.has_leaderships = true, .shutdown_offset_reached = true}),
+            controlled_shutdown);
+  EXPECT_EQ(next(controlled_shutdown, {.shutdown_offset_reached = false}), controlled_shutdown);
+  EXPECT_EQ(next(controlled_shutdown, {.shutdown_offset_reached = true}), shutdown_now);
+  EXPECT_TRUE(is_fenced(shutdown_now));
+  EXPECT_TRUE(should_shut_down(shutdown_now));
+  EXPECT_FALSE(is_fenced(controlled_shutdown));
+}
+
+TEST(broker_heartbeat_manager, sessions_expire_oldest_first_and_unknown_brokers_get_a_grace) {
+  broker_heartbeat_manager m(1000);
+  m.touch(1, 100, 5, false);
+  m.touch(2, 50, 5, false);
+  EXPECT_TRUE(m.stale_brokers({1, 2}, 1050).empty());  // valid while last contact + timeout >= now
+  EXPECT_EQ(m.stale_brokers({1, 2}, 1051), (std::vector<int32_t>{2}));
+  EXPECT_EQ(m.stale_brokers({1, 2}, 1101), (std::vector<int32_t>{2, 1}));
+  // Broker 3 was never seen: its session starts at this check.
+  EXPECT_TRUE(m.stale_brokers({3}, 5000).empty());
+  EXPECT_EQ(m.stale_brokers({3}, 6001), (std::vector<int32_t>{3}));
+  m.reset({1, 2, 3}, 10000);
+  EXPECT_TRUE(m.stale_brokers({1, 2, 3}, 11000).empty());
+  EXPECT_EQ(m.lowest_offset({1, 2}), -1);  // nothing reported since the reset
+  EXPECT_EQ(m.lowest_offset({}), std::numeric_limits<int64_t>::max());
+}
+
+TEST(broker_heartbeat_manager, controlled_shutdown_offset_is_set_once_and_cleared_by_fencing) {
+  broker_heartbeat_manager m(1000);
+  m.touch(1, 0, 3, false);
+  EXPECT_FALSE(m.in_controlled_shutdown(1));
+  m.maybe_set_controlled_shutdown_offset(1, 10);
+  m.maybe_set_controlled_shutdown_offset(1, 12);
+  EXPECT_EQ(m.controlled_shutdown_offset(1), 10);
+  m.touch(1, 5, 11, false);
+  EXPECT_EQ(m.controlled_shutdown_offset(1), 10);
+  m.touch(1, 6, 11, true);
+  EXPECT_FALSE(m.in_controlled_shutdown(1));
+  m.maybe_set_controlled_shutdown_offset(1, 20);
+  m.fenced(1);
+  EXPECT_FALSE(m.in_controlled_shutdown(1));
+}
+
+// --- On the controller
+
+class broker_lifecycle_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    _dir =
+        fs::temp_directory_path() / ("mala-broker-lifecycle-test-" + std::to_string(std::random_device{}()));
+    fs::create_directories(_dir);
+  }
+  void TearDown() override {
+    _controller.reset();
+    fs::remove_all(_dir);
+  }
+
+  void open(bool unfence_on_registration = false) {
+    auto log = local_metadata_log::open(_dir);
+    ASSERT_TRUE(log.ok()) << log.error().message;
+    controller_options o;
+    o.node_id = 1;
+    o.cluster_id = "mala-test-cluster-id0";
+    o.placement_seed = 42;
+    o.unfence_on_registration = unfence_on_registration;
+    o.broker_session_timeout_ms = 9000;
+    auto c = quorum_controller::open(std::move(*log), std::move(o));
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    _controller = std::move(*c);
+  }
+
+  const metadata::metadata_image& image() { return *_controller->image(); }
+  int64_t end_offset() { return image().metadata_offset + 1; }
+  const metadata::broker_registration& broker(int32_t id) { return image().brokers.at(id); }
+  const metadata::partition_state& partition(const std::string& topic, int32_t p) {
+    return image().find_topic(topic)->partitions.at(static_cast<size_t>(p));
+  }
+
+  int64_t register_broker(int32_t id) {
+    metadata::broker_registration b;
+    b.id = id;
+    b.incarnation_id = uuid::random();
+    b.endpoints.push_back({"PLAINTEXT", "localhost", static_cast<uint16_t>(9092 + id), "PLAINTEXT"});
+    b.supported_features["metadata.version"] = {7, 30};
+    auto r = _controller->register_broker(b);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    if (r.ok()) _epochs[id] = *r;
+    return r.ok() ? *r : -1;
+  }
+
+  protocol::broker_heartbeat_response heartbeat(int32_t id, int64_t now_ms,
+                                                std::optional<int64_t> offset = {}, bool want_fence = false,
+                                                bool want_shut_down = false) {
+    protocol::broker_heartbeat_request r;
+    r.broker_id = id;
+    r.broker_epoch = _epochs.at(id);
+    r.current_metadata_offset = offset.value_or(end_offset() - 1);  // caught up by default
+    r.want_fence = want_fence;
+    r.want_shut_down = want_shut_down;
+    return _controller->broker_heartbeat(r, now_ms);
+  }
+
+  // Registers and unfences brokers 1..n (heartbeats at now_ms).
+  void start_brokers(int32_t n, int64_t now_ms = 0) {
+    for (int32_t id = 1; id <= n; ++id) register_broker(id);
+    for (int32_t id = 1; id <= n; ++id) ASSERT_FALSE(heartbeat(id, now_ms).is_fenced);
+  }
+
+  void create(const std::string& name, const std::vector<std::vector<int32_t>>& assignment) {
+    protocol::create_topics_request request;
+    protocol::create_topics_request::creatable_topic t;
+    t.name = name;
+    t.num_partitions = -1;
+    t.replication_factor = -1;
+    for (size_t p = 0; p < assignment.size(); ++p) {
+      protocol::create_topics_request::creatable_replica_assignment a;
+      a.partition_index = static_cast<int32_t>(p);
+      a.broker_ids = assignment[p];
+      t.assignments.push_back(a);
+    }
+    request.topics.push_back(t);
+    auto response = _controller->create_topics(request, 7);
+    ASSERT_EQ(response.topics.size(), 1u);
+    ASSERT_EQ(response.topics[0].error_code, 0) << response.topics[0].error_message.value_or("");
+  }
+
+  fs::path _dir;
+  std::unique_ptr<quorum_controller> _controller;
+  std::map<int32_t, int64_t> _epochs;
+};
+
+TEST_F(broker_lifecycle_test, registration_stays_fenced_until_a_caught_up_heartbeat) {
+  open(/*unfence_on_registration=*/false);
+  const int64_t before = end_offset();
+  const int64_t epoch = register_broker(1);
+  EXPECT_EQ(epoch, before);
+  EXPECT_EQ(end_offset(), before + 1);  // the RegisterBrokerRecord only
+  EXPECT_TRUE(broker(1).fenced);
+
+  // Behind its own registration: still fenced, nothing written.
+  auto r = heartbeat(1, 0, epoch - 1);
+  EXPECT_EQ(r.error_code, 0);
+  EXPECT_FALSE(r.is_caught_up);
+  EXPECT_TRUE(r.is_fenced);
+  EXPECT_FALSE(r.should_shut_down);
+  EXPECT_EQ(end_offset(), before + 1);
+  EXPECT_TRUE(broker(1).fenced);
+
+  // WantFence keeps it fenced even when caught up.
+  r = heartbeat(1, 0, epoch, /*want_fence=*/true);
+  EXPECT_TRUE(r.is_caught_up);
+  EXPECT_TRUE(r.is_fenced);
+  EXPECT_TRUE(broker(1).fenced);
+
+  // Caught up: unfenced by one BrokerRegistrationChangeRecord.
+  r = heartbeat(1, 0, epoch);
+  EXPECT_EQ(r.error_code, 0);
+  EXPECT_TRUE(r.is_caught_up);
+  EXPECT_FALSE(r.is_fenced);
+  EXPECT_EQ(end_offset(), before + 2);
+  EXPECT_FALSE(broker(1).fenced);
+
+  // A further heartbeat changes nothing; WantFence then fences it again.
+  r = heartbeat(1, 1000);
+  EXPECT_FALSE(r.is_fenced);
+  EXPECT_EQ(end_offset(), before + 2);
+  r = heartbeat(1, 2000, std::nullopt, /*want_fence=*/true);
+  EXPECT_TRUE(r.is_fenced);
+  EXPECT_TRUE(broker(1).fenced);
+}
+
+TEST_F(broker_lifecycle_test, default_option_unfences_on_registration) {
+  open(/*unfence_on_registration=*/true);
+  register_broker(1);
+  EXPECT_FALSE(broker(1).fenced);
+}
+
+TEST_F(broker_lifecycle_test, stale_broker_epoch) {
+  open();
+  const int64_t epoch = register_broker(1);
+  protocol::broker_heartbeat_request r;
+  r.broker_id = 7;
+  r.broker_epoch = epoch;
+  auto response = _controller->broker_heartbeat(r, 0);
+  EXPECT_EQ(response.error_code, to_wire(error_code::stale_broker_epoch));
+  EXPECT_TRUE(response.is_fenced);
+  r.broker_id = 1;
+  r.broker_epoch = epoch + 1;
+  r.current_metadata_offset = 1000;
+  const int64_t before = end_offset();
+  response = _controller->broker_heartbeat(r, 0);
+  EXPECT_EQ(response.error_code, to_wire(error_code::stale_broker_epoch));
+  EXPECT_EQ(end_offset(), before);
+  EXPECT_TRUE(broker(1).fenced);
+}
+
+TEST_F(broker_lifecycle_test, fenced_brokers_lead_nothing_new) {
+  open();
+  start_brokers(1);
+  register_broker(2);  // fenced: not caught up yet
+  protocol::create_topics_request request;
+  protocol::create_topics_request::creatable_topic t;
+  t.name = "spread";
+  t.num_partitions = 6;
+  t.replication_factor = 1;
+  request.topics.push_back(t);
+  ASSERT_EQ(_controller->create_topics(request, 7).topics.at(0).error_code, 0);
+  for (const auto& p : image().find_topic("spread")->partitions) EXPECT_EQ(p.leader, 1);
+}
+
+TEST_F(broker_lifecycle_test, session_timeout_fences_moves_leadership_and_shrinks_isr) {
+  open();
+  start_brokers(3, /*now_ms=*/0);
+  create("t", {{1, 2, 3}, {2, 1, 3}});
+  create("solo", {{1}});
+  ASSERT_EQ(partition("t", 0).leader, 1);
+  ASSERT_EQ(partition("solo", 0).isr, (std::vector<int32_t>{1}));
+
+  heartbeat(2, 5000);
+  heartbeat(3, 5000);
+  _controller->fence_stale_brokers(9000);  // 0 + 9000 is still within the session
+  EXPECT_FALSE(broker(1).fenced);
+
+  const int64_t before = end_offset();
+  _controller->fence_stale_brokers(9001);
+  EXPECT_TRUE(broker(1).fenced);
+  EXPECT_FALSE(broker(2).fenced);
+  EXPECT_FALSE(broker(3).fenced);
+  EXPECT_EQ(end_offset(), before + 4);  // three PartitionChangeRecords and the fencing
+
+  // Led by 1: the next ISR member in replica order leads, with a new leader epoch.
+  EXPECT_EQ(partition("t", 0).leader, 2);
+  EXPECT_EQ(partition("t", 0).leader_epoch, 1);
+  EXPECT_EQ(partition("t", 0).partition_epoch, 1);
+  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{2, 3}));
+  // 1 a follower: only the ISR shrinks; the leader epoch stays (metadata.version 3.6+).
+  EXPECT_EQ(partition("t", 1).leader, 2);
+  EXPECT_EQ(partition("t", 1).leader_epoch, 0);
+  EXPECT_EQ(partition("t", 1).partition_epoch, 1);
+  EXPECT_EQ(partition("t", 1).isr, (std::vector<int32_t>{2, 3}));
+  // 1 the last ISR member: no leader, the ISR keeps it.
+  EXPECT_EQ(partition("solo", 0).leader, metadata::no_leader);
+  EXPECT_EQ(partition("solo", 0).leader_epoch, 1);
+  EXPECT_EQ(partition("solo", 0).isr, (std::vector<int32_t>{1}));
+
+  // Nothing more is stale; a second check writes nothing.
+  const int64_t after = end_offset();
+  _controller->fence_stale_brokers(9500);
+  EXPECT_EQ(end_offset(), after);
+
+  // Broker 1 comes back: unfenced, and leads the leaderless partition whose ISR holds it again.
+  auto r = heartbeat(1, 10000);
+  EXPECT_FALSE(r.is_fenced);
+  EXPECT_FALSE(broker(1).fenced);
+  EXPECT_EQ(partition("solo", 0).leader, 1);
+  EXPECT_EQ(partition("solo", 0).leader_epoch, 2);
+  EXPECT_EQ(partition("solo", 0).isr, (std::vector<int32_t>{1}));
+  // Partitions with a leader are left alone (the ISR grows back through AlterPartition).
+  EXPECT_EQ(partition("t", 0).leader, 2);
+  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{2, 3}));
+
+  // The records replay to the same partitions.
+  const auto expected = _controller->image();
+  _controller.reset();
+  open();
+  for (const std::string topic : {"t", "solo"}) {
+    const auto& replayed = image().find_topic(topic)->partitions;
+    const auto& written = expected->find_topic(topic)->partitions;
+    ASSERT_EQ(replayed.size(), written.size());
+    for (size_t p = 0; p < written.size(); ++p) {
+      EXPECT_EQ(replayed[p].leader, written[p].leader);
+      EXPECT_EQ(replayed[p].leader_epoch, written[p].leader_epoch);
+      EXPECT_EQ(replayed[p].partition_epoch, written[p].partition_epoch);
+      EXPECT_EQ(replayed[p].isr, written[p].isr);
+    }
+  }
+  EXPECT_FALSE(broker(1).fenced);
+}
+
+TEST_F(broker_lifecycle_test, sessions_restart_when_the_controller_becomes_active) {
+  open();
+  start_brokers(2, /*now_ms=*/0);
+  // A new active controller at 100000: neither broker has heartbeated it yet.
+  _controller->reset_heartbeat_deadlines(100000);
+  _controller->fence_stale_brokers(109000);
+  EXPECT_FALSE(broker(1).fenced);
+  EXPECT_FALSE(broker(2).fenced);
+  heartbeat(2, 105000);
+  _controller->fence_stale_brokers(109001);
+  EXPECT_TRUE(broker(1).fenced);
+  EXPECT_FALSE(broker(2).fenced);
+}
+
+TEST_F(broker_lifecycle_test, controlled_shutdown_moves_leadership_then_answers_should_shut_down) {
+  open();
+  start_brokers(4);
+  create("t", {{1, 2, 3}, {2, 1, 3}, {3, 2, 4}});
+
+  const int64_t before = end_offset();
+  auto r = heartbeat(1, 1000, std::nullopt, false, /*want_shut_down=*/true);
+  EXPECT_EQ(r.error_code, 0);
+  EXPECT_FALSE(r.is_fenced);
+  EXPECT_FALSE(r.should_shut_down);
+  EXPECT_TRUE(broker(1).in_controlled_shutdown);
+  EXPECT_FALSE(broker(1).fenced);
+  EXPECT_EQ(end_offset(), before + 3);  // InControlledShutdown, then partitions 0 and 1
+  EXPECT_EQ(partition("t", 0).leader, 2);
+  EXPECT_EQ(partition("t", 0).leader_epoch, 1);
+  EXPECT_EQ(partition("t", 0).partition_epoch, 1);
+  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(partition("t", 1).leader, 2);
+  EXPECT_EQ(partition("t", 1).leader_epoch, 0);
+  EXPECT_EQ(partition("t", 1).isr, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(partition("t", 2).partition_epoch, 0);
+  // New partitions avoid it.
+  protocol::create_topics_request request;
+  protocol::create_topics_request::creatable_topic t;
+  t.name = "later";
+  t.num_partitions = 8;
+  t.replication_factor = 3;
+  request.topics.push_back(t);
+  ASSERT_EQ(_controller->create_topics(request, 7).topics.at(0).error_code, 0);
+  for (const auto& p : image().find_topic("later")->partitions)
+    EXPECT_EQ(std::count(p.replicas.begin(), p.replicas.end(), 1), 0);
+
+  // It leads nothing now, but brokers 2, 3 and 4 have not yet reported the offset of those changes.
+  r = heartbeat(1, 1500, std::nullopt, false, true);
+  EXPECT_FALSE(r.should_shut_down);
+  EXPECT_FALSE(r.is_fenced);
+  heartbeat(2, 1600);
+  heartbeat(3, 1600);
+  r = heartbeat(1, 1700, std::nullopt, false, true);
+  EXPECT_FALSE(r.should_shut_down);
+  heartbeat(4, 1800);
+  r = heartbeat(1, 1900, std::nullopt, false, true);
+  EXPECT_TRUE(r.should_shut_down);
+  EXPECT_TRUE(r.is_fenced);
+  EXPECT_TRUE(broker(1).fenced);
+
+  // The InControlledShutdown change (BrokerRegistrationChangeRecord v1) replays.
+  _controller.reset();
+  open();
+  EXPECT_TRUE(broker(1).in_controlled_shutdown);
+  EXPECT_TRUE(broker(1).fenced);
+  EXPECT_EQ(partition("t", 0).leader, 2);
+}
+
+TEST_F(broker_lifecycle_test, controlled_shutdown_of_the_only_isr_member_leaves_the_partition_leaderless) {
+  open();
+  start_brokers(2);
+  create("t", {{1}, {2}});
+  auto r = heartbeat(1, 1000, std::nullopt, false, true);
+  EXPECT_FALSE(r.should_shut_down);
+  EXPECT_EQ(partition("t", 0).leader, metadata::no_leader);
+  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{1}));
+  heartbeat(2, 1100);
+  r = heartbeat(1, 1200, std::nullopt, false, true);
+  EXPECT_TRUE(r.should_shut_down);
+}
+
+TEST_F(broker_lifecycle_test, shutdown_without_leaderships_or_when_fenced_is_immediate) {
+  open();
+  start_brokers(2);
+  create("t", {{2, 1}});
+  // Broker 1 leads nothing: fenced and told to stop at once, off the ISR.
+  auto r = heartbeat(1, 1000, std::nullopt, false, true);
+  EXPECT_TRUE(r.should_shut_down);
+  EXPECT_TRUE(r.is_fenced);
+  EXPECT_TRUE(broker(1).fenced);
+  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{2}));
+
+  // A broker still fenced after registration may stop without a write.
+  register_broker(3);
+  const int64_t before = end_offset();
+  r = heartbeat(3, 1000, 0, false, true);
+  EXPECT_TRUE(r.should_shut_down);
+  EXPECT_EQ(end_offset(), before);
+}
+
+}  // namespace
+}  // namespace mala::controller
