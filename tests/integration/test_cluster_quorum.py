@@ -14,7 +14,7 @@ import time
 import pytest
 
 from cluster import CLUSTER_ID, cluster, running_cluster  # noqa: F401  (fixtures)
-from real_clients import TOPICS_TOOL, create_topic, rdkafka_consume, rdkafka_produce, step_ok, tool_batch
+from real_clients import TOPICS_TOOL, create_topic, java_json, rdkafka_consume, rdkafka_produce, step_ok, tool_batch
 
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"  # kafka-metadata-quorum.sh
 
@@ -448,3 +448,24 @@ def test_produce_consume_through_the_cluster(running_cluster):
         assert offsets == list(range(len(offsets))), f"partition {p} offsets {offsets}"
     consumed = rdkafka_consume(c.bootstrap_of(1), topic, {0: 0, 1: 0, 2: 0}, count=len(records), timeout=30)
     assert sorted(consumed) == sorted(produced), (consumed, produced)
+
+
+def test_java_idempotent_producer_through_a_follower(running_cluster):
+    """Apache Kafka's Java producer at its defaults (acks=all, enable.idempotence=true) bootstrapped from a node
+    that is not the active controller: its InitProducerId needs a producer-id block, which that node gets from
+    the controller with a forwarded AllocateProducerIds."""
+    c = running_cluster
+    wait_brokers(c, c.ids, c.ids)
+    leader = c.agreed_leader()
+    follower = next(i for i in c.ids if i != leader)
+    topic = "cluster-java"
+    # Replication factor 1 (replication is not built yet), so min.insync.replicas 1 for acks=all.
+    create_topic(c.bootstrap_of(follower), topic, partitions=2, config={"min.insync.replicas": "1"})
+    c.wait_until(lambda: all(c.rdkafka_metadata(i, topic=topic).topics[topic].error is None and
+                             len(c.rdkafka_metadata(i, topic=topic).topics[topic].partitions) == 2 for i in c.ids),
+                 timeout=20, interval=0.25, what=f"{topic} on every node")
+    _, produced = java_json("mala.it.Produce", "--bootstrap", c.bootstrap_of(follower), "--topic", topic,
+                            "--count", 50, "--key-prefix", "k", "--key-count", 10)
+    assert len(produced) == 50
+    consumed = rdkafka_consume(c.bootstrap, topic, {0: 0, 1: 0}, count=50, timeout=30)
+    assert sorted((p, o) for p, o, _, _ in consumed) == sorted((r["partition"], r["offset"]) for r in produced)

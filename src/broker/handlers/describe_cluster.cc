@@ -74,7 +74,9 @@ describe_cluster_handler::response describe_cluster_handler::handle(request_cont
       b.host = voter.host;
       b.port = voter.port;
     }
-    controller_id = services.controller ? services.node_id : -1;
+    // The active one: the quorum's leader as the image names it (this node on a single-voter quorum).
+    const int32_t leader = services.metadata->current()->controller_id;
+    controller_id = leader >= 0 ? leader : (services.controller ? services.node_id : -1);
   }
   const bool listed = std::any_of(resp.brokers.begin(), resp.brokers.end(),
                                   [&](const auto& b) { return b.broker_id == controller_id; });

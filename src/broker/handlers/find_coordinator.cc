@@ -27,12 +27,11 @@ struct coordinator_answer {
   int32_t port = -1;
 };
 
-// Creates __consumer_offsets with Kafka's settings (GroupCoordinatorService.groupMetadataTopicConfigs) if the
-// image does not have it. Home shard.
-void ensure_offsets_topic(const broker_services& services) {
-  if (services.metadata->current()->find_topic(std::string(coordinator::offsets_topic_name))) return;
-  if (!services.controller || !services.groups) return;
+// The CreateTopics that makes __consumer_offsets with Kafka's settings
+// (GroupCoordinatorService.groupMetadataTopicConfigs); nullopt when the image has it already.
+std::optional<protocol::create_topics_request> offsets_topic_creation(const broker_services& services) {
   const auto image = services.metadata->current();
+  if (image->find_topic(std::string(coordinator::offsets_topic_name))) return std::nullopt;
   int32_t live = 0;
   for (const auto& [id, b] : image->brokers) {
     if (!b.fenced) ++live;
@@ -50,15 +49,28 @@ void ensure_offsets_topic(const broker_services& services) {
   t.configs.push_back({"cleanup.policy", "compact"});
   t.configs.push_back({"compression.type", "producer"});
   t.configs.push_back({"segment.bytes", segment_bytes});
-  auto created = services.controller->create_topics(create, protocol::create_topics_request::max_version);
-  for (const auto& r : created.topics) {
+  return create;
+}
+
+// Creates __consumer_offsets through the active controller (forwarded when it is on another node).
+asio::awaitable<void> ensure_offsets_topic(request_context& ctx) {
+  auto create = offsets_topic_creation(ctx.services);
+  if (!create) co_return;
+  constexpr int16_t version = protocol::create_topics_request::max_version;
+  const auto& request = *create;
+  auto answer = co_await on_controller<protocol::create_topics_response>(
+      ctx, request, version,
+      [&request](controller::quorum_controller& c) { return c.create_topics(request, version); });
+  if (!answer.ok()) co_return;
+  for (const auto& r : answer.response->topics) {
     if (r.error_code != to_wire(error_code::none) &&
         r.error_code != to_wire(error_code::topic_already_exists)) {
       subsystem_logger("broker")->warn("creation of {} failed: {} {}", r.name, r.error_code,
                                        r.error_message.value_or(""));
     } else {
       subsystem_logger("broker")->info("created {} with {} partitions, replication factor {}", r.name,
-                                       t.num_partitions, t.replication_factor);
+                                       request.topics.front().num_partitions,
+                                       request.topics.front().replication_factor);
     }
   }
 }
@@ -98,12 +110,10 @@ asio::awaitable<std::optional<find_coordinator_handler::response>> find_coordina
   }
   const int8_t key_type = req.key_type;
 
-  if (key_type == group_key_type && !keys.empty() && services.groups && services.controller &&
+  if (key_type == group_key_type && !keys.empty() && services.groups &&
+      (services.controller || services.controller_link) &&
       !services.metadata->current()->find_topic(std::string(coordinator::offsets_topic_name))) {
-    co_await on_home_shard(services, [&services] {
-      ensure_offsets_topic(services);
-      return 0;
-    });
+    co_await ensure_offsets_topic(ctx);
   }
   const auto image = services.metadata->current();
 

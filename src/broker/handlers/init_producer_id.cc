@@ -1,6 +1,7 @@
 #include "handlers/init_producer_id.h"
 
 #include "handlers/admin_common.h"
+#include "handlers/allocate_producer_ids.h"
 #include "mala/broker/producer_id_allocator.h"
 #include "mala/common/logging.h"
 #include "mala/controller/quorum_controller.h"
@@ -42,21 +43,39 @@ asio::awaitable<std::optional<init_producer_id_handler::response>> init_producer
     co_return error_response(error_code::coordinator_not_available);
   }
 
-  auto* controller = services.controller;
   auto* allocator = services.producer_ids;
-  if (!controller || !allocator) co_return error_response(error_code::coordinator_load_in_progress);
+  if (!allocator || (!services.controller && !services.controller_link)) {
+    co_return error_response(error_code::coordinator_load_in_progress);
+  }
   const int32_t node_id = services.node_id;
-  // (co_spawn needs a default-constructible result, hence the optional.)
-  auto id =
-      co_await on_home_shard(services, [controller, allocator, node_id]() -> std::optional<result<int64_t>> {
-        return allocator->next_id([controller, node_id]() -> result<controller::producer_id_block> {
-          // The controller checks the broker epoch of the registration (STALE_BROKER_EPOCH otherwise).
-          const auto image = controller->image();
-          auto it = image->brokers.find(node_id);
-          const int64_t broker_epoch = it == image->brokers.end() ? -1 : it->second.epoch;
-          return controller->allocate_producer_ids(node_id, broker_epoch);
+  // A new block from the active controller when this broker's is used up (AllocateProducerIds, forwarded
+  // when the controller is on another node); the controller checks the broker epoch of the registration.
+  const bool needs_block =
+      co_await on_home_shard(services, [allocator] { return allocator->remaining() <= 0; });
+  std::optional<controller::producer_id_block> block;
+  if (needs_block) {
+    allocate_producer_ids_handler::request allocate;
+    allocate.broker_id = node_id;
+    const auto image = services.metadata->current();
+    auto self = image->brokers.find(node_id);
+    allocate.broker_epoch = self == image->brokers.end() ? -1 : self->second.epoch;
+    auto answer = co_await on_controller<allocate_producer_ids_handler::response>(
+        ctx, allocate, 0, [&allocate](controller::quorum_controller& c) {
+          return allocate_producer_ids_handler::allocate_on_controller(c, allocate);
         });
-      });
+    if (answer.ok() && answer.response->error_code == 0) {
+      block = controller::producer_id_block{node_id, answer.response->producer_id_start,
+                                            answer.response->producer_id_len};
+    }
+  }
+  // (co_spawn needs a default-constructible result, hence the optional.)
+  auto id = co_await on_home_shard(services, [allocator, &block]() -> std::optional<result<int64_t>> {
+    return allocator->next_id([&block]() -> result<controller::producer_id_block> {
+      if (block) return *block;
+      return status::error(error_code::coordinator_load_in_progress,
+                           "no producer id block from the controller");
+    });
+  });
   if (!id->ok()) {
     subsystem_logger("broker")->warn("no producer id for an idempotent producer: {}", id->error().message);
     co_return error_response(error_code::coordinator_load_in_progress);

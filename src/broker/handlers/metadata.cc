@@ -1,7 +1,10 @@
 #include "handlers/metadata.h"
 
 #include <climits>
+#include <set>
+#include <string>
 
+#include "handlers/admin_common.h"
 #include "mala/common/error_code.h"
 #include "mala/common/logging.h"
 #include "mala/controller/quorum_controller.h"
@@ -85,7 +88,8 @@ asio::awaitable<std::optional<metadata_handler::response>> metadata_handler::han
   const bool allowed = version < 4 || req.allow_auto_topic_creation;
   const bool enabled =
       ctx.services.config && ctx.services.config->get_bool("auto.create.topics.enable").value_or(true);
-  if (allowed && enabled && req.topics && ctx.services.shards && ctx.services.controller) {
+  if (allowed && enabled && req.topics && ctx.services.shards &&
+      (ctx.services.controller || ctx.services.controller_link)) {
     const auto image = ctx.services.metadata->current();
     protocol::create_topics_request create;
     create.timeout_ms = 30'000;
@@ -99,17 +103,30 @@ asio::awaitable<std::optional<metadata_handler::response>> metadata_handler::han
       t.replication_factor = -1;
     }
     if (!create.topics.empty()) {
-      auto* controller = ctx.services.controller;
-      auto created = co_await ctx.services.shards->invoke_on(ctx.services.home_shard, [controller, &create] {
-        return controller->create_topics(create, protocol::create_topics_request::max_version);
-      });
-      for (const auto& t : created.topics) {
+      constexpr int16_t create_version = protocol::create_topics_request::max_version;
+      auto answer = co_await on_controller<protocol::create_topics_response>(
+          ctx, create, create_version,
+          [&create](controller::quorum_controller& c) { return c.create_topics(create, create_version); });
+      if (!answer.ok()) co_return handle(ctx, req, version);
+      std::set<std::string> created;
+      for (const auto& t : answer.response->topics) {
         if (t.error_code != to_wire(error_code::none) &&
             t.error_code != to_wire(error_code::topic_already_exists)) {
           subsystem_logger("broker")->warn("auto-creation of topic {} failed: {} {}", t.name, t.error_code,
                                            t.error_message.value_or(""));
+        } else {
+          created.insert(t.name);
         }
       }
+      // Created by a controller on another node: this node's image has it once the commit reaches it.
+      // Until then the topic is LEADER_NOT_AVAILABLE, as Kafka answers while an auto-creation is under way.
+      auto resp = handle(ctx, req, version);
+      for (auto& t : resp.topics) {
+        if (t.name && created.count(*t.name) &&
+            t.error_code == to_wire(error_code::unknown_topic_or_partition))
+          t.error_code = to_wire(error_code::leader_not_available);
+      }
+      co_return resp;
     }
   }
   co_return handle(ctx, req, version);
