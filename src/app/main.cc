@@ -112,6 +112,13 @@ mala::metadata::metadata_image initial_image(const mala::node_config& config, co
   return image;
 }
 
+// How long a controller-bound request may wait for its controller (an answer, or the commit of its writes):
+// Kafka's request.timeout.ms default.
+constexpr int32_t controller_request_timeout_ms = 30'000;
+// How long SIGTERM waits for the controller to move this broker's leaderships (WantShutDown) before the node
+// stops anyway. Kafka's broker waits up to 5 minutes; 5 s keeps a stop prompt when the controller is gone.
+constexpr int32_t controlled_shutdown_timeout_ms = 5'000;
+
 int64_t wall_clock_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -347,7 +354,7 @@ int main(int argc, char** argv) {
     metadata.publish(base);
     controller_link = std::make_unique<mala::broker::controller_channel>(
         &shards, 0, controller.get(), raft.get(), peers.get(),
-        config.get_int("request.timeout.ms").value_or(30'000));
+        controller_request_timeout_ms);
     mala::controller::metadata_loader_hooks hooks;
     hooks.publish = [&publisher, &groups](const mala::metadata::metadata_image_ptr& image) {
       publisher.publish(image);
@@ -486,8 +493,7 @@ int main(int argc, char** argv) {
     asio::co_spawn(
         shards.context(0),
         [&, finish]() -> asio::awaitable<void> {
-          co_await lifecycle->controlled_shutdown(
-              config.get_int("controlled.shutdown.timeout.ms").value_or(5000));
+          co_await lifecycle->controlled_shutdown(controlled_shutdown_timeout_ms);
           finish();
         },
         asio::detached);
