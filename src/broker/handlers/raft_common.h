@@ -16,6 +16,7 @@
 #include "mala/broker/request_context.h"
 #include "mala/net/shard_pool.h"
 #include "mala/raft/raft_node.h"
+#include "mala/raft/rpc_codec.h"
 
 namespace mala::broker::handlers {
 
@@ -68,6 +69,20 @@ inline asio::awaitable<std::optional<raft::raft_message_body>> ask_raft(const br
 // The cluster id the quorum checks requests against (home shard's raft_node; immutable, so read anywhere).
 inline std::string raft_cluster_id(const broker_services& services) {
   return services.raft ? services.raft->cluster_id() : std::string();
+}
+
+// A KRaft RPC answered by the replica: rpc_codec's checks, the replica's answer of type RaftResponse, the
+// protocol response. INVALID_REQUEST at top level without a Raft replica here. `req` lives in the caller's
+// frame, which awaits this at once.
+template <typename Response, typename RaftResponse, typename Request>
+asio::awaitable<Response> answer_raft_request(request_context& ctx, const Request& req) {
+  if (!ctx.services.raft) co_return raft::top_level_error_response<Response>(error_code::invalid_request);
+  auto message = raft::from_protocol(req, raft_cluster_id(ctx.services));
+  if (!message.ok()) co_return raft::top_level_error_response<Response>(message.error().code);
+  auto answer = co_await ask_raft(ctx.services, std::move(*message));
+  if (!answer) co_return raft::top_level_error_response<Response>(error_code::invalid_request);
+  if (auto* r = std::get_if<RaftResponse>(&*answer)) co_return raft::to_protocol(*r);
+  co_return raft::top_level_error_response<Response>(error_code::unknown_server_error);
 }
 
 }  // namespace mala::broker::handlers
