@@ -275,6 +275,8 @@ int main(int argc, char** argv) {
     raft_options.cluster_id = dirs.cluster_id;
     for (const auto& v : config.quorum_voters()) raft_options.voter_endpoints[v.id] = {v.host, v.port};
     raft_options.metadata_log_dir = metadata_log_dir;
+    raft_options.segments.segment_bytes = config.get_int("metadata.log.segment.bytes");
+    raft_options.segments.segment_ms = config.get_long("metadata.log.segment.ms");
     auto opened_raft = mala::raft::raft_node::open(shards.context(0), std::move(raft_options));
     if (!opened_raft) {
       log->critical("cannot open the metadata quorum: {}", opened_raft.error().message);
@@ -353,8 +355,7 @@ int main(int argc, char** argv) {
     base->cluster_id = dirs.cluster_id;
     metadata.publish(base);
     controller_link = std::make_unique<mala::broker::controller_channel>(
-        &shards, 0, controller.get(), raft.get(), peers.get(),
-        controller_request_timeout_ms);
+        &shards, 0, controller.get(), raft.get(), peers.get(), controller_request_timeout_ms);
     mala::controller::metadata_loader_hooks hooks;
     hooks.publish = [&publisher, &groups](const mala::metadata::metadata_image_ptr& image) {
       publisher.publish(image);
@@ -371,6 +372,8 @@ int main(int argc, char** argv) {
       controller_link->on_commit(high_watermark);
     };
     hooks.clock_ms = wall_clock_ms;
+    hooks.max_bytes_between_snapshots =
+        config.get_long("metadata.log.max.record.bytes.between.snapshots").value_or(20 * 1024 * 1024);
     loader =
         std::make_unique<mala::controller::metadata_loader>(*raft, controller.get(), base, std::move(hooks));
   } else if (!config.has_role("controller")) {

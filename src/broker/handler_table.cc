@@ -27,6 +27,7 @@
 #include "handlers/describe_topic_partitions.h"
 #include "handlers/end_quorum_epoch.h"
 #include "handlers/fetch.h"
+#include "handlers/fetch_snapshot.h"
 #include "handlers/find_coordinator.h"
 #include "handlers/heartbeat.h"
 #include "handlers/incremental_alter_configs.h"
@@ -140,6 +141,7 @@ handler_table::handler_table() {
       entry<handlers::describe_cluster_handler>("DescribeCluster"),
       entry<handlers::describe_topic_partitions_handler>("DescribeTopicPartitions"),
       entry<handlers::vote_handler>("Vote"),
+      entry<handlers::fetch_snapshot_handler>("FetchSnapshot"),
       entry<handlers::describe_quorum_handler>("DescribeQuorum"),
       entry<handlers::begin_quorum_epoch_handler>("BeginQuorumEpoch"),
       entry<handlers::end_quorum_epoch_handler>("EndQuorumEpoch"),

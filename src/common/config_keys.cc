@@ -69,6 +69,11 @@ std::vector<config_key> build_table() {
     {.name = "metadata.log.max.record.bytes.between.snapshots", .type = int64, .default_value = "20971520",
      .min = 1, .importance = high,
      .doc = "Bytes of metadata log records after the latest snapshot that trigger a new snapshot."},
+    {.name = "metadata.log.segment.bytes", .type = int32, .default_value = "1073741824", .min = 8 * 1024 * 1024,
+     .importance = high, .doc = "The maximum size of a single metadata log file."},
+    {.name = "metadata.log.segment.ms", .type = int64, .default_value = "604800000", .min = 1,
+     .importance = high,
+     .doc = "The maximum time before a new metadata log file is rolled out (in milliseconds)."},
 
     // --- Network and threads
     {.name = "socket.request.max.bytes", .type = int32, .default_value = "104857600", .min = 1,

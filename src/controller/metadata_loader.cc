@@ -1,9 +1,11 @@
 #include "mala/controller/metadata_loader.h"
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "mala/common/logging.h"
+#include "mala/controller/metadata_snapshot.h"
 #include "mala/metadata/metadata_delta.h"
 
 namespace mala::controller {
@@ -11,7 +13,52 @@ namespace mala::controller {
 metadata_loader::metadata_loader(raft::raft_node& node, quorum_controller* controller,
                                  metadata::metadata_image_ptr base, metadata_loader_hooks hooks)
     : _node(node), _log(node), _controller(controller), _image(std::move(base)), _hooks(std::move(hooks)) {
+  load_latest_snapshot();
+  _snapshots_installed = _node.snapshots_installed();
   _node.add_listener([this] { update(); });
+}
+
+void metadata_loader::load_latest_snapshot() {
+  auto log = subsystem_logger("controller");
+  auto id = _node.log().latest_snapshot();
+  if (!id || id->offset <= _next_offset) return;
+  auto payload = _node.log().read_snapshot(*id);
+  if (!payload) {
+    log->error("metadata snapshot {}-{} cannot be read", id->offset, id->epoch);
+    return;
+  }
+  auto image = load_snapshot_image(*payload, *id, _image->cluster_id);
+  if (!image.ok()) {
+    // Every node must agree on the state: a snapshot that does not load stops the node rather than serving
+    // a wrong image.
+    log->critical("metadata snapshot {}-{} does not load: {}", id->offset, id->epoch, image.error().message);
+    std::abort();
+  }
+  auto loaded = std::make_shared<metadata::metadata_image>(**image);
+  loaded->controller_id = _image->controller_id;
+  _image = std::move(loaded);
+  _next_offset = id->offset;
+  _bytes_since_snapshot = 0;
+  log->info("metadata loaded from snapshot {}-{}: {} broker(s), {} topic(s)", id->offset, id->epoch,
+            _image->brokers.size(), _image->topics.size());
+  if (_hooks.publish) _hooks.publish(_image);
+}
+
+void metadata_loader::maybe_write_snapshot() {
+  if (_bytes_since_snapshot < _hooks.max_bytes_between_snapshots || _next_offset <= 0) return;
+  const auto last = _node.log().read(_next_offset - 1, 1);
+  if (last.empty() || last.front().offset != _next_offset - 1) return;
+  const raft::offset_and_epoch id{_next_offset, last.front().epoch};
+  auto payload = build_snapshot_payload(*_image, id, _hooks.clock_ms ? _hooks.clock_ms() : 0);
+  auto log = subsystem_logger("controller");
+  if (!payload.ok()) {
+    log->error("metadata snapshot at {}: {}", id.offset, payload.error().message);
+    return;
+  }
+  _bytes_since_snapshot = 0;
+  if (_node.create_snapshot(id, *payload)) {
+    log->info("metadata snapshot {}-{} written ({} bytes)", id.offset, id.epoch, payload->size());
+  }
 }
 
 void metadata_loader::update() {
@@ -31,23 +78,31 @@ void metadata_loader::update() {
 
 void metadata_loader::apply_committed() {
   auto log = subsystem_logger("controller");
+  if (_node.snapshots_installed() != _snapshots_installed) {
+    // The leader sent a snapshot: it replaces everything applied so far.
+    _snapshots_installed = _node.snapshots_installed();
+    _next_offset = 0;
+    load_latest_snapshot();
+  }
   const auto& state = _node.state();
   const int64_t high_watermark = state.high_watermark();
   bool changed = false;
   if (high_watermark > _next_offset) {
     metadata::metadata_delta delta(_image);
     int64_t applied_to = _next_offset;
-    auto st =
-        _log.replay_range(_next_offset, high_watermark,
-                          [&](const metadata::versioned_metadata_record& r, int64_t offset, int32_t epoch) {
-                            if (auto a = delta.apply(r.record, offset, epoch); !a.ok()) {
-                              // A committed record every node must apply: skipping it would split
-                              // the nodes' views. Kafka's loader logs and goes on (a fault handler).
-                              log->error("metadata record at offset {} not applied: {}", offset, a.message);
-                            }
-                            applied_to = offset + 1;
-                            return status::success();
-                          });
+    auto st = _log.replay_range(
+        _next_offset, high_watermark,
+        [&](const metadata::versioned_metadata_record& r, int64_t offset, int32_t epoch) {
+          if (auto a = delta.apply(r.record, offset, epoch); !a.ok()) {
+            // A committed record every node must apply: skipping it would split
+            // the nodes' views. Kafka's loader logs and goes on (a fault handler).
+            log->error("metadata record at offset {} not applied: {}", offset, a.message);
+          }
+          applied_to = offset + 1;
+          _bytes_since_snapshot +=
+              static_cast<int64_t>(metadata::encode_metadata_record(r.record, r.version).size());
+          return status::success();
+        });
     if (!st.ok()) log->error("metadata log replay: {}", st.message);
     // Entries that are not records (leader_change) still move the position.
     _next_offset = st.ok() ? high_watermark : applied_to;
@@ -65,6 +120,7 @@ void metadata_loader::apply_committed() {
     changed = true;
   }
   if (changed && _hooks.publish) _hooks.publish(_image);
+  maybe_write_snapshot();
 
   if (_controller) {
     const bool leads = state.current_role() == raft::role::leader &&

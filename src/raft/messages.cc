@@ -46,10 +46,24 @@ std::string describe(const raft_message& message) {
                                m.current_leader_epoch, m.fetch_offset, m.last_fetched_epoch);
           },
           [](const fetch_response& m) {
-            return fmt::format("FetchResponse({} hw {} diverging {}@{} leader {} epoch {} records {})",
-                               error_name(m.error_code), m.high_watermark, m.diverging_epoch.end_offset,
-                               m.diverging_epoch.epoch, m.current_leader.leader_id,
-                               m.current_leader.leader_epoch, m.records.size());
+            return fmt::format(
+                "FetchResponse({} hw {} diverging {}@{} leader {} epoch {} records {}{})",
+                error_name(m.error_code), m.high_watermark, m.diverging_epoch.end_offset,
+                m.diverging_epoch.epoch, m.current_leader.leader_id, m.current_leader.leader_epoch,
+                m.records.size(),
+                m.snapshot_id ? fmt::format(" snapshot {}@{}", m.snapshot_id->offset, m.snapshot_id->epoch)
+                              : std::string());
+          },
+          [](const fetch_snapshot_request& m) {
+            return fmt::format("FetchSnapshot(replica {} epoch {} snapshot {}@{} position {} max {})",
+                               m.replica_id, m.current_leader_epoch, m.snapshot_id.offset,
+                               m.snapshot_id.epoch, m.position, m.max_bytes);
+          },
+          [](const fetch_snapshot_response& m) {
+            return fmt::format(
+                "FetchSnapshotResponse({} snapshot {}@{} size {} position {} bytes {} leader {} epoch {})",
+                error_name(m.error_code), m.snapshot_id.offset, m.snapshot_id.epoch, m.size, m.position,
+                m.bytes.size(), m.current_leader.leader_id, m.current_leader.leader_epoch);
           },
       },
       message.body);

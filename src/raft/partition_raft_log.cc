@@ -1,12 +1,19 @@
 #include "mala/raft/partition_raft_log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "mala/common/logging.h"
@@ -33,19 +40,96 @@ int64_t system_clock_ms() {
 // Reads up to this many bytes per partition_log read (at least one batch whatever its size).
 constexpr int32_t read_chunk_bytes = 1024 * 1024;
 
+namespace fs = std::filesystem;
+
+// Kafka's Snapshots.java: SUFFIX, PARTIAL_SUFFIX, DELETE_SUFFIX and the widths of the two numbers.
+constexpr std::string_view snapshot_suffix = ".checkpoint";
+constexpr std::string_view partial_suffix = ".part";
+constexpr std::string_view deleted_suffix = ".deleted";
+constexpr size_t offset_digits = 20;
+constexpr size_t epoch_digits = 10;
+
+status snapshot_io_error(std::string_view what, const fs::path& path, int err) {
+  return status::error(error_code::kafka_storage_error,
+                       std::string(what) + " " + path.string() + ": " + std::strerror(err));
+}
+
+// The digits of a snapshot file name as a number; nullopt unless all are decimal digits and it fits.
+std::optional<int64_t> parse_digits(std::string_view digits, int64_t max) {
+  int64_t value = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const int d = c - '0';
+    if (value > (max - d) / 10) return std::nullopt;
+    value = value * 10 + d;
+  }
+  return value;
+}
+
+bool write_all(int fd, std::span<const uint8_t> data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data = data.subspan(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+status fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return snapshot_io_error("cannot open", dir, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return snapshot_io_error("cannot fsync", dir, err);
+  return status::success();
+}
+
 }  // namespace
+
+std::string snapshot_file_name(offset_and_epoch id) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%020lld-%010d", static_cast<long long>(id.offset), id.epoch);
+  return std::string(name) + std::string(snapshot_suffix);
+}
+
+std::optional<snapshot_file> parse_snapshot_file_name(std::string_view name) {
+  snapshot_file out;
+  if (name.ends_with(partial_suffix)) {
+    out.partial = true;
+    name.remove_suffix(partial_suffix.size());
+  } else if (name.ends_with(deleted_suffix)) {
+    out.deleted = true;
+    name.remove_suffix(deleted_suffix.size());
+  }
+  if (!name.ends_with(snapshot_suffix)) return std::nullopt;
+  name.remove_suffix(snapshot_suffix.size());
+  if (name.size() != offset_digits + 1 + epoch_digits || name[offset_digits] != '-') return std::nullopt;
+  auto offset = parse_digits(name.substr(0, offset_digits), std::numeric_limits<int64_t>::max());
+  auto epoch = parse_digits(name.substr(offset_digits + 1), std::numeric_limits<int32_t>::max());
+  if (!offset || !epoch) return std::nullopt;
+  out.id = {*offset, static_cast<int32_t>(*epoch)};
+  return out;
+}
 
 result<std::unique_ptr<partition_raft_log>> partition_raft_log::open(
     const std::filesystem::path& metadata_log_dir, partition_raft_log_options options) {
-  auto log = storage::open_metadata_partition(metadata_log_dir, options.clock_ms);
+  auto log = storage::open_metadata_partition(metadata_log_dir, options.clock_ms, options.segments);
   if (!log.ok()) return log.error();
-  return std::make_unique<partition_raft_log>(std::move(*log), std::move(options));
+  auto raft_log = std::make_unique<partition_raft_log>(std::move(*log), std::move(options));
+  if (!raft_log->failure().ok()) return raft_log->failure();
+  return raft_log;
 }
 
 partition_raft_log::partition_raft_log(std::unique_ptr<storage::partition_log> log,
                                        partition_raft_log_options options)
     : _log(std::move(log)),
-      _clock_ms(options.clock_ms ? std::move(options.clock_ms) : std::function<int64_t()>(system_clock_ms)) {}
+      _clock_ms(options.clock_ms ? std::move(options.clock_ms) : std::function<int64_t()>(system_clock_ms)) {
+  if (auto st = recover_snapshots(); !st.ok()) fail(st);
+}
 
 partition_raft_log::~partition_raft_log() {
   (void)close();
@@ -78,9 +162,9 @@ int64_t partition_raft_log::end_offset() const {
   return _log->log_end_offset();
 }
 
-int32_t partition_raft_log::last_fetched_epoch() const {
-  // The epoch of the last entry: the latest cache entry that starts below the log end (an epoch assigned
-  // without a batch written under it says nothing about the log).
+int32_t partition_raft_log::log_last_epoch() const {
+  // The latest cache entry that starts below the log end (an epoch assigned without a batch written under it
+  // says nothing about the log).
   const auto& entries = _log->epochs().entries();
   const int64_t end = end_offset();
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
@@ -89,14 +173,40 @@ int32_t partition_raft_log::last_fetched_epoch() const {
   return 0;
 }
 
+std::optional<offset_and_epoch> partition_raft_log::snapshot_at_start() const {
+  const int64_t start = start_offset();
+  for (auto it = _snapshots.rbegin(); it != _snapshots.rend(); ++it) {
+    if (it->offset == start) return *it;
+  }
+  return std::nullopt;
+}
+
+int32_t partition_raft_log::last_fetched_epoch() const {
+  // KafkaMetadataLog.lastFetchedEpoch: the epoch of the last entry, or, when the log holds none because a
+  // snapshot ends where the log does (after install_snapshot, or delete_before up to the end), the
+  // snapshot's epoch.
+  if (const int32_t epoch = log_last_epoch(); epoch != 0) return epoch;
+  if (auto latest = latest_snapshot(); latest && latest->offset == end_offset()) return latest->epoch;
+  return 0;
+}
+
 offset_and_epoch partition_raft_log::end_offset_for_epoch(int32_t epoch) const {
   const auto& entries = _log->epochs().entries();
   const int64_t end = end_offset();
   // Kafka's KafkaMetadataLog.endOffsetForEpoch over the cache: no epoch at or below the requested one is
   // (start offset, 0); at or above the latest one the log end; otherwise the cache's endOffsetFor, whose end
-  // is the start of the next larger epoch.
-  const int32_t latest = last_fetched_epoch();
-  if (entries.empty() || latest == 0 || epoch < entries.front().epoch) return {start_offset(), 0};
+  // is the start of the next larger epoch. When the entries before the log start are gone, an epoch older
+  // than the log's first one ends where the snapshot at the log start does, and that snapshot's id is the
+  // answer (the follower then fetches the snapshot).
+  const int32_t latest = log_last_epoch();
+  if (entries.empty() || latest == 0) {
+    if (auto latest_snap = latest_snapshot(); latest_snap && latest_snap->offset == end) return *latest_snap;
+    return {start_offset(), 0};
+  }
+  if (epoch < entries.front().epoch) {
+    if (auto snap = snapshot_at_start(); snap && start_offset() > 0) return *snap;
+    return {start_offset(), 0};
+  }
   if (epoch >= latest) return {end, latest};
   const storage::epoch_end_offset found = _log->epochs().end_offset_for_epoch(epoch, end);
   return {found.end_offset, found.epoch};
@@ -216,6 +326,227 @@ status partition_raft_log::flush() {
   if (!_failure.ok()) return _failure;
   if (auto st = _log->flush(); !st.ok()) fail(st);
   return _failure;
+}
+
+}  // namespace mala::raft
+
+namespace mala::raft {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Snapshots (KIP-630; Kafka's KafkaMetadataLog and FileRawSnapshotWriter/Reader).
+
+void partition_raft_log::remove_snapshot_file(const fs::path& path) const {
+  std::error_code ec;
+  fs::remove(path, ec);
+  if (ec) {
+    subsystem_logger("raft")->warn("{}: cannot delete snapshot file: {}", path.string(), ec.message());
+  } else {
+    subsystem_logger("raft")->info("{}: deleted snapshot file", path.string());
+  }
+}
+
+status partition_raft_log::recover_snapshots() {
+  const fs::path& dir = _log->dir();
+  std::error_code ec;
+  std::vector<offset_and_epoch> found;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    auto parsed = parse_snapshot_file_name(name);
+    if (!parsed) {
+      if (name.find(snapshot_suffix) != std::string::npos) {
+        subsystem_logger("raft")->warn("{}: ignoring {}: not a snapshot file name", dir.string(), name);
+      }
+      continue;
+    }
+    if (parsed->partial || parsed->deleted) {
+      // A write interrupted by a crash, or a deletion that did not finish.
+      remove_snapshot_file(it->path());
+      continue;
+    }
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) {
+      subsystem_logger("raft")->warn("{}: ignoring {}: not a regular file", dir.string(), name);
+      continue;
+    }
+    found.push_back(parsed->id);
+  }
+  if (ec) return snapshot_io_error("cannot list", dir, ec.value());
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  _snapshots = std::move(found);
+
+  // KafkaMetadataLog.truncateToLatestSnapshot: a follower that crashed after storing a snapshot fetched from
+  // the leader and before emptying its log has a log that ends before the snapshot, or entries of an older
+  // epoch only; the log restarts at the snapshot's end.
+  if (auto latest = latest_snapshot()) {
+    const int32_t log_epoch = log_last_epoch();
+    const bool log_empty = start_offset() == end_offset();
+    const bool behind = latest->offset > end_offset() || (!log_empty && latest->epoch > log_epoch);
+    if (behind) {
+      subsystem_logger("raft")->info(
+          "{}: log [{}, {}) at epoch {} is behind snapshot {}-{}: restarting at {}", dir.string(),
+          start_offset(), end_offset(), log_epoch, latest->offset, latest->epoch, latest->offset);
+      if (auto st = _log->truncate_fully_and_start_at(latest->offset); !st.ok()) return st;
+      if (auto st = _log->flush(); !st.ok()) return st;
+    }
+  }
+  // KafkaMetadataLog.recoverSnapshots: entries before the log start exist only in a snapshot.
+  if (start_offset() > 0) {
+    auto latest = latest_snapshot();
+    if (!latest || latest->offset < start_offset()) {
+      return status::error(error_code::corrupt_message, dir.string() + ": the log starts at " +
+                                                            std::to_string(start_offset()) +
+                                                            " but no snapshot covers the entries before it");
+    }
+  }
+  prune_snapshots();
+  return status::success();
+}
+
+void partition_raft_log::prune_snapshots() {
+  if (_snapshots.size() <= 1) return;
+  // Kafka keeps every snapshot at or above the log start and removes them as the log start moves; keeping the
+  // newest and the one before it (while the log still holds its offset, so a follower fetching from there
+  // can still be served entries or it) is enough here.
+  std::vector<offset_and_epoch> kept;
+  const offset_and_epoch newest = _snapshots.back();
+  const offset_and_epoch previous = _snapshots[_snapshots.size() - 2];
+  for (const auto& id : _snapshots) {
+    const bool keep = id == newest || (id == previous && id.offset >= start_offset());
+    if (keep) {
+      kept.push_back(id);
+    } else {
+      remove_snapshot_file(_log->dir() / snapshot_file_name(id));
+    }
+  }
+  _snapshots = std::move(kept);
+}
+
+std::optional<offset_and_epoch> partition_raft_log::latest_snapshot() const {
+  if (_snapshots.empty()) return std::nullopt;
+  return _snapshots.back();
+}
+
+std::optional<std::vector<uint8_t>> partition_raft_log::read_snapshot(offset_and_epoch id) const {
+  if (std::find(_snapshots.begin(), _snapshots.end(), id) == _snapshots.end()) return std::nullopt;
+  const fs::path path = _log->dir() / snapshot_file_name(id);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    subsystem_logger("raft")->error("{}", snapshot_io_error("cannot open", path, errno).message);
+    return std::nullopt;
+  }
+  std::vector<uint8_t> out;
+  uint8_t buffer[64 * 1024];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      subsystem_logger("raft")->error("{}", snapshot_io_error("cannot read", path, errno).message);
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.insert(out.end(), buffer, buffer + n);
+  }
+  ::close(fd);
+  return out;
+}
+
+status partition_raft_log::write_snapshot_file(offset_and_epoch id, std::span<const uint8_t> payload) const {
+  const fs::path path = _log->dir() / snapshot_file_name(id);
+  fs::path part = path;
+  part += partial_suffix;
+  const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return snapshot_io_error("cannot create", part, errno);
+  const bool written = write_all(fd, payload) && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!written) {
+    ::unlink(part.c_str());
+    return snapshot_io_error("cannot write", part, err);
+  }
+  if (::rename(part.c_str(), path.c_str()) != 0) {
+    const int rename_err = errno;
+    ::unlink(part.c_str());
+    return snapshot_io_error("cannot rename " + part.string() + " to", path, rename_err);
+  }
+  return fsync_dir(_log->dir());
+}
+
+bool partition_raft_log::write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
+  if (!_failure.ok()) return false;
+  auto refuse = [&](std::string_view why) {
+    subsystem_logger("raft")->error("{}: refusing snapshot {}-{}: {}", _log->dir().string(), id.offset,
+                                    id.epoch, why);
+    return false;
+  };
+  if (id.offset < start_offset() || id.offset > end_offset()) return refuse("outside the log");
+  // KafkaMetadataLog.createNewSnapshot validates the id against the log: the epoch is the one of the entry
+  // before the snapshot's end, when the log holds it.
+  if (id.offset > start_offset()) {
+    const auto epoch = _log->epochs().epoch_for_offset(id.offset - 1);
+    if (epoch && *epoch != id.epoch)
+      return refuse("the entry before its end has epoch " + std::to_string(*epoch));
+  }
+  if (std::find(_snapshots.begin(), _snapshots.end(), id) != _snapshots.end()) return true;
+  if (auto latest = latest_snapshot(); latest && *latest > id)
+    return refuse("older than the latest snapshot");
+  if (auto st = write_snapshot_file(id, payload); !st.ok()) {
+    subsystem_logger("raft")->error("{}: cannot write snapshot: {}", _log->dir().string(), st.message);
+    return false;
+  }
+  _snapshots.push_back(id);
+  prune_snapshots();
+  return true;
+}
+
+void partition_raft_log::delete_before(int64_t offset) {
+  if (!_failure.ok()) return;
+  const auto latest = latest_snapshot();
+  if (!latest || offset > latest->offset) {
+    log_misuse("delete_before past the latest snapshot", offset, latest ? latest->offset : -1);
+  }
+  offset = std::min(offset, end_offset());
+  if (offset > start_offset()) {
+    if (auto st = _log->increment_log_start_offset(offset, end_offset()); !st.ok()) {
+      fail(st);
+      return;
+    }
+  }
+  // Whole segments below the new start go (the metadata log has no time or size retention: this is the
+  // "log start offset" rule of retention only; Kafka's KafkaMetadataLog.deleteBeforeSnapshot).
+  const int64_t now = _clock_ms();
+  auto removed = _log->apply_retention(now, end_offset());
+  if (!removed.ok()) {
+    fail(_log->handle_io_error(removed.error()));
+    return;
+  }
+  _log->delete_expired_files(now);
+  prune_snapshots();
+}
+
+bool partition_raft_log::install_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
+  if (!_failure.ok()) return false;
+  // The snapshot first: a crash after it leaves a log behind the snapshot, which open() empties.
+  if (auto st = write_snapshot_file(id, payload); !st.ok()) {
+    subsystem_logger("raft")->error("{}: cannot install snapshot: {}", _log->dir().string(), st.message);
+    return false;
+  }
+  if (auto st = _log->truncate_fully_and_start_at(id.offset); !st.ok()) {
+    fail(st);
+    return false;
+  }
+  if (auto st = _log->flush(); !st.ok()) {
+    fail(st);
+    return false;
+  }
+  // Every other snapshot describes a log that is gone (KafkaMetadataLog.forgetSnapshotsBefore).
+  for (const auto& other : _snapshots) {
+    if (other != id) remove_snapshot_file(_log->dir() / snapshot_file_name(other));
+  }
+  _snapshots = {id};
+  _log->delete_expired_files(_clock_ms());
+  return true;
 }
 
 }  // namespace mala::raft

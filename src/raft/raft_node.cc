@@ -32,7 +32,8 @@ bool is_response(const raft_message_body& body) {
   return std::holds_alternative<vote_response>(body) ||
          std::holds_alternative<begin_quorum_epoch_response>(body) ||
          std::holds_alternative<end_quorum_epoch_response>(body) ||
-         std::holds_alternative<fetch_response>(body);
+         std::holds_alternative<fetch_response>(body) ||
+         std::holds_alternative<fetch_snapshot_response>(body);
 }
 
 // The answer to `request` when the replica gave none in time.
@@ -51,6 +52,11 @@ raft_message_body timed_out_answer(const raft_message_body& request) {
   }
   if (std::holds_alternative<end_quorum_epoch_request>(request)) {
     end_quorum_epoch_response r;
+    r.error_code = code;
+    return r;
+  }
+  if (std::holds_alternative<fetch_snapshot_request>(request)) {
+    fetch_snapshot_response r;
     r.error_code = code;
     return r;
   }
@@ -92,6 +98,8 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   int64_t next_inbound_correlation = int64_t{1} << 50;
   std::map<std::pair<int32_t, int64_t>, pending_inbound> inbound;
   std::vector<std::function<void()>> listeners;
+  std::optional<offset_and_epoch> installed_snapshot;
+  uint64_t snapshots_installed = 0;
 
   // What listeners last saw.
   role last_role = role::unattached;
@@ -117,6 +125,14 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
       if (auto st = log->flush(); !st.ok()) halt("cannot flush the metadata log: " + st.message);
     }
     for (auto& m : fx.messages) deliver(std::move(m));
+    if (fx.snapshot_installed) {
+      // The log now starts with a snapshot from the leader: listeners reload their state from it.
+      logger->info("raft node {}: installed snapshot {}-{} from the leader", options.config.node_id,
+                   fx.snapshot_installed->offset, fx.snapshot_installed->epoch);
+      installed_snapshot = *fx.snapshot_installed;
+      ++snapshots_installed;
+      last_high_watermark = -1;  // listeners hear of it even if nothing else moved
+    }
     notify_if_changed();
   }
 
@@ -232,7 +248,9 @@ raft_node::~raft_node() {
 }
 
 result<std::unique_ptr<raft_node>> raft_node::open(asio::io_context& io, raft_node_options options) {
-  auto log = partition_raft_log::open(options.metadata_log_dir);
+  partition_raft_log_options log_options;
+  log_options.segments = options.segments;
+  auto log = partition_raft_log::open(options.metadata_log_dir, std::move(log_options));
   if (!log.ok()) return log.error();
   auto state_file = quorum_state_file::in_dir((*log)->dir(), options.config.voters);
   auto persisted = state_file.read();
@@ -271,6 +289,17 @@ result<append_info> raft_node::append(const std::vector<std::vector<uint8_t>>& r
   auto appended = _impl->node.append(records);
   _impl->step_done();
   return appended;
+}
+
+bool raft_node::create_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
+  const bool written = _impl->node.create_snapshot(id, payload);
+  if (written) _impl->node.delete_before_snapshot();
+  _impl->step_done();
+  return written;
+}
+
+uint64_t raft_node::snapshots_installed() const {
+  return _impl->snapshots_installed;
 }
 
 void raft_node::resign() {

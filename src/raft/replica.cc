@@ -160,21 +160,24 @@ void replica::tick(int64_t now_ms) {
 void replica::on_message(int32_t from, const raft_message& message) {
   if (from == _config.node_id) return;
   const int64_t correlation_id = message.correlation_id;
-  std::visit(overloaded{
-                 [&](const vote_request& m) { handle_vote_request(from, correlation_id, m); },
-                 [&](const vote_response& m) { handle_vote_response(from, m); },
-                 [&](const begin_quorum_epoch_request& m) {
-                   handle_begin_quorum_epoch_request(from, correlation_id, m);
-                 },
-                 [&](const begin_quorum_epoch_response& m) { handle_begin_quorum_epoch_response(from, m); },
-                 [&](const end_quorum_epoch_request& m) {
-                   handle_end_quorum_epoch_request(from, correlation_id, m);
-                 },
-                 [&](const end_quorum_epoch_response& m) { handle_end_quorum_epoch_response(from, m); },
-                 [&](const fetch_request& m) { handle_fetch_request(from, correlation_id, m, true); },
-                 [&](const fetch_response& m) { handle_fetch_response(from, correlation_id, m); },
-             },
-             message.body);
+  std::visit(
+      overloaded{
+          [&](const vote_request& m) { handle_vote_request(from, correlation_id, m); },
+          [&](const vote_response& m) { handle_vote_response(from, m); },
+          [&](const begin_quorum_epoch_request& m) {
+            handle_begin_quorum_epoch_request(from, correlation_id, m);
+          },
+          [&](const begin_quorum_epoch_response& m) { handle_begin_quorum_epoch_response(from, m); },
+          [&](const end_quorum_epoch_request& m) {
+            handle_end_quorum_epoch_request(from, correlation_id, m);
+          },
+          [&](const end_quorum_epoch_response& m) { handle_end_quorum_epoch_response(from, m); },
+          [&](const fetch_request& m) { handle_fetch_request(from, correlation_id, m, true); },
+          [&](const fetch_response& m) { handle_fetch_response(from, correlation_id, m); },
+          [&](const fetch_snapshot_request& m) { handle_fetch_snapshot_request(from, correlation_id, m); },
+          [&](const fetch_snapshot_response& m) { handle_fetch_snapshot_response(from, correlation_id, m); },
+      },
+      message.body);
 }
 
 result<append_info> replica::append(const std::vector<std::vector<uint8_t>>& records) {
@@ -207,6 +210,22 @@ void replica::resign() {
   std::vector<int32_t> successors;
   for (const follower_progress* f : voters) successors.push_back(f->state.replica_id);
   become_resigned(std::move(successors));
+}
+
+bool replica::create_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
+  // KafkaRaftClient.createSnapshot / KafkaMetadataLog.createNewSnapshot: only a committed prefix, and only
+  // one whose id names an entry of this log. A snapshot at 0 holds nothing (Kafka's bootstrap snapshot id).
+  if (id.offset <= 0 || id.offset > _high_watermark || id.offset > _log.end_offset()) return false;
+  const auto latest = _log.latest_snapshot();
+  if (latest && *latest == id) return true;
+  if (id.offset <= _log.start_offset()) return false;  // before the entries held: nothing to check it against
+  const std::vector<log_entry> last = _log.read(id.offset - 1, 1);
+  if (last.size() != 1 || last[0].epoch != id.epoch) return false;
+  return _log.write_snapshot(id, payload);
+}
+
+void replica::delete_before_snapshot() {
+  if (const auto latest = _log.latest_snapshot()) _log.delete_before(latest->offset);
 }
 
 effects replica::take_effects() {
@@ -263,6 +282,7 @@ void replica::become_unattached(int32_t epoch, int32_t voted_id) {
   _rejected.clear();
   _backoff_until_ms = -1;
   _fetch_in_flight.reset();
+  _snapshot_download.reset();
   _election_deadline_ms = _now_ms + randomized_election_timeout();
   _next_fetch_ms = _now_ms;
   if (!_is_voter) maybe_send_fetch();  // an observer looks for the leader among the voters
@@ -276,6 +296,7 @@ void replica::become_prospective() {
   if (_role == role::resigned) _leader_id = no_leader;
   _role = role::prospective;
   _fetch_in_flight.reset();
+  _snapshot_download.reset();
   start_pre_vote_round();
 }
 
@@ -317,6 +338,8 @@ void replica::become_leader() {
   _election_retries = 0;
   _backoff_until_ms = -1;
   _leader_since_ms = _now_ms;
+  _fetch_in_flight.reset();
+  _snapshot_download.reset();
   _followers.clear();
   _parked_fetches.clear();
   for (int32_t voter : _config.voters) {
@@ -352,6 +375,7 @@ void replica::become_follower(int32_t epoch, int32_t leader_id) {
   _has_fetched = false;
   _leader_resigned = false;
   _fetch_in_flight.reset();
+  _snapshot_download.reset();
   _next_fetch_ms = _now_ms;
   _fetch_deadline_ms = _now_ms + _config.fetch_timeout_ms;
   maybe_send_fetch();
@@ -360,6 +384,8 @@ void replica::become_follower(int32_t epoch, int32_t leader_id) {
 void replica::become_resigned(std::vector<int32_t> preferred_successors) {
   if (_role == role::leader) leave_leadership();
   _role = role::resigned;
+  _fetch_in_flight.reset();
+  _snapshot_download.reset();
   _leader_id = _config.node_id;  // still the leader of this epoch on disk; it just no longer serves it
   persist();
   _preferred_successors = std::move(preferred_successors);
@@ -636,6 +662,14 @@ void replica::handle_fetch_request(int32_t from, int64_t correlation_id, const f
   // last fetched epoch up to at least its fetch offset; otherwise point it at the end of the largest common
   // epoch.
   const offset_and_epoch end = _log.end_offset_for_epoch(request.last_fetched_epoch);
+  if (const auto snapshot = snapshot_for_fetch(request, end)) {
+    // KIP-630: the entries the replica needs are gone; it fetches the snapshot, then fetches on from its end.
+    response.snapshot_id = *snapshot;
+    response.high_watermark = _high_watermark;
+    p.sent_high_watermark = _high_watermark;
+    send(from, correlation_id, std::move(response));
+    return;
+  }
   if (end.epoch != request.last_fetched_epoch || end.offset < request.fetch_offset) {
     response.diverging_epoch = {end.epoch, end.offset};
     response.high_watermark = _high_watermark;
@@ -658,13 +692,135 @@ void replica::handle_fetch_request(int32_t from, int64_t correlation_id, const f
   send(from, correlation_id, std::move(response));
 }
 
+// Kafka's ReplicatedLog.validateOffsetAndEpoch: a fetch offset below the log start, or a divergence at or
+// before it (the replica's last fetched epoch is older than the snapshot at the log start, so truncating
+// would have to go below the entries held), is answered with the latest snapshot.
+std::optional<offset_and_epoch> replica::snapshot_for_fetch(const fetch_request& request,
+                                                            const offset_and_epoch& end) const {
+  const int64_t start = _log.start_offset();
+  if (start == 0) return std::nullopt;
+  const auto latest = _log.latest_snapshot();
+  if (!latest) return std::nullopt;
+  if (request.fetch_offset < start) return latest;
+  if (latest->offset == start) {
+    // The snapshot at the log start is known: Kafka's rule exactly.
+    if ((request.fetch_offset == start && request.last_fetched_epoch != latest->epoch) ||
+        request.last_fetched_epoch < latest->epoch) {
+      return latest;
+    }
+    return std::nullopt;
+  }
+  // The epoch at the log start is not known here: a divergence that would truncate to the log start or
+  // before it gets the snapshot (at worst one Kafka would have answered with a DivergingEpoch).
+  const bool diverging = end.epoch != request.last_fetched_epoch || end.offset < request.fetch_offset;
+  if (diverging && end.offset <= start) return latest;
+  return std::nullopt;
+}
+
+void replica::handle_fetch_snapshot_request(int32_t from, int64_t correlation_id,
+                                            const fetch_snapshot_request& request) {
+  auto reply_error = [&](error_code code) {
+    fetch_snapshot_response response;
+    response.error_code = code;
+    response.snapshot_id = request.snapshot_id;
+    response.current_leader = current_leader();
+    send(from, correlation_id, std::move(response));
+  };
+  // KafkaRaftClient.handleFetchSnapshotRequest: validateLeaderOnlyRequest, then the snapshot and position.
+  if (request.current_leader_epoch < _epoch) return reply_error(error_code::fenced_leader_epoch);
+  if (request.current_leader_epoch > _epoch) return reply_error(error_code::unknown_leader_epoch);
+  if (_role != role::leader) return reply_error(error_code::not_leader_or_follower);
+  const auto payload =
+      request.snapshot_id.offset > 0 ? _log.read_snapshot(request.snapshot_id) : std::nullopt;
+  if (!payload) return reply_error(error_code::snapshot_not_found);
+  const auto size = static_cast<int64_t>(payload->size());
+  // Kafka refuses position >= size; an empty snapshot is served at position 0 here, else it could never be
+  // fetched.
+  if (request.position < 0 || request.position > size || (request.position == size && size > 0)) {
+    return reply_error(error_code::position_out_of_range);
+  }
+  // A replica fetching a snapshot is following this leader (LeaderState.updateCheckQuorumForFollowingVoter).
+  follower_progress& p = progress_of(from);
+  p.state.last_fetch_ms = _now_ms;
+  p.acknowledged = true;
+
+  const int64_t chunk = std::min<int64_t>(std::max(request.max_bytes, 1), size - request.position);
+  fetch_snapshot_response response;
+  response.snapshot_id = request.snapshot_id;
+  response.size = size;
+  response.position = request.position;
+  const auto first = payload->begin() + static_cast<std::ptrdiff_t>(request.position);
+  response.bytes.assign(first, first + static_cast<std::ptrdiff_t>(chunk));
+  response.current_leader = {_config.node_id, _epoch};
+  send(from, correlation_id, std::move(response));
+}
+
+void replica::handle_fetch_snapshot_response(int32_t from, int64_t correlation_id,
+                                             const fetch_snapshot_response& response) {
+  if (response.current_leader.leader_epoch > _epoch) {
+    observe_epoch(response.current_leader.leader_epoch, response.current_leader.leader_id);
+    return;
+  }
+  if (!_fetch_in_flight || !_fetch_in_flight->snapshot ||
+      _fetch_in_flight->correlation_id != correlation_id || _fetch_in_flight->destination != from) {
+    return;
+  }
+  _fetch_in_flight.reset();
+  auto abandon = [&] {
+    // Start over with a Fetch: the leader names the snapshot it holds now.
+    _snapshot_download.reset();
+    _next_fetch_ms = _now_ms + _config.retry_backoff_ms;
+  };
+  if (response.error_code != error_code::none) {
+    if (observe_epoch(response.current_leader.leader_epoch, response.current_leader.leader_id)) return;
+    if (_role == role::follower && from == _leader_id &&
+        response.error_code == error_code::not_leader_or_follower) {
+      _leader_resigned = true;
+    }
+    if (response.error_code == error_code::snapshot_not_found ||
+        response.error_code == error_code::position_out_of_range) {
+      abandon();  // the leader deleted it meanwhile (Kafka starts over the same way)
+      return;
+    }
+    _next_fetch_ms = _now_ms + _config.retry_backoff_ms;
+    return;
+  }
+  if (response.current_leader.leader_id != from || response.current_leader.leader_epoch != _epoch) return;
+  if (_role != role::follower || from != _leader_id || !_snapshot_download) return;
+
+  if (!_leader_resigned) _fetch_deadline_ms = _now_ms + _config.fetch_timeout_ms;
+  _has_fetched = true;
+  snapshot_download& download = *_snapshot_download;
+  const auto received = static_cast<int64_t>(download.bytes.size());
+  if (response.snapshot_id != download.id || response.position != received || response.size < 0 ||
+      response.size - received < static_cast<int64_t>(response.bytes.size()) ||
+      (response.bytes.empty() && received != response.size)) {
+    abandon();  // not the chunk asked for (Kafka throws; from the wire it is answered by starting over)
+    return;
+  }
+  download.bytes.insert(download.bytes.end(), response.bytes.begin(), response.bytes.end());
+  if (static_cast<int64_t>(download.bytes.size()) == response.size) {
+    const offset_and_epoch id = download.id;
+    if (!_log.install_snapshot(id, download.bytes)) {
+      abandon();
+      return;
+    }
+    _snapshot_download.reset();
+    _effects.snapshot_installed = id;
+    // The snapshot is of a committed prefix: the high watermark is at least its end (Kafka's follower takes
+    // the log's high watermark, which install moved to the log start).
+    set_high_watermark(id.offset);
+  }
+  maybe_send_fetch();
+}
+
 void replica::handle_fetch_response(int32_t from, int64_t correlation_id, const fetch_response& response) {
   // A higher epoch is a fact even in a stale response.
   if (response.current_leader.leader_epoch > _epoch) {
     observe_epoch(response.current_leader.leader_epoch, response.current_leader.leader_id);
     return;
   }
-  if (!_fetch_in_flight || _fetch_in_flight->correlation_id != correlation_id ||
+  if (!_fetch_in_flight || _fetch_in_flight->snapshot || _fetch_in_flight->correlation_id != correlation_id ||
       _fetch_in_flight->destination != from) {
     return;  // not the answer to the fetch in flight (duplicated, late, or from before a transition)
   }
@@ -710,6 +866,19 @@ void replica::handle_fetch_response(int32_t from, int64_t correlation_id, const 
     return;
   }
 
+  if (response.snapshot_id) {
+    // KIP-630: download the leader's snapshot (KafkaRaftClient.handleFetchResponse). It holds a committed
+    // prefix, so it never ends below what this node knows to be committed.
+    const offset_and_epoch id = *response.snapshot_id;
+    if (id.offset <= 0 || id.epoch < 0 || id.epoch > _epoch || id.offset < _high_watermark) {
+      _next_fetch_ms = _now_ms + _config.retry_backoff_ms;  // nonsense from the wire
+      return;
+    }
+    if (!_snapshot_download || _snapshot_download->id != id) _snapshot_download = snapshot_download{id, {}};
+    maybe_send_fetch();
+    return;
+  }
+
   if (!response.records.empty()) {
     int64_t expected = _log.end_offset();
     int32_t epoch = _log.last_fetched_epoch();
@@ -735,7 +904,11 @@ void replica::handle_fetch_response(int32_t from, int64_t correlation_id, const 
 void replica::maybe_send_fetch() {
   if (_fetch_in_flight || _now_ms < _next_fetch_ms) return;
   if (_role == role::follower) {
-    send_fetch(_leader_id);
+    if (_snapshot_download) {
+      send_fetch_snapshot(_leader_id);
+    } else {
+      send_fetch(_leader_id);
+    }
   } else if (_role == role::unattached && !_is_voter && !_config.voters.empty()) {
     send_fetch(
         _config.voters[static_cast<size_t>(random_below(static_cast<int64_t>(_config.voters.size())))]);
@@ -749,6 +922,16 @@ void replica::send_fetch(int32_t destination) {
   send(destination, correlation_id,
        fetch_request{_config.node_id, _epoch, _log.end_offset(), _log.last_fetched_epoch(),
                      _config.fetch_max_wait_ms});
+}
+
+void replica::send_fetch_snapshot(int32_t destination) {
+  const int64_t correlation_id = new_correlation_id();
+  _fetch_in_flight =
+      fetch_in_flight{destination, correlation_id, -1, -1, _now_ms + _config.request_timeout_ms, true};
+  send(destination, correlation_id,
+       fetch_snapshot_request{_config.node_id, _epoch, _snapshot_download->id,
+                              static_cast<int64_t>(_snapshot_download->bytes.size()),
+                              _config.fetch_snapshot_max_bytes});
 }
 
 replica::follower_progress& replica::progress_of(int32_t replica_id) {
@@ -791,7 +974,11 @@ void replica::answer_parked_fetch(const parked_fetch& parked) {
   // Validated when it arrived; the leader's log has only grown since.
   fetch_response response;
   response.current_leader = {_config.node_id, _epoch};
-  response.records = _log.read(parked.request.fetch_offset, static_cast<size_t>(_config.fetch_max_entries));
+  if (parked.request.fetch_offset < _log.start_offset()) {
+    response.snapshot_id = _log.latest_snapshot();  // delete_before_snapshot() ran while it waited
+  } else {
+    response.records = _log.read(parked.request.fetch_offset, static_cast<size_t>(_config.fetch_max_entries));
+  }
   response.high_watermark = _high_watermark;
   progress_of(parked.replica_id).sent_high_watermark = _high_watermark;
   send(parked.replica_id, parked.correlation_id, std::move(response));

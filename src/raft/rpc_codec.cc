@@ -207,6 +207,22 @@ result<encoded_request> encode_raft_request(const raft_message& m, int32_t local
     p.topics.push_back(std::move(topic));
     return encoded_request{fetch_api_key, fetch_api_version, 2, 1, encode_body(p, fetch_api_version)};
   }
+  if (const auto* f = std::get_if<fetch_snapshot_request>(&m.body)) {
+    // KafkaRaftClient.buildFetchSnapshotRequest: one partition, the chunk size as MaxBytes.
+    protocol::fetch_snapshot_request p;
+    p.cluster_id = cluster_id;
+    p.replica_id = f->replica_id;
+    p.max_bytes = f->max_bytes;
+    protocol::fetch_snapshot_request::partition_snapshot part;
+    part.partition = metadata_partition;
+    part.current_leader_epoch = f->current_leader_epoch;
+    part.snapshot_id.end_offset = f->snapshot_id.offset;
+    part.snapshot_id.epoch = f->snapshot_id.epoch;
+    part.position = f->position;
+    p.topics.push_back({metadata_topic, {part}});
+    return encoded_request{fetch_snapshot_api_key, fetch_snapshot_api_version, 2, 1,
+                           encode_body(p, fetch_snapshot_api_version)};
+  }
   return status::error(error_code::invalid_request, "not a request: " + describe(m));
 }
 
@@ -253,11 +269,10 @@ result<raft_message_body> decode_raft_response(int16_t api_key, int16_t api_vers
                            "FetchResponse: answer is not for __cluster_metadata-0");
     }
     const auto& part = r->responses[0].partitions[0];
-    if (part.snapshot_id.end_offset >= 0 || part.snapshot_id.epoch >= 0) {
-      return status::error(error_code::unsupported_version,
-                           "FetchResponse: the leader sent a snapshot id; snapshots are not supported");
-    }
     fetch_response out;
+    if (part.snapshot_id.end_offset >= 0 || part.snapshot_id.epoch >= 0) {
+      out.snapshot_id = offset_and_epoch{part.snapshot_id.end_offset, part.snapshot_id.epoch};
+    }
     out.error_code = to_error(part.error_code);
     out.high_watermark = part.high_watermark;
     out.diverging_epoch = {part.diverging_epoch.epoch, part.diverging_epoch.end_offset};
@@ -267,6 +282,30 @@ result<raft_message_body> decode_raft_response(int16_t api_key, int16_t api_vers
       if (!entries.ok()) return entries.error();
       out.records = std::move(*entries);
     }
+    return raft_message_body{std::move(out)};
+  }
+  if (api_key == fetch_snapshot_api_key) {
+    auto r = decode_body<protocol::fetch_snapshot_response>(body, api_version, "FetchSnapshotResponse");
+    if (!r.ok()) return r.error();
+    if (r->error_code != 0) {
+      return status::error(to_error(r->error_code), "FetchSnapshotResponse: top-level " +
+                                                        std::string(error_name(to_error(r->error_code))));
+    }
+    if (r->topics.size() != 1 || r->topics[0].name != metadata_topic || r->topics[0].partitions.size() != 1 ||
+        r->topics[0].partitions[0].index != metadata_partition) {
+      return status::error(error_code::invalid_request,
+                           "FetchSnapshotResponse: answer is not for __cluster_metadata-0");
+    }
+    const auto& part = r->topics[0].partitions[0];
+    fetch_snapshot_response out;
+    out.error_code = to_error(part.error_code);
+    out.snapshot_id = {part.snapshot_id.end_offset, part.snapshot_id.epoch};
+    out.size = part.size;
+    out.position = part.position;
+    if (!part.unaligned_records.null) {
+      out.bytes.assign(part.unaligned_records.bytes.begin(), part.unaligned_records.bytes.end());
+    }
+    out.current_leader = {part.current_leader.leader_id, part.current_leader.leader_epoch};
     return raft_message_body{std::move(out)};
   }
   return status::error(error_code::invalid_request, "not a Raft API key: " + std::to_string(api_key));
@@ -326,6 +365,42 @@ result<raft_message_body> from_protocol(const protocol::fetch_request& request, 
   return raft_message_body{out};
 }
 
+result<raft_message_body> from_protocol(const protocol::fetch_snapshot_request& request,
+                                        std::string_view cluster_id) {
+  if (auto st = check_cluster_id(request.cluster_id, cluster_id); !st.ok()) return st;
+  if (request.topics.size() != 1 || request.topics[0].name != metadata_topic ||
+      request.topics[0].partitions.size() != 1 ||
+      request.topics[0].partitions[0].partition != metadata_partition) {
+    return status::error(error_code::invalid_request,
+                         "FetchSnapshot is not for exactly __cluster_metadata-0");
+  }
+  const auto& part = request.topics[0].partitions[0];
+  fetch_snapshot_request out;
+  out.replica_id = request.replica_id;
+  out.current_leader_epoch = part.current_leader_epoch;
+  out.snapshot_id = {part.snapshot_id.end_offset, part.snapshot_id.epoch};
+  out.position = part.position;
+  out.max_bytes = request.max_bytes;
+  return raft_message_body{out};
+}
+
+protocol_fetch_snapshot_response to_protocol(fetch_snapshot_response response) {
+  protocol_fetch_snapshot_response out;
+  out.bytes = std::move(response.bytes);
+  protocol::fetch_snapshot_response::partition_snapshot part;
+  part.index = metadata_partition;
+  part.error_code = static_cast<int16_t>(response.error_code);
+  part.snapshot_id.end_offset = response.snapshot_id.offset;
+  part.snapshot_id.epoch = response.snapshot_id.epoch;
+  part.current_leader.leader_id = response.current_leader.leader_id;
+  part.current_leader.leader_epoch = response.current_leader.leader_epoch;
+  part.size = response.size;
+  part.position = response.position;
+  part.unaligned_records = protocol::records_view::of(out.bytes);
+  out.message.topics.push_back({metadata_topic, {std::move(part)}});
+  return out;
+}
+
 protocol::vote_response to_protocol(const vote_response& response) {
   protocol::vote_response out;
   protocol::vote_response::partition_data part;
@@ -369,7 +444,11 @@ result<protocol_fetch_response> to_protocol(const fetch_response& response, int6
   part.partition_index = metadata_partition;
   part.error_code = static_cast<int16_t>(response.error_code);
   part.high_watermark = response.high_watermark;
-  part.log_start_offset = 0;  // no snapshots yet: the log starts at 0
+  part.log_start_offset = 0;  // fetch_response does not carry it; KRaft followers ignore it
+  if (response.snapshot_id) {
+    part.snapshot_id.end_offset = response.snapshot_id->offset;
+    part.snapshot_id.epoch = response.snapshot_id->epoch;
+  }
   part.diverging_epoch = {response.diverging_epoch.epoch, response.diverging_epoch.end_offset};
   part.current_leader = {response.current_leader.leader_id, response.current_leader.leader_epoch};
   part.records = protocol::records_view::of(out.records);

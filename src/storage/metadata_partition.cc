@@ -32,13 +32,17 @@ std::filesystem::path metadata_partition_dir(const std::filesystem::path& metada
 }
 
 result<std::unique_ptr<partition_log>> open_metadata_partition(const std::filesystem::path& metadata_log_dir,
-                                                               std::function<int64_t()> clock_ms) {
+                                                               std::function<int64_t()> clock_ms,
+                                                               metadata_segment_settings segments) {
   log_open_options options;
   options.clean_shutdown = false;
   options.recovery_point = 0;
   options.clock_ms = clock_ms ? std::move(clock_ms) : std::function<int64_t()>(system_clock_ms);
+  log_config config = metadata_log_config();
+  if (segments.segment_bytes) config.segment_bytes = *segments.segment_bytes;
+  if (segments.segment_ms) config.segment_ms = *segments.segment_ms;
   return partition_log::open(metadata_partition_dir(metadata_log_dir),
-                             {std::string(metadata_topic_name), metadata_partition}, metadata_log_config(),
+                             {std::string(metadata_topic_name), metadata_partition}, config,
                              std::move(options));
 }
 

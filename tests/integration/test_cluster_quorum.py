@@ -469,3 +469,62 @@ def test_java_idempotent_producer_through_a_follower(running_cluster):
     assert len(produced) == 50
     consumed = rdkafka_consume(c.bootstrap, topic, {0: 0, 1: 0}, count=50, timeout=30)
     assert sorted((p, o) for p, o, _, _ in consumed) == sorted((r["partition"], r["offset"]) for r in produced)
+
+
+def test_metadata_snapshots_written_loaded_and_fetched(tmp_path):
+    """KIP-630: with a small metadata.log.max.record.bytes.between.snapshots every node writes snapshots of its
+    metadata (Kafka's <offset>-<epoch>.checkpoint files in __cluster_metadata-0) and, with segments rolled
+    every 200 ms, drops the segments they cover; a node that was down while that happened is behind the
+    leader's log start, gets the leader's snapshot with FetchSnapshot and installs it; a restarted node loads
+    its own snapshot. Every node then shows every topic."""
+    from cluster import Cluster
+
+    c = Cluster(tmp_path, extra_config={"metadata.log.max.record.bytes.between.snapshots": 2000,
+                                        "metadata.log.segment.ms": 200})
+    try:
+        c.start_all()
+        c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader")
+        wait_brokers(c, c.ids, c.ids)
+        leader = c.agreed_leader()
+        lagging = next(i for i in c.ids if i != leader)
+        c.kill(lagging)
+        survivors = [i for i in c.ids if i != lagging]
+        names = [f"snap-{k}" for k in range(12)]
+        for name in names:
+            create_topic_retrying(c.bootstrap_of(*survivors), name, partitions=4, replication_factor=1)
+            time.sleep(0.25)  # lets segments roll between the writes
+
+        def snapshots(i):
+            part = c.node(i).log_dir / "__cluster_metadata-0"
+            return sorted(p.name for p in part.glob("*.checkpoint"))
+
+        def log_start_moved(i):
+            part = c.node(i).log_dir / "__cluster_metadata-0"
+            return min(int(p.name.split(".")[0]) for p in part.glob("*.log")) > 0
+
+        for i in survivors:
+            c.wait_until(lambda: snapshots(i) and log_start_moved(i), timeout=20, interval=0.25,
+                         what=f"node {i} wrote a snapshot and dropped the segments it covers")
+            assert re.fullmatch(r"\d{20}-\d{10}\.checkpoint", snapshots(i)[-1]), snapshots(i)
+
+        c.start(lagging)
+
+        def sees_all(i):
+            t = c.rdkafka_metadata(i).topics
+            return all(n in t and t[n].error is None and len(t[n].partitions) == 4 for n in names)
+        c.wait_until(lambda: sees_all(lagging), timeout=30, interval=0.5,
+                     what=f"node {lagging} knows every topic after catching up")
+        assert "installed snapshot" in c.node(lagging).log_text(tail_lines=2000), \
+            "the lagging node should have caught up with FetchSnapshot"
+
+        # A restart loads the node's own snapshot, then the records after it.
+        c.stop(survivors[0])
+        c.start(survivors[0])
+        c.wait_until(lambda: sees_all(survivors[0]), timeout=30, interval=0.5,
+                     what=f"node {survivors[0]} knows every topic after a restart")
+        assert "metadata loaded from snapshot" in c.node(survivors[0]).log_text(tail_lines=2000)
+    except BaseException:
+        print(c.logs())
+        raise
+    finally:
+        c.close()

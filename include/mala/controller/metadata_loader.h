@@ -9,6 +9,11 @@
 // the controller starts from exactly the committed log (Kafka's QuorumController claims leadership after
 // replaying to the epoch's start).
 //
+// Snapshots (KIP-630): at start-up and whenever the node installs a snapshot from the leader, the image is
+// loaded from the log's latest snapshot and the records after it are applied on top; after every
+// max_bytes_between_snapshots bytes of applied records the image is written as a snapshot at the applied
+// offset (the raft_node then drops the log segments it covers).
+//
 // Threads: shard 0 only (a raft_node listener).
 #pragma once
 
@@ -28,6 +33,9 @@ struct metadata_loader_hooks {
   std::function<void(bool active)> on_activation;         // after the controller became active / standby
   std::function<void(int64_t high_watermark)> on_commit;  // after every move of the high watermark
   std::function<int64_t()> clock_ms;
+  // metadata.log.max.record.bytes.between.snapshots: committed record bytes after which this node writes a
+  // snapshot of its image (KIP-630; every node snapshots its own state, as Kafka's SnapshotGenerator does).
+  int64_t max_bytes_between_snapshots = 20 * 1024 * 1024;
 };
 
 class metadata_loader {
@@ -45,6 +53,8 @@ class metadata_loader {
 
  private:
   void apply_committed();
+  void load_latest_snapshot();
+  void maybe_write_snapshot();
 
   raft::raft_node& _node;
   raft_metadata_log _log;
@@ -53,6 +63,8 @@ class metadata_loader {
   metadata_loader_hooks _hooks;
   int64_t _next_offset = 0;
   int64_t _last_high_watermark = -1;
+  uint64_t _snapshots_installed = 0;
+  int64_t _bytes_since_snapshot = 0;
   bool _updating = false;
   bool _again = false;
 };

@@ -24,6 +24,7 @@ struct broker_endpoint {
   std::string host;
   uint16_t port = 0;
   std::string security_protocol;
+  friend bool operator==(const broker_endpoint&, const broker_endpoint&) = default;
 };
 
 // A feature's supported range as a broker registered it (RegisterBrokerRecord.Features).
@@ -48,6 +49,7 @@ struct broker_registration {
   std::map<std::string, supported_feature> supported_features;
 
   const broker_endpoint* endpoint_for(const std::string& listener_name) const;
+  friend bool operator==(const broker_registration&, const broker_registration&) = default;
 };
 
 struct partition_state {
@@ -67,6 +69,7 @@ struct partition_state {
   // KIP-858: the log directory of each replica, parallel to `replicas`. Kafka fills a PartitionRecord without
   // directories with DirectoryId.MIGRATING (the zero uuid); empty in images not built from the log.
   std::vector<uuid> directories;
+  friend bool operator==(const partition_state&, const partition_state&) = default;
 };
 
 // Kafka's LeaderRecoveryState values (PartitionRecord/PartitionChangeRecord.LeaderRecoveryState).
@@ -78,6 +81,7 @@ struct topic_metadata {
   uuid id;
   bool internal = false;
   std::vector<partition_state> partitions;  // indexed by partition number
+  friend bool operator==(const topic_metadata&, const topic_metadata&) = default;
 };
 
 // Kafka's ConfigResource.Type ids, as ConfigRecord.ResourceType carries them.
@@ -123,6 +127,8 @@ class metadata_image {
   const config_map* find_configs(config_resource_type type, const std::string& name) const;
   // The finalized level of a feature; 0 (disabled) when it is not finalized.
   int16_t feature_level(const std::string& name) const;
+  // Field by field (tests; image_to_records round trips).
+  friend bool operator==(const metadata_image&, const metadata_image&) = default;
 };
 
 using metadata_image_ptr = std::shared_ptr<const metadata_image>;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -67,30 +68,77 @@ class raft_log {
   virtual void append(std::span<const log_entry> entries) = 0;
   // Removes every entry at or after `offset` (no-op when offset >= end_offset()).
   virtual void truncate_to(int64_t offset) = 0;
+
+  // --- Snapshots (KIP-630). A snapshot id is an offset_and_epoch: the snapshot holds the state of every
+  // entry before `offset` (exclusive), and `epoch` is the epoch of the entry at offset - 1. The payload is
+  // opaque to Raft (the controller writes Kafka's snapshot format: record batches framed by
+  // SnapshotHeader/Footer).
+  //
+  // The newest snapshot, nullopt when there is none.
+  virtual std::optional<offset_and_epoch> latest_snapshot() const = 0;
+  // The payload of snapshot `id`; nullopt when the log does not hold that snapshot (any more).
+  virtual std::optional<std::vector<uint8_t>> read_snapshot(offset_and_epoch id) const = 0;
+  // Stores a snapshot of the prefix before id.offset (start_offset() <= id.offset <= end_offset(), id.epoch
+  // the epoch of entry id.offset - 1, or the previous snapshot's epoch when that entry is not held). Durable
+  // when it returns success (snapshots are rare; they are written and synced at once). Entries are not
+  // deleted.
+  virtual bool write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) = 0;
+  // Drops every entry before `offset` (offset <= latest_snapshot()->offset): start_offset() becomes `offset`
+  // (or less: storage drops whole segments only, and start_offset() reports what is still held).
+  virtual void delete_before(int64_t offset) = 0;
+  // Replaces the whole log by a snapshot fetched from the leader: every entry is removed, the snapshot is
+  // stored (durably) and start_offset() == end_offset() == id.offset, last_fetched_epoch() == id.epoch.
+  virtual bool install_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) = 0;
 };
 
-// The log in memory, with a per-epoch index (the leader epoch cache) so end_offset_for_epoch is a short scan.
+// The log in memory, with a per-epoch index (the leader epoch cache) so end_offset_for_epoch is a short scan,
+// and its snapshots in memory. Entries before start_offset() are gone once delete_before() or
+// install_snapshot() dropped them; the snapshot at the log start then answers for them (Kafka's
+// KafkaMetadataLog: endOffsetForEpoch and lastFetchedEpoch fall back to the earliest snapshot's epoch).
 class memory_raft_log final : public raft_log {
  public:
   memory_raft_log() = default;
 
-  int64_t start_offset() const override { return 0; }
-  int64_t end_offset() const override { return static_cast<int64_t>(_entries.size()); }
-  int32_t last_fetched_epoch() const override { return _entries.empty() ? 0 : _entries.back().epoch; }
+  int64_t start_offset() const override { return _start_offset; }
+  int64_t end_offset() const override { return _start_offset + static_cast<int64_t>(_entries.size()); }
+  int32_t last_fetched_epoch() const override {
+    return _entries.empty() ? _start_epoch : _entries.back().epoch;
+  }
   offset_and_epoch end_offset_for_epoch(int32_t epoch) const override;
   std::vector<log_entry> read(int64_t from_offset, size_t max_entries) const override;
   void append(std::span<const log_entry> entries) override;
   void truncate_to(int64_t offset) override;
+  std::optional<offset_and_epoch> latest_snapshot() const override;
+  std::optional<std::vector<uint8_t>> read_snapshot(offset_and_epoch id) const override;
+  bool write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;
+  void delete_before(int64_t offset) override;
+  bool install_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;
 
+  // The entries held, from start_offset().
   const std::vector<log_entry>& entries() const { return _entries; }
+  // The epoch of the entry before start_offset() (the snapshot the log starts at); 0 when the log starts at
+  // 0.
+  int32_t start_epoch() const { return _start_epoch; }
+  // The entry at `offset`, nullptr when it is not held.
+  const log_entry* entry_at(int64_t offset) const {
+    if (offset < _start_offset || offset >= end_offset()) return nullptr;
+    return &_entries[static_cast<size_t>(offset - _start_offset)];
+  }
 
  private:
   struct epoch_start {
     int32_t epoch;
     int64_t start_offset;
   };
-  std::vector<log_entry> _entries;
-  std::vector<epoch_start> _epochs;  // ascending epochs, each with the offset of its first entry
+  struct snapshot {
+    offset_and_epoch id;
+    std::vector<uint8_t> payload;
+  };
+  int64_t _start_offset = 0;
+  int32_t _start_epoch = 0;
+  std::vector<log_entry> _entries;   // from _start_offset
+  std::vector<epoch_start> _epochs;  // ascending epochs of the held entries, each with its first offset held
+  std::vector<snapshot> _snapshots;  // ascending ids
 };
 
 }  // namespace mala::raft

@@ -28,6 +28,17 @@
 //     diverging_epoch               DivergingEpoch {Epoch, EndOffset}
 //     current_leader                CurrentLeader {LeaderId, LeaderEpoch}
 //     records                       Records (entries; the glue converts to/from record batches)
+//     snapshot_id                   SnapshotId {EndOffset, Epoch} (KIP-630): the fetch offset is below the
+//                                   leader's log start; fetch this snapshot instead
+//   fetch_snapshot_request        FetchSnapshotRequest (KIP-630): ReplicaId,
+//     current_leader_epoch          Topics[].Partitions[].CurrentLeaderEpoch
+//     snapshot_id                   .SnapshotId {EndOffset, Epoch}
+//     position                      .Position (the byte offset of the chunk asked for)
+//     max_bytes                     MaxBytes
+//   fetch_snapshot_response       FetchSnapshotResponse: Partitions[].ErrorCode, SnapshotId, CurrentLeader,
+//     size                          .Size (the whole snapshot's bytes)
+//     position                      .Position (of this chunk)
+//     bytes                         .UnalignedRecords (the chunk)
 //
 // `raft_message::correlation_id` is the request header's CorrelationId: a response echoes its request's.
 // Kafka's ClusterId, topic name and partition index are the glue's business (one partition, one cluster).
@@ -36,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -113,11 +125,30 @@ struct fetch_response {
   epoch_end_offset diverging_epoch;
   leader_id_and_epoch current_leader;
   std::vector<log_entry> records;
+  std::optional<offset_and_epoch> snapshot_id;  // on the wire -1/-1 when absent
+};
+
+struct fetch_snapshot_request {
+  int32_t replica_id = -1;
+  int32_t current_leader_epoch = 0;
+  offset_and_epoch snapshot_id;
+  int64_t position = 0;
+  int32_t max_bytes = 0;
+};
+
+struct fetch_snapshot_response {
+  mala::error_code error_code = mala::error_code::none;
+  offset_and_epoch snapshot_id;
+  int64_t size = 0;
+  int64_t position = 0;
+  std::vector<uint8_t> bytes;
+  leader_id_and_epoch current_leader;
 };
 
 using raft_message_body =
     std::variant<vote_request, vote_response, begin_quorum_epoch_request, begin_quorum_epoch_response,
-                 end_quorum_epoch_request, end_quorum_epoch_response, fetch_request, fetch_response>;
+                 end_quorum_epoch_request, end_quorum_epoch_response, fetch_request, fetch_response,
+                 fetch_snapshot_request, fetch_snapshot_response>;
 
 struct raft_message {
   int64_t correlation_id = 0;

@@ -18,6 +18,18 @@
 // returns the error. The glue must stop the node then, as Kafka halts when the metadata log dir fails. A
 // batch that cannot be read back (corrupt, or a control record other than LEADER_CHANGE) is a failure too.
 //
+// Snapshots (KIP-630): <end offset, 20 digits>-<epoch, 10 digits>.checkpoint in the partition dir, written
+// as .checkpoint.part, fsynced, renamed and the dir fsynced (Kafka's FileRawSnapshotWriter). On open, as
+// Kafka's KafkaMetadataLog.recoverSnapshots / truncateToLatestSnapshot: a log whose start is above 0 must be
+// covered by a snapshot at or above its start (else open fails: the state before the start is lost), and a
+// log that ends before the newest snapshot (or whose entries are all of an older epoch than it: a crash
+// during install_snapshot) is emptied and restarted at the snapshot's end offset. When the entries before
+// the log start are gone, last_fetched_epoch and end_offset_for_epoch answer from the snapshot at the log
+// start (KafkaMetadataLog.lastFetchedEpoch / endOffsetForEpoch). delete_before raises the log start offset
+// exactly to the given offset and removes the segments wholly below it; the log start offset is not
+// checkpointed, so after a reopen start_offset() is the first segment's base again (entries below the
+// snapshot that are still on disk are readable, which is consistent).
+//
 // Threads: one thread, the replica's (shard 0). No locking.
 #pragma once
 
@@ -25,7 +37,10 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "mala/common/result.h"
@@ -35,11 +50,23 @@
 
 namespace mala::raft {
 
+// Kafka's Snapshots.filenameFromSnapshotId + SUFFIX: "00000000000000000123-0000000002.checkpoint".
+std::string snapshot_file_name(offset_and_epoch id);
+// The id in a snapshot file name, with the ".part" / ".deleted" suffix Kafka adds for partial and deleted
+// snapshots; nullopt for any other name (Snapshots.parse).
+struct snapshot_file {
+  offset_and_epoch id;
+  bool partial = false;
+  bool deleted = false;
+};
+std::optional<snapshot_file> parse_snapshot_file_name(std::string_view name);
+
 // Kafka's ControlRecordType.LEADER_CHANGE.
 inline constexpr int16_t leader_change_control_type = storage::leader_change_control_type;
 
 struct partition_raft_log_options {
   std::function<int64_t()> clock_ms;  // batch timestamps and segment rolling; the system clock when unset
+  storage::metadata_segment_settings segments;  // metadata.log.segment.bytes / .ms
 };
 
 class partition_raft_log final : public raft_log {
@@ -58,6 +85,17 @@ class partition_raft_log final : public raft_log {
   std::vector<log_entry> read(int64_t from_offset, size_t max_entries) const override;
   void append(std::span<const log_entry> entries) override;
   void truncate_to(int64_t offset) override;
+  // Snapshots (KIP-630), files in the partition dir named as Kafka's Snapshots.java does (see
+  // snapshot_file_name). The newest snapshot is kept, and the one before it while the log still holds its
+  // offset; older ones, `.part` files of interrupted writes and `.deleted` leftovers go at open() and after
+  // each snapshot change. A failed snapshot write returns false and leaves the log as it was.
+  std::optional<offset_and_epoch> latest_snapshot() const override;
+  std::optional<std::vector<uint8_t>> read_snapshot(offset_and_epoch id) const override;
+  bool write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;
+  void delete_before(int64_t offset) override;
+  bool install_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;
+  // The snapshots held, oldest first.
+  const std::vector<offset_and_epoch>& snapshots() const { return _snapshots; }
 
   // Makes every append and truncation so far durable. The first failure (of a write or of a sync) for good.
   status flush();
@@ -72,11 +110,24 @@ class partition_raft_log final : public raft_log {
 
  private:
   void fail(const status& error) const;
+  // The epoch of the last entry held by the log, 0 when it holds none (the epoch cache only).
+  int32_t log_last_epoch() const;
+  // The snapshot whose end offset is the log start, when the entries before the start are gone.
+  std::optional<offset_and_epoch> snapshot_at_start() const;
+  // open(): finds the snapshots, removes leftovers, checks them against the log (see the header comment).
+  status recover_snapshots();
+  // Writes the snapshot file durably (.part, fsync, rename, fsync of the dir).
+  status write_snapshot_file(offset_and_epoch id, std::span<const uint8_t> payload) const;
+  // Deletes the snapshots no longer needed: all but the newest and, while the log holds its offset, the one
+  // before it.
+  void prune_snapshots();
+  void remove_snapshot_file(const std::filesystem::path& path) const;
 
   std::unique_ptr<storage::partition_log> _log;
   std::function<int64_t()> _clock_ms;
   mutable status _failure;
   bool _closed = false;
+  std::vector<offset_and_epoch> _snapshots;  // ascending (offset_and_epoch order)
 };
 
 }  // namespace mala::raft

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,7 @@ struct raft_node_options {
   // The CONTROLLER listener of every voter (controller.quorum.voters).
   std::map<int32_t, voter_endpoint> voter_endpoints;
   std::filesystem::path metadata_log_dir;
+  storage::metadata_segment_settings segments;  // metadata.log.segment.bytes / .ms
   int32_t tick_interval_ms = 10;
 };
 
@@ -71,6 +73,12 @@ class raft_node {
 
   // Leader only: appends one entry per record in the current epoch (not committed yet).
   result<append_info> append(const std::vector<std::vector<uint8_t>>& records);
+  // KIP-630: stores a snapshot of the state at id.offset (at most the high watermark) and drops the log
+  // segments it covers. False when the replica refuses it (see replica::create_snapshot).
+  bool create_snapshot(offset_and_epoch id, std::span<const uint8_t> payload);
+  // How many snapshots were installed from the leader so far: a listener that sees it change reloads its
+  // state from log().latest_snapshot().
+  uint64_t snapshots_installed() const;
   // Graceful resignation (EndQuorumEpoch), for controlled shutdown.
   void resign();
 

@@ -64,6 +64,16 @@
 // Steps 1-2 before 3 are what Raft's safety needs: a vote or a fetch offset is only announced once it is
 // durable. next_deadline_ms() tells the glue when to tick next if nothing else happens.
 //
+// Snapshots (KIP-630). The glue snapshots its state machine at a committed offset with create_snapshot() and
+// may then drop the entries before it with delete_before_snapshot(). The leader answers a Fetch whose offset
+// is below its log start (or whose divergence point falls at or before it) with its latest snapshot id
+// instead of records; the follower then downloads that snapshot in FetchSnapshot chunks of
+// fetch_snapshot_max_bytes (one request in flight, resumed at its byte position), installs it through
+// raft_log::install_snapshot (durable on return), reports `effects::snapshot_installed` (the glue reloads its
+// state machine from it), takes the snapshot's end offset as its high watermark if that is higher, and
+// fetches on from there (KafkaRaftClient.handleFetchSnapshotResponse). Leaving the follower state abandons a
+// partial download.
+//
 // The persisted quorum state survives a restart together with the log: a restarted replica is constructed
 // from both; everything else (votes received, follower progress, the high watermark) is rebuilt.
 //
@@ -73,6 +83,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -93,7 +104,8 @@ struct raft_config {
   int32_t retry_backoff_ms = 20;           // controller.quorum.retry.backoff.ms
   int32_t fetch_max_wait_ms = 500;         // KafkaRaftClient's fetchMaxWaitMs (long poll)
   int32_t fetch_max_entries = 512;         // entries per Fetch response (Kafka bounds bytes instead)
-  uint64_t random_seed = 0;                // election jitter and backoff; the only randomness
+  int32_t fetch_snapshot_max_bytes = 1024 * 1024;  // FetchSnapshot MaxBytes: the chunk a follower asks for
+  uint64_t random_seed = 0;                        // election jitter and backoff; the only randomness
 };
 
 // Kafka's QuorumStateData (the quorum-state file): the epoch, the leader if known, the vote cast in the
@@ -119,9 +131,14 @@ struct effects {
   std::vector<log_operation> log_operations;            // in order
   std::vector<outbound_message> messages;
   std::optional<int64_t> high_watermark;  // the new committed offset (exclusive), when it moved
+  // A snapshot fetched from the leader replaced the whole log (raft_log::install_snapshot, already durable):
+  // the glue reloads its state machine from log().read_snapshot(id). Log operations of the same event come
+  // after it; a glue that takes effects less often than once per event sees at most one install per batch.
+  std::optional<offset_and_epoch> snapshot_installed;
 
   bool empty() const {
-    return !quorum_state_to_persist && log_operations.empty() && messages.empty() && !high_watermark;
+    return !quorum_state_to_persist && log_operations.empty() && messages.empty() && !high_watermark &&
+           !snapshot_installed;
   }
 };
 
@@ -156,6 +173,14 @@ class replica {
   result<append_info> append(const std::vector<std::vector<uint8_t>>& records);
   // Leader only: graceful resignation (EndQuorumEpoch). Ignored elsewhere.
   void resign();
+  // Stores a snapshot of the committed prefix before id.offset (raft_log::write_snapshot); `id.epoch` must be
+  // the epoch of entry id.offset - 1. False when id.offset is above the high watermark, outside the log, 0,
+  // of the wrong epoch, or the write failed; true (nothing written) when the log already holds that snapshot
+  // (KafkaRaftClient.createSnapshot's checks).
+  bool create_snapshot(offset_and_epoch id, std::span<const uint8_t> payload);
+  // Drops the entries before the latest snapshot (raft_log::delete_before). Replicas that need them get the
+  // snapshot instead. No-op without a snapshot.
+  void delete_before_snapshot();
 
   effects take_effects();
   // The next time tick() has something to do.
@@ -194,6 +219,11 @@ class replica {
     int64_t fetch_offset;
     int32_t last_fetched_epoch;
     int64_t deadline_ms;
+    bool snapshot = false;  // a FetchSnapshot rather than a Fetch
+  };
+  struct snapshot_download {
+    offset_and_epoch id;
+    std::vector<uint8_t> bytes;  // received so far, from position 0
   };
 
   // transitions
@@ -227,10 +257,19 @@ class replica {
   void handle_fetch_request(int32_t from, int64_t correlation_id, const fetch_request& request,
                             bool may_park);
   void handle_fetch_response(int32_t from, int64_t correlation_id, const fetch_response& response);
+  void handle_fetch_snapshot_request(int32_t from, int64_t correlation_id,
+                                     const fetch_snapshot_request& request);
+  void handle_fetch_snapshot_response(int32_t from, int64_t correlation_id,
+                                      const fetch_snapshot_response& response);
 
   // replication
   void maybe_send_fetch();
   void send_fetch(int32_t destination);
+  void send_fetch_snapshot(int32_t destination);
+  // The snapshot the leader answers `request` with instead of records or a divergence, if any (`end`: the
+  // leader's end_offset_for_epoch of the request's last fetched epoch).
+  std::optional<offset_and_epoch> snapshot_for_fetch(const fetch_request& request,
+                                                     const offset_and_epoch& end) const;
   follower_progress& progress_of(int32_t replica_id);
   void maybe_advance_high_watermark();
   void set_high_watermark(int64_t high_watermark);
@@ -281,6 +320,7 @@ class replica {
   bool _has_fetched = false;      // a successful Fetch from this leader in this epoch
   bool _leader_resigned = false;  // EndQuorumEpoch or NOT_LEADER_OR_FOLLOWER from it
   std::optional<fetch_in_flight> _fetch_in_flight;
+  std::optional<snapshot_download> _snapshot_download;  // follower: the snapshot being fetched
 
   // leader
   int32_t _led_epoch = -1;  // the epoch this node led (or persisted as led), to catch a second leader in it

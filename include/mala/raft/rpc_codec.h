@@ -1,5 +1,6 @@
 // The Raft messages (messages.h) as Kafka's KRaft RPCs for the one partition __cluster_metadata-0: Vote,
-// BeginQuorumEpoch v1, EndQuorumEpoch v1 and Fetch v17, through the generated protocol structs.
+// BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v17 and FetchSnapshot v1 (KIP-630), through the generated
+// protocol structs.
 //
 // Client side: encode_raft_request() builds a request body, decode_raft_response() reads the answer.
 // Server side: from_protocol() turns a decoded request into a raft message after the checks KafkaRaftClient
@@ -20,6 +21,10 @@
 // reads batches of several records (as Kafka's controller writes them) as one entry per record, and refuses
 // offsets that do not increase; a trailing partial batch (a fetch cut at its byte limit) is ignored, as Kafka
 // consumers do.
+//
+// FetchSnapshot: the chunk travels as the response's UnalignedRecords, bytes as they are (the snapshot
+// payload is opaque to Raft). A Fetch answer's SnapshotId (-1/-1 when absent) becomes
+// fetch_response::snapshot_id.
 //
 // Directory ids (KIP-853) are sent as the zero uuid (Mala has no directory ids for the quorum; Kafka treats
 // zero as "no directory id"); LeaderEndpoints are sent when the caller gives them (Kafka falls back to its
@@ -47,6 +52,8 @@
 #include "mala/protocol/messages/end_quorum_epoch_response.h"
 #include "mala/protocol/messages/fetch_request.h"
 #include "mala/protocol/messages/fetch_response.h"
+#include "mala/protocol/messages/fetch_snapshot_request.h"
+#include "mala/protocol/messages/fetch_snapshot_response.h"
 #include "mala/protocol/messages/vote_request.h"
 #include "mala/protocol/messages/vote_response.h"
 #include "mala/raft/messages.h"
@@ -61,10 +68,12 @@ inline constexpr int16_t vote_api_key = protocol::vote_request::api_key;
 inline constexpr int16_t begin_quorum_epoch_api_key = protocol::begin_quorum_epoch_request::api_key;
 inline constexpr int16_t end_quorum_epoch_api_key = protocol::end_quorum_epoch_request::api_key;
 inline constexpr int16_t fetch_api_key = protocol::fetch_request::api_key;
+inline constexpr int16_t fetch_snapshot_api_key = protocol::fetch_snapshot_request::api_key;
 inline constexpr int16_t vote_api_version = protocol::vote_request::max_version;
 inline constexpr int16_t begin_quorum_epoch_api_version = 1;
 inline constexpr int16_t end_quorum_epoch_api_version = 1;
 inline constexpr int16_t fetch_api_version = 17;
+inline constexpr int16_t fetch_snapshot_api_version = 1;
 
 // KafkaRaftClient.MAX_FETCH_SIZE_BYTES: the Fetch MaxBytes a KRaft replica asks for (8 MiB).
 inline constexpr int32_t raft_fetch_max_bytes = 8 * 1024 * 1024;
@@ -84,7 +93,7 @@ struct encoded_request {
   std::vector<uint8_t> body;
 };
 
-// The body of one of the four requests. invalid_request for a response message; unsupported_version for a
+// The body of one of the five requests. invalid_request for a response message; unsupported_version for a
 // pre-vote while VoteRequest v2 is not defined (see above).
 result<encoded_request> encode_raft_request(const raft_message& m, int32_t local_id,
                                             const std::string& cluster_id,
@@ -92,8 +101,8 @@ result<encoded_request> encode_raft_request(const raft_message& m, int32_t local
 
 // Reads the answer to a request of `api_key` / `api_version`. `pre_vote_request`: the request was a pre-vote
 // (vote_response::pre_vote is not on the wire). Records of a Fetch answer below `fetch_offset` (a batch that
-// starts before it) are dropped. A top-level error, a response for another topic or partition, a snapshot id
-// (snapshots are not supported) or malformed bytes are an error status.
+// starts before it) are dropped. A top-level error, a response for another topic or partition, or malformed
+// bytes are an error status.
 result<raft_message_body> decode_raft_response(int16_t api_key, int16_t api_version,
                                                std::span<const uint8_t> body, bool pre_vote_request,
                                                int64_t fetch_offset = -1);
@@ -106,6 +115,8 @@ result<raft_message_body> from_protocol(const protocol::end_quorum_epoch_request
                                         std::string_view cluster_id);
 // `api_version`: the topic is named before v13 and identified by topic id from v13.
 result<raft_message_body> from_protocol(const protocol::fetch_request& request, int16_t api_version,
+                                        std::string_view cluster_id);
+result<raft_message_body> from_protocol(const protocol::fetch_snapshot_request& request,
                                         std::string_view cluster_id);
 
 protocol::vote_response to_protocol(const vote_response& response);
@@ -124,6 +135,20 @@ struct protocol_fetch_response {
   protocol_fetch_response(const protocol_fetch_response&) = delete;
   protocol_fetch_response& operator=(const protocol_fetch_response&) = delete;
 };
+
+// A FetchSnapshot response and the chunk its `unaligned_records` points into (same rules as above).
+struct protocol_fetch_snapshot_response {
+  protocol::fetch_snapshot_response message;
+  std::vector<uint8_t> bytes;
+
+  protocol_fetch_snapshot_response() = default;
+  protocol_fetch_snapshot_response(protocol_fetch_snapshot_response&&) = default;
+  protocol_fetch_snapshot_response& operator=(protocol_fetch_snapshot_response&&) = default;
+  protocol_fetch_snapshot_response(const protocol_fetch_snapshot_response&) = delete;
+  protocol_fetch_snapshot_response& operator=(const protocol_fetch_snapshot_response&) = delete;
+};
+
+protocol_fetch_snapshot_response to_protocol(fetch_snapshot_response response);
 
 // The records become batches stamped `timestamp_ms`. record_list_too_large when an entry does not fit a
 // metadata batch (max_metadata_batch_bytes).

@@ -35,6 +35,12 @@ inline constexpr int32_t max_metadata_batch_bytes = 8 * 1024 * 1024;
 // time or size retention (segments go only after a snapshot covers them), batches up to the Raft limit.
 log_config metadata_log_config();
 
+// metadata.log.segment.bytes / metadata.log.segment.ms when the node sets them.
+struct metadata_segment_settings {
+  std::optional<int32_t> segment_bytes;
+  std::optional<int64_t> segment_ms;
+};
+
 // The partition directory of the metadata log inside a log dir.
 std::filesystem::path metadata_partition_dir(const std::filesystem::path& metadata_log_dir);
 
@@ -43,7 +49,8 @@ std::filesystem::path metadata_partition_dir(const std::filesystem::path& metada
 // acknowledged), and no checkpoint a crash may have left behind is trusted. `clock_ms` may be empty (system
 // clock).
 result<std::unique_ptr<partition_log>> open_metadata_partition(const std::filesystem::path& metadata_log_dir,
-                                                               std::function<int64_t()> clock_ms = {});
+                                                               std::function<int64_t()> clock_ms = {},
+                                                               metadata_segment_settings segments = {});
 
 // One record of a metadata batch: a null key for metadata records (MetadataRecordSerde), the control record
 // key (ControlRecordType: version, type) for control records.

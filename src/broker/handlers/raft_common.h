@@ -20,12 +20,13 @@
 
 namespace mala::broker::handlers {
 
-// The sender a request names (CandidateId / ReplicaId, LeaderId, ReplicaState.ReplicaId).
+// The sender a request names (CandidateId / ReplicaId, LeaderId, ReplicaState.ReplicaId, ReplicaId).
 inline int32_t raft_sender(const raft::raft_message_body& body) {
   if (auto* v = std::get_if<raft::vote_request>(&body)) return v->candidate_id;
   if (auto* b = std::get_if<raft::begin_quorum_epoch_request>(&body)) return b->leader_id;
   if (auto* e = std::get_if<raft::end_quorum_epoch_request>(&body)) return e->leader_id;
   if (auto* f = std::get_if<raft::fetch_request>(&body)) return f->replica_id;
+  if (auto* s = std::get_if<raft::fetch_snapshot_request>(&body)) return s->replica_id;
   return -1;
 }
 

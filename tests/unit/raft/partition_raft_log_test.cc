@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -288,6 +290,295 @@ TEST_F(partition_raft_log_test, single_voter_replica_survives_a_restart_on_stora
   EXPECT_EQ(entries[2].payload, (std::vector<uint8_t>{3}));
   EXPECT_EQ(entries[3].type, entry_type::leader_change);
   EXPECT_EQ(entries[3].epoch, r.epoch());
+}
+
+// --- Snapshots (KIP-630)
+
+class partition_raft_log_snapshot_test : public partition_raft_log_test {
+ protected:
+  // The metadata partition with segments small enough that a few entries fill one.
+  std::unique_ptr<partition_raft_log> open_small_segments() {
+    storage::log_config config = storage::metadata_log_config();
+    config.segment_bytes = 300;
+    storage::log_open_options options;
+    options.clock_ms = [] { return int64_t{1'700'000'000'000}; };
+    auto log = storage::partition_log::open(storage::metadata_partition_dir(_dir),
+                                            {std::string(storage::metadata_topic_name), 0}, config, options);
+    EXPECT_TRUE(log.ok()) << (log.ok() ? "" : log.error().message);
+    if (!log.ok()) return nullptr;
+    partition_raft_log_options o;
+    o.clock_ms = [] { return int64_t{1'700'000'000'000}; };
+    return std::make_unique<partition_raft_log>(std::move(*log), o);
+  }
+  fs::path partition_dir() const { return storage::metadata_partition_dir(_dir); }
+  static std::vector<uint8_t> payload(uint8_t seed, size_t n = 100) {
+    std::vector<uint8_t> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(seed + i);
+    return out;
+  }
+  std::vector<std::string> files_ending(std::string_view suffix) const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(partition_dir())) {
+      const std::string name = e.path().filename().string();
+      if (name.ends_with(suffix)) out.push_back(name);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+TEST(snapshot_file_name_test, is_kafkas_name_and_parses_back) {
+  EXPECT_EQ(snapshot_file_name({123, 2}), "00000000000000000123-0000000002.checkpoint");
+  auto parsed = parse_snapshot_file_name("00000000000000000123-0000000002.checkpoint");
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->id, (offset_and_epoch{123, 2}));
+  EXPECT_FALSE(parsed->partial);
+  EXPECT_FALSE(parsed->deleted);
+  parsed = parse_snapshot_file_name("00000000000000000123-0000000002.checkpoint.part");
+  ASSERT_TRUE(parsed);
+  EXPECT_TRUE(parsed->partial);
+  parsed = parse_snapshot_file_name("00000000000000000123-0000000002.checkpoint.deleted");
+  ASSERT_TRUE(parsed);
+  EXPECT_TRUE(parsed->deleted);
+  for (const char* bad :
+       {"123-2.checkpoint", "0000000000000000012x-0000000002.checkpoint",
+        "00000000000000000123_0000000002.checkpoint", "00000000000000000123-0000000002.snapshot",
+        "99999999999999999999-0000000002.checkpoint", "00000000000000000123-9999999999.checkpoint",
+        "00000000000000000123-0000000002.checkpoint.tmp", "leader-epoch-checkpoint"}) {
+    EXPECT_FALSE(parse_snapshot_file_name(bad)) << bad;
+  }
+}
+
+TEST_F(partition_raft_log_snapshot_test, write_read_and_latest) {
+  auto log = open();
+  ASSERT_TRUE(log);
+  EXPECT_FALSE(log->latest_snapshot());
+  fill(*log, {1, 1, 2, 2, 3});
+  EXPECT_TRUE(log->write_snapshot({3, 2}, payload(1)));
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{3, 2}));
+  EXPECT_EQ(log->read_snapshot({3, 2}), payload(1));
+  EXPECT_FALSE(log->read_snapshot({3, 1}));
+  EXPECT_FALSE(log->read_snapshot({4, 2}));
+  EXPECT_TRUE(fs::exists(partition_dir() / "00000000000000000003-0000000002.checkpoint"));
+  EXPECT_TRUE(files_ending(".part").empty());
+  // Entries stay until delete_before.
+  EXPECT_EQ(log->start_offset(), 0);
+  EXPECT_EQ(log->read(0, 10).size(), 5u);
+  // An id whose epoch is not the epoch of the entry before it, or past the log end, is refused.
+  EXPECT_FALSE(log->write_snapshot({4, 3}, payload(2)));
+  EXPECT_FALSE(log->write_snapshot({6, 3}, payload(2)));
+  // The same id again is already there.
+  EXPECT_TRUE(log->write_snapshot({3, 2}, payload(9)));
+  EXPECT_EQ(log->read_snapshot({3, 2}), payload(1));
+  // Newer snapshots: the newest and the one before are kept, older ones go.
+  EXPECT_TRUE(log->write_snapshot({4, 2}, payload(3)));
+  EXPECT_TRUE(log->write_snapshot({5, 3}, payload(4)));
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{5, 3}));
+  EXPECT_EQ(log->snapshots(), (std::vector<offset_and_epoch>{{4, 2}, {5, 3}}));
+  EXPECT_EQ(files_ending(".checkpoint"),
+            (std::vector<std::string>{"00000000000000000004-0000000002.checkpoint",
+                                      "00000000000000000005-0000000003.checkpoint"}));
+  EXPECT_FALSE(log->read_snapshot({3, 2}));
+  EXPECT_EQ(log->read_snapshot({5, 3}), payload(4));
+  // A snapshot older than the latest is refused.
+  EXPECT_FALSE(log->write_snapshot({2, 1}, payload(5)));
+  // An empty payload is a valid (opaque) snapshot.
+  EXPECT_TRUE(log->write_snapshot({5, 3}, {}));
+}
+
+TEST_F(partition_raft_log_snapshot_test, reopen_finds_the_snapshot) {
+  {
+    auto log = open();
+    ASSERT_TRUE(log);
+    fill(*log, {1, 1, 2, 2});
+    ASSERT_TRUE(log->write_snapshot({2, 1}, payload(1)));
+    ASSERT_TRUE(log->write_snapshot({4, 2}, payload(2, 5000)));
+    ASSERT_TRUE(log->close().ok());
+  }
+  auto log = open();
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{4, 2}));
+  EXPECT_EQ(log->snapshots(), (std::vector<offset_and_epoch>{{2, 1}, {4, 2}}));
+  EXPECT_EQ(log->read_snapshot({4, 2}), payload(2, 5000));
+  EXPECT_EQ(log->read_snapshot({2, 1}), payload(1));
+  EXPECT_EQ(log->end_offset(), 4);
+  EXPECT_EQ(log->last_fetched_epoch(), 2);
+}
+
+TEST_F(partition_raft_log_snapshot_test, delete_before_drops_whole_segments_below_the_snapshot) {
+  auto log = open_small_segments();
+  ASSERT_TRUE(log);
+  std::vector<int32_t> epochs;
+  for (int i = 0; i < 30; ++i) epochs.push_back(i < 12 ? 1 : 2);
+  fill(*log, epochs);
+  ASSERT_TRUE(log->flush().ok());
+  const size_t segments_before = log->partition().segment_count();
+  ASSERT_GT(segments_before, 4u);
+  ASSERT_TRUE(log->write_snapshot({20, 2}, payload(1)));
+  log->delete_before(20);
+  EXPECT_TRUE(log->failure().ok());
+  EXPECT_EQ(log->start_offset(), 20);
+  EXPECT_LT(log->partition().segment_count(), segments_before);
+  EXPECT_EQ(log->end_offset(), 30);
+  // Nothing below the start is served; from the start on everything is.
+  EXPECT_TRUE(log->read(19, 10).empty());
+  auto held = log->read(20, 100);
+  ASSERT_EQ(held.size(), 10u);
+  EXPECT_EQ(held.front().offset, 20);
+  EXPECT_EQ(held.front().epoch, 2);
+  EXPECT_EQ(log->last_fetched_epoch(), 2);
+  // Epoch 1 ended before the start: the entries are gone, the snapshot at the start answers
+  // (KafkaMetadataLog.endOffsetForEpoch).
+  EXPECT_EQ(log->end_offset_for_epoch(1), (offset_and_epoch{20, 2}));
+  EXPECT_EQ(log->end_offset_for_epoch(2), (offset_and_epoch{30, 2}));
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{20, 2}));
+  // Appends continue.
+  fill(*log, {3});
+  EXPECT_EQ(log->end_offset(), 31);
+  ASSERT_TRUE(log->flush().ok());
+
+  // A snapshot at the log end and everything before it deleted: the log holds no entry, the snapshot gives
+  // the epoch.
+  ASSERT_TRUE(log->write_snapshot({31, 3}, payload(2)));
+  log->delete_before(31);
+  EXPECT_EQ(log->start_offset(), 31);
+  EXPECT_EQ(log->end_offset(), 31);
+  EXPECT_EQ(log->last_fetched_epoch(), 3);
+  EXPECT_EQ(log->end_offset_for_epoch(3), (offset_and_epoch{31, 3}));
+  EXPECT_EQ(log->end_offset_for_epoch(1), (offset_and_epoch{31, 3}));
+  EXPECT_EQ(log->snapshots(), (std::vector<offset_and_epoch>{{31, 3}}));  // the one at 20 is below the start
+  ASSERT_TRUE(log->close().ok());
+  log.reset();
+
+  // Reopened: the log starts at the first kept segment, at or below the snapshot, which is consistent.
+  auto reopened = open_small_segments();
+  ASSERT_TRUE(reopened);
+  EXPECT_TRUE(reopened->failure().ok()) << reopened->failure().message;
+  EXPECT_LE(reopened->start_offset(), 31);
+  EXPECT_GT(reopened->start_offset(), 0);
+  EXPECT_EQ(reopened->end_offset(), 31);
+  EXPECT_EQ(reopened->latest_snapshot(), (offset_and_epoch{31, 3}));
+  EXPECT_EQ(reopened->last_fetched_epoch(), 3);
+}
+
+TEST_F(partition_raft_log_snapshot_test, install_replaces_a_log_with_entries) {
+  {
+    auto log = open_small_segments();
+    ASSERT_TRUE(log);
+    fill(*log, {1, 1, 1, 2, 2, 2, 2, 2, 2, 2});
+    ASSERT_TRUE(log->write_snapshot({3, 1}, payload(1)));
+    ASSERT_TRUE(log->flush().ok());
+    ASSERT_TRUE(log->install_snapshot({50, 4}, payload(7, 3000)));
+    EXPECT_EQ(log->start_offset(), 50);
+    EXPECT_EQ(log->end_offset(), 50);
+    EXPECT_EQ(log->last_fetched_epoch(), 4);
+    EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{50, 4}));
+    EXPECT_EQ(log->snapshots(), (std::vector<offset_and_epoch>{{50, 4}}));
+    EXPECT_EQ(log->read_snapshot({50, 4}), payload(7, 3000));
+    EXPECT_FALSE(log->read_snapshot({3, 1}));
+    EXPECT_TRUE(log->read(0, 10).empty());
+    EXPECT_EQ(log->end_offset_for_epoch(2), (offset_and_epoch{50, 4}));
+    EXPECT_EQ(log->end_offset_for_epoch(4), (offset_and_epoch{50, 4}));
+    // The log continues after the snapshot.
+    const log_entry e{50, 5, entry_type::leader_change, {}};
+    log->append(std::span<const log_entry>(&e, 1));
+    fill(*log, {5});
+    EXPECT_EQ(log->end_offset(), 52);
+    EXPECT_EQ(log->last_fetched_epoch(), 5);
+    EXPECT_EQ(log->end_offset_for_epoch(4), (offset_and_epoch{50, 4}));
+    EXPECT_EQ(log->end_offset_for_epoch(5), (offset_and_epoch{52, 5}));
+    ASSERT_TRUE(log->close().ok());
+  }
+  auto log = open_small_segments();
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(log->failure().ok()) << log->failure().message;
+  EXPECT_EQ(log->start_offset(), 50);
+  EXPECT_EQ(log->end_offset(), 52);
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{50, 4}));
+  EXPECT_EQ(log->read(50, 10).size(), 2u);
+}
+
+TEST_F(partition_raft_log_snapshot_test, a_log_behind_the_snapshot_restarts_at_its_end) {
+  // A crash after an installed snapshot was stored and before the log was emptied.
+  {
+    auto log = open();
+    ASSERT_TRUE(log);
+    fill(*log, {1, 1, 1});
+    ASSERT_TRUE(log->close().ok());
+  }
+  {
+    std::ofstream f(partition_dir() / snapshot_file_name({40, 3}), std::ios::binary);
+    f << "snapshot";
+  }
+  auto log = open();
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->start_offset(), 40);
+  EXPECT_EQ(log->end_offset(), 40);
+  EXPECT_EQ(log->last_fetched_epoch(), 3);
+  auto bytes = log->read_snapshot({40, 3});
+  ASSERT_TRUE(bytes);
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "snapshot");
+}
+
+TEST_F(partition_raft_log_snapshot_test, garbage_part_files_are_removed_and_ignored) {
+  {
+    auto log = open();
+    ASSERT_TRUE(log);
+    fill(*log, {1, 1, 1, 1});
+    ASSERT_TRUE(log->write_snapshot({2, 1}, payload(1)));
+    ASSERT_TRUE(log->close().ok());
+  }
+  // An interrupted write of a newer snapshot and a deletion that did not finish.
+  {
+    std::ofstream f(partition_dir() / (snapshot_file_name({4, 1}) + ".part"), std::ios::binary);
+    f << "torn";
+  }
+  {
+    std::ofstream f(partition_dir() / (snapshot_file_name({1, 1}) + ".deleted"), std::ios::binary);
+    f << "old";
+  }
+  auto log = open();
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{2, 1}));
+  EXPECT_FALSE(log->read_snapshot({4, 1}));
+  EXPECT_TRUE(files_ending(".part").empty());
+  EXPECT_TRUE(files_ending(".deleted").empty());
+  EXPECT_EQ(log->end_offset(), 4);
+}
+
+TEST_F(partition_raft_log_snapshot_test, a_file_with_a_corrupt_snapshot_name_is_ignored) {
+  {
+    auto log = open();
+    ASSERT_TRUE(log);
+    fill(*log, {1, 1});
+    ASSERT_TRUE(log->close().ok());
+  }
+  for (const char* name : {"123-1.checkpoint", "0000000000000000000x-0000000001.checkpoint",
+                           "00000000000000000001-00000000001.checkpoint"}) {
+    std::ofstream f(partition_dir() / name, std::ios::binary);
+    f << "junk";
+  }
+  auto log = open();
+  ASSERT_TRUE(log);
+  EXPECT_FALSE(log->latest_snapshot());
+  EXPECT_EQ(log->end_offset(), 2);
+  EXPECT_TRUE(fs::exists(partition_dir() / "123-1.checkpoint"));  // not ours to delete
+}
+
+TEST_F(partition_raft_log_snapshot_test, a_log_start_not_covered_by_a_snapshot_is_refused) {
+  {
+    auto log = open_small_segments();
+    ASSERT_TRUE(log);
+    std::vector<int32_t> epochs(20, 1);
+    fill(*log, epochs);
+    ASSERT_TRUE(log->write_snapshot({15, 1}, payload(1)));
+    log->delete_before(15);
+    ASSERT_GT(log->partition().segment_count(), 0u);
+    ASSERT_TRUE(log->close().ok());
+  }
+  fs::remove(partition_dir() / snapshot_file_name({15, 1}));
+  auto log = partition_raft_log::open(_dir);
+  EXPECT_FALSE(log.ok());
 }
 
 }  // namespace

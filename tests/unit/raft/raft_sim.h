@@ -20,7 +20,12 @@
 //                        a majority of voters (so it is never lost); a leader of epoch E holds every entry
 //                        that was committed in epoch E or before (leader completeness);
 //   monotonic commit     a node's high watermark never goes backwards (within one incarnation: it is not
-//                        persisted, as in Kafka) and never passes its log end.
+//                        persisted, as in Kafka) and never passes its log end;
+//   snapshots            (KIP-630) take_snapshot() snapshots a node's committed prefix (the payload: every
+//                        entry's offset, epoch, type and payload, concatenated) and may drop the entries
+//                        before it; a snapshot written or installed equals the cluster's committed prefix it
+//                        claims, byte for byte; an entry below a log's start counts as held (the snapshot
+//                        holds it) for durability and leader completeness.
 // A violation is recorded in `failure` (the first one) and stops the run.
 //
 // Not thread-safe; one cluster per test.
@@ -35,6 +40,7 @@
 #include <queue>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -103,6 +109,8 @@ struct sim_stats {
   int32_t max_epoch = 0;
   int64_t commits = 0;
   int64_t truncations = 0;
+  int64_t snapshots_written = 0;
+  int64_t snapshots_installed = 0;
 };
 
 class cluster {
@@ -231,6 +239,37 @@ class cluster {
     }
   }
 
+  // --- snapshots ---
+  // Node `id` snapshots its committed prefix (as its state machine would), then with `delete_entries` drops
+  // the entries before it. Nothing happens when the node is down or has nothing new committed.
+  void take_snapshot(int32_t id, bool delete_entries) {
+    sim_node& n = node(id);
+    if (!n.up || !failure.empty()) return;
+    const int64_t offset = n.committed;
+    const auto latest = n.log.latest_snapshot();
+    const int64_t from = latest ? latest->offset : n.log.start_offset();
+    if (offset > from && offset > n.log.start_offset()) {
+      // The payload from what the node itself holds: its latest snapshot, then its committed entries.
+      std::vector<uint8_t> payload;
+      if (latest) payload = *n.log.read_snapshot(*latest);
+      for (int64_t o = from; o < offset; ++o) append_encoding(payload, *n.log.entry_at(o));
+      const offset_and_epoch snapshot{offset, n.log.entry_at(offset - 1)->epoch};
+      if (!n.raft->create_snapshot(snapshot, payload)) {
+        fail(fmt::format("node {} could not snapshot its committed prefix {}@{}", n.id, snapshot.offset,
+                         snapshot.epoch));
+        return;
+      }
+      check_snapshot(n, snapshot, payload, "wrote");
+      n.disk.write_snapshot(snapshot, payload);
+      ++_stats.snapshots_written;
+    }
+    if (delete_entries) {
+      n.raft->delete_before_snapshot();
+      if (const auto s = n.disk.latest_snapshot()) n.disk.delete_before(s->offset);
+    }
+    after_step(n);
+  }
+
   // --- queries ---
   sim_node& node(int32_t id) { return *_nodes[static_cast<size_t>(id - 1)]; }
   const std::vector<std::unique_ptr<sim_node>>& nodes() const { return _nodes; }
@@ -329,9 +368,52 @@ class cluster {
   }
 
   // Apply one step's effects as the glue would, then check every invariant the step could have broken.
+  static void append_encoding(std::vector<uint8_t>& out, const log_entry& e) {
+    auto put = [&](uint64_t v, int bytes) {
+      for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    };
+    put(static_cast<uint64_t>(e.offset), 8);
+    put(static_cast<uint32_t>(e.epoch), 4);
+    put(static_cast<uint8_t>(e.type), 1);
+    put(e.payload.size(), 4);
+    out.insert(out.end(), e.payload.begin(), e.payload.end());
+  }
+
+  // A snapshot must be exactly the encoding of the cluster's committed prefix before its offset.
+  void check_snapshot(const sim_node& n, offset_and_epoch id, std::span<const uint8_t> payload,
+                      std::string_view what) {
+    if (id.offset <= 0 || id.offset > static_cast<int64_t>(_committed.size())) {
+      fail(fmt::format("node {} {} snapshot {}@{} beyond the committed log ({} entries)", n.id, what,
+                       id.offset, id.epoch, _committed.size()));
+      return;
+    }
+    const size_t expected_size = _committed_encoding_end[static_cast<size_t>(id.offset)];
+    if (_committed[static_cast<size_t>(id.offset - 1)].epoch != id.epoch || payload.size() != expected_size ||
+        !std::equal(payload.begin(), payload.end(), _committed_encoding.begin())) {
+      fail(fmt::format("snapshot: node {} {} snapshot {}@{} ({} bytes) that is not the committed prefix",
+                       n.id, what, id.offset, id.epoch, payload.size()));
+    }
+  }
+
   void after_step(sim_node& n) {
     ++_stats.steps;
     effects e = n.raft->take_effects();
+    // 0. a snapshot installed (durable as install_snapshot returned) replaced the log
+    if (e.snapshot_installed) {
+      const offset_and_epoch id = *e.snapshot_installed;
+      const auto payload = n.log.read_snapshot(id);
+      if (!payload || n.log.start_offset() != id.offset || n.log.end_offset() != id.offset ||
+          n.log.last_fetched_epoch() != id.epoch) {
+        fail(fmt::format("node {} reported snapshot {}@{} installed, its log does not show it", n.id,
+                         id.offset, id.epoch));
+        return;
+      }
+      check_snapshot(n, id, *payload, "installed");
+      if (!failure.empty()) return;
+      n.disk.install_snapshot(id, *payload);
+      n.disk_prefix_hash.assign(_committed_hash.begin(), _committed_hash.begin() + id.offset);
+      ++_stats.snapshots_installed;
+    }
     // 1. the quorum state
     if (e.quorum_state_to_persist) {
       const quorum_state& s = *e.quorum_state_to_persist;
@@ -382,7 +464,7 @@ class cluster {
         }
       }
     }
-    if (n.disk.end_offset() != n.log.end_offset() ||
+    if (n.disk.end_offset() != n.log.end_offset() || n.disk.start_offset() != n.log.start_offset() ||
         n.disk.last_fetched_epoch() != n.log.last_fetched_epoch()) {
       fail(fmt::format("node {}: log ({} entries) differs from the log built from effects ({} entries)", n.id,
                        n.log.end_offset(), n.disk.end_offset()));
@@ -412,10 +494,10 @@ class cluster {
                          vote->leader_epoch, m.destination));
       }
     } else if (const auto* fetch = std::get_if<fetch_request>(&m.message.body)) {
-      const int32_t durable_epoch = fetch->fetch_offset == 0 ? 0
-                                    : fetch->fetch_offset <= n.disk.end_offset()
-                                        ? n.disk.entries()[static_cast<size_t>(fetch->fetch_offset - 1)].epoch
-                                        : -1;
+      const log_entry* last = n.disk.entry_at(fetch->fetch_offset - 1);
+      const int32_t durable_epoch = fetch->fetch_offset == n.disk.start_offset() ? n.disk.start_epoch()
+                                    : last                                       ? last->epoch
+                                                                                 : -1;
       if (durable_epoch != fetch->last_fetched_epoch) {
         fail(fmt::format("node {} fetches from {}@{} which is not its durable log", n.id, fetch->fetch_offset,
                          fetch->last_fetched_epoch));
@@ -441,9 +523,8 @@ class cluster {
                        n.log.end_offset()));
       return;
     }
-    const std::vector<log_entry>& entries = n.log.entries();
-    for (int64_t o = n.committed; o < high_watermark; ++o) {
-      const log_entry& entry = entries[static_cast<size_t>(o)];
+    for (int64_t o = std::max(n.committed, n.log.start_offset()); o < high_watermark; ++o) {
+      const log_entry& entry = *n.log.entry_at(o);
       if (o < static_cast<int64_t>(_committed.size())) {
         if (!(_committed[static_cast<size_t>(o)] == entry)) {
           fail(fmt::format(
@@ -453,6 +534,9 @@ class cluster {
         }
       } else {
         _committed.push_back(entry);
+        _committed_hash.push_back(entry_hash(_committed_hash.empty() ? 0 : _committed_hash.back(), entry));
+        append_encoding(_committed_encoding, entry);
+        _committed_encoding_end.push_back(_committed_encoding.size());
         ++_stats.commits;
       }
     }
@@ -462,7 +546,10 @@ class cluster {
   }
 
   static bool holds(const memory_raft_log& log, const log_entry& entry) {
-    return entry.offset < log.end_offset() && log.entries()[static_cast<size_t>(entry.offset)] == entry;
+    // Below the log start the snapshot the log starts at holds it (checked when written or installed).
+    if (entry.offset < log.start_offset()) return true;
+    const log_entry* held = log.entry_at(entry.offset);
+    return held && *held == entry;
   }
 
   void check_leader(const sim_node& n) {
@@ -503,6 +590,9 @@ class cluster {
   int64_t _now = 0;
   uint64_t _next_payload = 0;
   std::vector<log_entry> _committed;
+  std::vector<uint64_t> _committed_hash;           // log-matching prefix hash of each committed prefix
+  std::vector<uint8_t> _committed_encoding;        // the snapshot payload of the whole committed log
+  std::vector<size_t> _committed_encoding_end{0};  // by prefix length: its payload's size
   std::map<int32_t, int32_t> _leader_of_epoch;
   std::map<int32_t, int64_t> _committed_in_epoch;  // epoch -> committed prefix length seen by a node in it
   std::unordered_map<uint64_t, uint64_t> _prefix_by_entry;

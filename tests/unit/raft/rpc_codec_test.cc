@@ -1,7 +1,8 @@
 // The Raft messages as Kafka RPCs: every request through encode -> bytes -> generated decode ->
 // from_protocol, every response through to_protocol -> generated encode -> decode_raft_response; Fetch
 // records with data and leader_change entries in the on-disk framing; top-level errors (cluster id,
-// topic/partition); truncated and corrupt bodies and records refused.
+// topic/partition); truncated and corrupt bodies and records refused; FetchSnapshot (KIP-630) both ways and
+// Fetch's SnapshotId.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -346,6 +347,121 @@ TEST(rpc_codec, top_level_errors_and_wrong_partitions) {
   auto other = to_protocol(vote_response{});
   other.topics[0].partitions[0].partition_index = 3;
   EXPECT_FALSE(decode_raft_response(52, vote_api_version, encode(other, vote_api_version), false).ok());
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Snapshots (KIP-630)
+
+TEST(rpc_codec, fetch_snapshot_request_round_trip) {
+  const auto body = server_side<protocol::fetch_snapshot_request>(
+      fetch_snapshot_request{2, 9, {1234, 7}, 4096, 1024 * 1024}, 59, 1);
+  const auto& got = std::get<fetch_snapshot_request>(body);
+  EXPECT_EQ(got.replica_id, 2);
+  EXPECT_EQ(got.current_leader_epoch, 9);
+  EXPECT_EQ(got.snapshot_id, (offset_and_epoch{1234, 7}));
+  EXPECT_EQ(got.position, 4096);
+  EXPECT_EQ(got.max_bytes, 1024 * 1024);
+
+  // The wire form: one topic __cluster_metadata, partition 0, MaxBytes the chunk size.
+  auto enc =
+      encode_raft_request(raft_message{1, fetch_snapshot_request{2, 9, {1234, 7}, 0, 100}}, 2, cluster);
+  ASSERT_TRUE(enc.ok());
+  auto p = decode_as<protocol::fetch_snapshot_request>(enc->body, 1);
+  EXPECT_EQ(p.max_bytes, 100);
+  ASSERT_EQ(p.topics.size(), 1u);
+  EXPECT_EQ(p.topics[0].name, "__cluster_metadata");
+  ASSERT_EQ(p.topics[0].partitions.size(), 1u);
+  EXPECT_EQ(p.topics[0].partitions[0].partition, 0);
+  EXPECT_EQ(p.topics[0].partitions[0].snapshot_id.end_offset, 1234);
+  EXPECT_EQ(p.topics[0].partitions[0].snapshot_id.epoch, 7);
+  // v0 decodes the same fields.
+  auto v0 = encode(p, 0);
+  auto p0 = decode_as<protocol::fetch_snapshot_request>(v0, 0);
+  auto back0 = from_protocol(p0, cluster);
+  ASSERT_TRUE(back0.ok());
+  EXPECT_EQ(std::get<fetch_snapshot_request>(*back0).snapshot_id, (offset_and_epoch{1234, 7}));
+
+  // Another cluster, another partition: refused at top level.
+  p.cluster_id = "another-cluster";
+  auto refused = from_protocol(p, cluster);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, error_code::inconsistent_cluster_id);
+  p.cluster_id = cluster;
+  p.topics[0].partitions[0].partition = 1;
+  auto wrong = from_protocol(p, cluster);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code, error_code::invalid_request);
+}
+
+TEST(rpc_codec, fetch_snapshot_response_round_trip) {
+  for (int16_t version : {int16_t{0}, int16_t{1}}) {
+    fetch_snapshot_response r;
+    r.snapshot_id = {1234, 7};
+    r.size = 10000;
+    r.position = 4096;
+    r.bytes = {1, 2, 3, 4, 5};
+    r.current_leader = {1, 9};
+    auto p = to_protocol(r);
+    auto bytes = encode(p.message, version);
+    auto back = decode_raft_response(59, version, bytes, false);
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    const auto& got = std::get<fetch_snapshot_response>(*back);
+    EXPECT_EQ(got.error_code, error_code::none);
+    EXPECT_EQ(got.snapshot_id, (offset_and_epoch{1234, 7}));
+    EXPECT_EQ(got.size, 10000);
+    EXPECT_EQ(got.position, 4096);
+    EXPECT_EQ(got.bytes, r.bytes);
+    EXPECT_EQ(got.current_leader.leader_id, 1);
+    EXPECT_EQ(got.current_leader.leader_epoch, 9);
+    // Every truncation is refused.
+    for (size_t cut = 0; cut < bytes.size(); ++cut) {
+      EXPECT_FALSE(decode_raft_response(59, version, std::span<const uint8_t>(bytes.data(), cut), false).ok())
+          << "v" << version << " cut at " << cut;
+    }
+  }
+  // A partition error travels with the leader it names.
+  fetch_snapshot_response error;
+  error.error_code = error_code::snapshot_not_found;
+  error.snapshot_id = {5, 1};
+  error.current_leader = {3, 4};
+  auto back = decode_raft_response(59, 1, encode(to_protocol(error).message, 1), false);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(std::get<fetch_snapshot_response>(*back).error_code, error_code::snapshot_not_found);
+  EXPECT_EQ(std::get<fetch_snapshot_response>(*back).current_leader.leader_id, 3);
+  EXPECT_TRUE(std::get<fetch_snapshot_response>(*back).bytes.empty());
+  // A top-level error, or an answer for another partition, is an error status.
+  auto top = top_level_error_response<protocol::fetch_snapshot_response>(error_code::invalid_request);
+  auto top_decoded = decode_raft_response(59, 1, encode(top, 1), false);
+  ASSERT_FALSE(top_decoded.ok());
+  EXPECT_EQ(top_decoded.error().code, error_code::invalid_request);
+  auto other = to_protocol(error);
+  other.message.topics[0].partitions[0].index = 2;
+  EXPECT_FALSE(decode_raft_response(59, 1, encode(other.message, 1), false).ok());
+}
+
+TEST(rpc_codec, fetch_response_carries_the_snapshot_id) {
+  fetch_response f;
+  f.high_watermark = 40;
+  f.current_leader = {1, 3};
+  f.snapshot_id = offset_and_epoch{30, 2};
+  auto p = to_protocol(f, 0);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->message.responses[0].partitions[0].snapshot_id.end_offset, 30);
+  EXPECT_EQ(p->message.responses[0].partitions[0].snapshot_id.epoch, 2);
+  auto back = decode_raft_response(1, 17, encode(p->message, 17), false);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  const auto& got = std::get<fetch_response>(*back);
+  EXPECT_EQ(got.snapshot_id, (offset_and_epoch{30, 2}));
+  EXPECT_EQ(got.high_watermark, 40);
+  EXPECT_TRUE(got.records.empty());
+  // Without one, the wire says -1/-1 and the message says nullopt.
+  auto plain = to_protocol(sample_fetch_response(), 0);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->message.responses[0].partitions[0].snapshot_id.end_offset, -1);
+  EXPECT_EQ(plain->message.responses[0].partitions[0].snapshot_id.epoch, -1);
+  auto plain_back = decode_raft_response(1, 17, encode(plain->message, 17), false);
+  ASSERT_TRUE(plain_back.ok());
+  EXPECT_FALSE(std::get<fetch_response>(*plain_back).snapshot_id);
 }
 
 }  // namespace
