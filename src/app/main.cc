@@ -14,14 +14,17 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
 
 #include "log_maintenance.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/broker_lifecycle.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/fetch_sessions.h"
+#include "mala/broker/follower_fetcher.h"
 #include "mala/broker/group_coordinator_driver.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/metadata_publisher.h"
@@ -270,6 +273,9 @@ int main(int argc, char** argv) {
     raft_options.config.election_timeout_ms = config.controller_quorum_election_timeout_ms();
     raft_options.config.fetch_timeout_ms = config.controller_quorum_fetch_timeout_ms();
     raft_options.config.election_backoff_max_ms = config.controller_quorum_election_backoff_max_ms();
+    // A controller write is up to max_records_per_user_op entries: a follower gets a whole write in one Fetch
+    // answer, so the high watermark does not stop inside one in the common case.
+    raft_options.config.fetch_max_entries = static_cast<int32_t>(mala::controller::max_records_per_user_op);
     raft_options.config.random_seed =
         static_cast<uint64_t>(wall_clock_ms()) ^ (uint64_t(config.node_id()) << 32);
     raft_options.cluster_id = dirs.cluster_id;
@@ -323,11 +329,15 @@ int main(int argc, char** argv) {
       copy->controller_id = config.node_id();
       return mala::metadata::metadata_image_ptr(std::move(copy));
     };
-    controller->set_publisher(
-        [&publisher, &groups, with_controller_id](const mala::metadata::metadata_image_ptr& image) {
-          publisher.publish(with_controller_id(image));
-          if (groups) groups->on_metadata(*image);
-        });
+    // On a Raft quorum the metadata_loader publishes what the quorum commits; the controller's own image may
+    // hold writes not committed yet.
+    if (!raft_quorum) {
+      controller->set_publisher(
+          [&publisher, &groups, with_controller_id](const mala::metadata::metadata_image_ptr& image) {
+            publisher.publish(with_controller_id(image));
+            if (groups) groups->on_metadata(*image);
+          });
+    }
     if (config.has_role("broker") && !raft_quorum) {
       mala::metadata::broker_registration registration = self_image.brokers.at(config.node_id());
       registration.incarnation_id = mala::uuid::random();
@@ -450,6 +460,25 @@ int main(int argc, char** argv) {
     lifecycle = std::make_unique<mala::broker::broker_lifecycle>(shards.context(0), *controller_link,
                                                                  std::move(lifecycle_options));
   }
+  // Follower replicas fetch from their leaders (replication factor > 1 needs more than one node, so only on
+  // a Raft quorum). Its loops run on shard 0 with the replicas.
+  std::unique_ptr<mala::broker::follower_fetcher> fetcher;
+  if (raft_quorum && config.has_role("broker")) {
+    mala::broker::follower_fetcher_options fetcher_options;
+    fetcher_options.node_id = config.node_id();
+    fetcher_options.listener_name = config.inter_broker_listener_name();
+    if (fetcher_options.listener_name.empty() && !config.advertised_listeners().empty()) {
+      fetcher_options.listener_name = config.advertised_listeners().front().name;
+    }
+    fetcher_options.max_wait_ms = config.get_int("replica.fetch.wait.max.ms").value_or(500);
+    fetcher_options.min_bytes = config.get_int("replica.fetch.min.bytes").value_or(1);
+    fetcher_options.max_bytes = config.get_int("replica.fetch.response.max.bytes").value_or(10 * 1024 * 1024);
+    fetcher_options.partition_max_bytes = config.get_int("replica.fetch.max.bytes").value_or(1024 * 1024);
+    fetcher_options.backoff_ms = config.get_int("replica.fetch.backoff.ms").value_or(1000);
+    fetcher_options.request_timeout_ms = config.get_int("replica.socket.timeout.ms").value_or(30'000);
+    fetcher = std::make_unique<mala::broker::follower_fetcher>(shards.context(0), replicas, metadata,
+                                                               std::move(fetcher_options));
+  }
   mala::broker::broker_dispatcher dispatcher(services);
   mala::net::server_limits limits{config.socket_request_max_bytes(), config.connections_max_idle_ms()};
   mala::net::kafka_server server(shards, dispatcher, limits);
@@ -476,28 +505,36 @@ int main(int argc, char** argv) {
   signals.async_wait([&](const std::error_code& ec, int signal) {
     if (ec) return;
     log->info("received {}, shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
-    auto finish = [&] {
+    auto stop_serving = [&] {
       server.stop();
       maintenance.stop();
       if (groups) groups->stop();
       fencing_timer.cancel();
       if (lifecycle) lifecycle->stop();
-      if (raft) {
-        raft->resign();  // EndQuorumEpoch: the other voters elect a successor at once
-        raft->stop();
-      }
-      shards.stop();
+      if (fetcher) fetcher->stop();
     };
-    if (!lifecycle) {
-      finish();
+    if (!raft) {
+      stop_serving();
+      shards.stop();
       return;
     }
-    // Controlled shutdown (KIP-631 WantShutDown): leadership moves away before the node stops.
+    // On a Raft quorum: controlled shutdown (KIP-631 WantShutDown) moves leadership away first; then the Raft
+    // leader resigns (EndQuorumEpoch, so the other voters elect a successor at once rather than after their
+    // fetch timeout) and is given a moment to send it.
     asio::co_spawn(
         shards.context(0),
-        [&, finish]() -> asio::awaitable<void> {
-          co_await lifecycle->controlled_shutdown(controlled_shutdown_timeout_ms);
-          finish();
+        [&, stop_serving]() -> asio::awaitable<void> {
+          if (lifecycle) co_await lifecycle->controlled_shutdown(controlled_shutdown_timeout_ms);
+          stop_serving();
+          const bool leads = raft->state().current_role() == mala::raft::role::leader;
+          raft->resign();
+          if (leads) {
+            asio::steady_timer grace(shards.context(0), std::chrono::milliseconds(200));
+            std::error_code ignored;
+            co_await grace.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+          }
+          raft->stop();
+          shards.stop();
         },
         asio::detached);
   });
@@ -507,12 +544,15 @@ int main(int argc, char** argv) {
     schedule_fencing();
   }
   if (lifecycle) lifecycle->start();
+  if (raft && fetcher) fetcher->start();
   std::signal(SIGPIPE, SIG_IGN);
   shards.start();
   log->info("node {} ready with {} shard(s)", config.node_id(), shard_count);
   shards.join();
+  fetcher.reset();
   groups = nullptr;
   group_driver.reset();
+  if (lifecycle) broker_epoch = lifecycle->broker_epoch();
   lifecycle.reset();
   // The high watermarks are checkpointed while the replicas still exist; then the replicas stop before their
   // logs close (parked requests are gone with the shards).

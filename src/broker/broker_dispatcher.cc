@@ -20,6 +20,12 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
   const handler_entry* entry = nullptr;
   bool flexible = false;
   if (auto early = parse_header(request, r, header, entry, flexible)) co_return std::move(*early);
+  // Kafka serves the KRaft and broker-lifecycle RPCs on controller listeners only; elsewhere the API does not
+  // exist, and an unknown API closes the connection.
+  if (entry->controller_only && !is_controller_listener(_services, connection.listener_name)) {
+    co_return net::dispatch_result::close(fmt::format(
+        "{} is served on controller listeners only (correlation id {})", entry->name, header.correlation_id));
+  }
 
   request_context ctx{header, connection, _services};
   handler_outcome outcome = co_await entry->handle(ctx, r, header.api_version);

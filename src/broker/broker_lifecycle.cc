@@ -45,7 +45,8 @@ asio::awaitable<bool> broker_lifecycle::register_once() {
   const auto& req = _options.registration;
   auto answer = co_await _channel.call<handler::response>(
       req, registration_version, true,
-      [&req](controller::quorum_controller& c) { return handler::register_on_controller(c, req); });
+      [&req](controller::quorum_controller& c) { return handler::register_on_controller(c, req); },
+      _options.heartbeat_interval_ms);
   auto log = subsystem_logger("broker");
   if (!answer.ok() || answer.response->error_code != 0) {
     log->debug("broker registration not accepted yet (error {})",
@@ -67,9 +68,11 @@ asio::awaitable<std::optional<bool>> broker_lifecycle::heartbeat_once(bool want_
   req.want_shut_down = want_shut_down;
   auto clock = _options.clock_ms;
   auto answer = co_await _channel.call<handler::response>(
-      req, heartbeat_version, true, [&req, &clock](controller::quorum_controller& c) {
+      req, heartbeat_version, true,
+      [&req, &clock](controller::quorum_controller& c) {
         return handler::heartbeat_on_controller(c, req, clock ? clock() : 0);
-      });
+      },
+      _options.heartbeat_interval_ms);
   if (!answer.ok()) co_return std::nullopt;
   const auto& resp = *answer.response;
   if (resp.error_code == to_wire(error_code::stale_broker_epoch)) {

@@ -21,13 +21,13 @@ controller_channel::controller_channel(net::shard_pool* shards, size_t home_shar
       _client(client),
       _request_timeout_ms(request_timeout_ms) {}
 
-asio::awaitable<bool> controller_channel::wait_committed(int64_t offset) {
+asio::awaitable<bool> controller_channel::wait_committed(int64_t offset, int32_t timeout_ms) {
   if (!_node) co_return true;  // a single voter commits as it writes
   if (_node->state().high_watermark() > offset) co_return true;
   auto wait = std::make_shared<commit_wait>();
   wait->offset = offset;
   asio::steady_timer timer(co_await asio::this_coro::executor);
-  timer.expires_after(std::chrono::milliseconds(_request_timeout_ms));
+  timer.expires_after(std::chrono::milliseconds(timeout_ms));
   wait->timer = &timer;
   _waits.push_back(wait);
   std::error_code ec;
@@ -57,7 +57,7 @@ void controller_channel::on_deactivated() {
 
 asio::awaitable<result<std::vector<uint8_t>>> controller_channel::forward(int16_t api_key, int16_t version,
                                                                           std::vector<uint8_t> body,
-                                                                          bool flexible) {
+                                                                          bool flexible, int32_t timeout_ms) {
   const int32_t leader = _node->state().leader_id();
   if (leader < 0 || leader == _node->state().node_id() || !_client) {
     co_return status::error(error_code::not_controller, "no active controller known");
@@ -67,7 +67,7 @@ asio::awaitable<result<std::vector<uint8_t>>> controller_channel::forward(int16_
   // A named address: GCC 12 mishandles a braced temporary passed to a coroutine.
   net::peer_address to{endpoint->host, endpoint->port};
   auto answer = co_await _client->call(to, api_key, version, protocol::request_header_version(flexible),
-                                       flexible ? 1 : 0, std::move(body), _request_timeout_ms);
+                                       flexible ? 1 : 0, std::move(body), timeout_ms);
   if (!answer.ok()) {
     subsystem_logger("broker")->debug("forwarding API {} to controller {} failed: {}", api_key, leader,
                                       answer.error().message);

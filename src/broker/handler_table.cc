@@ -92,6 +92,11 @@ asio::awaitable<handler_outcome> run(request_context& ctx, protocol::wire_reader
 }
 
 template <typename H>
+concept controller_only_handler = requires {
+  requires H::controller_only;
+};
+
+template <typename H>
 handler_entry entry(std::string_view name, int16_t advertised_min = H::min_version) {
   static_assert(H::min_version >= H::request::min_version && H::max_version <= H::request::max_version,
                 "a handler cannot serve versions its messages do not define");
@@ -102,8 +107,10 @@ handler_entry entry(std::string_view name, int16_t advertised_min = H::min_versi
       break;
     }
   }
-  return {H::api_key,          name,           H::min_version, H::max_version, advertised_min,
-          first_flexible >= 0, first_flexible, &run<H>};
+  handler_entry e{H::api_key,          name,           H::min_version, H::max_version, advertised_min,
+                  first_flexible >= 0, first_flexible, &run<H>};
+  e.controller_only = controller_only_handler<H>;
+  return e;
 }
 
 }  // namespace

@@ -24,8 +24,9 @@ void metadata_loader::load_latest_snapshot() {
   if (!id || id->offset <= _next_offset) return;
   auto payload = _node.log().read_snapshot(*id);
   if (!payload) {
-    log->error("metadata snapshot {}-{} cannot be read", id->offset, id->epoch);
-    return;
+    // Applying the records after it to an older image would give this node a view no other node has.
+    log->critical("metadata snapshot {}-{} cannot be read", id->offset, id->epoch);
+    std::abort();
   }
   auto image = load_snapshot_image(*payload, *id, _image->cluster_id);
   if (!image.ok()) {
@@ -104,8 +105,9 @@ void metadata_loader::apply_committed() {
           return status::success();
         });
     if (!st.ok()) log->error("metadata log replay: {}", st.message);
-    // Entries that are not records (leader_change) still move the position.
-    _next_offset = st.ok() ? high_watermark : applied_to;
+    // Entries that are not records (leader_change) still move the position. A committed entry that does not
+    // decode is logged and passed over (every node passes over the same entry), so the loader never stalls.
+    _next_offset = st.ok() ? high_watermark : applied_to + 1;
     auto next = delta.build();
     if (next != _image) {
       _image = std::move(next);
@@ -128,8 +130,7 @@ void metadata_loader::apply_committed() {
     if (leads && !_controller->active()) {
       log->info("node {} is the active controller in epoch {} (metadata offset {})", _node.state().node_id(),
                 state.epoch(), _next_offset - 1);
-      _controller->activate(_image, _hooks.clock_ms ? _hooks.clock_ms() : 0);
-      if (_hooks.on_activation) _hooks.on_activation(true);
+      if (_controller->activate(_image) && _hooks.on_activation) _hooks.on_activation(true);
     } else if (!leads && _controller->active() && state.current_role() != raft::role::leader) {
       log->info("node {} is no longer the active controller (epoch {}, leader {})", _node.state().node_id(),
                 state.epoch(), leader);

@@ -634,8 +634,7 @@ bool quorum_controller::active() const {
   return _state->active;
 }
 
-void quorum_controller::activate(metadata::metadata_image_ptr committed, int64_t now_ms) {
-  (void)now_ms;
+bool quorum_controller::activate(metadata::metadata_image_ptr committed) {
   state& s = *_state;
   s.image = std::move(committed);
   s.active = true;
@@ -643,6 +642,7 @@ void quorum_controller::activate(metadata::metadata_image_ptr committed, int64_t
     // The next leader will try again; this one cannot write.
     s.active = false;
   }
+  return s.active;
 }
 
 void quorum_controller::deactivate(metadata::metadata_image_ptr committed) {

@@ -53,7 +53,13 @@ status raft_metadata_log::replay(int64_t from_offset, const metadata_replay_call
 status raft_metadata_log::replay_range(int64_t from_offset, int64_t to_offset,
                                        const metadata_replay_callback& callback) const {
   const auto& log = _node.log();
-  int64_t next = std::max(from_offset, log.start_offset());
+  if (from_offset < log.start_offset() && from_offset < to_offset) {
+    // The entries are gone (a snapshot covers them): the caller must load the snapshot first.
+    return status::error(error_code::offset_out_of_range, "metadata log starts at " +
+                                                              std::to_string(log.start_offset()) +
+                                                              ", asked for " + std::to_string(from_offset));
+  }
+  int64_t next = from_offset;
   const int64_t end = std::min(to_offset, log.end_offset());
   while (next < end) {
     auto entries = log.read(next, static_cast<size_t>(std::min<int64_t>(end - next, 512)));

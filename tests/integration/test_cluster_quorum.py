@@ -528,3 +528,72 @@ def test_metadata_snapshots_written_loaded_and_fetched(tmp_path):
         raise
     finally:
         c.close()
+
+
+def test_replication_factor_3_acks_all_through_follower_fetchers(running_cluster):
+    """Follower fetchers (Kafka's ReplicaFetcherThread): with replication factor 3 and min.insync.replicas 2 an
+    acks=all produce completes only once followers fetched the records and the leader's high watermark moved; every
+    record is then readable through each node, and every replica ends with the same log."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    c = running_cluster
+    wait_brokers(c, c.ids, c.ids)
+    topic = "cluster-rf3"
+    partitions = 3
+
+    def created():
+        admin = AdminClient({"bootstrap.servers": c.bootstrap, "socket.timeout.ms": 5000, "log_level": 2})
+        futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3,
+                                                config={"min.insync.replicas": "2"})],
+                                      request_timeout=5, operation_timeout=5)
+        try:
+            futures[topic].result(timeout=10)
+            return True
+        except KafkaException as e:
+            err = e.args[0]
+            if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:  # an earlier attempt created it
+                return True
+            print(f"CreateTopics {topic}: {err}")
+            return None
+    c.wait_until(created, timeout=20, interval=0.5, what=f"CreateTopics {topic} RF 3")
+
+    def replicated_everywhere():
+        for i in c.ids:
+            t = c.rdkafka_metadata(i, topic=topic).topics[topic]
+            if t.error is not None or sorted(t.partitions) != list(range(partitions)):
+                return None
+            if any(p.leader < 0 or sorted(p.replicas) != sorted(c.ids) for p in t.partitions.values()):
+                return None
+        return True
+    c.wait_until(replicated_everywhere, timeout=20, interval=0.25, what=f"{topic} led with 3 replicas everywhere")
+
+    records = [(f"key-{i % 17}", f"value-{i}") for i in range(200)]
+    started = time.monotonic()
+    produced = rdkafka_produce(c.bootstrap, topic, records, timeout=60, acks="all")
+    print(f"200 acks=all records acknowledged in {time.monotonic() - started:.2f} s")
+    assert all(r is not None for r in produced)
+    for p in range(partitions):
+        offsets = sorted(o for part, o, _, _ in produced if part == p)
+        assert offsets == list(range(len(offsets))), f"partition {p} offsets {offsets}"
+
+    for i in c.ids:
+        consumed = rdkafka_consume(c.bootstrap_of(i), topic, {p: 0 for p in range(partitions)},
+                                   count=len(records), timeout=30)
+        assert sorted(consumed) == sorted(produced), f"through node {i}"
+
+    def logs_of(i):
+        out = {}
+        for p in range(partitions):
+            d = c.node(i).log_dir / f"{topic}-{p}"
+            out[p] = sorted((f.name, f.stat().st_size) for f in d.glob("*.log")) if d.is_dir() else None
+        return out
+
+    def same_logs():
+        views = {i: logs_of(i) for i in c.ids}
+        first = views[c.ids[0]]
+        if any(v is None or not v or all(size == 0 for _, size in v) for v in first.values()):
+            return None
+        return views if all(v == first for v in views.values()) else None
+    views = c.wait_until(same_logs, timeout=10, interval=0.25, what=f"{topic} replicas with the same logs")
+    print(f"{topic} segments on every node: {views[c.ids[0]]}")

@@ -50,6 +50,7 @@ template <typename Response>
 struct controller_answer {
   controller_outcome outcome = controller_outcome::no_controller;
   std::optional<Response> response;
+  bool forwarded = false;  // answered by the active controller on another node
   bool ok() const { return outcome == controller_outcome::answered; }
 };
 
@@ -64,9 +65,11 @@ class controller_channel {
 
   // Runs local(controller) on the active local controller and waits for its writes to commit; otherwise,
   // when `may_forward`, sends `request` at `version` to the active controller.
+  // `timeout_ms` bounds the wait for the commit and for a forwarded answer (-1: the channel's request
+  // timeout).
   template <typename Response, typename Request, typename Local>
   asio::awaitable<controller_answer<Response>> call(const Request& request, int16_t version, bool may_forward,
-                                                    Local local);
+                                                    Local local, int32_t timeout_ms = -1);
 
   // Home shard: the metadata log committed everything below `high_watermark`.
   void on_commit(int64_t high_watermark);
@@ -82,12 +85,14 @@ class controller_channel {
   };
 
   bool local_active() const { return _controller && _controller->active(); }
-  asio::awaitable<bool> wait_committed(int64_t offset);
+  asio::awaitable<bool> wait_committed(int64_t offset, int32_t timeout_ms);
   asio::awaitable<result<std::vector<uint8_t>>> forward(int16_t api_key, int16_t version,
-                                                        std::vector<uint8_t> body, bool flexible);
+                                                        std::vector<uint8_t> body, bool flexible,
+                                                        int32_t timeout_ms);
   template <typename Response, typename Request, typename Local>
   asio::awaitable<controller_answer<Response>> call_on_home_shard(const Request& request, int16_t version,
-                                                                  bool may_forward, Local& local);
+                                                                  bool may_forward, Local& local,
+                                                                  int32_t timeout_ms);
 
   net::shard_pool* _shards;
   size_t _home_shard;
@@ -99,15 +104,14 @@ class controller_channel {
 };
 
 template <typename Response, typename Request, typename Local>
-asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_shard(const Request& request,
-                                                                                    int16_t version,
-                                                                                    bool may_forward,
-                                                                                    Local& local) {
+asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_shard(
+    const Request& request, int16_t version, bool may_forward, Local& local, int32_t timeout_ms) {
+  if (timeout_ms < 0) timeout_ms = _request_timeout_ms;
   controller_answer<Response> answer;
   if (local_active()) {
     answer.response = local(*_controller);
     const int64_t written = _controller->last_written_offset();
-    const bool committed = written < 0 || co_await wait_committed(written);
+    const bool committed = written < 0 || co_await wait_committed(written, timeout_ms);
     answer.outcome = committed ? controller_outcome::answered : controller_outcome::not_committed;
     co_return answer;
   }
@@ -115,24 +119,28 @@ asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_sh
   std::vector<uint8_t> body;
   protocol::wire_writer w(body);
   request.encode(w, version);
-  auto bytes = co_await forward(Request::api_key, version, std::move(body), Request::is_flexible(version));
+  auto bytes =
+      co_await forward(Request::api_key, version, std::move(body), Request::is_flexible(version), timeout_ms);
   if (!bytes.ok()) co_return answer;
   protocol::wire_reader r(*bytes);
   Response response;
   if (response.decode(r, version) != protocol::decode_status::ok) co_return answer;
   answer.response = std::move(response);
   answer.outcome = controller_outcome::answered;
+  answer.forwarded = true;
   co_return answer;
 }
 
 template <typename Response, typename Request, typename Local>
 asio::awaitable<controller_answer<Response>> controller_channel::call(const Request& request, int16_t version,
-                                                                      bool may_forward, Local local) {
-  if (!_shards) co_return co_await call_on_home_shard<Response>(request, version, may_forward, local);
+                                                                      bool may_forward, Local local,
+                                                                      int32_t timeout_ms) {
+  if (!_shards)
+    co_return co_await call_on_home_shard<Response>(request, version, may_forward, local, timeout_ms);
   // A named callable (GCC bug 100611: a prvalue argument of a coroutine may be destroyed twice).
-  auto on_home = [this, &request, version, may_forward,
-                  &local]() -> asio::awaitable<controller_answer<Response>> {
-    co_return co_await call_on_home_shard<Response>(request, version, may_forward, local);
+  auto on_home = [this, &request, version, may_forward, &local,
+                  timeout_ms]() -> asio::awaitable<controller_answer<Response>> {
+    co_return co_await call_on_home_shard<Response>(request, version, may_forward, local, timeout_ms);
   };
   co_return co_await _shards->invoke_on_async(_home_shard, std::move(on_home));
 }

@@ -57,6 +57,9 @@ struct handler_entry {
   bool flexible_from_known;  // whether first_flexible_version is meaningful
   int16_t first_flexible_version;
   handler_fn handle;
+  // Served on controller listeners only (the KRaft and broker-lifecycle RPCs, Kafka's "listeners":
+  // ["controller"]): elsewhere the API is not advertised and a request for it closes the connection.
+  bool controller_only = false;
 };
 
 class handler_table {

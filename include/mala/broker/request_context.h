@@ -68,6 +68,17 @@ struct broker_services {
   std::function<int64_t()> clock_ms;              // wall clock in ms (tests inject one)
 };
 
+// Whether `listener` is one of controller.listener.names (every listener is, without a configuration: handler
+// unit tests).
+inline bool is_controller_listener(const broker_services& services, const std::string& listener) {
+  if (!services.config) return true;
+  const auto& names = services.config->controller_listener_names();
+  for (const auto& n : names) {
+    if (n == listener) return true;
+  }
+  return false;
+}
+
 struct request_context {
   const protocol::request_header& header;
   net::connection_info& connection;

@@ -113,7 +113,8 @@ class quorum_controller {
   // Becomes the active controller from `committed`, the image of everything committed (the new Raft leader
   // has committed its epoch's first entry, so that is the whole log). Bootstraps an empty cluster
   // (metadata.version) then. Uncommitted writes of an earlier term were reverted by deactivate().
-  void activate(metadata::metadata_image_ptr committed, int64_t now_ms);
+  // False when the bootstrap write failed: the controller stays standby.
+  bool activate(metadata::metadata_image_ptr committed);
   // Leadership lost: back to standby with the committed image; writes not yet committed are forgotten (they
   // may be truncated by the new leader), as Kafka's QuorumController reverts to its last committed state.
   void deactivate(metadata::metadata_image_ptr committed);

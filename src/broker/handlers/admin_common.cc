@@ -77,9 +77,7 @@ std::optional<int32_t> parse_java_int(std::string_view text) {
 namespace mala::broker::handlers {
 
 bool may_forward_to_controller(const request_context& ctx) {
-  if (!ctx.services.config) return true;
-  const auto& names = ctx.services.config->controller_listener_names();
-  return std::find(names.begin(), names.end(), ctx.connection.listener_name) == names.end();
+  return !ctx.services.config || !is_controller_listener(ctx.services, ctx.connection.listener_name);
 }
 
 }  // namespace mala::broker::handlers

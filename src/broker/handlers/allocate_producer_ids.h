@@ -23,6 +23,7 @@ struct allocate_producer_ids_handler {
   static constexpr int16_t api_key = 67;
   static constexpr int16_t min_version = 0;
   static constexpr int16_t max_version = 0;
+  static constexpr bool controller_only = true;
 
   static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
                                                                int16_t version);

@@ -16,8 +16,9 @@ bool valid_software_token(const std::string& s) {
   return std::regex_match(s, pattern);
 }
 
-void add_api_keys(const handler_table& table, api_versions_handler::response& out) {
+void add_api_keys(const handler_table& table, bool controller_listener, api_versions_handler::response& out) {
   for (const auto& entry : table.entries()) {
+    if (entry.controller_only && !controller_listener) continue;
     auto& key = out.api_keys.emplace_back();
     key.api_key = entry.api_key;
     key.min_version = entry.advertised_min_version;
@@ -41,7 +42,8 @@ api_versions_handler::response api_versions_handler::handle(request_context& ctx
                                       ctx.connection.peer, req.client_software_name,
                                       req.client_software_version);
   }
-  add_api_keys(*ctx.services.handlers, resp);
+  add_api_keys(*ctx.services.handlers, is_controller_listener(ctx.services, ctx.connection.listener_name),
+               resp);
   return resp;
 }
 

@@ -20,6 +20,7 @@ struct begin_quorum_epoch_handler {
   static constexpr int16_t api_key = 53;
   static constexpr int16_t min_version = 0;
   static constexpr int16_t max_version = 1;
+  static constexpr bool controller_only = true;
 
   static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
                                                                int16_t version);

@@ -145,7 +145,7 @@ asio::awaitable<std::optional<delete_topics_handler::response>> delete_topics_ha
   });
   if (!answer.ok()) co_return error_response(req, version, error_code::not_controller);
   // A forwarded request comes back whole: the active controller answered the malformed entries too.
-  if (!ctx.services.controller || !ctx.services.controller->active()) co_return std::move(*answer.response);
+  if (answer.forwarded) co_return std::move(*answer.response);
   for (auto& r : answer.response->responses) resp.responses.push_back(std::move(r));
   co_return resp;
 }

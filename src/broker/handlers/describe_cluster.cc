@@ -17,20 +17,15 @@ std::string_view endpoint_name(int8_t type) {
   return type == endpoint_controller ? "CONTROLLER" : "BROKER";
 }
 
-bool is_controller_listener(const broker_services& services, const std::string& listener) {
-  if (!services.config) return false;
-  const auto& names = services.config->controller_listener_names();
-  return std::find(names.begin(), names.end(), listener) != names.end();
-}
-
 }  // namespace
 
 describe_cluster_handler::response describe_cluster_handler::handle(request_context& ctx, const request& req,
                                                                     int16_t version) {
   response resp;
   const auto& services = ctx.services;
-  const int8_t served =
-      is_controller_listener(services, ctx.connection.listener_name) ? endpoint_controller : endpoint_broker;
+  const int8_t served = (services.config && is_controller_listener(services, ctx.connection.listener_name))
+                            ? endpoint_controller
+                            : endpoint_broker;
   // AuthHelper.computeDescribeClusterResponse.
   if (req.endpoint_type != endpoint_broker && req.endpoint_type != endpoint_controller) {
     resp.error_code =
@@ -76,11 +71,15 @@ describe_cluster_handler::response describe_cluster_handler::handle(request_cont
     }
     // The active one: the quorum's leader as the image names it (this node on a single-voter quorum).
     const int32_t leader = services.metadata->current()->controller_id;
-    controller_id = leader >= 0 ? leader : (services.controller ? services.node_id : -1);
+    controller_id = services.raft ? leader : (services.controller ? services.node_id : -1);
   }
   const bool listed = std::any_of(resp.brokers.begin(), resp.brokers.end(),
                                   [&](const auto& b) { return b.broker_id == controller_id; });
+  // As in Metadata: the active controller when it is listed, else (on a broker listener) another live broker,
+  // which forwards controller-bound requests.
   resp.controller_id = listed ? controller_id : -1;
+  if (!listed && served == endpoint_broker && !resp.brokers.empty())
+    resp.controller_id = resp.brokers.front().broker_id;
   return resp;
 }
 

@@ -205,7 +205,9 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
                                                                                     request req,
                                                                                     int16_t version) {
   const auto& services = ctx.services;
-  if (is_raft_fetch(req, version)) co_return co_await raft_fetch(ctx, req, version);
+  // On a broker listener __cluster_metadata is not a topic (Kafka's brokers answer UNKNOWN_TOPIC_ID).
+  if (is_raft_fetch(req, version) && is_controller_listener(services, ctx.connection.listener_name))
+    co_return co_await raft_fetch(ctx, req, version);
   const auto deadline = steady_clock::now() + std::chrono::milliseconds(std::max(req.max_wait_ms, 0));
   const auto image = services.metadata->current();
 

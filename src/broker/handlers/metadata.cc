@@ -149,7 +149,14 @@ metadata_handler::response metadata_handler::handle(request_context& ctx, const 
     b.rack = broker.rack;
   }
   resp.cluster_id = image->cluster_id;
-  resp.controller_id = image->controller_id;
+  // Kafka names a live broker (brokers forward controller-bound requests); Mala names the active controller
+  // when it is a live broker too (combined mode), which saves the forwarding hop, and another live broker
+  // otherwise.
+  resp.controller_id = -1;
+  for (const auto& b : resp.brokers) {
+    if (b.node_id == image->controller_id) resp.controller_id = b.node_id;
+  }
+  if (resp.controller_id < 0 && !resp.brokers.empty()) resp.controller_id = resp.brokers.front().node_id;
   resp.cluster_authorized_operations =
       (version >= 8 && version <= 10 && req.include_cluster_authorized_operations) ? cluster_operations
                                                                                    : INT32_MIN;

@@ -81,7 +81,7 @@ asio::awaitable<Response> answer_raft_request(request_context& ctx, const Reques
   auto message = raft::from_protocol(req, raft_cluster_id(ctx.services));
   if (!message.ok()) co_return raft::top_level_error_response<Response>(message.error().code);
   auto answer = co_await ask_raft(ctx.services, std::move(*message));
-  if (!answer) co_return raft::top_level_error_response<Response>(error_code::invalid_request);
+  if (!answer) co_return raft::top_level_error_response<Response>(error_code::request_timed_out);
   if (auto* r = std::get_if<RaftResponse>(&*answer)) co_return raft::to_protocol(*r);
   co_return raft::top_level_error_response<Response>(error_code::unknown_server_error);
 }

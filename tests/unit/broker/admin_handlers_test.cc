@@ -753,9 +753,13 @@ TEST_F(admin_handlers_test, describe_cluster_on_the_controller_listener_lists_th
             err_invalid_request);
 }
 
-TEST_F(admin_handlers_test, describe_cluster_hides_a_controller_id_that_is_not_a_live_broker) {
+TEST_F(admin_handlers_test, describe_cluster_names_a_live_broker_when_the_controller_is_not_one) {
+  // Kafka's brokers name a live broker as the controller (it forwards controller-bound requests).
   edit_image([](metadata::metadata_image& image) { image.controller_id = 7; });
-  EXPECT_EQ(call<describe_cluster_response>(60, 1, describe_cluster_request{}).controller_id, -1);
+  const auto resp = call<describe_cluster_response>(60, 1, describe_cluster_request{});
+  ASSERT_FALSE(resp.brokers.empty());
+  EXPECT_NE(resp.controller_id, 7);
+  EXPECT_EQ(resp.controller_id, resp.brokers.front().broker_id);
 }
 
 // --- DescribeTopicPartitions

@@ -1,0 +1,98 @@
+// The follower side of partition replication (Kafka's ReplicaFetcherManager / ReplicaFetcherThread /
+// AbstractFetcherThread): for every local replica the metadata makes a follower, this node fetches from the
+// partition's leader with replica Fetch requests (ReplicaState.ReplicaId = node.id) and appends what comes
+// back with partition::append_as_follower, so that the leader's high watermark (min log end over the ISR) can
+// move and acks=all produces complete.
+//
+// Which partitions: every poll_interval_ms the replica manager is scanned for follower replicas; they are
+// grouped by leader node and each leader gets one fetch loop (Kafka keeps num.replica.fetchers threads per
+// leader; one loop per leader is its default of 1). A loop re-reads its partition set before every request,
+// so a partition whose leader changed, or that stopped being a follower, is dropped by the next request, and
+// a loop with no partitions ends.
+//
+// Per partition response: records -> append_as_follower (only if the local log end still equals the fetch
+// offset and the leader and leader epoch are unchanged, Kafka's fetch-state check); DivergingEpoch (KIP-595,
+// Fetch v12+) -> truncate_to(min(end offset, log end)) and fetch again; the high watermark ->
+// update_high_watermark_from_leader; OFFSET_OUT_OF_RANGE with the local log end below the leader's log start
+// -> truncate_fully_and_start_at(leader log start), above it -> truncate to the leader's high watermark
+// (Kafka's handleOutOfRangeError, simplified: no ListOffsets round trip); NOT_LEADER_OR_FOLLOWER /
+// UNKNOWN_LEADER_EPOCH / UNKNOWN_TOPIC_OR_PARTITION -> retried after replica.fetch.backoff.ms;
+// FENCED_LEADER_EPOCH -> left alone until the local leader epoch changes (the next metadata). A failed
+// request (network, timeout, malformed answer) backs the whole loop off by replica.fetch.backoff.ms.
+//
+// Not here yet: ISR shrink/expand (AlterPartition), truncation through OffsetsForLeaderEpoch for leaders
+// below Fetch v12, fetch sessions (every request is a full, sessionless fetch), throttling.
+//
+// Threads: everything runs on one io_context, the replicas' home shard (shard 0); the object and the replica
+// manager must outlive the loops, so stop() (which closes the fetcher's own peer_client and wakes the
+// timers) comes before the io_context stops, and the object is destroyed after the context's thread ended.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
+
+#include "mala/metadata/metadata_image.h"
+#include "mala/net/peer_client.h"
+#include "mala/replication/replica_manager.h"
+
+namespace mala::broker {
+
+struct follower_fetcher_options {
+  int32_t node_id = 0;
+  // The listener whose endpoint of the leader is fetched from (inter.broker.listener.name); empty: the
+  // leader's first registered endpoint.
+  std::string listener_name;
+  int32_t max_wait_ms = 500;                  // replica.fetch.wait.max.ms
+  int32_t min_bytes = 1;                      // replica.fetch.min.bytes
+  int32_t max_bytes = 10 * 1024 * 1024;       // replica.fetch.response.max.bytes
+  int32_t partition_max_bytes = 1024 * 1024;  // replica.fetch.max.bytes
+  int32_t backoff_ms = 1000;                  // replica.fetch.backoff.ms
+  int32_t request_timeout_ms = 30'000;        // replica.socket.timeout.ms (added to max_wait_ms)
+  int32_t poll_interval_ms = 100;             // how often the follower replicas are re-read
+};
+
+class follower_fetcher {
+ public:
+  follower_fetcher(asio::io_context& io, replication::replica_manager& replicas,
+                   const metadata::metadata_cache& metadata, follower_fetcher_options options);
+  ~follower_fetcher();
+  follower_fetcher(const follower_fetcher&) = delete;
+  follower_fetcher& operator=(const follower_fetcher&) = delete;
+
+  void start();
+  // Ends every loop: in-flight fetches fail at once (their connections are closed), timers are cancelled.
+  void stop();
+
+  // Fetch loops running (one per leader node), for tests and logs.
+  size_t running_loops() const { return _loops.size(); }
+
+ private:
+  struct shared_state {
+    bool stopped = false;
+  };
+  struct loop_state;
+
+  asio::awaitable<void> poll(std::shared_ptr<shared_state> state);
+  asio::awaitable<void> fetch_from(int32_t leader, std::shared_ptr<shared_state> state,
+                                   std::shared_ptr<loop_state> loop);
+  asio::awaitable<std::optional<int64_t>> list_offset(net::peer_address to, storage::topic_partition tp,
+                                                      int32_t leader_epoch, int64_t timestamp);
+  // Starts a loop for every leader of a local follower replica that has none.
+  void start_missing_loops();
+
+  asio::io_context& _io;
+  replication::replica_manager& _replicas;
+  const metadata::metadata_cache& _metadata;
+  follower_fetcher_options _options;
+  net::peer_client _client;
+  std::shared_ptr<shared_state> _state;
+  std::map<int32_t, std::shared_ptr<loop_state>> _loops;  // by leader node id
+};
+
+}  // namespace mala::broker
