@@ -454,6 +454,9 @@ int main(int argc, char** argv) {
                             mala::controller::minimum_metadata_version,
                             mala::controller::bootstrap_metadata_version});
     for (size_t i = 0; i < config.log_dirs().size(); ++i) reg.log_dirs.push_back(dirs.dirs[i].directory_id);
+    // KIP-966: the broker epoch the clean-shutdown markers hold (-1 after an unclean shutdown), so the
+    // controller can tell a clean restart from an unclean one.
+    reg.previous_broker_epoch = logs->loaded().previous_broker_epoch;
     lifecycle_options.heartbeat_interval_ms = config.get_int("broker.heartbeat.interval.ms").value_or(2000);
     lifecycle_options.applied_metadata_offset = [&loader] { return loader->applied_offset(); };
     lifecycle_options.clock_ms = wall_clock_ms;
