@@ -413,9 +413,14 @@ protocol::vote_response to_protocol(const vote_response& response) {
   return out;
 }
 
-protocol::begin_quorum_epoch_response to_protocol(const begin_quorum_epoch_response& response) {
-  protocol::begin_quorum_epoch_response out;
-  protocol::begin_quorum_epoch_response::partition_data part;
+namespace {
+
+// BeginQuorumEpoch and EndQuorumEpoch answer with the same partition fields (ErrorCode, LeaderId,
+// LeaderEpoch).
+template <typename ProtocolResponse, typename Response>
+ProtocolResponse leader_epoch_answer(const Response& response) {
+  ProtocolResponse out;
+  typename ProtocolResponse::partition_data part;
   part.partition_index = metadata_partition;
   part.error_code = static_cast<int16_t>(response.error_code);
   part.leader_id = response.leader_id;
@@ -424,15 +429,14 @@ protocol::begin_quorum_epoch_response to_protocol(const begin_quorum_epoch_respo
   return out;
 }
 
+}  // namespace
+
+protocol::begin_quorum_epoch_response to_protocol(const begin_quorum_epoch_response& response) {
+  return leader_epoch_answer<protocol::begin_quorum_epoch_response>(response);
+}
+
 protocol::end_quorum_epoch_response to_protocol(const end_quorum_epoch_response& response) {
-  protocol::end_quorum_epoch_response out;
-  protocol::end_quorum_epoch_response::partition_data part;
-  part.partition_index = metadata_partition;
-  part.error_code = static_cast<int16_t>(response.error_code);
-  part.leader_id = response.leader_id;
-  part.leader_epoch = response.leader_epoch;
-  out.topics.push_back({metadata_topic, {part}});
-  return out;
+  return leader_epoch_answer<protocol::end_quorum_epoch_response>(response);
 }
 
 result<protocol_fetch_response> to_protocol(const fetch_response& response, int64_t timestamp_ms) {
