@@ -136,12 +136,15 @@ class ClusterNode:
 
 
 class Cluster:
-    def __init__(self, work_dir: Path, size=CLUSTER_SIZE, extra_config=None):
+    def __init__(self, work_dir: Path, size=CLUSTER_SIZE, extra_config=None, broker_only=()):
+        """`broker_only`: ids of nodes with process.roles [broker] only (Raft observers); the others are
+        combined-mode voters."""
         self.work_dir = Path(work_dir)
         ports = _free_ports(2 * size)
         self.nodes = {i: ClusterNode(self.work_dir, i, ports[2 * (i - 1)], ports[2 * (i - 1) + 1])
                       for i in range(1, size + 1)}
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values())
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values()
+                          if n.node_id not in broker_only)
         for n in self.nodes.values():
             n.config = {
                 "node.id": n.node_id,
@@ -164,6 +167,9 @@ class Cluster:
                 "mala.shards": 0,
                 "log.level": "info",
             }
+            if n.node_id in broker_only:
+                n.config["process.roles"] = ["broker"]
+                n.config["listeners"] = [f"PLAINTEXT://127.0.0.1:{n.port}"]
             n.config.update(extra_config or {})
         self._api_versions = {}  # node id -> {api key: (min, max)}, reset at each start
         self.last_probe = {}  # node id -> last DescribeQuorum answer or error (shown when a wait times out)

@@ -597,3 +597,35 @@ def test_replication_factor_3_acks_all_through_follower_fetchers(running_cluster
         return views if all(v == first for v in views.values()) else None
     views = c.wait_until(same_logs, timeout=10, interval=0.25, what=f"{topic} replicas with the same logs")
     print(f"{topic} segments on every node: {views[c.ids[0]]}")
+
+
+def test_broker_only_node_observes_the_quorum(tmp_path):
+    """A fourth node with process.roles [broker] is no voter: it follows the metadata log as a Raft observer
+    (DescribeQuorum lists it among the observers), registers and heartbeats with the active controller,
+    serves Metadata, and forwards CreateTopics to the active controller."""
+    from cluster import Cluster
+
+    c = Cluster(tmp_path, size=4, broker_only=(4,))
+    try:
+        c.start_all()
+        c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=20, what="a leader of the three voters")
+        wait_brokers(c, [1, 4], [1, 2, 3, 4], timeout=30)
+        leader = c.agreed_leader(ids=[1, 2, 3])[0]
+
+        def observer_listed():
+            q = c.describe_quorum(leader)
+            return q if 4 in q["observers"] else None
+        q = c.wait_until(observer_listed, timeout=20, interval=0.25, what="node 4 among the quorum's observers")
+        assert set(q["voters"]) == {1, 2, 3}, q
+        # The broker-only node answers DescribeQuorum too (forwarded to the active controller).
+        assert c.describe_quorum(4)["leader_id"] == leader
+
+        create_topic_retrying(c.bootstrap_of(4), "through-broker-only", partitions=2, replication_factor=1)
+        c.wait_until(lambda: "through-broker-only" in c.rdkafka_metadata(4).topics and
+                     "through-broker-only" in c.rdkafka_metadata(1).topics,
+                     timeout=20, interval=0.25, what="the topic on the broker-only node and a voter")
+    except BaseException:
+        print(c.logs())
+        raise
+    finally:
+        c.close()
