@@ -12,6 +12,7 @@
 #include "mala/protocol/messages/snapshot_footer_record.h"
 #include "mala/protocol/messages/snapshot_header_record.h"
 #include "mala/protocol/record_batch.h"
+#include "mala/protocol/versioned_message.h"
 #include "mala/protocol/wire.h"
 
 namespace mala::controller {
@@ -25,17 +26,6 @@ constexpr size_t record_overhead_bound = 5 + 1 + 10 + 5 + 1 + 5 + 1;
 
 status corrupt(std::string why) {
   return status::error(error_code::corrupt_message, "metadata snapshot: " + std::move(why));
-}
-
-// MessageUtil.toByteBuffer: the int16 schema version, then the body.
-template <typename Message>
-std::vector<uint8_t> control_value(const Message& m, int16_t version) {
-  std::vector<uint8_t> out;
-  out.reserve(2 + m.encoded_size(version));
-  protocol::wire_writer w(out);
-  w.write_int16(version);
-  m.encode(w, version);
-  return out;
 }
 
 template <typename Message>
@@ -85,7 +75,7 @@ result<std::vector<uint8_t>> build_snapshot_payload(const metadata::metadata_ima
   header.version_ = snapshot_header_version;
   header.last_contained_log_timestamp = timestamp_ms;
   const auto header_key = storage::control_record_key(snapshot_header_control_type);
-  const auto header_value = control_value(header, snapshot_header_version);
+  const auto header_value = protocol::encode_versioned(header, snapshot_header_version);
   const storage::metadata_batch_record header_record{std::span<const uint8_t>(header_key), header_value};
   if (auto st = append_batch(out, std::span(&header_record, 1), timestamp_ms, true, next_offset, id.epoch,
                              max_batch_bytes);
@@ -120,7 +110,7 @@ result<std::vector<uint8_t>> build_snapshot_payload(const metadata::metadata_ima
   protocol::snapshot_footer_record footer;
   footer.version_ = snapshot_footer_version;
   const auto footer_key = storage::control_record_key(snapshot_footer_control_type);
-  const auto footer_value = control_value(footer, snapshot_footer_version);
+  const auto footer_value = protocol::encode_versioned(footer, snapshot_footer_version);
   const storage::metadata_batch_record footer_record{std::span<const uint8_t>(footer_key), footer_value};
   if (auto st = append_batch(out, std::span(&footer_record, 1), timestamp_ms, true, next_offset, id.epoch,
                              max_batch_bytes);

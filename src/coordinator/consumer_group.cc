@@ -12,6 +12,7 @@
 #include "mala/protocol/messages/consumer_group_target_assignment_member_key.h"
 #include "mala/protocol/messages/consumer_group_target_assignment_metadata_key.h"
 #include "mala/protocol/messages/consumer_group_target_assignment_metadata_value.h"
+#include "mala/protocol/versioned_message.h"
 #include "mala/protocol/wire.h"
 
 namespace mala::coordinator {
@@ -322,21 +323,11 @@ std::map<std::string, topic_partitions> assign(std::string_view assignor,
 
 namespace {
 
-template <typename M>
-std::vector<uint8_t> encode_versioned(const M& message, int16_t version) {
-  std::vector<uint8_t> out;
-  out.reserve(2 + message.encoded_size(version));
-  proto::wire_writer w(out);
-  w.write_int16(version);
-  message.encode(w, version);
-  return out;
-}
-
 template <typename K>
 std::vector<uint8_t> group_key(const std::string& group, int16_t version) {
   K k;
   k.group_id = group;
-  return encode_versioned(k, version);
+  return protocol::encode_versioned(k, version);
 }
 
 template <typename K>
@@ -344,7 +335,7 @@ std::vector<uint8_t> member_key(const std::string& group, const std::string& mem
   K k;
   k.group_id = group;
   k.member_id = member;
-  return encode_versioned(k, version);
+  return protocol::encode_versioned(k, version);
 }
 
 template <typename V>
@@ -386,7 +377,7 @@ coordinator_record consumer_group_epoch_record(const std::string& group, int32_t
   proto::consumer_group_metadata_value v;
   v.epoch = epoch;
   return {group_key<proto::consumer_group_metadata_key>(group, consumer_group_metadata_key_version),
-          encode_versioned(v, 0)};
+          protocol::encode_versioned(v, 0)};
 }
 coordinator_record consumer_group_epoch_tombstone(const std::string& group) {
   return {group_key<proto::consumer_group_metadata_key>(group, consumer_group_metadata_key_version),
@@ -405,7 +396,7 @@ coordinator_record consumer_group_partition_metadata_record(const std::string& g
   }
   return {group_key<proto::consumer_group_partition_metadata_key>(
               group, consumer_group_partition_metadata_key_version),
-          encode_versioned(v, 0)};
+          protocol::encode_versioned(v, 0)};
 }
 coordinator_record consumer_group_partition_metadata_tombstone(const std::string& group) {
   return {group_key<proto::consumer_group_partition_metadata_key>(
@@ -425,7 +416,7 @@ coordinator_record consumer_group_member_record(const std::string& group, const 
   v.server_assignor = m.server_assignor;
   return {member_key<proto::consumer_group_member_metadata_key>(group, m.member_id,
                                                                 consumer_group_member_metadata_key_version),
-          encode_versioned(v, 0)};
+          protocol::encode_versioned(v, 0)};
 }
 coordinator_record consumer_group_member_tombstone(const std::string& group, const std::string& member_id) {
   return {member_key<proto::consumer_group_member_metadata_key>(group, member_id,
@@ -438,7 +429,7 @@ coordinator_record consumer_group_target_epoch_record(const std::string& group, 
   v.assignment_epoch = epoch;
   return {group_key<proto::consumer_group_target_assignment_metadata_key>(
               group, consumer_group_target_assignment_metadata_key_version),
-          encode_versioned(v, 0)};
+          protocol::encode_versioned(v, 0)};
 }
 coordinator_record consumer_group_target_epoch_tombstone(const std::string& group) {
   return {group_key<proto::consumer_group_target_assignment_metadata_key>(
@@ -453,7 +444,7 @@ coordinator_record consumer_group_target_member_record(const std::string& group,
       to_wire_partitions<proto::consumer_group_target_assignment_member_value::topic_partition>(tp);
   return {member_key<proto::consumer_group_target_assignment_member_key>(
               group, member_id, consumer_group_target_assignment_member_key_version),
-          encode_versioned(v, 0)};
+          protocol::encode_versioned(v, 0)};
 }
 coordinator_record consumer_group_target_member_tombstone(const std::string& group,
                                                           const std::string& member_id) {
@@ -473,7 +464,7 @@ coordinator_record consumer_group_current_assignment_record(const std::string& g
   v.partitions_pending_revocation = to_wire_partitions<tp>(m.pending_revocation);
   return {member_key<proto::consumer_group_current_member_assignment_key>(
               group, m.member_id, consumer_group_current_member_assignment_key_version),
-          encode_versioned(v, 0)};
+          protocol::encode_versioned(v, 0)};
 }
 coordinator_record consumer_group_current_assignment_tombstone(const std::string& group,
                                                                const std::string& member_id) {

@@ -2,21 +2,12 @@
 
 #include <string>
 
+#include "mala/protocol/versioned_message.h"
 #include "mala/protocol/wire.h"
 
 namespace mala::coordinator {
 
 namespace {
-
-template <typename M>
-std::vector<uint8_t> encode_versioned(const M& message, int16_t version) {
-  std::vector<uint8_t> out;
-  out.reserve(2 + message.encoded_size(version));
-  protocol::wire_writer w(out);
-  w.write_int16(version);
-  message.encode(w, version);
-  return out;
-}
 
 // Decodes a schema body of `version` that must fill the bytes exactly.
 template <typename M>
@@ -44,7 +35,8 @@ coordinator_record offset_commit_record(const std::string& group, const std::str
   // time.
   const int16_t version =
       value.expire_timestamp >= 0 ? offset_commit_value_version_with_expiry : offset_commit_value_version;
-  return {encode_versioned(key, offset_commit_key_version), encode_versioned(value, version)};
+  return {protocol::encode_versioned(key, offset_commit_key_version),
+          protocol::encode_versioned(value, version)};
 }
 
 coordinator_record offset_commit_tombstone(const std::string& group, const std::string& topic,
@@ -53,21 +45,21 @@ coordinator_record offset_commit_tombstone(const std::string& group, const std::
   key.group = group;
   key.topic = topic;
   key.partition = partition;
-  return {encode_versioned(key, offset_commit_key_version), std::nullopt};
+  return {protocol::encode_versioned(key, offset_commit_key_version), std::nullopt};
 }
 
 coordinator_record group_metadata_record(const std::string& group,
                                          const protocol::group_metadata_value& value) {
   protocol::group_metadata_key key;
   key.group = group;
-  return {encode_versioned(key, group_metadata_key_version),
-          encode_versioned(value, group_metadata_value_version)};
+  return {protocol::encode_versioned(key, group_metadata_key_version),
+          protocol::encode_versioned(value, group_metadata_value_version)};
 }
 
 coordinator_record group_metadata_tombstone(const std::string& group) {
   protocol::group_metadata_key key;
   key.group = group;
-  return {encode_versioned(key, group_metadata_key_version), std::nullopt};
+  return {protocol::encode_versioned(key, group_metadata_key_version), std::nullopt};
 }
 
 result<decoded_record> decode_record(std::span<const uint8_t> key,
