@@ -12,33 +12,14 @@
 
 #include "mala/raft/log.h"
 #include "mala/raft/replica.h"
+#include "replica_test_helpers.h"
 
 namespace mala::raft {
 namespace {
 
-raft_config config_for(int32_t id, std::vector<int32_t> voters) {
-  raft_config c;
-  c.node_id = id;
-  c.voters = std::move(voters);
-  c.random_seed = 7;
-  return c;
-}
-
-void fill(memory_raft_log& log, const std::vector<int32_t>& epochs) {
-  for (int32_t epoch : epochs) {
-    const log_entry e{log.end_offset(), epoch, entry_type::data, {static_cast<uint8_t>(log.end_offset())}};
-    log.append(std::span<const log_entry>(&e, 1));
-  }
-}
-
-template <typename T>
-std::vector<std::pair<int32_t, T>> sent(const effects& e) {
-  std::vector<std::pair<int32_t, T>> out;
-  for (const outbound_message& m : e.messages) {
-    if (const T* body = std::get_if<T>(&m.message.body)) out.emplace_back(m.destination, *body);
-  }
-  return out;
-}
+using test::config_for;
+using test::fill;
+using test::sent;
 
 const std::vector<uint8_t> payload{'s', 'n', 'a', 'p', 's', 'h', 'o', 't', '!', '!'};
 
@@ -97,7 +78,7 @@ TEST(memory_raft_log_snapshots, install_replaces_the_log) {
 // A single voter leads epoch 1 at once and commits what it appends.
 struct single_leader {
   memory_raft_log log;
-  replica raft{config_for(1, {1}), log, std::nullopt, 0};
+  replica raft{config_for(1, {1}, 7), log, std::nullopt, 0};
 
   single_leader() {
     EXPECT_EQ(raft.current_role(), role::leader);
@@ -184,7 +165,7 @@ TEST(raft_snapshots, the_leader_serves_fetch_snapshot_chunks) {
 
 TEST(raft_snapshots, a_non_leader_refuses_fetch_snapshot) {
   memory_raft_log log;
-  replica r(config_for(1, {1, 2, 3}), log, quorum_state{3, 2, no_voter}, 0);
+  replica r(config_for(1, {1, 2, 3}, 7), log, quorum_state{3, 2, no_voter}, 0);
   r.take_effects();
   r.on_message(2, raft_message{9, fetch_snapshot_request{2, 3, {4, 1}, 0, 4}});
   const auto responses = sent<fetch_snapshot_response>(r.take_effects());
@@ -202,7 +183,7 @@ TEST(raft_snapshots, a_follower_fetches_the_snapshot_in_chunks_and_installs_it) 
 
   memory_raft_log follower_log;
   fill(follower_log, {1});  // offset 0 only: behind the leader's log start (4)
-  raft_config config = config_for(2, {1});
+  raft_config config = config_for(2, {1}, 7);
   config.fetch_snapshot_max_bytes = 3;
   replica follower(config, follower_log, std::nullopt, 0);
 
@@ -257,7 +238,7 @@ TEST(raft_snapshots, a_follower_fetches_the_snapshot_in_chunks_and_installs_it) 
 // download installs the snapshot, moves the high watermark to its end (above what the leader's last Fetch
 // answer said) and fetching goes on from there.
 TEST(raft_snapshots, a_chunk_at_the_wrong_position_restarts_with_a_fetch) {
-  raft_config config = config_for(2, {1, 2, 3});
+  raft_config config = config_for(2, {1, 2, 3}, 7);
   memory_raft_log log2;
   replica f2(config, log2, quorum_state{1, 1, no_voter}, 0);
   effects e = f2.take_effects();

@@ -6,6 +6,8 @@
 // the simulated cluster of raft_sim.h (without faults unless stated) for the timing-level ones.
 #include "mala/raft/replica.h"
 
+#include "replica_test_helpers.h"
+
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -19,29 +21,9 @@
 namespace mala::raft {
 namespace {
 
-raft_config config_for(int32_t id, std::vector<int32_t> voters) {
-  raft_config c;
-  c.node_id = id;
-  c.voters = std::move(voters);
-  c.random_seed = 42;
-  return c;
-}
-
-void fill(memory_raft_log& log, const std::vector<int32_t>& epochs) {
-  for (int32_t epoch : epochs) {
-    const log_entry e{log.end_offset(), epoch, entry_type::data, {static_cast<uint8_t>(log.end_offset())}};
-    log.append(std::span<const log_entry>(&e, 1));
-  }
-}
-
-template <typename T>
-std::vector<std::pair<int32_t, T>> sent(const effects& e) {
-  std::vector<std::pair<int32_t, T>> out;
-  for (const outbound_message& m : e.messages) {
-    if (const T* body = std::get_if<T>(&m.message.body)) out.emplace_back(m.destination, *body);
-  }
-  return out;
-}
+using test::config_for;
+using test::fill;
+using test::sent;
 
 raft_message msg(raft_message_body body, int64_t correlation_id = 1) {
   return {correlation_id, std::move(body)};
