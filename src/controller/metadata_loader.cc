@@ -91,7 +91,7 @@ void metadata_loader::apply_committed() {
   if (high_watermark > _next_offset) {
     metadata::metadata_delta delta(_image);
     int64_t applied_to = _next_offset;
-    auto st = _log.replay_range(
+    auto replayed = _log.replay_range(
         _next_offset, high_watermark,
         [&](const metadata::versioned_metadata_record& r, int64_t offset, int32_t epoch) {
           if (auto a = delta.apply(r.record, offset, epoch); !a.ok()) {
@@ -104,10 +104,11 @@ void metadata_loader::apply_committed() {
               static_cast<int64_t>(metadata::encode_metadata_record(r.record, r.version).size());
           return status::success();
         });
-    if (!st.ok()) log->error("metadata log replay: {}", st.message);
-    // Entries that are not records (leader_change) still move the position. A committed entry that does not
-    // decode is logged and passed over (every node passes over the same entry), so the loader never stalls.
-    _next_offset = st.ok() ? high_watermark : applied_to + 1;
+    if (!replayed.ok()) log->error("metadata log replay: {}", replayed.error().message);
+    // Entries that are not records (leader_change) still move the position; a write whose end is not yet
+    // committed waits (applied whole, later). A committed entry that does not decode is logged and passed
+    // over (every node passes over the same entry), so the loader never stalls.
+    _next_offset = replayed.ok() ? *replayed : applied_to + 1;
     auto next = delta.build();
     if (next != _image) {
       _image = std::move(next);

@@ -47,11 +47,12 @@ result<metadata_append_result> raft_metadata_log::append(
 }
 
 status raft_metadata_log::replay(int64_t from_offset, const metadata_replay_callback& callback) const {
-  return replay_range(from_offset, _node.state().high_watermark(), callback);
+  auto replayed = replay_range(from_offset, _node.state().high_watermark(), callback);
+  return replayed.ok() ? status::success() : replayed.error();
 }
 
-status raft_metadata_log::replay_range(int64_t from_offset, int64_t to_offset,
-                                       const metadata_replay_callback& callback) const {
+result<int64_t> raft_metadata_log::replay_range(int64_t from_offset, int64_t to_offset,
+                                                const metadata_replay_callback& callback) const {
   const auto& log = _node.log();
   if (from_offset < log.start_offset() && from_offset < to_offset) {
     // The entries are gone (a snapshot covers them): the caller must load the snapshot first.
@@ -59,7 +60,16 @@ status raft_metadata_log::replay_range(int64_t from_offset, int64_t to_offset,
                                                               std::to_string(log.start_offset()) +
                                                               ", asked for " + std::to_string(from_offset));
   }
+  // Records are held back until their write's last entry is read, so that a write is applied whole or not
+  // at all (Kafka's atomic controller batches).
+  struct pending_record {
+    metadata::versioned_metadata_record record;
+    int64_t offset;
+    int32_t epoch;
+  };
+  std::vector<pending_record> pending;
   int64_t next = from_offset;
+  int64_t write_start = from_offset;
   const int64_t end = std::min(to_offset, log.end_offset());
   while (next < end) {
     auto entries = log.read(next, static_cast<size_t>(std::min<int64_t>(end - next, 512)));
@@ -67,20 +77,27 @@ status raft_metadata_log::replay_range(int64_t from_offset, int64_t to_offset,
       return status::error(error_code::corrupt_message,
                            "metadata log read made no progress at offset " + std::to_string(next));
     }
-    for (const auto& e : entries) {
+    for (auto& e : entries) {
       if (e.offset >= end) break;
       next = e.offset + 1;
-      if (e.type != raft::entry_type::data) continue;
-      auto decoded = metadata::decode_metadata_record(e.payload);
-      if (!decoded.ok()) {
-        return status::error(
-            decoded.error().code,
-            "metadata log record at offset " + std::to_string(e.offset) + ": " + decoded.error().message);
+      if (e.type == raft::entry_type::data) {
+        auto decoded = metadata::decode_metadata_record(e.payload);
+        if (!decoded.ok()) {
+          return status::error(
+              decoded.error().code,
+              "metadata log record at offset " + std::to_string(e.offset) + ": " + decoded.error().message);
+        }
+        pending.push_back(pending_record{std::move(*decoded), e.offset, e.epoch});
       }
-      if (auto st = callback(*decoded, e.offset, e.epoch); !st.ok()) return st;
+      if (!e.batch_end) continue;
+      for (const pending_record& p : pending) {
+        if (auto st = callback(p.record, p.offset, p.epoch); !st.ok()) return st;
+      }
+      pending.clear();
+      write_start = next;
     }
   }
-  return status::success();
+  return write_start;
 }
 
 }  // namespace mala::controller

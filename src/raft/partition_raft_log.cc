@@ -248,7 +248,11 @@ std::vector<log_entry> partition_raft_log::read(int64_t from_offset, size_t max_
       for (const auto& record : reader) {
         const int64_t offset = batch.offset_of(record);
         if (offset < next) continue;
-        log_entry entry{offset, epoch, entry_type::data, {}};
+        log_entry entry{offset,
+                        epoch,
+                        entry_type::data,
+                        {},
+                        /*batch_end=*/offset + 1 == batch.header().next_offset()};
         if (batch.is_control()) {
           const auto type = record.key ? storage::control_record_type(*record.key) : std::nullopt;
           if (type != leader_change_control_type) {
@@ -282,7 +286,8 @@ std::vector<log_entry> partition_raft_log::read(int64_t from_offset, size_t max_
 
 void partition_raft_log::append(std::span<const log_entry> entries) {
   if (!_failure.ok() || entries.empty()) return;
-  // One batch per entry; a run of entries of one epoch goes to the partition log in one write.
+  // One batch per write (a run of entries ending with batch_end, all of one epoch); the batches of a run of
+  // one epoch go to the partition log in one write.
   const int64_t now = _clock_ms();
   const auto key = storage::control_record_key(leader_change_control_type);
   int64_t expected = end_offset();
@@ -291,21 +296,32 @@ void partition_raft_log::append(std::span<const log_entry> entries) {
   while (i < entries.size()) {
     const int32_t epoch = entries[i].epoch;
     std::vector<uint8_t> run;
-    for (; i < entries.size() && entries[i].epoch == epoch; ++i) {
-      const log_entry& e = entries[i];
-      if (e.offset != expected) log_misuse("append offset does not continue the log", e.offset, expected);
-      if (e.epoch < last_epoch) log_misuse("append epoch goes backwards", e.epoch, last_epoch);
-      const bool control = e.type == entry_type::leader_change;
-      const storage::metadata_batch_record record{
-          control ? std::optional<std::span<const uint8_t>>(key) : std::nullopt, e.payload};
-      auto batch = storage::build_metadata_batch(std::span(&record, 1), now, control);
+    while (i < entries.size() && entries[i].epoch == epoch) {
+      const bool control = entries[i].type == entry_type::leader_change;
+      std::vector<storage::metadata_batch_record> records;
+      const int64_t first = entries[i].offset;
+      for (; i < entries.size() && entries[i].epoch == epoch; ++i) {
+        const log_entry& e = entries[i];
+        if (e.offset != expected) log_misuse("append offset does not continue the log", e.offset, expected);
+        if (e.epoch < last_epoch) log_misuse("append epoch goes backwards", e.epoch, last_epoch);
+        if ((e.type == entry_type::leader_change) != control) {
+          log_misuse("a write mixes control and data entries", e.offset, first);
+        }
+        records.push_back(storage::metadata_batch_record{
+            control ? std::optional<std::span<const uint8_t>>(key) : std::nullopt, e.payload});
+        ++expected;
+        last_epoch = e.epoch;
+        if (e.batch_end) {
+          ++i;
+          break;
+        }
+      }
+      auto batch = storage::build_metadata_batch(records, now, control);
       if (!batch.ok()) {
-        // Only an entry over the Raft batch limit gets here; the leader refuses those before appending.
-        log_misuse("entry does not fit a metadata batch", e.offset, static_cast<long long>(e.payload.size()));
+        // Only a write over the Raft batch limit gets here; the leader refuses those before appending.
+        log_misuse("write does not fit a metadata batch", first, static_cast<long long>(records.size()));
       }
       run.insert(run.end(), batch->begin(), batch->end());
-      ++expected;
-      last_epoch = e.epoch;
     }
     auto appended = storage::append_metadata_batches(*_log, run, epoch);
     if (!appended.ok()) {

@@ -189,7 +189,8 @@ result<append_info> replica::append(const std::vector<std::vector<uint8_t>>& rec
   std::vector<log_entry> entries;
   entries.reserve(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
-    entries.push_back(log_entry{first + static_cast<int64_t>(i), _epoch, entry_type::data, records[i]});
+    entries.push_back(log_entry{first + static_cast<int64_t>(i), _epoch, entry_type::data, records[i],
+                                /*batch_end=*/i + 1 == records.size()});
   }
   append_to_log(std::move(entries));
   maybe_advance_high_watermark();  // a single voter commits at once
@@ -680,7 +681,7 @@ void replica::handle_fetch_request(int32_t from, int64_t correlation_id, const f
   p.state.log_end_offset = request.fetch_offset;
   if (p.state.voter) maybe_advance_high_watermark();
 
-  response.records = _log.read(request.fetch_offset, static_cast<size_t>(_config.fetch_max_entries));
+  response.records = read_whole_writes(request.fetch_offset);
   if (response.records.empty() && may_park && request.max_wait_ms > 0 &&
       p.sent_high_watermark >= _high_watermark) {
     // Long poll: answered when entries arrive, the high watermark moves, or the wait ends.
@@ -855,11 +856,15 @@ void replica::handle_fetch_response(int32_t from, int64_t correlation_id, const 
     // Truncate to the end of the largest epoch both logs share (Kafka's truncateToEndOffset); the next fetch
     // either matches or walks further back, one epoch per round trip.
     const offset_and_epoch local = _log.end_offset_for_epoch(response.diverging_epoch.epoch);
-    const int64_t truncate_to = std::min(response.diverging_epoch.end_offset, local.offset);
+    int64_t truncate_to = std::min(response.diverging_epoch.end_offset, local.offset);
     if (truncate_to >= _log.end_offset() || truncate_to < _log.start_offset()) {
       _next_fetch_ms = _now_ms + _config.retry_backoff_ms;  // nonsense from the wire: ask again later
       return;
     }
+    // The leader's epoch end may fall inside one of our writes of an older epoch (it holds a prefix of the
+    // epoch we wrote more of): cut the whole write, as Kafka truncates whole batches, so that this log never
+    // ends inside a write (it could be elected with it and commit part of a write).
+    truncate_to = write_start_at_or_before(truncate_to);
     if (truncate_to < _high_watermark) invariant_failed("divergence below the high watermark");
     truncate_log(truncate_to);
     maybe_send_fetch();
@@ -977,11 +982,35 @@ void replica::answer_parked_fetch(const parked_fetch& parked) {
   if (parked.request.fetch_offset < _log.start_offset()) {
     response.snapshot_id = _log.latest_snapshot();  // delete_before_snapshot() ran while it waited
   } else {
-    response.records = _log.read(parked.request.fetch_offset, static_cast<size_t>(_config.fetch_max_entries));
+    response.records = read_whole_writes(parked.request.fetch_offset);
   }
   response.high_watermark = _high_watermark;
   progress_of(parked.replica_id).sent_high_watermark = _high_watermark;
   send(parked.replica_id, parked.correlation_id, std::move(response));
+}
+
+std::vector<log_entry> replica::read_whole_writes(int64_t from_offset) const {
+  // Up to fetch_max_entries entries, cut back to the last whole write; a write longer than that is sent
+  // whole (a write is bounded by the leader's batch limit).
+  std::vector<log_entry> out = _log.read(from_offset, static_cast<size_t>(_config.fetch_max_entries));
+  size_t whole = out.size();
+  while (whole > 0 && !out[whole - 1].batch_end) --whole;
+  if (whole > 0) {
+    out.resize(whole);
+    return out;
+  }
+  while (!out.empty() && !out.back().batch_end && out.back().offset + 1 < _log.end_offset()) {
+    std::vector<log_entry> more =
+        _log.read(out.back().offset + 1, static_cast<size_t>(_config.fetch_max_entries));
+    if (more.empty()) break;
+    for (log_entry& e : more) {
+      const bool end = e.batch_end;
+      out.push_back(std::move(e));
+      if (end) break;
+    }
+  }
+  if (!out.empty() && !out.back().batch_end) out.clear();  // the leader's own write is never partial
+  return out;
 }
 
 int64_t replica::check_quorum_deadline_ms() const {
@@ -995,6 +1024,15 @@ int64_t replica::check_quorum_deadline_ms() const {
   const int64_t timeout =
       int64_t{_config.fetch_timeout_ms} * check_quorum_factor_num / check_quorum_factor_den;
   return last_fetch[static_cast<size_t>(needed - 1)] + timeout;
+}
+
+int64_t replica::write_start_at_or_before(int64_t offset) const {
+  while (offset > _log.start_offset()) {
+    const std::vector<log_entry> before = _log.read(offset - 1, 1);
+    if (before.empty() || before.front().batch_end) break;
+    --offset;
+  }
+  return offset;
 }
 
 void replica::append_to_log(std::vector<log_entry> entries) {

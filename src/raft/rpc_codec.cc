@@ -468,21 +468,34 @@ result<std::vector<uint8_t>> entries_to_batches(std::span<const log_entry> entri
                                                 leader_id_and_epoch current_leader) {
   std::vector<uint8_t> out;
   const auto control_key = storage::control_record_key(storage::leader_change_control_type);
-  for (const log_entry& e : entries) {
-    const bool control = e.type == entry_type::leader_change;
-    std::vector<uint8_t> leader_change;
-    if (control && e.payload.empty()) {
-      leader_change = encoded_leader_change(e.epoch == current_leader.leader_epoch ? current_leader.leader_id
-                                                                                   : no_leader);
+  // One batch per write: a run of entries ending with batch_end (the last run may be cut short only by a
+  // caller that read it so; the replica sends whole writes).
+  size_t i = 0;
+  while (i < entries.size()) {
+    const log_entry& first = entries[i];
+    const bool control = first.type == entry_type::leader_change;
+    std::vector<std::vector<uint8_t>> leader_changes;
+    std::vector<storage::metadata_batch_record> records;
+    for (; i < entries.size(); ++i) {
+      const log_entry& e = entries[i];
+      if (e.epoch != first.epoch || (e.type == entry_type::leader_change) != control) break;
+      if (control && e.payload.empty()) {
+        leader_changes.push_back(encoded_leader_change(
+            e.epoch == current_leader.leader_epoch ? current_leader.leader_id : no_leader));
+      }
+      records.push_back(storage::metadata_batch_record{
+          control ? std::optional<std::span<const uint8_t>>(control_key) : std::nullopt,
+          control && e.payload.empty() ? std::span<const uint8_t>(leader_changes.back())
+                                       : std::span<const uint8_t>(e.payload)});
+      if (e.batch_end) {
+        ++i;
+        break;
+      }
     }
-    const storage::metadata_batch_record record{
-        control ? std::optional<std::span<const uint8_t>>(control_key) : std::nullopt,
-        control && e.payload.empty() ? std::span<const uint8_t>(leader_change)
-                                     : std::span<const uint8_t>(e.payload)};
-    auto batch = storage::build_metadata_batch(std::span(&record, 1), timestamp_ms, control);
+    auto batch = storage::build_metadata_batch(records, timestamp_ms, control);
     if (!batch.ok()) return batch.error();
-    protocol::stamp_base_offset(*batch, e.offset);
-    protocol::stamp_partition_leader_epoch(*batch, e.epoch);
+    protocol::stamp_base_offset(*batch, first.offset);
+    protocol::stamp_partition_leader_epoch(*batch, first.epoch);
     out.insert(out.end(), batch->begin(), batch->end());
   }
   return out;
@@ -507,7 +520,11 @@ result<std::vector<log_entry>> entries_from_batches(std::span<const uint8_t> bat
       const int64_t offset = batch.offset_of(record);
       if (offset < from_offset) continue;
       if (offset <= last) return corrupt(batch.base_offset(), "offsets do not increase");
-      log_entry entry{offset, epoch, entry_type::data, {}};
+      log_entry entry{offset,
+                      epoch,
+                      entry_type::data,
+                      {},
+                      /*batch_end=*/offset + 1 == batch.header().next_offset()};
       if (batch.is_control()) {
         const auto type = record.key ? storage::control_record_type(*record.key) : std::nullopt;
         if (type != storage::leader_change_control_type) {

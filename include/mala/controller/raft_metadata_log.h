@@ -26,8 +26,11 @@ class raft_metadata_log final : public metadata_log {
   result<metadata_append_result> append(
       std::span<const metadata::versioned_metadata_record> records) override;
   status replay(int64_t from_offset, const metadata_replay_callback& callback) const override;
-  // Committed records in [from_offset, to_offset).
-  status replay_range(int64_t from_offset, int64_t to_offset, const metadata_replay_callback& callback) const;
+  // The records of the whole writes in [from_offset, to_offset) (a write is delivered only once its last
+  // entry is below to_offset), in order. Returns the offset after the last whole write passed: the next
+  // from_offset. from_offset must be a write boundary.
+  result<int64_t> replay_range(int64_t from_offset, int64_t to_offset,
+                               const metadata_replay_callback& callback) const;
 
  private:
   raft::raft_node& _node;

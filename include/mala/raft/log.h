@@ -5,7 +5,8 @@
 // `memory_raft_log`.
 //
 // One entry is one record at one offset. Kafka's KRaft writes batches of records; the glue maps a batch to a
-// run of entries with the same epoch (the batch's partition leader epoch) and back.
+// run of entries with the same epoch (the batch's partition leader epoch), the last one marked `batch_end`,
+// and back.
 //
 // Writes through this interface are the in-memory (page cache) part of a write: the replica also reports each
 // truncation and append as an effect (replica.h, `effects::log_operations`), which the glue must make durable
@@ -32,6 +33,10 @@ struct log_entry {
   entry_type type = entry_type::data;
   // The record value; empty for leader_change (the glue encodes the control record).
   std::vector<uint8_t> payload;
+  // True for the last entry of its write. The entries of one leader append are one record batch on disk and
+  // on the wire (Kafka's atomic controller write): a fetch answer carries whole writes only, so a follower's
+  // log and the high watermark end at a write boundary, and a reader applies only whole writes.
+  bool batch_end = true;
 
   bool operator==(const log_entry&) const = default;
 };

@@ -275,6 +275,11 @@ class replica {
   void set_high_watermark(int64_t high_watermark);
   void complete_parked_fetches();
   void answer_parked_fetch(const parked_fetch& parked);
+  // The entries a Fetch answer carries from `from_offset`: whole writes only (log_entry::batch_end).
+  std::vector<log_entry> read_whole_writes(int64_t from_offset) const;
+  // The first offset of the write holding offset - 1 when that write goes on past `offset`, else `offset`:
+  // a truncation point that cuts no write.
+  int64_t write_start_at_or_before(int64_t offset) const;
   int64_t check_quorum_deadline_ms() const;
   void append_to_log(std::vector<log_entry> entries);
   void truncate_log(int64_t offset);

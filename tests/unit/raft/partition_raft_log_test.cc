@@ -190,9 +190,41 @@ TEST_F(partition_raft_log_test, reads_multi_record_batches_as_one_entry_per_reco
   ASSERT_TRUE(storage::append_metadata_batches(log->partition(), *batch, 2).ok());
   EXPECT_EQ(log->end_offset(), 3);
   EXPECT_EQ(log->last_fetched_epoch(), 2);
-  EXPECT_EQ(log->read(1, 10),
-            (std::vector<log_entry>{{1, 2, entry_type::data, b}, {2, 2, entry_type::data, c}}));
+  EXPECT_EQ(log->read(1, 10), (std::vector<log_entry>{{1, 2, entry_type::data, b, /*batch_end=*/false},
+                                                      {2, 2, entry_type::data, c, /*batch_end=*/true}}));
   EXPECT_EQ(log->read(0, 2).size(), 2u);
+}
+
+TEST_F(partition_raft_log_test, a_write_is_one_batch_and_keeps_its_boundaries_across_a_reopen) {
+  {
+    auto log = open();
+    ASSERT_TRUE(log);
+    const std::vector<log_entry> entries{{0, 1, entry_type::leader_change, {}, true},
+                                         {1, 1, entry_type::data, {1}, false},
+                                         {2, 1, entry_type::data, {2}, false},
+                                         {3, 1, entry_type::data, {3}, true},
+                                         {4, 1, entry_type::data, {4}, true}};
+    log->append(entries);
+    ASSERT_TRUE(log->flush().ok());
+    EXPECT_EQ(log->read(0, 10), entries);
+    // Three batches for five entries: the control batch, the write of three, the write of one.
+    auto read = log->partition().read(0, 1 << 20, log->end_offset(), true);
+    ASSERT_TRUE(read.ok() && read->data);
+    auto bytes = read->data->file->read(read->data->position, read->data->size);
+    ASSERT_TRUE(bytes.ok());
+    protocol::batch_splitter splitter(*bytes);
+    int batches = 0;
+    while (splitter.next()) ++batches;
+    EXPECT_EQ(batches, 3);
+  }
+  auto log = open();
+  ASSERT_TRUE(log);
+  const auto back = log->read(1, 10);
+  ASSERT_EQ(back.size(), 4u);
+  EXPECT_FALSE(back[0].batch_end);
+  EXPECT_FALSE(back[1].batch_end);
+  EXPECT_TRUE(back[2].batch_end);
+  EXPECT_TRUE(back[3].batch_end);
 }
 
 TEST_F(partition_raft_log_test, agrees_with_memory_raft_log_under_random_appends_and_truncations) {

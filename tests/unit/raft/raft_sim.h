@@ -19,6 +19,8 @@
 //                        log: a committed entry is never changed; the last committed entry is on the disk of
 //                        a majority of voters (so it is never lost); a leader of epoch E holds every entry
 //                        that was committed in epoch E or before (leader completeness);
+//   whole writes         a node's log and its high watermark end at a write boundary (the last entry of a
+//                        leader append, log_entry::batch_end): a write is committed whole or not at all;
 //   monotonic commit     a node's high watermark never goes backwards (within one incarnation: it is not
 //                        persisted, as in Kafka) and never passes its log end;
 //   snapshots            (KIP-630) take_snapshot() snapshots a node's committed prefix (the payload: every
@@ -464,6 +466,9 @@ class cluster {
         }
       }
     }
+    if (const log_entry* last = n.disk.entry_at(n.disk.end_offset() - 1); last && !last->batch_end) {
+      fail(fmt::format("node {}: log ends in the middle of a write at {}", n.id, n.disk.end_offset()));
+    }
     if (n.disk.end_offset() != n.log.end_offset() || n.disk.start_offset() != n.log.start_offset() ||
         n.disk.last_fetched_epoch() != n.log.last_fetched_epoch()) {
       fail(fmt::format("node {}: log ({} entries) differs from the log built from effects ({} entries)", n.id,
@@ -521,6 +526,10 @@ class cluster {
     if (high_watermark > n.log.end_offset()) {
       fail(fmt::format("node {}: high watermark {} past its log end {}", n.id, high_watermark,
                        n.log.end_offset()));
+      return;
+    }
+    if (const log_entry* last = n.log.entry_at(high_watermark - 1); last && !last->batch_end) {
+      fail(fmt::format("node {}: high watermark {} splits a write", n.id, high_watermark));
       return;
     }
     for (int64_t o = std::max(n.committed, n.log.start_offset()); o < high_watermark; ++o) {

@@ -247,13 +247,44 @@ TEST(rpc_codec, a_batch_of_several_records_reads_as_entries) {
   auto entries = entries_from_batches(b.build());
   ASSERT_TRUE(entries.ok());
   ASSERT_EQ(entries->size(), 2u);
-  EXPECT_EQ((*entries)[0], (log_entry{20, 4, entry_type::data, v1}));
-  EXPECT_EQ((*entries)[1], (log_entry{21, 4, entry_type::data, v2}));
+  // One batch is one write: only its last record ends it.
+  EXPECT_EQ((*entries)[0], (log_entry{20, 4, entry_type::data, v1, /*batch_end=*/false}));
+  EXPECT_EQ((*entries)[1], (log_entry{21, 4, entry_type::data, v2, /*batch_end=*/true}));
   // Records before the fetch offset are dropped.
   auto from21 = entries_from_batches(b.build(), 21);
   ASSERT_TRUE(from21.ok());
   ASSERT_EQ(from21->size(), 1u);
   EXPECT_EQ((*from21)[0].offset, 21);
+}
+
+TEST(rpc_codec, a_write_of_several_entries_is_one_batch_on_the_wire) {
+  const std::vector<log_entry> entries{{30, 5, entry_type::data, {1}, /*batch_end=*/false},
+                                       {31, 5, entry_type::data, {2}, false},
+                                       {32, 5, entry_type::data, {3}, true},
+                                       {33, 5, entry_type::data, {4}, true},
+                                       {34, 6, entry_type::leader_change, {}, true},
+                                       {35, 6, entry_type::data, {5}, false},
+                                       {36, 6, entry_type::data, {6}, true}};
+  auto batches = entries_to_batches(entries, 5, {1, 6});
+  ASSERT_TRUE(batches.ok());
+  protocol::batch_splitter splitter(*batches);
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // base offset, next offset of each batch
+  while (auto span = splitter.next()) {
+    protocol::record_batch_view batch(*span);
+    ASSERT_TRUE(batch.ok());
+    ranges.emplace_back(batch.base_offset(), batch.header().next_offset());
+  }
+  EXPECT_EQ(ranges, (std::vector<std::pair<int64_t, int64_t>>{{30, 33}, {33, 34}, {34, 35}, {35, 37}}));
+  auto back = entries_from_batches(*batches);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->size(), entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    EXPECT_EQ((*back)[i].offset, entries[i].offset);
+    EXPECT_EQ((*back)[i].batch_end, entries[i].batch_end) << "offset " << entries[i].offset;
+    if (entries[i].type == entry_type::data) {
+      EXPECT_EQ((*back)[i].payload, entries[i].payload);
+    }
+  }
 }
 
 TEST(rpc_codec, corrupt_records_are_refused) {
