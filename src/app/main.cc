@@ -344,7 +344,7 @@ int main(int argc, char** argv) {
       // Only log.dirs are registered (a separate metadata.log.dir is last in dirs.dirs).
       for (size_t i = 0; i < config.log_dirs().size(); ++i)
         registration.log_dirs.push_back(dirs.dirs[i].directory_id);
-      auto epoch = controller->register_broker(registration);
+      auto epoch = controller->register_broker(registration, logs->loaded().previous_broker_epoch);
       if (!epoch) {
         log->critical("cannot register the broker: {}", epoch.error().message);
         return 1;

@@ -1,4 +1,5 @@
 #include "mala/controller/quorum_controller.h"
+#include "mala/controller/partition_change.h"
 
 #include <algorithm>
 #include <charconv>
@@ -678,60 +679,87 @@ bool contains(const std::vector<int32_t>& ids, int32_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-// PartitionChangeBuilder.build for the broker-state changes, with eligible leader replicas and unclean
-// election off: the target ISR is the ISR without `broker_to_remove`; the leader stays if it is still in
-// the target ISR and acceptable, else the first replica (in replica order) that is, else none (-1). An
-// acceptable leader is active (registered, unfenced, not in controlled shutdown) or `broker_to_add` (the
-// broker being unfenced, still fenced in the image), and never `broker_to_remove`. An empty target ISR is not
-// written: the last member stays (Kafka keeps it so that it can be elected again, no unclean election).
-// The ISR shrinking alone does not bump the leader epoch from metadata.version 3.6 (KAFKA-15021), so the
-// leader field is set only when the leader changes. Nothing changes: no record.
-std::optional<protocol::partition_change_record> leader_and_isr_change(const metadata_image& image,
-                                                                       const uuid& topic_id,
-                                                                       const metadata::partition_state& p,
-                                                                       int32_t broker_to_remove,
-                                                                       int32_t broker_to_add) {
-  std::vector<int32_t> target_isr;
-  for (int32_t r : p.isr)
-    if (r != broker_to_remove) target_isr.push_back(r);
-  auto valid_leader = [&](int32_t r) {
-    return r >= 0 && r != broker_to_remove && contains(target_isr, r) &&
-           (r == broker_to_add || is_active(image, r));
-  };
-  int32_t leader = p.leader;
-  if (!valid_leader(leader)) {
-    leader = metadata::no_leader;
-    for (int32_t r : p.replicas) {
-      if (valid_leader(r)) {
-        leader = r;
-        break;
-      }
+// What a topic's configs say about its elections: min.insync.replicas (effective: capped at the replication
+// factor) and unclean.leader.election.enable, resolved as every node resolves topic configs.
+struct election_rules {
+  int32_t min_insync_replicas = 1;
+  bool unclean_leader_election = false;
+};
+
+election_rules election_rules_for(const metadata_image& image, const std::string& topic,
+                                  const controller_options& options) {
+  election_rules rules;
+  for (const auto& e : resolve_topic_configs(image, topic, options.node_id, options.static_config)) {
+    if (!e.value) continue;
+    if (e.key->name == "min.insync.replicas") {
+      if (auto v = parse_int(*e.value))
+        rules.min_insync_replicas = static_cast<int32_t>(std::max<int64_t>(1, *v));
+    } else if (e.key->name == "unclean.leader.election.enable") {
+      rules.unclean_leader_election = *e.value == "true";
     }
   }
-  protocol::partition_change_record record;
-  record.topic_id = topic_id;
-  record.partition_id = p.partition;
-  bool changed = false;
-  if (leader != p.leader) {
-    record.leader = leader;
-    changed = true;
+  return rules;
+}
+
+int32_t effective_min_isr(const election_rules& rules, const metadata::partition_state& p) {
+  return std::max<int32_t>(
+      1, std::min<int32_t>(rules.min_insync_replicas, static_cast<int32_t>(p.replicas.size())));
+}
+
+void log_election(const std::string& topic, const metadata::partition_state& p,
+                  const partition_change& change) {
+  if (!change.record || change.leader == p.leader) return;
+  auto log = subsystem_logger("controller");
+  if (change.unclean) {
+    log->warn(
+        "{}-{}: unclean leader election chose {} (ISR {} and ELR {} unavailable): records the old ISR "
+        "had beyond its log may be lost",
+        topic, p.partition, change.leader, p.isr.size(), p.eligible_leader_replicas.size());
+  } else if (change.from_elr) {
+    log->info("{}-{}: leader {} elected from the ELR", topic, p.partition, change.leader);
   }
-  if (!target_isr.empty() && target_isr != p.isr) {
-    record.isr = std::move(target_isr);
-    changed = true;
+}
+
+// generateLeaderAndIsrUpdates for one partition: the target ISR is the ISR without `broker_to_remove` and
+// `broker_with_unclean_shutdown`; an acceptable leader is active (registered, unfenced, not in controlled
+// shutdown) or `broker_to_add` (the broker being unfenced, still fenced in the image), and never
+// `broker_to_remove` or `broker_with_unclean_shutdown`. The topic's unclean.leader.election.enable makes it
+// an unclean election. The ISR shrinking alone does not bump the leader epoch from metadata.version 3.6
+// (KAFKA-15021).
+std::optional<protocol::partition_change_record> leader_and_isr_change(
+    const metadata_image& image, const controller_options& options, const std::string& topic,
+    const uuid& topic_id, const metadata::partition_state& p, int32_t broker_to_remove, int32_t broker_to_add,
+    int32_t broker_with_unclean_shutdown = metadata::no_leader) {
+  const election_rules rules = election_rules_for(image, topic, options);
+  partition_change_request request;
+  request.topic_id = topic_id;
+  for (int32_t r : p.isr)
+    if (r != broker_to_remove && r != broker_with_unclean_shutdown) request.target_isr.push_back(r);
+  request.acceptable_leader = [&](int32_t r) {
+    return r != broker_to_remove && r != broker_with_unclean_shutdown &&
+           (r == broker_to_add || is_active(image, r));
+  };
+  request.min_insync_replicas = effective_min_isr(rules, p);
+  if (rules.unclean_leader_election) request.election = election_type::unclean;
+  if (broker_with_unclean_shutdown != metadata::no_leader) {
+    request.unclean_shutdown_replicas.push_back(broker_with_unclean_shutdown);
   }
-  if (!changed) return std::nullopt;
-  return record;
+  partition_change change = build_partition_change(p, request);
+  log_election(topic, p, change);
+  return std::move(change.record);
 }
 
 // generateLeaderAndIsrUpdates over the partitions `select` picks.
 template <typename Select>
-void append_leader_and_isr_changes(const metadata_image& image, int32_t broker_to_remove,
-                                   int32_t broker_to_add, Select select, record_list& records) {
+void append_leader_and_isr_changes(const metadata_image& image, const controller_options& options,
+                                   int32_t broker_to_remove, int32_t broker_to_add, Select select,
+                                   record_list& records,
+                                   int32_t broker_with_unclean_shutdown = metadata::no_leader) {
   for (const auto& [name, topic] : image.topics) {
     for (const auto& p : topic.partitions) {
       if (!select(p)) continue;
-      if (auto change = leader_and_isr_change(image, topic.id, p, broker_to_remove, broker_to_add))
+      if (auto change = leader_and_isr_change(image, options, name, topic.id, p, broker_to_remove,
+                                              broker_to_add, broker_with_unclean_shutdown))
         records.push_back(versioned(std::move(*change), partition_change_record_version));
     }
   }
@@ -746,9 +774,10 @@ bool leads_any(const metadata_image& image, int32_t id) {
 
 // handleBrokerFenced: off every ISR (leaders moved), then BrokerRegistrationChangeRecord Fenced = 1 (Kafka
 // 4.x's form; FenceBrokerRecord is for metadata.version < 3.3-IV2).
-void append_fence_records(const metadata_image& image, int32_t id, int64_t epoch, record_list& records) {
+void append_fence_records(const metadata_image& image, const controller_options& options, int32_t id,
+                          int64_t epoch, record_list& records) {
   append_leader_and_isr_changes(
-      image, id, metadata::no_leader,
+      image, options, id, metadata::no_leader,
       [id](const metadata::partition_state& p) { return contains(p.isr, id); }, records);
   protocol::broker_registration_change_record change;
   change.broker_id = id;
@@ -759,21 +788,22 @@ void append_fence_records(const metadata_image& image, int32_t id, int64_t epoch
 
 // handleBrokerUnfenced: BrokerRegistrationChangeRecord Fenced = -1, then leaders for every leaderless
 // partition, the newly unfenced broker counting as active.
-void append_unfence_records(const metadata_image& image, int32_t id, int64_t epoch, record_list& records) {
+void append_unfence_records(const metadata_image& image, const controller_options& options, int32_t id,
+                            int64_t epoch, record_list& records) {
   protocol::broker_registration_change_record change;
   change.broker_id = id;
   change.broker_epoch = epoch;
   change.fenced = metadata::fencing_change_unfence;
   records.push_back(versioned(change, v0));
   append_leader_and_isr_changes(
-      image, metadata::no_leader, id,
+      image, options, metadata::no_leader, id,
       [](const metadata::partition_state& p) { return p.leader == metadata::no_leader; }, records);
 }
 
 // handleBrokerInControlledShutdown: InControlledShutdown = 1 (once), then off every ISR it can leave, its
 // leaderships moved to other active ISR members.
-void append_controlled_shutdown_records(const metadata_image& image, int32_t id, int64_t epoch,
-                                        record_list& records) {
+void append_controlled_shutdown_records(const metadata_image& image, const controller_options& options,
+                                        int32_t id, int64_t epoch, record_list& records) {
   auto broker = image.brokers.find(id);
   if (broker != image.brokers.end() && !broker->second.in_controlled_shutdown) {
     protocol::broker_registration_change_record change;
@@ -783,8 +813,21 @@ void append_controlled_shutdown_records(const metadata_image& image, int32_t id,
     records.push_back(versioned(change, controlled_shutdown_change_version));
   }
   append_leader_and_isr_changes(
-      image, id, metadata::no_leader,
+      image, options, id, metadata::no_leader,
       [id](const metadata::partition_state& p) { return contains(p.isr, id); }, records);
+}
+
+// handleBrokerUncleanShutdown (KIP-966): a broker that comes back without having shut down cleanly may have
+// lost the tail of its logs, so it leaves every ISR and ELR it is in and may not lead until it catches up.
+void append_unclean_shutdown_records(const metadata_image& image, const controller_options& options,
+                                     int32_t id, record_list& records) {
+  append_leader_and_isr_changes(
+      image, options, metadata::no_leader, metadata::no_leader,
+      [id](const metadata::partition_state& p) {
+        // A single replica has no better copy to wait for: it keeps its partition.
+        return p.replicas.size() > 1 && (contains(p.isr, id) || contains(p.eligible_leader_replicas, id));
+      },
+      records, id);
 }
 
 }  // namespace
@@ -792,7 +835,8 @@ void append_controlled_shutdown_records(const metadata_image& image, int32_t id,
 // ---------------------------------------------------------------------------------------------------------------
 // BrokerRegistration (ClusterControlManager.registerBroker)
 
-result<int64_t> quorum_controller::register_broker(const metadata::broker_registration& registration) {
+result<int64_t> quorum_controller::register_broker(const metadata::broker_registration& registration,
+                                                   int64_t previous_broker_epoch) {
   state& s = *_state;
   const metadata::metadata_image_ptr image = s.image;
   const int32_t id = registration.id;
@@ -869,12 +913,32 @@ result<int64_t> quorum_controller::register_broker(const metadata::broker_regist
   const bool new_incarnation =
       existing == image->brokers.end() || existing->second.incarnation_id != registration.incarnation_id;
   const bool unfence = record.fenced && s.options.unfence_on_registration;
-  record_list records{versioned(std::move(record), register_broker_record_version)};
+  // KIP-966: a new incarnation whose previous broker epoch is not the one it last registered with did not
+  // shut down cleanly (ClusterControlManager.registerBroker): it leaves the ISRs and ELRs first.
+  const bool unclean_shutdown =
+      existing != image->brokers.end() && new_incarnation && previous_broker_epoch != existing->second.epoch;
+  record_list records;
+  if (unclean_shutdown) {
+    append_unclean_shutdown_records(*image, s.options, id, records);
+    if (!records.empty()) {
+      subsystem_logger("controller")
+          ->info(
+              "broker {} registered after an unclean shutdown (previous epoch {}, last registered {}): "
+              "removed from {} ISR/ELR(s)",
+              id, previous_broker_epoch, existing->second.epoch, records.size());
+    }
+  }
+  records.push_back(versioned(std::move(record), register_broker_record_version));
   if (unfence) {
     // A single voter's broker has caught up with the metadata log as soon as it registers, so it is unfenced
     // in the same batch, as a heartbeat would (append_unfence_records: BrokerRegistrationChangeRecord v0
-    // Fenced = -1, and leaders for the leaderless partitions whose ISR holds it).
-    append_unfence_records(*image, id, epoch, records);
+    // Fenced = -1, and leaders for the leaderless partitions whose ISR holds it). After an unclean shutdown
+    // the elections must see the ISRs it left: the registration is committed first.
+    if (unclean_shutdown && records.size() > 1) {
+      if (auto st = s.commit(records); !st.ok()) return st;
+      records.clear();
+    }
+    append_unfence_records(*s.image, s.options, id, epoch, records);
   }
   if (auto st = s.commit(records); !st.ok()) return st;
   // A new incarnation's session starts afresh (ClusterControlManager.registerBroker drops the old one).
@@ -1522,13 +1586,13 @@ protocol::broker_heartbeat_response quorum_controller::broker_heartbeat(
       case broker_control_state::fenced:
       case broker_control_state::shutdown_now:
         // Kafka writes the fencing again for a fenced broker that shuts down; Mala writes nothing then.
-        if (!broker->second.fenced) append_fence_records(image, id, epoch, records);
+        if (!broker->second.fenced) append_fence_records(image, s.options, id, epoch, records);
         break;
       case broker_control_state::unfenced:
-        append_unfence_records(image, id, epoch, records);
+        append_unfence_records(image, s.options, id, epoch, records);
         break;
       case broker_control_state::controlled_shutdown:
-        append_controlled_shutdown_records(image, id, epoch, records);
+        append_controlled_shutdown_records(image, s.options, id, epoch, records);
         break;
     }
   }
@@ -1568,7 +1632,7 @@ void quorum_controller::fence_stale_brokers(int64_t now_ms) {
     auto broker = image->brokers.find(id);
     if (broker == image->brokers.end() || broker->second.fenced) continue;
     record_list records;
-    append_fence_records(*image, id, broker->second.epoch, records);
+    append_fence_records(*image, s.options, id, broker->second.epoch, records);
     if (auto st = s.commit(records); !st.ok()) {
       subsystem_logger("controller")
           ->error("cannot fence broker {} after its session timed out: {}", id, st.message);

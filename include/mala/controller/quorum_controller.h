@@ -131,8 +131,11 @@ class quorum_controller {
   // finalized feature within the broker's range (UNSUPPORTED_VERSION; a registration naming no
   // metadata.version range gets [minimum_metadata_version, bootstrap_metadata_version]), log dir ids not
   // reserved, not repeated, not another broker's (INVALID_REGISTRATION). Log dirs may be empty (new
-  // partitions then get MIGRATING directories). Returns the epoch.
-  result<int64_t> register_broker(const metadata::broker_registration& registration);
+  // partitions then get MIGRATING directories). A new incarnation whose `previous_broker_epoch` (the epoch in
+  // its clean-shutdown markers, -1 after a crash) is not its last registered epoch shut down uncleanly
+  // (KIP-966): it leaves every ISR and ELR first. Returns the epoch.
+  result<int64_t> register_broker(const metadata::broker_registration& registration,
+                                  int64_t previous_broker_epoch = -1);
 
   // CreateTopics (v2-newest): names checked (INVALID_TOPIC_EXCEPTION, incl. the '.'/'_' collision),
   // TOPIC_ALREADY_EXISTS, num_partitions / replication_factor -1 = the defaults, manual assignments

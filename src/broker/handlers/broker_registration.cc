@@ -36,7 +36,7 @@ broker_registration_handler::response broker_registration_handler::register_on_c
     resp.error_code = to_wire(error_code::inconsistent_cluster_id);
     return resp;
   }
-  auto epoch = c.register_broker(registration_of(req));
+  auto epoch = c.register_broker(registration_of(req), req.previous_broker_epoch);
   if (!epoch.ok()) {
     resp.error_code = to_wire(epoch.error().code);
   } else {

@@ -275,23 +275,29 @@ TEST_F(broker_lifecycle_test, session_timeout_fences_moves_leadership_and_shrink
   EXPECT_EQ(partition("t", 1).leader_epoch, 0);
   EXPECT_EQ(partition("t", 1).partition_epoch, 1);
   EXPECT_EQ(partition("t", 1).isr, (std::vector<int32_t>{2, 3}));
-  // 1 the last ISR member: no leader, the ISR keeps it.
+  // 1 the last ISR member: no leader; it waits in the ELR (KIP-966) and is the last known leader.
   EXPECT_EQ(partition("solo", 0).leader, metadata::no_leader);
   EXPECT_EQ(partition("solo", 0).leader_epoch, 1);
-  EXPECT_EQ(partition("solo", 0).isr, (std::vector<int32_t>{1}));
+  EXPECT_EQ(partition("solo", 0).isr, (std::vector<int32_t>{}));
+  EXPECT_EQ(partition("solo", 0).eligible_leader_replicas, (std::vector<int32_t>{1}));
+  EXPECT_EQ(partition("solo", 0).last_known_elr, (std::vector<int32_t>{1}));
 
   // Nothing more is stale; a second check writes nothing.
   const int64_t after = end_offset();
   _controller->fence_stale_brokers(9500);
   EXPECT_EQ(end_offset(), after);
 
-  // Broker 1 comes back: unfenced, and leads the leaderless partition whose ISR holds it again.
+  // Broker 1 comes back: unfenced, and leads the leaderless partition as its ELR member, which is the ISR
+  // again.
   auto r = heartbeat(1, 10000);
   EXPECT_FALSE(r.is_fenced);
   EXPECT_FALSE(broker(1).fenced);
   EXPECT_EQ(partition("solo", 0).leader, 1);
   EXPECT_EQ(partition("solo", 0).leader_epoch, 2);
   EXPECT_EQ(partition("solo", 0).isr, (std::vector<int32_t>{1}));
+  EXPECT_EQ(partition("solo", 0).eligible_leader_replicas, (std::vector<int32_t>{}));
+  EXPECT_EQ(partition("solo", 0).last_known_elr, (std::vector<int32_t>{}));
+  EXPECT_EQ(partition("solo", 0).leader_recovery_state, metadata::leader_recovered);
   // Partitions with a leader are left alone (the ISR grows back through AlterPartition).
   EXPECT_EQ(partition("t", 0).leader, 2);
   EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{2, 3}));
@@ -389,7 +395,8 @@ TEST_F(broker_lifecycle_test, controlled_shutdown_of_the_only_isr_member_leaves_
   auto r = heartbeat(1, 1000, std::nullopt, false, true);
   EXPECT_FALSE(r.should_shut_down);
   EXPECT_EQ(partition("t", 0).leader, metadata::no_leader);
-  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{1}));
+  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{}));
+  EXPECT_EQ(partition("t", 0).eligible_leader_replicas, (std::vector<int32_t>{1}));
   heartbeat(2, 1100);
   r = heartbeat(1, 1200, std::nullopt, false, true);
   EXPECT_TRUE(r.should_shut_down);
