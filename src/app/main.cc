@@ -20,6 +20,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "log_maintenance.h"
+#include "mala/broker/alter_partition_manager.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/broker_lifecycle.h"
 #include "mala/broker/controller_channel.h"
@@ -433,7 +434,10 @@ int main(int argc, char** argv) {
     fencing_timer.expires_after(std::chrono::milliseconds(250));
     fencing_timer.async_wait([&](const std::error_code& ec) {
       if (ec) return;
-      if (controller && controller->active()) controller->fence_stale_brokers(wall_clock_ms());
+      if (controller && controller->active()) {
+        controller->fence_stale_brokers(wall_clock_ms());
+        controller->elect_unclean_leaders();
+      }
       schedule_fencing();
     });
   };
@@ -482,6 +486,17 @@ int main(int argc, char** argv) {
     fetcher = std::make_unique<mala::broker::follower_fetcher>(shards.context(0), replicas, metadata,
                                                                std::move(fetcher_options));
   }
+  // Leaders change their ISRs through AlterPartition (only on a Raft quorum: a single node's replicas are
+  // their whole ISR).
+  std::unique_ptr<mala::broker::alter_partition_manager> isr_changes;
+  if (raft_quorum && config.has_role("broker") && lifecycle) {
+    mala::broker::alter_partition_manager_options isr_options;
+    isr_options.node_id = config.node_id();
+    isr_options.broker_epoch = [&lifecycle] { return lifecycle->broker_epoch(); };
+    isr_options.clock_ms = wall_clock_ms;
+    isr_changes = std::make_unique<mala::broker::alter_partition_manager>(
+        shards.context(0), replicas, metadata, *controller_link, std::move(isr_options));
+  }
   mala::broker::broker_dispatcher dispatcher(services);
   mala::net::server_limits limits{config.socket_request_max_bytes(), config.connections_max_idle_ms()};
   mala::net::kafka_server server(shards, dispatcher, limits);
@@ -515,6 +530,7 @@ int main(int argc, char** argv) {
       fencing_timer.cancel();
       if (lifecycle) lifecycle->stop();
       if (fetcher) fetcher->stop();
+      if (isr_changes) isr_changes->stop();
     };
     if (!raft) {
       stop_serving();
@@ -548,11 +564,13 @@ int main(int argc, char** argv) {
   }
   if (lifecycle) lifecycle->start();
   if (raft && fetcher) fetcher->start();
+  if (isr_changes) isr_changes->start();
   std::signal(SIGPIPE, SIG_IGN);
   shards.start();
   log->info("node {} ready with {} shard(s)", config.node_id(), shard_count);
   shards.join();
   fetcher.reset();
+  isr_changes.reset();
   groups = nullptr;
   group_driver.reset();
   if (lifecycle) broker_epoch = lifecycle->broker_epoch();

@@ -125,6 +125,7 @@ void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
       leadership.state.replicas = p.replicas;
       leadership.state.isr = p.isr;
       leadership.state.min_insync_replicas = min_isr;
+      leadership.state.leader_recovery_state = p.leader_recovery_state;
       leadership.log_config = log_config;
       auto applied = _replicas.apply_leadership(leadership);
       if (!applied) {

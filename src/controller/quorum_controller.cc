@@ -1498,6 +1498,165 @@ protocol::alter_configs_response quorum_controller::alter_configs(
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// AlterPartition (ReplicationControlManager.alterPartition): a partition leader changes its ISR (and clears
+// the RECOVERING state after an unclean election).
+
+namespace {
+
+// validateAlterPartitionData, in Kafka's order.
+error_code validate_alter_partition(
+    const metadata_image& image, int32_t broker_id, const metadata::partition_state& p,
+    const protocol::alter_partition_request::partition_data& data,
+    const std::vector<protocol::alter_partition_request::broker_state>& new_isr, int16_t version) {
+  auto log = subsystem_logger("controller");
+  // A leader ahead of the image: this controller is likely not the active one any more.
+  if (data.leader_epoch > p.leader_epoch || data.partition_epoch > p.partition_epoch) {
+    return error_code::not_controller;
+  }
+  if (data.leader_epoch < p.leader_epoch) return error_code::fenced_leader_epoch;
+  if (broker_id != p.leader) return error_code::invalid_request;
+  if (data.partition_epoch < p.partition_epoch) return error_code::invalid_update_version;
+  std::vector<int32_t> ids;
+  for (const auto& b : new_isr) {
+    if (!contains(p.replicas, b.broker_id) || contains(ids, b.broker_id)) return error_code::invalid_request;
+    ids.push_back(b.broker_id);
+  }
+  if (!contains(ids, p.leader)) return error_code::invalid_request;
+  if (data.leader_recovery_state == metadata::leader_recovering && ids.size() > 1) {
+    return error_code::invalid_request;
+  }
+  if (p.leader_recovery_state == metadata::leader_recovered &&
+      data.leader_recovery_state == metadata::leader_recovering) {
+    return error_code::invalid_request;
+  }
+  for (const auto& b : new_isr) {
+    auto reg = image.brokers.find(b.broker_id);
+    std::string why;
+    if (reg == image.brokers.end()) {
+      why = "not registered";
+    } else if (reg->second.in_controlled_shutdown) {
+      why = "shutting down";
+    } else if (reg->second.fenced) {
+      why = "fenced";
+    } else if (b.broker_epoch != -1 && b.broker_epoch != reg->second.epoch) {
+      why = "broker epoch mismatch: requested=" + std::to_string(b.broker_epoch) +
+            " VS expected=" + std::to_string(reg->second.epoch);
+    }
+    if (!why.empty()) {
+      log->info("rejecting AlterPartition from node {}: replica {} is ineligible for the ISR ({})", broker_id,
+                b.broker_id, why);
+      return version > 1 ? error_code::ineligible_replica : error_code::operation_not_attempted;
+    }
+  }
+  return error_code::none;
+}
+
+}  // namespace
+
+protocol::alter_partition_response quorum_controller::alter_partition(
+    const protocol::alter_partition_request& request, int16_t version) {
+  state& s = *_state;
+  const metadata::metadata_image_ptr image = s.image;
+  protocol::alter_partition_response response;
+  auto broker = image->brokers.find(request.broker_id);
+  if (broker == image->brokers.end() || broker->second.epoch != request.broker_epoch) {
+    response.error_code = to_wire(error_code::stale_broker_epoch);
+    return response;
+  }
+  record_list records;
+  // Partitions whose change is written: their answer is filled once the batch is committed.
+  struct written {
+    size_t topic_index;
+    size_t partition_index;
+    std::string topic;
+    int32_t partition;
+  };
+  std::vector<written> pending;
+  for (const auto& topic_data : request.topics) {
+    protocol::alter_partition_response::topic_data out_topic;
+    out_topic.topic_name = topic_data.topic_name;
+    out_topic.topic_id = topic_data.topic_id;
+    const metadata::topic_metadata* topic =
+        version > 1 ? image->find_topic(topic_data.topic_id) : image->find_topic(topic_data.topic_name);
+    for (const auto& data : topic_data.partitions) {
+      protocol::alter_partition_response::partition_data out;
+      out.partition_index = data.partition_index;
+      auto fail = [&](error_code code) {
+        out.error_code = to_wire(code);
+        out_topic.partitions.push_back(out);
+      };
+      if (!topic) {
+        fail(version > 1 ? error_code::unknown_topic_id : error_code::unknown_topic_or_partition);
+        continue;
+      }
+      if (data.partition_index < 0 ||
+          data.partition_index >= static_cast<int32_t>(topic->partitions.size())) {
+        fail(error_code::unknown_topic_or_partition);
+        continue;
+      }
+      const metadata::partition_state& p = topic->partitions[static_cast<size_t>(data.partition_index)];
+      std::vector<protocol::alter_partition_request::broker_state> new_isr = data.new_isr_with_epochs;
+      if (version < 3) {
+        new_isr.clear();
+        for (int32_t id : data.new_isr) new_isr.push_back({id, -1});
+      }
+      if (auto e = validate_alter_partition(*image, request.broker_id, p, data, new_isr, version);
+          e != error_code::none) {
+        fail(e);
+        continue;
+      }
+      const election_rules rules = election_rules_for(*image, topic->name, s.options);
+      partition_change_request change_request;
+      change_request.topic_id = topic->id;
+      for (const auto& b : new_isr) change_request.target_isr.push_back(b.broker_id);
+      change_request.acceptable_leader = [&](int32_t r) { return is_active(*image, r); };
+      change_request.min_insync_replicas = effective_min_isr(rules, p);
+      if (rules.unclean_leader_election) change_request.election = election_type::unclean;
+      change_request.target_leader_recovery_state = data.leader_recovery_state;
+      partition_change change = build_partition_change(p, change_request);
+      if (change.record) {
+        if (change.leader != p.leader) {
+          // The leader may not change its own leadership through AlterPartition (only a completed
+          // reassignment does that in Kafka; Mala has none): refuse rather than write it.
+          fail(version > 1 ? error_code::new_leader_elected : error_code::fenced_leader_epoch);
+          continue;
+        }
+        records.push_back(versioned(std::move(*change.record), partition_change_record_version));
+      }
+      pending.push_back({response.topics.size(), out_topic.partitions.size(), topic->name, p.partition});
+      out_topic.partitions.push_back(out);
+    }
+    response.topics.push_back(std::move(out_topic));
+  }
+  if (auto st = s.commit(records); !st.ok()) {
+    response.error_code = to_wire(st.code == error_code::not_controller ? error_code::not_controller
+                                                                        : error_code::unknown_server_error);
+    return response;
+  }
+  // The state after the change (or as it was, when nothing changed).
+  for (const written& w : pending) {
+    const metadata::topic_metadata* topic = s.image->find_topic(w.topic);
+    auto& out = response.topics[w.topic_index].partitions[w.partition_index];
+    if (!topic || w.partition >= static_cast<int32_t>(topic->partitions.size())) {
+      out.error_code = to_wire(error_code::unknown_topic_or_partition);
+      continue;
+    }
+    const metadata::partition_state& p = topic->partitions[static_cast<size_t>(w.partition)];
+    out.error_code = 0;
+    out.leader_id = p.leader;
+    out.leader_epoch = p.leader_epoch;
+    out.isr = p.isr;
+    out.leader_recovery_state = p.leader_recovery_state;
+    out.partition_epoch = p.partition_epoch;
+  }
+  if (!records.empty()) {
+    subsystem_logger("controller")
+        ->info("node {} altered the ISR of {} partition(s)", request.broker_id, records.size());
+  }
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // AllocateProducerIds (ProducerIdControlManager.generateNextProducerId, KIP-730)
 
 result<producer_id_block> quorum_controller::allocate_producer_ids(int32_t broker_id, int64_t broker_epoch) {
@@ -1641,6 +1800,27 @@ void quorum_controller::fence_stale_brokers(int64_t now_ms) {
     subsystem_logger("controller")
         ->info("fenced broker {} because its session has timed out ({} record(s))", id, records.size());
     s.sessions().fenced(id);
+  }
+}
+
+void quorum_controller::elect_unclean_leaders() {
+  state& s = *_state;
+  const metadata::metadata_image_ptr image = s.image;
+  record_list records;
+  for (const auto& [name, topic] : image->topics) {
+    bool leaderless = false;
+    for (const auto& p : topic.partitions) leaderless = leaderless || p.leader == metadata::no_leader;
+    if (!leaderless || !election_rules_for(*image, name, s.options).unclean_leader_election) continue;
+    for (const auto& p : topic.partitions) {
+      if (p.leader != metadata::no_leader) continue;
+      if (auto change = leader_and_isr_change(*image, s.options, name, topic.id, p, metadata::no_leader,
+                                              metadata::no_leader))
+        records.push_back(versioned(std::move(*change), partition_change_record_version));
+    }
+  }
+  if (records.empty()) return;
+  if (auto st = s.commit(records); !st.ok()) {
+    subsystem_logger("controller")->error("cannot write the unclean leader elections: {}", st.message);
   }
 }
 

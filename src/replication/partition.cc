@@ -14,6 +14,8 @@ std::string describe(const storage::topic_partition& tp) {
   return tp.topic + "-" + std::to_string(tp.partition);
 }
 
+constexpr int8_t storage_leader_recovering = 1;  // LeaderRecoveryState.RECOVERING
+
 bool contains(const std::vector<int32_t>& ids, int32_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
@@ -148,6 +150,12 @@ result<state_change> partition::make_leader(const partition_state& state) {
     }
   }
   _followers = std::move(followers);
+  if (_has_state && state.partition_epoch > _state.partition_epoch) {
+    // The metadata moved on: whatever change was in flight is answered by it (Kafka drops the pending state).
+    _isr_change_in_flight = false;
+  }
+  if (new_leader || new_epoch) _isr_change_in_flight = false;
+  _isr_change_waits_for_metadata = false;
   _state = state;
   _is_leader = true;
   _has_state = true;
@@ -170,6 +178,7 @@ result<state_change> partition::make_follower(const partition_state& state) {
   _has_state = true;
   _followers.clear();
   _leader_epoch_start_offset.reset();
+  _isr_change_in_flight = false;
   subsystem_logger("replication")
       ->info("{}: follower of {} at epoch {} (partition epoch {}), log end {}, hw {}",
              describe(topic_partition()), state.leader, state.leader_epoch, state.partition_epoch,
@@ -517,6 +526,88 @@ status partition::update_follower_fetch_state(const follower_fetch& fetch) {
     fire(std::move(fetches), error_code::none);
   }
   return status::success();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// ISR changes.
+
+std::optional<isr_change_proposal> partition::propose_isr_change(
+    int64_t now, const std::function<bool(int32_t)>& eligible) {
+  if (!_is_leader) return std::nullopt;
+  // Which followers may count for the high watermark outside the ISR (Kafka's isReplicaIsrEligible), and
+  // the high watermark itself: a follower's caught-up time runs out without any event.
+  for (follower_state& f : _followers) f.isr_eligible = !eligible || eligible(f.replica_id);
+  if (maybe_increment_high_watermark(now)) {
+    auto fetches = _data_waiters.take_all();
+    complete_waiters();
+    fire(std::move(fetches), error_code::none);
+  }
+  if (_isr_change_in_flight || _isr_change_waits_for_metadata) return std::nullopt;
+  const int64_t leader_end = _log->log_end_offset();
+  std::vector<int32_t> new_isr;
+  for (int32_t id : _state.isr) {
+    if (id == _options.local_replica_id) {
+      new_isr.push_back(id);
+      continue;
+    }
+    const follower_state* f = follower(id);
+    // Kafka's getOutOfSyncReplicas: not caught up within replica.lag.time.max.ms.
+    if (f && is_caught_up(*f, leader_end, now, _options.replica_lag_time_max_ms)) new_isr.push_back(id);
+  }
+  const bool recovering = _state.leader_recovery_state == storage_leader_recovering;
+  if (!recovering) {
+    // Kafka's isFollowerInSync: at the high watermark and within this leader epoch.
+    for (const follower_state& f : _followers) {
+      if (contains(new_isr, f.replica_id) || f.log_end_offset < 0) continue;
+      if (f.log_end_offset < _high_watermark) continue;
+      if (_leader_epoch_start_offset && f.log_end_offset < *_leader_epoch_start_offset) continue;
+      if (!f.isr_eligible) continue;
+      new_isr.push_back(f.replica_id);
+    }
+  }
+  if (!contains(new_isr, _options.local_replica_id))
+    new_isr.insert(new_isr.begin(), _options.local_replica_id);
+  std::vector<int32_t> sorted_new = new_isr, sorted_old = _state.isr;
+  std::sort(sorted_new.begin(), sorted_new.end());
+  std::sort(sorted_old.begin(), sorted_old.end());
+  if (sorted_new == sorted_old && !recovering) return std::nullopt;
+  if (recovering) new_isr = sorted_old.empty() ? std::vector<int32_t>{_options.local_replica_id} : _state.isr;
+  _isr_change_in_flight = true;
+  subsystem_logger("replication")
+      ->info("{}: asking the controller to change the ISR from {} to {}{} (partition epoch {})",
+             describe(topic_partition()), ids_string(_state.isr), ids_string(new_isr),
+             recovering ? " and mark the leader recovered" : "", _state.partition_epoch);
+  return isr_change_proposal{_state.leader_epoch, _state.partition_epoch, std::move(new_isr),
+                             /*leader_recovery_state=*/0};
+}
+
+void partition::isr_change_answered(const isr_change_answer& answer, int64_t now) {
+  if (!_isr_change_in_flight) return;
+  _isr_change_in_flight = false;
+  if (answer.error != error_code::none) {
+    if (answer.error == error_code::fenced_leader_epoch ||
+        answer.error == error_code::invalid_update_version ||
+        answer.error == error_code::new_leader_elected) {
+      _isr_change_waits_for_metadata = true;
+    }
+    subsystem_logger("replication")
+        ->info("{}: ISR change refused: {}", describe(topic_partition()), error_name(answer.error));
+    return;
+  }
+  if (!_is_leader || answer.leader_epoch != _state.leader_epoch ||
+      answer.partition_epoch <= _state.partition_epoch) {
+    return;  // the metadata got here first (or leadership moved)
+  }
+  _state.isr = answer.isr;
+  _state.partition_epoch = answer.partition_epoch;
+  _state.leader_recovery_state = answer.leader_recovery_state;
+  subsystem_logger("replication")
+      ->info("{}: ISR is now {} (partition epoch {})", describe(topic_partition()), ids_string(_state.isr),
+             _state.partition_epoch);
+  maybe_increment_high_watermark(now);
+  auto fetches = _data_waiters.take_all();
+  complete_waiters();
+  fire(std::move(fetches), error_code::none);
 }
 
 result<delete_records_outcome> partition::delete_records(int64_t offset) {

@@ -31,6 +31,8 @@
 #include "mala/metadata/metadata_image.h"
 #include "mala/protocol/messages/alter_configs_request.h"
 #include "mala/protocol/messages/alter_configs_response.h"
+#include "mala/protocol/messages/alter_partition_request.h"
+#include "mala/protocol/messages/alter_partition_response.h"
 #include "mala/protocol/messages/broker_heartbeat_request.h"
 #include "mala/protocol/messages/broker_heartbeat_response.h"
 #include "mala/protocol/messages/create_partitions_request.h"
@@ -166,6 +168,18 @@ class quorum_controller {
   // AllocateProducerIds: the next block of producer_id_block_size ids (ProducerIdsRecord).
   result<producer_id_block> allocate_producer_ids(int32_t broker_id, int64_t broker_epoch);
 
+  // AlterPartition (ReplicationControlManager.alterPartition): a partition leader shrinks or expands its ISR,
+  // or marks itself recovered after an unclean election. STALE_BROKER_EPOCH for the whole request when the
+  // broker epoch is not the registered one; per partition, in Kafka's order: UNKNOWN_TOPIC_ID (v2+, by id) /
+  // UNKNOWN_TOPIC_OR_PARTITION, NOT_CONTROLLER when the leader is ahead of this image, FENCED_LEADER_EPOCH,
+  // INVALID_REQUEST (not the leader, an ISR that is not a subset of the replicas or lacks the leader, a
+  // recovering leader with more than itself), INVALID_UPDATE_VERSION (an older partition epoch),
+  // INELIGIBLE_REPLICA (a member fenced, shutting down, unregistered or of another broker epoch). Each
+  // accepted change is a PartitionChangeRecord (ELR kept by partition_change); the answer carries the
+  // partition's state after it, its new partition epoch included.
+  protocol::alter_partition_response alter_partition(const protocol::alter_partition_request& request,
+                                                     int16_t version);
+
   // --- Broker lifecycle (Kafka 4.x's ClusterControlManager / BrokerHeartbeatManager /
   // ReplicationControlManager). Heartbeat times are in memory only; every change is written as records.
 
@@ -185,6 +199,11 @@ class quorum_controller {
   // it a new leader from the active ISR members and the ISR without it, unless it is the last ISR member
   // (then the partition keeps it in the ISR with no leader, -1). A broker never heard from starts its session
   // at the first check. Called periodically by the active controller.
+  // Leaderless partitions of topics whose unclean.leader.election.enable is true (topic, broker or cluster
+  // level, changeable live) get an unclean election (any live replica; the ISR becomes just it, RECOVERING;
+  // logged as a possible loss). Kafka runs this when the config changes and periodically; the node calls it
+  // with the fencing check, every 250 ms.
+  void elect_unclean_leaders();
   void fence_stale_brokers(int64_t now_ms);
   // Starts every registered broker's session afresh at now_ms: call when this controller becomes active, so
   // that brokers get a full session timeout to find it (ClusterControlManager.activate).

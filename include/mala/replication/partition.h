@@ -6,9 +6,10 @@
 // follower fetches move the high watermark. The rules themselves are pure functions in replica_rules.h; this
 // class applies them to a log.
 //
-// Followers: make_follower records the new leader and state; the fetcher that finds the divergence point and
-// feeds truncate_to / append_as_follower / update_high_watermark_from_leader comes with the follower
-// fetchers. ISR changes (AlterPartition) are not sent from here yet: the ISR is whatever the metadata says.
+// Followers: make_follower records the new leader and state; the broker's follower fetcher finds the
+// divergence point and feeds truncate_to / append_as_follower / update_high_watermark_from_leader. ISR
+// changes: the leader proposes them (propose_isr_change), the broker sends them to the controller with
+// AlterPartition and hands the answer back (isr_change_answered).
 //
 // Idempotent producers (storage::producer_state_manager): the state is loaded when the partition is created
 // (latest <offset>.snapshot in the partition directory, then a replay of the log after it). A leader append
@@ -52,7 +53,25 @@ struct partition_state {
   int32_t partition_epoch = 0;
   std::vector<int32_t> replicas;
   std::vector<int32_t> isr;
-  int32_t min_insync_replicas = 1;  // min.insync.replicas of the topic
+  int32_t min_insync_replicas = 1;   // min.insync.replicas of the topic
+  int8_t leader_recovery_state = 0;  // 1: RECOVERING after an unclean election (KIP-704)
+};
+
+// An ISR change the leader asks the controller for (one partition of an AlterPartition request).
+struct isr_change_proposal {
+  int32_t leader_epoch = 0;
+  int32_t partition_epoch = 0;
+  std::vector<int32_t> new_isr;
+  int8_t leader_recovery_state = 0;  // always RECOVERED: the leader's log is its own, it recovered at load
+};
+
+// The controller's answer for one partition: none with the state it wrote, or the error.
+struct isr_change_answer {
+  error_code error = error_code::none;
+  int32_t leader_epoch = 0;
+  int32_t partition_epoch = 0;
+  std::vector<int32_t> isr;
+  int8_t leader_recovery_state = 0;
 };
 
 struct partition_options {
@@ -224,6 +243,25 @@ class partition {
   // wake waiters. NOT_LEADER_OR_FOLLOWER if not leader or not a follower of this partition.
   status update_follower_fetch_state(const follower_fetch& fetch);
 
+  // ISR changes (Kafka's Partition.maybeShrinkIsr / maybeExpandIsr / prepareIsrShrink / prepareIsrExpand):
+  // the change to send now, if any, with nothing else in flight. Out of the ISR: followers not caught up
+  // within replica.lag.time.max.ms (is_caught_up). Into it: followers outside the ISR whose log end has
+  // reached the high watermark and the start of this leader epoch, and that `eligible` accepts (registered,
+  // unfenced, not shutting down). A leader in RECOVERING state also asks to be RECOVERED. While a change is
+  // in flight the ISR the high watermark uses stays the committed one (a shrink is not assumed before the
+  // controller wrote it). Each call also records `eligible` per follower (an ineligible follower outside the
+  // ISR no longer holds the high watermark back) and recomputes the high watermark (a follower's caught-up
+  // time runs out without any event), firing the waiters it satisfies. Nothing on a follower.
+  std::optional<isr_change_proposal> propose_isr_change(int64_t now_ms,
+                                                        const std::function<bool(int32_t)>& eligible);
+  // The answer to the change in flight: on success the ISR, partition epoch and recovery state are taken
+  // (unless the metadata already brought a newer partition epoch), the high watermark recomputed and waiters
+  // fired; on an error the change is dropped (the next proposal retries; FENCED_LEADER_EPOCH,
+  // INVALID_UPDATE_VERSION and NEW_LEADER_ELECTED wait for the next metadata instead).
+  void isr_change_answered(const isr_change_answer& answer, int64_t now_ms);
+  bool isr_change_in_flight() const { return _isr_change_in_flight; }
+  int8_t leader_recovery_state() const { return _state.leader_recovery_state; }
+
   // DeleteRecords on the leader: raise the log start offset to `offset` (-1: to the high watermark).
   // OFFSET_OUT_OF_RANGE below 0 or beyond the high watermark, POLICY_VIOLATION on a compact-only topic,
   // NOT_LEADER_OR_FOLLOWER on a follower.
@@ -272,6 +310,9 @@ class partition {
   std::shared_ptr<storage::producer_state_manager> _producers;
   status _load_status;
   int64_t _last_producer_expiry_check_ms = 0;
+  bool _isr_change_in_flight = false;
+  // Set by an answer that needs new metadata before another change (cleared by make_leader).
+  bool _isr_change_waits_for_metadata = false;
 };
 
 }  // namespace mala::replication

@@ -38,7 +38,7 @@ struct follower_state {
   int64_t last_fetch_time_ms = 0;
   int64_t last_fetch_leader_log_end_offset = -1;  // the leader's log end offset when that fetch was read
   // Whether the broker may join the ISR (Kafka's isReplicaIsrEligible: not fenced, not shutting down,
-  // matching broker epoch). Always true until the metadata image tracks broker state for replication.
+  // matching broker epoch), refreshed from the metadata by partition::propose_isr_change.
   bool isr_eligible = true;
   friend bool operator==(const follower_state&, const follower_state&) = default;
 };

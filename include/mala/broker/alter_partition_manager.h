@@ -1,0 +1,65 @@
+// The leader side of ISR changes (Kafka's AlterPartitionManager plus the ISR expiration and expansion checks
+// of ReplicaManager): every `interval_ms` each partition this node leads is asked for an ISR change
+// (replication::partition::propose_isr_change: shrink the followers that fell behind for
+// replica.lag.time.max.ms, expand those that caught up, clear RECOVERING), the changes go to the active
+// controller in one AlterPartition v3 request (through the controller channel: the local active controller,
+// or forwarded to its CONTROLLER listener), and each partition gets its answer
+// (partition::isr_change_answered). At most one change per partition is in flight; a failed request fails
+// all of its changes, which the next round proposes again.
+//
+// A follower's eligibility for the ISR comes from the metadata image: registered, unfenced, not in
+// controlled shutdown (Kafka's isReplicaIsrEligible), sent with its broker epoch so the controller can refuse
+// a replica that restarted since (INELIGIBLE_REPLICA).
+//
+// Threads: runs on the replicas' home shard (shard 0); stop() before that io_context stops.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
+
+#include "mala/broker/controller_channel.h"
+#include "mala/metadata/metadata_image.h"
+#include "mala/replication/replica_manager.h"
+
+namespace mala::broker {
+
+struct alter_partition_manager_options {
+  int32_t node_id = 0;
+  int32_t interval_ms = 250;
+  // This broker's epoch (from its registration); < 0 while not registered (nothing is sent).
+  std::function<int64_t()> broker_epoch;
+  std::function<int64_t()> clock_ms;  // wall clock; the system clock when unset
+};
+
+class alter_partition_manager {
+ public:
+  alter_partition_manager(asio::io_context& io, replication::replica_manager& replicas,
+                          const metadata::metadata_cache& metadata, controller_channel& controller,
+                          alter_partition_manager_options options);
+  alter_partition_manager(const alter_partition_manager&) = delete;
+  alter_partition_manager& operator=(const alter_partition_manager&) = delete;
+
+  void start();
+  void stop();
+
+ private:
+  struct shared_state {
+    bool stopped = false;
+  };
+  asio::awaitable<void> run(std::shared_ptr<shared_state> state);
+  asio::awaitable<void> send_round();
+  int64_t now_ms() const;
+
+  asio::io_context& _io;
+  replication::replica_manager& _replicas;
+  const metadata::metadata_cache& _metadata;
+  controller_channel& _controller;
+  alter_partition_manager_options _options;
+  std::shared_ptr<shared_state> _state;
+};
+
+}  // namespace mala::broker
