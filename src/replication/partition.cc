@@ -558,7 +558,8 @@ std::optional<isr_change_proposal> partition::propose_isr_change(
   if (!recovering) {
     // Kafka's isFollowerInSync: at the high watermark and within this leader epoch.
     for (const follower_state& f : _followers) {
-      if (contains(new_isr, f.replica_id) || f.log_end_offset < 0) continue;
+      // Only replicas outside the committed ISR join: one just found out of sync is not taken back.
+      if (contains(_state.isr, f.replica_id) || f.log_end_offset < 0) continue;
       if (f.log_end_offset < _high_watermark) continue;
       if (_leader_epoch_start_offset && f.log_end_offset < *_leader_epoch_start_offset) continue;
       if (!f.isr_eligible) continue;

@@ -584,5 +584,86 @@ TEST_F(partition_test, stop_fails_every_waiter) {
   EXPECT_FALSE(p.is_leader());
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// ISR changes proposed by the leader (Partition.maybeShrinkIsr / maybeExpandIsr).
+
+const std::function<bool(int32_t)> everyone = [](int32_t) { return true; };
+
+TEST_F(partition_test, a_follower_behind_for_the_lag_time_is_proposed_out_of_the_isr) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2, 3}, {self, 2, 3}, 2)).ok());
+  append_ok(p, 4, 1);
+  follower_fetches(p, 2, 4);
+  follower_fetches(p, 3, 0);
+  EXPECT_FALSE(p.propose_isr_change(_now, everyone));  // within replica.lag.time.max.ms: nothing
+  _now += 30'001;
+  follower_fetches(p, 2, 4);
+  auto proposal = p.propose_isr_change(_now, everyone);
+  ASSERT_TRUE(proposal);
+  EXPECT_EQ(proposal->new_isr, (std::vector<int32_t>{self, 2}));
+  EXPECT_EQ(proposal->leader_epoch, 1);
+  EXPECT_EQ(proposal->partition_epoch, 1);
+  // One change in flight at a time; the ISR the high watermark uses is the committed one until the answer.
+  EXPECT_TRUE(p.isr_change_in_flight());
+  EXPECT_FALSE(p.propose_isr_change(_now, everyone));
+  EXPECT_EQ(p.high_watermark(), 0);
+  p.isr_change_answered({error_code::none, 1, 2, {self, 2}, 0}, _now);
+  EXPECT_EQ(p.isr(), (std::vector<int32_t>{self, 2}));
+  EXPECT_EQ(p.partition_epoch(), 2);
+  EXPECT_EQ(p.high_watermark(), 4);  // replica 3 no longer holds it back
+}
+
+TEST_F(partition_test, a_caught_up_follower_outside_the_isr_is_proposed_in_when_eligible) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2, 3}, {self, 2}, 2)).ok());
+  append_ok(p, 3, 1);
+  follower_fetches(p, 2, 3);
+  EXPECT_EQ(p.high_watermark(), 3);
+  follower_fetches(p, 3, 1);  // below the high watermark: not in sync yet
+  EXPECT_FALSE(p.propose_isr_change(_now, everyone));
+  follower_fetches(p, 3, 3);
+  EXPECT_FALSE(p.propose_isr_change(_now, [](int32_t id) { return id != 3; }));  // fenced: not eligible
+  auto proposal = p.propose_isr_change(_now, everyone);
+  ASSERT_TRUE(proposal);
+  EXPECT_EQ(proposal->new_isr, (std::vector<int32_t>{self, 2, 3}));
+  // A refusal that needs new metadata: no new proposal until the metadata moves.
+  p.isr_change_answered({error_code::invalid_update_version, 0, 0, {}, 0}, _now);
+  EXPECT_FALSE(p.isr_change_in_flight());
+  EXPECT_FALSE(p.propose_isr_change(_now, everyone));
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2, 3}, {self, 2}, 2, 1, 3)).ok());
+  EXPECT_TRUE(p.propose_isr_change(_now, everyone));
+}
+
+TEST_F(partition_test, an_ineligible_follower_outside_the_isr_stops_holding_the_high_watermark_back) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2, 3}, {self, 2}, 2)).ok());
+  append_ok(p, 2, 1);
+  follower_fetches(p, 3, 2);  // caught up outside the ISR: counted (it is about to join)
+  follower_fetches(p, 2, 2);
+  append_ok(p, 2, 1);
+  follower_fetches(p, 2, 4);
+  EXPECT_EQ(p.high_watermark(), 2);  // 3 is caught up within the lag time and still at 2
+  // 3 shuts down (in controlled shutdown in the metadata): no longer eligible, no longer counted.
+  EXPECT_FALSE(p.propose_isr_change(_now, [](int32_t id) { return id != 3; }));
+  EXPECT_EQ(p.high_watermark(), 4);
+}
+
+TEST_F(partition_test, a_recovering_leader_asks_to_be_recovered) {
+  auto& p = make();
+  auto state = leader_state({self, 2, 3}, {self}, 1);
+  state.leader_recovery_state = 1;
+  ASSERT_TRUE(p.make_leader(state).ok());
+  follower_fetches(p, 2, 0);
+  auto proposal = p.propose_isr_change(_now, everyone);
+  ASSERT_TRUE(proposal);
+  EXPECT_EQ(proposal->new_isr, (std::vector<int32_t>{self}));  // not expanded while recovering
+  EXPECT_EQ(proposal->leader_recovery_state, 0);
+  p.isr_change_answered({error_code::none, 1, 2, {self}, 0}, _now);
+  EXPECT_EQ(p.leader_recovery_state(), 0);
+  auto next = p.propose_isr_change(_now, everyone);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->new_isr, (std::vector<int32_t>{self, 2}));
+}
+
 }  // namespace
 }  // namespace mala::replication
