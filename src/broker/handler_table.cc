@@ -8,6 +8,7 @@
 
 #include "handlers/allocate_producer_ids.h"
 #include "handlers/alter_partition.h"
+#include "handlers/elect_leaders.h"
 #include "handlers/alter_configs.h"
 #include "handlers/api_versions.h"
 #include "handlers/begin_quorum_epoch.h"
@@ -157,6 +158,7 @@ handler_table::handler_table() {
       entry<handlers::broker_heartbeat_handler>("BrokerHeartbeat"),
       entry<handlers::allocate_producer_ids_handler>("AllocateProducerIds"),
       entry<handlers::alter_partition_handler>("AlterPartition"),
+      entry<handlers::elect_leaders_handler>("ElectLeaders"),
   };
   std::sort(_entries.begin(), _entries.end(),
             [](const handler_entry& a, const handler_entry& b) { return a.api_key < b.api_key; });

@@ -1657,6 +1657,86 @@ protocol::alter_partition_response quorum_controller::alter_partition(
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// ElectLeaders (ReplicationControlManager.electLeaders): a preferred election moves leadership to the first
+// replica when it is in sync and alive; an unclean one elects a leader for a leaderless partition, from
+// outside the ISR if it must.
+
+protocol::elect_leaders_response quorum_controller::elect_leaders(
+    const protocol::elect_leaders_request& request, int16_t version) {
+  state& s = *_state;
+  const metadata::metadata_image_ptr image = s.image;
+  const bool unclean = version > 0 && request.election_type == 1;
+  protocol::elect_leaders_response response;
+  // Every partition when the request names none (kafka-leader-election --all-topic-partitions).
+  std::vector<std::pair<std::string, std::vector<int32_t>>> wanted;
+  if (!request.topic_partitions) {
+    for (const auto& [name, topic] : image->topics) {
+      std::vector<int32_t> ids;
+      for (const auto& p : topic.partitions) ids.push_back(p.partition);
+      wanted.emplace_back(name, std::move(ids));
+    }
+  } else {
+    for (const auto& t : *request.topic_partitions) wanted.emplace_back(t.topic, t.partitions);
+  }
+  record_list records;
+  for (const auto& [name, ids] : wanted) {
+    protocol::elect_leaders_response::replica_election_result result;
+    result.topic = name;
+    const metadata::topic_metadata* topic = image->find_topic(name);
+    for (int32_t id : ids) {
+      protocol::elect_leaders_response::partition_result_data out;
+      out.partition_id = id;
+      auto answer = [&](error_code code, std::string message) {
+        out.error_code = to_wire(code);
+        out.error_message =
+            code == error_code::none ? std::nullopt : std::optional<std::string>(std::move(message));
+        result.partition_result.push_back(out);
+      };
+      if (!topic || id < 0 || id >= static_cast<int32_t>(topic->partitions.size())) {
+        answer(error_code::unknown_topic_or_partition, "The partition does not exist.");
+        continue;
+      }
+      const metadata::partition_state& p = topic->partitions[static_cast<size_t>(id)];
+      if (!unclean && !p.replicas.empty() && p.leader == p.replicas.front()) {
+        answer(error_code::election_not_needed, "The preferred replica is already the leader.");
+        continue;
+      }
+      if (unclean && p.leader != metadata::no_leader) {
+        answer(error_code::election_not_needed, "The partition has a leader.");
+        continue;
+      }
+      const election_rules rules = election_rules_for(*image, name, s.options);
+      partition_change_request change_request;
+      change_request.topic_id = topic->id;
+      change_request.target_isr = p.isr;
+      change_request.acceptable_leader = [&](int32_t r) { return is_active(*image, r); };
+      change_request.min_insync_replicas = effective_min_isr(rules, p);
+      change_request.election = unclean ? election_type::unclean : election_type::preferred;
+      partition_change change = build_partition_change(p, change_request);
+      if (!change.record || change.record->leader == metadata::no_leader_change ||
+          change.leader == metadata::no_leader) {
+        answer(
+            unclean ? error_code::eligible_leaders_not_available : error_code::preferred_leader_not_available,
+            unclean ? "No live replica can lead." : "The preferred replica is not in the ISR or not alive.");
+        continue;
+      }
+      log_election(name, p, change);
+      records.push_back(versioned(std::move(*change.record), partition_change_record_version));
+      answer(error_code::none, "");
+    }
+    response.replica_election_results.push_back(std::move(result));
+  }
+  if (auto st = s.commit(records); !st.ok()) {
+    const error_code code =
+        st.code == error_code::not_controller ? error_code::not_controller : error_code::unknown_server_error;
+    for (auto& r : response.replica_election_results)
+      for (auto& p : r.partition_result)
+        if (p.error_code == 0) p.error_code = to_wire(code);
+  }
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // AllocateProducerIds (ProducerIdControlManager.generateNextProducerId, KIP-730)
 
 result<producer_id_block> quorum_controller::allocate_producer_ids(int32_t broker_id, int64_t broker_epoch) {

@@ -144,6 +144,28 @@ def test_isr_shrinks_when_a_follower_dies_and_expands_when_it_returns(fast_clust
     consumed = rdkafka_consume(c.bootstrap_of(leader), topic, {0: 0}, count=21, timeout=30)
     assert [v for _, _, _, v in consumed] == [f"before-{i}" for i in range(20)] + ["with-two"]
 
+    # The preferred leader (the first replica) is killed: leadership moves; back in the ISR it does not lead
+    # again until kafka-leader-election --election-type preferred moves it back.
+    preferred = view["replicas"][0]
+    c.kill(preferred)
+    others = [i for i in c.ids if i != preferred]
+    c.wait_until(lambda: partition_view(c, topic, 0, via=others[0])["leader"] in others, timeout=15, interval=0.2,
+                 what="a new leader after the preferred one died")
+    c.start(preferred)
+    c.wait_until(lambda: len(partition_view(c, topic, 0, via=others[0])["isr"]) == 3, timeout=30, interval=0.2,
+                 what=f"node {preferred} back in the ISR")
+    assert partition_view(c, topic, 0, via=others[0])["leader"] != preferred
+    out = tool_batch(("org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server", c.bootstrap,
+                      "--election-type", "preferred", "--topic", topic, "--partition", "0"),
+                     ("org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server", c.bootstrap,
+                      "--election-type", "preferred", "--all-topic-partitions"))
+    print(step_ok(out[0]))
+    assert f"Successfully completed leader election (PREFERRED) for partitions {topic}-0" in out[0]["stdout"]
+    print(out[1]["stdout"], out[1]["stderr"])
+    assert f"Valid replica already elected for partitions {topic}-0" in out[1]["stdout"]
+    c.wait_until(lambda: partition_view(c, topic, 0, via=preferred)["leader"] == preferred, timeout=10,
+                 interval=0.2, what="the preferred replica leading again")
+
 
 def test_both_followers_down_refuses_acks_all_and_hides_acks_1_until_one_returns(five_nodes):
     """Strict min ISR: with both followers gone, acks=all gets NOT_ENOUGH_REPLICAS, an acks=1 write is appended
@@ -376,3 +398,67 @@ def test_leaders_killed_under_load_lose_no_acknowledged_record(fast_cluster):
         seq = int(v.split(":")[1])
         assert seq > last.get(k, -1), f"key {k} out of order at {p}@{o}: {seq} after {last.get(k)}"
         last[k] = seq
+
+
+def test_a_whole_cluster_killed_and_restarted_keeps_every_acknowledged_record_and_committed_offset(fast_cluster):
+    """kill -9 of all three nodes at once (no clean shutdown anywhere: every replica registers again as uncleanly
+    shut down and leaves its ISRs and ELRs; the last known leader brings each partition back), then a restart of
+    all three: every record acknowledged with acks=all and min ISR 2 is read back, and the group's committed
+    offsets are still there."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = fast_cluster
+    topic = "crash-all"
+    create_replicated_topic(c, topic, 3)
+    load = KeyedLoad(c.bootstrap, topic)
+    load.start()
+    c.wait_until(lambda: len(load.acked) > 2000, timeout=60, interval=0.2, what="2000 acknowledged records")
+    assert load.stop() == 0 and not load.errors
+    group = "crash-all-readers"
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "socket.timeout.ms": 10000})
+    commits = [TopicPartition(topic, p, 10 + p) for p in range(3)]
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            consumer.commit(offsets=commits, asynchronous=False)
+            break
+        except Exception as e:  # noqa: BLE001 - the coordinator may still be loading
+            if time.monotonic() > deadline:
+                raise
+            print(f"commit: {e}")
+            time.sleep(0.5)
+    consumer.close()
+
+    for i in c.ids:
+        c.kill(i)
+    restart_started = time.monotonic()
+    c.start_all()
+    c.wait_until(c.agreed_leader, timeout=30, what="a quorum leader after the restart")
+
+    def all_led():
+        t = c.rdkafka_metadata(c.ids[0], topic=topic).topics[topic]
+        return t.error is None and all(p.leader >= 0 for p in t.partitions.values()) or None
+    c.wait_until(all_led, timeout=60, interval=0.3, what=f"every partition of {topic} led again")
+    print(f"partitions led again {time.monotonic() - restart_started:.2f} s after the restart")
+    # Strict min ISR: the high watermark moves once a second replica is back in each ISR.
+    c.wait_until(lambda: all(len(partition_view(c, topic, p)["isr"]) >= 2 for p in range(3)), timeout=60,
+                 interval=0.3, what="ISRs of at least 2 again")
+    expected = {a[3] for a in load.acked}
+
+    def everything_visible():
+        ends = {p: high_watermark(c.bootstrap, topic, p) for p in range(3)}
+        return ends if sum(ends.values()) >= len(expected) else None
+    ends = c.wait_until(everything_visible, timeout=60, interval=0.5, what="every acknowledged record visible")
+    consumed = rdkafka_consume(c.bootstrap, topic, {p: 0 for p in range(3)}, count=sum(ends.values()), timeout=90)
+    got = {v for _, _, _, v in consumed}
+    missing = expected - got
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "socket.timeout.ms": 10000})
+    try:
+        committed = c.wait_until(lambda: consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10),
+                                 timeout=60, interval=1, what="committed offsets after the restart")
+    finally:
+        consumer.close()
+    assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 10 + p) for p in range(3)]

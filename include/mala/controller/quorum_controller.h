@@ -41,6 +41,8 @@
 #include "mala/protocol/messages/create_topics_response.h"
 #include "mala/protocol/messages/delete_topics_request.h"
 #include "mala/protocol/messages/delete_topics_response.h"
+#include "mala/protocol/messages/elect_leaders_request.h"
+#include "mala/protocol/messages/elect_leaders_response.h"
 #include "mala/protocol/messages/incremental_alter_configs_request.h"
 #include "mala/protocol/messages/incremental_alter_configs_response.h"
 
@@ -179,6 +181,14 @@ class quorum_controller {
   // partition's state after it, its new partition epoch included.
   protocol::alter_partition_response alter_partition(const protocol::alter_partition_request& request,
                                                      int16_t version);
+
+  // ElectLeaders (kafka-leader-election): PREFERRED (0) moves leadership to the first replica when it is in
+  // the ISR and alive (ELECTION_NOT_NEEDED when it leads, PREFERRED_LEADER_NOT_AVAILABLE when it cannot);
+  // UNCLEAN (1, v1+) elects a leader for a leaderless partition, any live replica as a last resort
+  // (ELECTION_NOT_NEEDED when it has one, ELIGIBLE_LEADERS_NOT_AVAILABLE when none is alive). No topic list:
+  // every partition. UNKNOWN_TOPIC_OR_PARTITION per missing partition.
+  protocol::elect_leaders_response elect_leaders(const protocol::elect_leaders_request& request,
+                                                 int16_t version);
 
   // --- Broker lifecycle (Kafka 4.x's ClusterControlManager / BrokerHeartbeatManager /
   // ReplicationControlManager). Heartbeat times are in memory only; every change is written as records.
