@@ -1687,6 +1687,8 @@ protocol::elect_leaders_response quorum_controller::elect_leaders(
       protocol::elect_leaders_response::partition_result_data out;
       out.partition_id = id;
       auto answer = [&](error_code code, std::string message) {
+        // Electing every partition answers only for those that needed an election (as Kafka does).
+        if (!request.topic_partitions && code == error_code::election_not_needed) return;
         out.error_code = to_wire(code);
         out.error_message =
             code == error_code::none ? std::nullopt : std::optional<std::string>(std::move(message));
