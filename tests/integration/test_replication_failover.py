@@ -334,26 +334,40 @@ class KeyedLoad:
 
 
 def test_leaders_killed_under_load_lose_no_acknowledged_record(fast_cluster):
-    """The seed scenario: bus-events (6 partitions, RF 3, min ISR 2); an idempotent acks=all producer sends keyed
-    events while the leader of partition 3 is killed with SIGKILL and restarted, again and again (and once frozen
-    with SIGSTOP). Every acknowledged record is then read back exactly once by a fresh consumer, in order per key,
-    and a new leader serves after each kill."""
+    """The seed scenario: bus-events (6 partitions, RF 3, min ISR 2); Apache Kafka's Java producer (its defaults:
+    acks=all, idempotence on) and an idempotent acks=all librdkafka producer send keyed events while the leader of
+    partition 3 is killed with SIGKILL and restarted, 20 times in one run, every fifth time frozen with SIGSTOP
+    instead. Every acknowledged record is then read back exactly once by a fresh consumer, in order per key, and a
+    new leader serves within 10 s of each failure."""
+    import json
+    import subprocess
+
+    from clients import java_classpath
+
     c = fast_cluster
     topic = "bus-events"
     create_replicated_topic(c, topic, 6)
+    java_count = 3000
+    java_proc = subprocess.Popen(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+         "-cp", java_classpath(), "mala.it.Produce", "--bootstrap", c.bootstrap, "--topic", topic,
+         "--count", str(java_count), "--key-prefix", "java-bus-", "--key-count", "12", "--value-prefix", "java-",
+         "--interval-ms", "25", "--prop", "delivery.timeout.ms=170000", "--prop", "request.timeout.ms=10000",
+         "--prop", "max.block.ms=60000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     load = KeyedLoad(c.bootstrap, topic)
     load.start()
     rng = random.Random(7)
-    rounds = 6
+    rounds = 20
     recoveries = []
     try:
         for r in range(rounds):
-            time.sleep(rng.uniform(0.5, 1.5))
+            time.sleep(rng.uniform(0.3, 1.2))
             victim = partition_view(c, topic, 3)["leader"]
             if victim < 0:
                 continue
             before = len(load.acked)
-            freeze = r == rounds - 1
+            freeze = r % 5 == 4
             if freeze:
                 c.pause(victim)
             else:
@@ -378,25 +392,31 @@ def test_leaders_killed_under_load_lose_no_acknowledged_record(fast_cluster):
                          interval=0.3, what="the restarted node back in the ISR of bus-events-3")
     finally:
         remaining = load.stop()
+        java_out, java_err = java_proc.communicate(timeout=240)
     assert remaining == 0, f"{remaining} records never acknowledged"
     assert not load.errors, f"delivery errors: {load.errors[:5]}"
-    print(f"{len(load.acked)} records acknowledged over {rounds} failovers; leader recovery "
-          f"{', '.join(f'{t:.2f}' for t in recoveries)} s")
+    assert java_proc.returncode == 0, f"Java producer failed: {java_err[-3000:]}"
+    java_acked = [json.loads(line) for line in java_out.splitlines() if line.strip()]
+    assert len(java_acked) == java_count
+    acked = load.acked + [(j["partition"], j["offset"], j["key"], j["value"]) for j in java_acked]
+    print(f"{len(load.acked)} librdkafka + {len(java_acked)} Java records acknowledged over {len(recoveries)} "
+          f"failovers; leader recovery {', '.join(f'{t:.2f}' for t in recoveries)} s")
+    assert len(recoveries) >= rounds - 2
     assert max(recoveries) < 10
 
     ends = {p: high_watermark(c.bootstrap, topic, p) for p in range(6)}
-    consumed = rdkafka_consume(c.bootstrap, topic, {p: 0 for p in range(6)}, count=sum(ends.values()), timeout=90)
+    consumed = rdkafka_consume(c.bootstrap, topic, {p: 0 for p in range(6)}, count=sum(ends.values()), timeout=120)
     by_value = defaultdict(int)
     for _, _, _, v in consumed:
         by_value[v] += 1
-    missing = [a for a in load.acked if by_value[a[3]] == 0]
+    missing = [a for a in acked if by_value[a[3]] == 0]
     duplicated = [v for v, n in by_value.items() if n > 1]
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:5]}"
     assert not duplicated, f"{len(duplicated)} records read more than once, e.g. {duplicated[:5]}"
     # Order per key: the sequence numbers a key's records carry only grow along its partition.
     last = {}
     for p, o, k, v in sorted(consumed, key=lambda r: (r[0], r[1])):
-        seq = int(v.split(":")[1])
+        seq = int(v.split("-")[1]) if v.startswith("java-") else int(v.split(":")[1])
         assert seq > last.get(k, -1), f"key {k} out of order at {p}@{o}: {seq} after {last.get(k)}"
         last[k] = seq
 

@@ -4,8 +4,9 @@
 // every record is acknowledged: {"partition": P, "offset": O, "key": K, "value": V}.
 //
 // usage: Produce --bootstrap B --topic T --count N [--key-prefix K] [--key-count C] [--value-prefix V]
-//                [--partition P] [--prop name=value]...
-//   record i gets key <K><i % C> (C defaults to N; no key when K is absent) and value <V><i>.
+//                [--partition P] [--interval-ms M] [--prop name=value]...
+//   record i gets key <K><i % C> (C defaults to N; no key when K is absent) and value <V><i>; with --interval-ms
+//   the sends are spread out (M ms between two), so that the producer runs across failures a test injects.
 // Exit code 0 when every record was acknowledged, 1 otherwise (the first error goes to stderr).
 package mala.it;
 
@@ -30,6 +31,7 @@ public final class Produce {
     int keyCount = Integer.parseInt(a.get("--key-count", String.valueOf(count)));
     String valuePrefix = a.get("--value-prefix", "value-");
     int partition = Integer.parseInt(a.get("--partition", "-1"));
+    long intervalMs = Long.parseLong(a.get("--interval-ms", "0"));
 
     Properties props = new Properties();
     props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -54,11 +56,14 @@ public final class Produce {
     }
     try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
       List<Future<RecordMetadata>> futures = new ArrayList<>(count);
-      for (ProducerRecord<String, String> r : records) futures.add(producer.send(r));
+      for (ProducerRecord<String, String> r : records) {
+        futures.add(producer.send(r));
+        if (intervalMs > 0) Thread.sleep(intervalMs);
+      }
       producer.flush();
       StringBuilder out = new StringBuilder();
       for (int i = 0; i < count; i++) {
-        RecordMetadata md = futures.get(i).get(30, TimeUnit.SECONDS);
+        RecordMetadata md = futures.get(i).get(180, TimeUnit.SECONDS);
         ProducerRecord<String, String> r = records.get(i);
         out.append("{\"partition\":").append(md.partition()).append(",\"offset\":").append(md.offset())
             .append(",\"key\":").append(Json.str(r.key())).append(",\"value\":").append(Json.str(r.value()))
