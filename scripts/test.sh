@@ -121,7 +121,7 @@ fi
 # --- integration tests: real mala processes, real Kafka clients -----------------------------------------------------
 if ((main_built)); then
   note "integration tests (pytest)"
-  MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 1500 python3 -m pytest tests/integration -q -p no:cacheprovider \
+  MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 2400 python3 -m pytest tests/integration -q -p no:cacheprovider \
     --junitxml="$repo_root/$build_dir/pytest-junit.xml"
   record_junit "integration tests" "$build_dir/pytest-junit.xml" $?
 else
