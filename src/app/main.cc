@@ -316,6 +316,9 @@ int main(int argc, char** argv) {
     controller_options.wait_for_activation = raft_quorum;
     controller_options.unfence_on_registration = !raft_quorum;
     controller_options.broker_session_timeout_ms = config.get_int("broker.session.timeout.ms").value_or(9000);
+    controller_options.auto_leader_rebalance = config.get_bool("auto.leader.rebalance.enable").value_or(true);
+    controller_options.leader_imbalance_check_interval_ms =
+        config.get_long("leader.imbalance.check.interval.seconds").value_or(300) * 1000;
     auto opened = mala::controller::quorum_controller::open(std::move(metadata_log), controller_options);
     if (!opened) {
       log->critical("cannot start the controller: {}", opened.error().message);
@@ -437,6 +440,7 @@ int main(int argc, char** argv) {
       if (controller && controller->active()) {
         controller->fence_stale_brokers(wall_clock_ms());
         controller->elect_unclean_leaders();
+        controller->maybe_rebalance_leaders(wall_clock_ms());
       }
       schedule_fencing();
     });

@@ -165,6 +165,8 @@ std::vector<config_key> build_table() {
      .doc = "Allow electing a replica outside the ISR (and ELR) as a last resort, losing data."},
     {.name = "auto.leader.rebalance.enable", .type = boolean, .default_value = "true", .importance = high,
      .doc = "Periodically move leadership back to preferred replicas."},
+    {.name = "leader.imbalance.check.interval.seconds", .type = int64, .default_value = "300", .min = 1,
+     .importance = high, .doc = "How often the controller moves leadership back to preferred replicas."},
     {.name = "replica.lag.time.max.ms", .type = int64, .default_value = "30000", .importance = high,
      .doc = "A follower that has not caught up for this long is removed from the ISR."},
     {.name = "replica.fetch.max.bytes", .type = int32, .default_value = "1048576", .min = 0, .importance = medium,

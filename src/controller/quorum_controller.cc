@@ -344,6 +344,7 @@ struct quorum_controller::state {
     return *heartbeats;
   }
   bool active = true;
+  int64_t next_leader_rebalance_ms = 0;  // 0: not scheduled yet
 
   // Applies `records` to a copy of the image (so that a record the image would refuse is never written),
   // appends them as one batch, and publishes the new image. Nothing changes when it fails.
@@ -1904,6 +1905,42 @@ void quorum_controller::elect_unclean_leaders() {
   if (auto st = s.commit(records); !st.ok()) {
     subsystem_logger("controller")->error("cannot write the unclean leader elections: {}", st.message);
   }
+}
+
+void quorum_controller::maybe_rebalance_leaders(int64_t now_ms) {
+  state& s = *_state;
+  if (!s.options.auto_leader_rebalance) return;
+  if (s.next_leader_rebalance_ms == 0)
+    s.next_leader_rebalance_ms = now_ms + s.options.leader_imbalance_check_interval_ms;
+  if (now_ms < s.next_leader_rebalance_ms) return;
+  s.next_leader_rebalance_ms = now_ms + s.options.leader_imbalance_check_interval_ms;
+  const metadata::metadata_image_ptr image = s.image;
+  record_list records;
+  for (const auto& [name, topic] : image->topics) {
+    for (const auto& p : topic.partitions) {
+      if (p.replicas.empty() || p.leader == p.replicas.front()) continue;
+      const int32_t preferred = p.replicas.front();
+      if (!contains(p.isr, preferred) || !is_active(*image, preferred)) continue;
+      const election_rules rules = election_rules_for(*image, name, s.options);
+      partition_change_request request;
+      request.topic_id = topic.id;
+      request.target_isr = p.isr;
+      request.acceptable_leader = [&](int32_t r) { return is_active(*image, r); };
+      request.min_insync_replicas = effective_min_isr(rules, p);
+      request.election = election_type::preferred;
+      partition_change change = build_partition_change(p, request);
+      if (change.record && change.leader == preferred) {
+        records.push_back(versioned(std::move(*change.record), partition_change_record_version));
+      }
+    }
+  }
+  if (records.empty()) return;
+  if (auto st = s.commit(records); !st.ok()) {
+    subsystem_logger("controller")->error("cannot write the preferred leader elections: {}", st.message);
+    return;
+  }
+  subsystem_logger("controller")
+      ->info("moved leadership back to the preferred replica of {} partition(s)", records.size());
 }
 
 void quorum_controller::reset_heartbeat_deadlines(int64_t now_ms) {

@@ -83,7 +83,9 @@ struct controller_options {
   // A single voter's broker has caught up with the metadata log as soon as it registers, so register_broker
   // unfences it in the same batch; on a Raft quorum a heartbeat does once the broker has caught up.
   bool unfence_on_registration = true;
-  int64_t broker_session_timeout_ms = 9000;  // broker.session.timeout.ms
+  int64_t broker_session_timeout_ms = 9000;              // broker.session.timeout.ms
+  bool auto_leader_rebalance = true;                     // auto.leader.rebalance.enable
+  int64_t leader_imbalance_check_interval_ms = 300'000;  // leader.imbalance.check.interval.seconds
 };
 
 // A block of producer ids handed to one broker (AllocateProducerIds, KIP-730): [first_id, first_id + size).
@@ -213,6 +215,10 @@ class quorum_controller {
   // level, changeable live) get an unclean election (any live replica; the ISR becomes just it, RECOVERING;
   // logged as a possible loss). Kafka runs this when the config changes and periodically; the node calls it
   // with the fencing check, every 250 ms.
+  // auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, a preferred election for
+  // each partition not led by its first replica while that replica is in the ISR and alive (Kafka's
+  // maybeBalancePartitionLeaders). The node calls it with the fencing check; it keeps its own interval.
+  void maybe_rebalance_leaders(int64_t now_ms);
   void elect_unclean_leaders();
   void fence_stale_brokers(int64_t now_ms);
   // Starts every registered broker's session afresh at now_ms: call when this controller becomes active, so

@@ -101,6 +101,7 @@ class broker_lifecycle_test : public ::testing::Test {
     o.placement_seed = 42;
     o.unfence_on_registration = unfence_on_registration;
     o.broker_session_timeout_ms = 9000;
+    o.leader_imbalance_check_interval_ms = 300'000;
     auto c = quorum_controller::open(std::move(*log), std::move(o));
     ASSERT_TRUE(c.ok()) << c.error().message;
     _controller = std::move(*c);
@@ -419,6 +420,64 @@ TEST_F(broker_lifecycle_test, shutdown_without_leaderships_or_when_fenced_is_imm
   r = heartbeat(3, 1000, 0, false, true);
   EXPECT_TRUE(r.should_shut_down);
   EXPECT_EQ(end_offset(), before);
+}
+
+// AlterPartition from the leader and auto.leader.rebalance.enable: a returning preferred replica rejoins the ISR
+// through the leader's AlterPartition, and the periodic rebalance makes it the leader again.
+TEST_F(broker_lifecycle_test, alter_partition_and_the_periodic_preferred_election) {
+  open();
+  start_brokers(3, /*now_ms=*/0);
+  create("t", {{1, 2, 3}});
+  heartbeat(2, 5000);
+  heartbeat(3, 5000);
+  _controller->fence_stale_brokers(9001);  // 1 is fenced: 2 leads, ISR [2,3]
+  ASSERT_EQ(partition("t", 0).leader, 2);
+  heartbeat(1, 9500);  // back, unfenced
+  ASSERT_FALSE(broker(1).fenced);
+
+  const metadata::partition_state p = partition("t", 0);  // a copy: every write publishes a new image
+  protocol::alter_partition_request req;
+  req.broker_id = 2;
+  req.broker_epoch = _epochs.at(2);
+  protocol::alter_partition_request::topic_data topic;
+  topic.topic_id = image().find_topic("t")->id;
+  protocol::alter_partition_request::partition_data data;
+  data.partition_index = 0;
+  data.leader_epoch = p.leader_epoch;
+  data.partition_epoch = p.partition_epoch;
+  data.new_isr_with_epochs = {{2, _epochs.at(2)}, {3, _epochs.at(3)}, {1, _epochs.at(1)}};
+  topic.partitions.push_back(data);
+  req.topics.push_back(topic);
+  // A stale broker epoch refuses the whole request; a stale partition epoch the partition.
+  auto stale = req;
+  stale.broker_epoch = 12345;
+  EXPECT_EQ(_controller->alter_partition(stale, 3).error_code, to_wire(error_code::stale_broker_epoch));
+  auto old_epoch = req;
+  old_epoch.topics[0].partitions[0].partition_epoch -= 1;
+  EXPECT_EQ(_controller->alter_partition(old_epoch, 3).topics.at(0).partitions.at(0).error_code,
+            to_wire(error_code::invalid_update_version));
+  auto not_leader = req;
+  not_leader.broker_id = 3;
+  not_leader.broker_epoch = _epochs.at(3);
+  EXPECT_EQ(_controller->alter_partition(not_leader, 3).topics.at(0).partitions.at(0).error_code,
+            to_wire(error_code::invalid_request));
+  auto resp = _controller->alter_partition(req, 3);
+  ASSERT_EQ(resp.error_code, 0);
+  const auto& answer = resp.topics.at(0).partitions.at(0);
+  EXPECT_EQ(answer.error_code, 0);
+  EXPECT_EQ(answer.isr, (std::vector<int32_t>{2, 3, 1}));
+  EXPECT_EQ(answer.partition_epoch, p.partition_epoch + 1);
+  EXPECT_EQ(answer.partition_epoch, partition("t", 0).partition_epoch);
+  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{2, 3, 1}));
+  EXPECT_EQ(partition("t", 0).leader, 2);
+
+  // The rebalance runs once per interval (the first call schedules it).
+  _controller->maybe_rebalance_leaders(10'000);
+  EXPECT_EQ(partition("t", 0).leader, 2);
+  _controller->maybe_rebalance_leaders(200'000);
+  EXPECT_EQ(partition("t", 0).leader, 2);
+  _controller->maybe_rebalance_leaders(310'000);
+  EXPECT_EQ(partition("t", 0).leader, 1);
 }
 
 }  // namespace
