@@ -21,9 +21,9 @@ controller_channel::controller_channel(net::shard_pool* shards, size_t home_shar
       _client(client),
       _request_timeout_ms(request_timeout_ms) {}
 
-asio::awaitable<bool> controller_channel::wait_committed(int64_t offset, int32_t timeout_ms) {
-  if (!_node) co_return true;  // a single voter commits as it writes
-  if (_node->state().high_watermark() > offset) co_return true;
+asio::awaitable<controller_outcome> controller_channel::wait_committed(int64_t offset, int32_t timeout_ms) {
+  if (!_node) co_return controller_outcome::answered;  // a single voter commits as it writes
+  if (_node->state().high_watermark() > offset) co_return controller_outcome::answered;
   auto wait = std::make_shared<commit_wait>();
   wait->offset = offset;
   asio::steady_timer timer(co_await asio::this_coro::executor);
@@ -34,7 +34,8 @@ asio::awaitable<bool> controller_channel::wait_committed(int64_t offset, int32_t
   co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   wait->timer = nullptr;
   std::erase(_waits, wait);
-  co_return wait->done && wait->committed;
+  if (!wait->done) co_return controller_outcome::timed_out;
+  co_return wait->committed ? controller_outcome::answered : controller_outcome::not_committed;
 }
 
 void controller_channel::on_commit(int64_t high_watermark) {

@@ -9,9 +9,9 @@
 //
 // A local write is answered only once the metadata log has committed it (on a Raft quorum the controller
 // applies its writes at once and the high watermark catches up later); a write that is not committed within
-// the request timeout, or whose controller lost the leadership meanwhile, is not_committed, which handlers
-// answer NOT_CONTROLLER so the client retries (Kafka's controller fails such requests with
-// NotControllerException).
+// the request timeout is timed_out (handlers answer REQUEST_TIMED_OUT, as Kafka's controller does); one whose
+// controller lost the leadership meanwhile is not_committed (NOT_CONTROLLER, Kafka's NotControllerException).
+// Clients retry both.
 //
 // A request that arrived on a controller listener is never forwarded again (a standby answers
 // NOT_CONTROLLER): that keeps two nodes with different views of the leader from bouncing a request.
@@ -43,7 +43,8 @@ namespace mala::broker {
 enum class controller_outcome : int8_t {
   answered,       // the response is the controller's answer
   no_controller,  // no active controller could be reached (not this node, none known, or unreachable)
-  not_committed,  // this node's controller wrote but lost leadership (or timed out) before the commit
+  not_committed,  // this node's controller wrote but lost leadership before the commit
+  timed_out,      // this node's controller wrote, and the commit did not come within the timeout
 };
 
 template <typename Response>
@@ -52,6 +53,12 @@ struct controller_answer {
   std::optional<Response> response;
   bool forwarded = false;  // answered by the active controller on another node
   bool ok() const { return outcome == controller_outcome::answered; }
+  // The error a handler answers when !ok(): REQUEST_TIMED_OUT for a commit that did not come in time,
+  // NOT_CONTROLLER otherwise.
+  error_code failure() const {
+    return outcome == controller_outcome::timed_out ? error_code::request_timed_out
+                                                    : error_code::not_controller;
+  }
 };
 
 class controller_channel {
@@ -85,7 +92,9 @@ class controller_channel {
   };
 
   bool local_active() const { return _controller && _controller->active(); }
-  asio::awaitable<bool> wait_committed(int64_t offset, int32_t timeout_ms);
+  // The outcome of waiting for `offset` to commit: answered (committed), not_committed (leadership lost) or
+  // timed_out.
+  asio::awaitable<controller_outcome> wait_committed(int64_t offset, int32_t timeout_ms);
   asio::awaitable<result<std::vector<uint8_t>>> forward(int16_t api_key, int16_t version,
                                                         std::vector<uint8_t> body, bool flexible,
                                                         int32_t timeout_ms);
@@ -111,8 +120,8 @@ asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_sh
   if (local_active()) {
     answer.response = local(*_controller);
     const int64_t written = _controller->last_written_offset();
-    const bool committed = written < 0 || co_await wait_committed(written, timeout_ms);
-    answer.outcome = committed ? controller_outcome::answered : controller_outcome::not_committed;
+    answer.outcome =
+        written < 0 ? controller_outcome::answered : co_await wait_committed(written, timeout_ms);
     co_return answer;
   }
   if (!may_forward || !_node) co_return answer;

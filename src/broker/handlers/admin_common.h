@@ -94,11 +94,11 @@ Result topic_error_result(const std::string& name, error_code code, std::optiona
 // The request's getErrorResponse for NOT_CONTROLLER (no controller on this node): every topic, in request
 // order and duplicates included, gets the error with its default message.
 template <typename Result, typename Topic>
-std::vector<Result> not_controller_results(const std::vector<Topic>& topics) {
+std::vector<Result> not_controller_results(const std::vector<Topic>& topics,
+                                           error_code code = error_code::not_controller) {
   std::vector<Result> out;
   for (const auto& t : topics) {
-    out.push_back(topic_error_result<Result>(t.name, error_code::not_controller,
-                                             std::string(default_error_message(error_code::not_controller))));
+    out.push_back(topic_error_result<Result>(t.name, code, std::string(default_error_message(code))));
   }
   return out;
 }

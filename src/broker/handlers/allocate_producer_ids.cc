@@ -26,7 +26,7 @@ allocate_producer_ids_handler::handle_async(request_context& ctx, request req, i
       ctx, req, version, [&req](controller::quorum_controller& c) { return allocate_on_controller(c, req); });
   if (answer.ok()) co_return std::move(*answer.response);
   response resp;
-  resp.error_code = to_wire(error_code::not_controller);
+  resp.error_code = to_wire(answer.failure());
   resp.producer_id_start = -1;
   co_return resp;
 }

@@ -174,8 +174,8 @@ asio::awaitable<Response> forward_alter_configs(request_context& ctx, const Requ
         auto& a = answered.responses.emplace_back();
         a.resource_type = r.resource_type;
         a.resource_name = r.resource_name;
-        a.error_code = to_wire(error_code::not_controller);
-        a.error_message = std::string(default_error_message(error_code::not_controller));
+        a.error_code = to_wire(answer.failure());
+        a.error_message = std::string(default_error_message(answer.failure()));
       }
     }
   }

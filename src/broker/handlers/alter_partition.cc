@@ -12,7 +12,7 @@ asio::awaitable<std::optional<alter_partition_handler::response>> alter_partitio
       [&req, version](controller::quorum_controller& c) { return c.alter_partition(req, version); });
   if (answer.ok()) co_return std::move(*answer.response);
   response resp;
-  resp.error_code = to_wire(error_code::not_controller);
+  resp.error_code = to_wire(answer.failure());
   co_return resp;
 }
 

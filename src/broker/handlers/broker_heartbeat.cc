@@ -19,7 +19,7 @@ asio::awaitable<std::optional<broker_heartbeat_handler::response>> broker_heartb
       });
   if (answer.ok()) co_return std::move(*answer.response);
   response resp;
-  resp.error_code = to_wire(error_code::not_controller);
+  resp.error_code = to_wire(answer.failure());
   co_return resp;
 }
 

@@ -51,7 +51,7 @@ broker_registration_handler::handle_async(request_context& ctx, request req, int
       ctx, req, version, [&req](controller::quorum_controller& c) { return register_on_controller(c, req); });
   if (answer.ok()) co_return std::move(*answer.response);
   response resp;
-  resp.error_code = to_wire(error_code::not_controller);
+  resp.error_code = to_wire(answer.failure());
   co_return resp;
 }
 

@@ -38,7 +38,7 @@ asio::awaitable<std::optional<create_partitions_handler::response>> create_parti
       });
   if (answer.ok()) co_return std::move(*answer.response);
   response resp;
-  resp.results = not_controller_results<topic_result>(req.topics);
+  resp.results = not_controller_results<topic_result>(req.topics, answer.failure());
   co_return resp;
 }
 

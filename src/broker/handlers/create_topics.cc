@@ -54,7 +54,7 @@ asio::awaitable<std::optional<create_topics_handler::response>> create_topics_ha
   if (answer.ok()) co_return std::move(*answer.response);
   // CreateTopicsRequest.getErrorResponse: every topic gets the error and its message.
   response resp;
-  resp.topics = not_controller_results<topic_result>(req.topics);
+  resp.topics = not_controller_results<topic_result>(req.topics, answer.failure());
   co_return resp;
 }
 

@@ -143,7 +143,7 @@ asio::awaitable<std::optional<delete_topics_handler::response>> delete_topics_ha
     for (auto& r : refused) out.responses.push_back(std::move(r));
     return out;
   });
-  if (!answer.ok()) co_return error_response(req, version, error_code::not_controller);
+  if (!answer.ok()) co_return error_response(req, version, answer.failure());
   // A forwarded request comes back whole: the active controller answered the malformed entries too.
   if (answer.forwarded) co_return std::move(*answer.response);
   for (auto& r : answer.response->responses) resp.responses.push_back(std::move(r));

@@ -13,7 +13,7 @@ asio::awaitable<std::optional<elect_leaders_handler::response>> elect_leaders_ha
   if (answer.ok()) co_return std::move(*answer.response);
   // No controller reachable: every named partition gets NOT_CONTROLLER (retriable for the admin client).
   response resp;
-  resp.error_code = to_wire(error_code::not_controller);
+  resp.error_code = to_wire(answer.failure());
   if (req.topic_partitions) {
     for (const auto& t : *req.topic_partitions) {
       response::replica_election_result r;
@@ -21,7 +21,7 @@ asio::awaitable<std::optional<elect_leaders_handler::response>> elect_leaders_ha
       for (int32_t id : t.partitions) {
         response::partition_result_data p;
         p.partition_id = id;
-        p.error_code = to_wire(error_code::not_controller);
+        p.error_code = to_wire(answer.failure());
         r.partition_result.push_back(p);
       }
       resp.replica_election_results.push_back(std::move(r));
