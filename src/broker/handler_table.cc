@@ -9,6 +9,7 @@
 #include "handlers/allocate_producer_ids.h"
 #include "handlers/alter_partition.h"
 #include "handlers/elect_leaders.h"
+#include "handlers/partition_reassignments.h"
 #include "handlers/alter_configs.h"
 #include "handlers/api_versions.h"
 #include "handlers/begin_quorum_epoch.h"
@@ -159,6 +160,8 @@ handler_table::handler_table() {
       entry<handlers::allocate_producer_ids_handler>("AllocateProducerIds"),
       entry<handlers::alter_partition_handler>("AlterPartition"),
       entry<handlers::elect_leaders_handler>("ElectLeaders"),
+      entry<handlers::alter_partition_reassignments_handler>("AlterPartitionReassignments"),
+      entry<handlers::list_partition_reassignments_handler>("ListPartitionReassignments"),
   };
   std::sort(_entries.begin(), _entries.end(),
             [](const handler_entry& a, const handler_entry& b) { return a.api_key < b.api_key; });

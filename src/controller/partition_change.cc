@@ -35,7 +35,39 @@ partition_change build_partition_change(const metadata::partition_state& partiti
                                         const partition_change_request& request) {
   std::vector<int32_t> target_isr = request.target_isr;
   std::vector<int32_t> target_elr = partition.eligible_leader_replicas;
+  std::vector<int32_t> target_replicas =
+      request.target_replicas ? *request.target_replicas : partition.replicas;
+  std::vector<int32_t> target_adding =
+      request.target_adding ? *request.target_adding : partition.adding_replicas;
+  std::vector<int32_t> target_removing =
+      request.target_removing ? *request.target_removing : partition.removing_replicas;
   const auto acceptable = [&](int32_t r) { return r >= 0 && request.acceptable_leader(r); };
+
+  // A reassignment completes once every replica of the target is in the ISR (Kafka's
+  // PartitionReassignmentReplicas.maybeCompleteReassignment): the replicas become the target and the ISR
+  // drops the replicas being removed.
+  partition_change out;
+  if (!target_adding.empty() || !target_removing.empty()) {
+    std::vector<int32_t> target;
+    for (int32_t r : target_replicas)
+      if (!contains(target_removing, r)) target.push_back(r);
+    const bool all_in_sync = !target.empty() && std::all_of(target.begin(), target.end(), [&](int32_t r) {
+      return contains(target_isr, r);
+    });
+    if (all_in_sync) {
+      std::vector<int32_t> isr;
+      for (int32_t r : target_isr)
+        if (contains(target, r)) isr.push_back(r);
+      target_isr = std::move(isr);
+      target_replicas = std::move(target);
+      target_adding.clear();
+      target_removing.clear();
+      out.reassignment_completed = true;
+    }
+  }
+  // Elections and the ELR follow the replicas the partition is going to have.
+  metadata::partition_state partition_after = partition;
+  partition_after.replicas = target_replicas;
 
   // The ELR: emptied while the ISR is big enough; below min ISR it gains the members leaving the ISR,
   // except those that shut down uncleanly (their log may have lost its tail).
@@ -43,8 +75,9 @@ partition_change build_partition_change(const metadata::partition_state& partiti
     if (static_cast<int32_t>(target_isr.size()) >= request.min_insync_replicas) {
       target_elr.clear();
     } else {
-      target_elr = ordered_set(partition.replicas, joined(target_elr, partition.isr),
+      target_elr = ordered_set(partition_after.replicas, joined(target_elr, partition.isr),
                                joined(target_isr, request.unclean_shutdown_replicas));
+      std::erase_if(target_elr, [&](int32_t r) { return !contains(target_replicas, r); });
     }
   }
 
@@ -63,27 +96,26 @@ partition_change build_partition_change(const metadata::partition_state& partiti
   };
   int32_t elected = metadata::no_leader;
   bool unclean = false;
-  if (request.election == election_type::preferred && !partition.replicas.empty() &&
-      valid_new_leader(partition.replicas.front())) {
-    elected = partition.replicas.front();
+  if (request.election == election_type::preferred && !partition_after.replicas.empty() &&
+      valid_new_leader(partition_after.replicas.front())) {
+    elected = partition_after.replicas.front();
   } else if (valid_new_leader(partition.leader)) {
     elected = partition.leader;
-  } else if (auto found =
-                 std::find_if(partition.replicas.begin(), partition.replicas.end(), valid_new_leader);
-             found != partition.replicas.end()) {
+  } else if (auto found = std::find_if(partition_after.replicas.begin(), partition_after.replicas.end(),
+                                       valid_new_leader);
+             found != partition_after.replicas.end()) {
     elected = *found;
   } else if (int32_t last = last_known_leader(); last != metadata::no_leader) {
     elected = last;
     unclean = true;
   } else if (request.election == election_type::unclean) {
-    auto any = std::find_if(partition.replicas.begin(), partition.replicas.end(), acceptable);
-    if (any != partition.replicas.end()) {
+    auto any = std::find_if(partition_after.replicas.begin(), partition_after.replicas.end(), acceptable);
+    if (any != partition_after.replicas.end()) {
       elected = *any;
       unclean = true;
     }
   }
 
-  partition_change out;
   protocol::partition_change_record record;
   record.topic_id = request.topic_id;
   record.partition_id = partition.partition;
@@ -121,12 +153,23 @@ partition_change build_partition_change(const metadata::partition_state& partiti
   } else if (will_lead && !partition.last_known_elr.empty()) {
     record.last_known_elr = std::vector<int32_t>{};
   }
+  // The replica set: a removed replica must see a new leader epoch (Kafka's
+  // triggerLeaderEpochBumpForReplicaReassignmentIfNeeded).
+  if (target_replicas != partition.replicas) {
+    record.replicas = target_replicas;
+    const bool all_kept = std::all_of(partition.replicas.begin(), partition.replicas.end(),
+                                      [&](int32_t r) { return contains(target_replicas, r); });
+    if (!all_kept && record.leader == metadata::no_leader_change) record.leader = partition.leader;
+  }
+  if (target_adding != partition.adding_replicas) record.adding_replicas = target_adding;
+  if (target_removing != partition.removing_replicas) record.removing_replicas = target_removing;
   if (!unclean && request.target_leader_recovery_state &&
       *request.target_leader_recovery_state != partition.leader_recovery_state) {
     record.leader_recovery_state = *request.target_leader_recovery_state;
   }
 
-  const bool changed = record.leader != metadata::no_leader_change || record.isr ||
+  const bool changed = record.leader != metadata::no_leader_change || record.isr || record.replicas ||
+                       record.adding_replicas || record.removing_replicas ||
                        record.eligible_leader_replicas || record.last_known_elr ||
                        record.leader_recovery_state != metadata::no_leader_recovery_state_change;
   if (changed) out.record = std::move(record);

@@ -1,4 +1,6 @@
 #include "mala/controller/quorum_controller.h"
+
+#include <fmt/ranges.h>
 #include "mala/controller/partition_change.h"
 
 #include <algorithm>
@@ -458,18 +460,14 @@ struct quorum_controller::state {
     return {};
   }
 
-  // ConfigAdminManager.validateResourceNameIsCurrentNodeId: a broker resource names the cluster default ("")
-  // or the broker that received the request; with a single-voter quorum that is this node.
+  // ControllerConfigurationValidator for a BROKER resource: the cluster default ("") or a node id. That it
+  // names the broker that received the request is that broker's check (ConfigAdminManager), made before it
+  // forwards the request here.
   api_error validate_broker_resource_name(const std::string& name) const {
     if (name.empty()) return {};
     auto id = parse_int(name);
     if (!id || *id < std::numeric_limits<int32_t>::min() || *id > std::numeric_limits<int32_t>::max()) {
       return error_of(error_code::invalid_request, "Node id must be an integer, but it is: " + name);
-    }
-    if (*id != options.node_id) {
-      return error_of(
-          error_code::invalid_request,
-          "Unexpected broker id, expected " + std::to_string(options.node_id) + ", but received " + name);
     }
     return {};
   }
@@ -1617,8 +1615,11 @@ protocol::alter_partition_response quorum_controller::alter_partition(
       partition_change change = build_partition_change(p, change_request);
       if (change.record) {
         if (change.leader != p.leader) {
-          // The leader may not change its own leadership through AlterPartition (only a completed
-          // reassignment does that in Kafka; Mala has none): refuse rather than write it.
+          // Only a reassignment that this ISR change completes may move the leadership (the leader was
+          // removed): the change is written and the leader told NEW_LEADER_ELECTED to wait for the metadata.
+          if (change.reassignment_completed) {
+            records.push_back(versioned(std::move(*change.record), partition_change_record_version));
+          }
           fail(version > 1 ? error_code::new_leader_elected : error_code::fenced_leader_epoch);
           continue;
         }
@@ -1735,6 +1736,138 @@ protocol::elect_leaders_response quorum_controller::elect_leaders(
     for (auto& r : response.replica_election_results)
       for (auto& p : r.partition_result)
         if (p.error_code == 0) p.error_code = to_wire(code);
+  }
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// AlterPartitionReassignments / ListPartitionReassignments (ReplicationControlManager, KIP-455)
+
+protocol::alter_partition_reassignments_response quorum_controller::alter_partition_reassignments(
+    const protocol::alter_partition_reassignments_request& request, int16_t version) {
+  (void)version;
+  state& s = *_state;
+  const metadata::metadata_image_ptr image = s.image;
+  protocol::alter_partition_reassignments_response response;
+  record_list records;
+  auto log = subsystem_logger("controller");
+  for (const auto& t : request.topics) {
+    protocol::alter_partition_reassignments_response::reassignable_topic_response out_topic;
+    out_topic.name = t.name;
+    const metadata::topic_metadata* topic = image->find_topic(t.name);
+    for (const auto& part : t.partitions) {
+      protocol::alter_partition_reassignments_response::reassignable_partition_response out;
+      out.partition_index = part.partition_index;
+      auto answer = [&](error_code code, std::string message) {
+        out.error_code = to_wire(code);
+        out.error_message =
+            code == error_code::none ? std::nullopt : std::optional<std::string>(std::move(message));
+        out_topic.partitions.push_back(out);
+      };
+      if (!topic || part.partition_index < 0 ||
+          part.partition_index >= static_cast<int32_t>(topic->partitions.size())) {
+        answer(error_code::unknown_topic_or_partition, "The topic or partition does not exist.");
+        continue;
+      }
+      const metadata::partition_state& p = topic->partitions[static_cast<size_t>(part.partition_index)];
+      const bool in_progress = !p.adding_replicas.empty() || !p.removing_replicas.empty();
+      // The replicas before any reassignment in progress (Kafka's PartitionReassignmentRevert).
+      std::vector<int32_t> original;
+      for (int32_t r : p.replicas)
+        if (!contains(p.adding_replicas, r)) original.push_back(r);
+      std::vector<int32_t> target;
+      if (!part.replicas) {
+        if (!in_progress) {
+          answer(error_code::no_reassignment_in_progress,
+                 "No reassignment is in progress for this partition.");
+          continue;
+        }
+        target = original;
+      } else {
+        target = *part.replicas;
+        std::vector<int32_t> seen;
+        std::string problem;
+        if (target.empty()) problem = "The replica list is empty.";
+        for (int32_t r : target) {
+          if (contains(seen, r)) problem = "Duplicate replica " + std::to_string(r) + ".";
+          if (image->brokers.find(r) == image->brokers.end()) {
+            problem = "Replica " + std::to_string(r) + " is not a registered broker.";
+          }
+          seen.push_back(r);
+        }
+        if (!problem.empty()) {
+          answer(error_code::invalid_replica_assignment, problem);
+          continue;
+        }
+      }
+      // From the original assignment to the target: the target first, then the replicas that go.
+      std::vector<int32_t> merged = target, adding, removing;
+      for (int32_t r : target)
+        if (!contains(original, r)) adding.push_back(r);
+      for (int32_t r : original) {
+        if (!contains(target, r)) {
+          removing.push_back(r);
+          merged.push_back(r);
+        }
+      }
+      const election_rules rules = election_rules_for(*image, topic->name, s.options);
+      partition_change_request change_request;
+      change_request.topic_id = topic->id;
+      for (int32_t r : p.isr)
+        if (contains(merged, r)) change_request.target_isr.push_back(r);
+      change_request.acceptable_leader = [&](int32_t r) { return is_active(*image, r); };
+      change_request.min_insync_replicas = effective_min_isr(rules, p);
+      change_request.target_replicas = merged;
+      change_request.target_adding = adding;
+      change_request.target_removing = removing;
+      partition_change change = build_partition_change(p, change_request);
+      if (change.record) {
+        log->info("{}-{}: reassignment {} replicas {} (adding {}, removing {}){}", topic->name, p.partition,
+                  part.replicas ? "to" : "cancelled, back to", fmt::join(target, ","), fmt::join(adding, ","),
+                  fmt::join(removing, ","), change.reassignment_completed ? ": complete at once" : "");
+        records.push_back(versioned(std::move(*change.record), partition_change_record_version));
+      }
+      answer(error_code::none, "");
+    }
+    response.responses.push_back(std::move(out_topic));
+  }
+  if (auto st = s.commit(records); !st.ok()) {
+    response.error_code = to_wire(st.code == error_code::not_controller ? error_code::not_controller
+                                                                        : error_code::unknown_server_error);
+    response.error_message = st.message;
+  }
+  return response;
+}
+
+protocol::list_partition_reassignments_response quorum_controller::list_partition_reassignments(
+    const protocol::list_partition_reassignments_request& request) const {
+  const metadata::metadata_image_ptr image = _state->image;
+  protocol::list_partition_reassignments_response response;
+  auto add = [&](const metadata::topic_metadata& topic, const metadata::partition_state& p) {
+    if (p.adding_replicas.empty() && p.removing_replicas.empty()) return;
+    auto it = std::find_if(response.topics.begin(), response.topics.end(),
+                           [&](const auto& t) { return t.name == topic.name; });
+    if (it == response.topics.end()) {
+      response.topics.emplace_back().name = topic.name;
+      it = response.topics.end() - 1;
+    }
+    auto& out = it->partitions.emplace_back();
+    out.partition_index = p.partition;
+    out.replicas = p.replicas;
+    out.adding_replicas = p.adding_replicas;
+    out.removing_replicas = p.removing_replicas;
+  };
+  if (!request.topics) {
+    for (const auto& [name, topic] : image->topics)
+      for (const auto& p : topic.partitions) add(topic, p);
+  } else {
+    for (const auto& t : *request.topics) {
+      const metadata::topic_metadata* topic = image->find_topic(t.name);
+      if (!topic) continue;
+      for (int32_t id : t.partition_indexes)
+        if (id >= 0 && id < static_cast<int32_t>(topic->partitions.size()))
+          add(*topic, topic->partitions[static_cast<size_t>(id)]);
+    }
   }
   return response;
 }

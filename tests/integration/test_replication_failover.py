@@ -78,7 +78,7 @@ def create_replicated_topic(c, topic, partitions, min_isr=2, extra=None, assignm
         t = c.rdkafka_metadata(c.running_ids()[0], topic=topic).topics[topic]
         if t.error is not None or len(t.partitions) != partitions:
             return None
-        return all(p.leader >= 0 and len(p.isrs) == 3 for p in t.partitions.values()) or None
+        return all(p.leader >= 0 and len(p.isrs) == len(p.replicas) for p in t.partitions.values()) or None
     c.wait_until(full_isr, timeout=30, interval=0.25, what=f"{topic}: every partition led with a full ISR")
 
 
@@ -483,3 +483,39 @@ def test_a_whole_cluster_killed_and_restarted_keeps_every_acknowledged_record_an
     finally:
         consumer.close()
     assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 10 + p) for p in range(3)]
+
+
+def test_kafka_reassign_partitions_moves_a_replica_with_its_data(fast_cluster):
+    """kafka-reassign-partitions.sh --execute moves a partition from nodes [a, b] to [b, c] (its leader a leaves):
+    c fetches the whole log from the leader, joins the ISR, the reassignment completes (b or c leads), a drops
+    its copy; --verify reports it complete; every record is still there."""
+    import json as jsonlib
+
+    c = fast_cluster
+    topic = "moving"
+    a, b, third = 1, 2, 3
+    create_replicated_topic(c, topic, 1, min_isr=1, assignment=[[a, b]])
+    from real_clients import rdkafka_produce
+    rdkafka_produce(c.bootstrap, topic, [(f"k{i}", f"r{i}") for i in range(500)], acks="all")
+    plan = c.work_dir / "reassign.json"
+    plan.write_text(jsonlib.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [b, third], "log_dirs": ["any", "any"]}]}))
+    tool = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    out = tool_batch((tool, "--bootstrap-server", c.bootstrap, "--reassignment-json-file", str(plan), "--execute"))
+    print(step_ok(out[0]))
+    assert f"Successfully started partition reassignment for {topic}-0" in out[0]["stdout"]
+
+    def moved():
+        v = partition_view(c, topic, 0)
+        return v if sorted(v["replicas"]) == [b, third] and sorted(v["isr"]) == [b, third] and v["leader"] in (b, third) \
+            else None
+    view = c.wait_until(moved, timeout=30, interval=0.3, what="the reassignment complete")
+    print(f"after the move: {view}")
+    out = tool_batch((tool, "--bootstrap-server", c.bootstrap, "--reassignment-json-file", str(plan), "--verify"))
+    print(out[0]["stdout"], out[0]["stderr"])
+    assert f"Reassignment of partition {topic}-0 is completed." in out[0]["stdout"]
+    c.wait_until(lambda: not (c.node(a).log_dir / f"{topic}-0").exists(), timeout=20, interval=0.3,
+                 what=f"node {a} dropping its copy")
+    assert (c.node(third).log_dir / f"{topic}-0").is_dir()
+    consumed = rdkafka_consume(c.bootstrap, topic, {0: 0}, timeout=30)
+    assert sorted(v for _, _, _, v in consumed) == sorted(f"r{i}" for i in range(500))

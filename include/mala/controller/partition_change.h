@@ -21,8 +21,12 @@
 // partition has a leader. That is what brings a partition back after every replica shut down uncleanly
 // (a whole-cluster kill -9).
 //
-// Mala runs with ELR on (Kafka 4.1's default for new clusters, eligible.leader.replicas.version=1), and has
-// no replica reassignment yet.
+// Reassignments (KIP-455): while `adding` or `removing` replicas are set, the change completes the
+// reassignment as soon as every target replica (replicas - removing) is in the ISR: replicas = target, the
+// ISR without the removed ones, a new leader when the old one was removed, and a leader epoch bump when any
+// replica goes.
+//
+// Mala runs with ELR on (Kafka 4.1's default for new clusters, eligible.leader.replicas.version=1).
 //
 // Threads: pure function.
 #pragma once
@@ -57,13 +61,20 @@ struct partition_change_request {
   std::vector<int32_t> unclean_shutdown_replicas;
   // The leader recovery state to set (AlterPartition carries it); nullopt: unchanged.
   std::optional<int8_t> target_leader_recovery_state;
+  // A reassignment (KIP-455) to start or revert: the replica set and its adding / removing parts; nullopt:
+  // the partition's own. Once every replica of replicas - removing is in the target ISR the reassignment
+  // completes in the same change.
+  std::optional<std::vector<int32_t>> target_replicas;
+  std::optional<std::vector<int32_t>> target_adding;
+  std::optional<std::vector<int32_t>> target_removing;
 };
 
 struct partition_change {
   std::optional<protocol::partition_change_record> record;  // nullopt: nothing changes
   int32_t leader = -1;                                      // the leader after the change
-  bool unclean = false;   // an unclean election chose the leader (records may have been lost)
-  bool from_elr = false;  // the leader came from the ELR
+  bool unclean = false;                 // an unclean election chose the leader (records may have been lost)
+  bool from_elr = false;                // the leader came from the ELR
+  bool reassignment_completed = false;  // the replicas became the reassignment's target
 };
 
 partition_change build_partition_change(const metadata::partition_state& partition,

@@ -31,6 +31,8 @@
 #include "mala/metadata/metadata_image.h"
 #include "mala/protocol/messages/alter_configs_request.h"
 #include "mala/protocol/messages/alter_configs_response.h"
+#include "mala/protocol/messages/alter_partition_reassignments_request.h"
+#include "mala/protocol/messages/alter_partition_reassignments_response.h"
 #include "mala/protocol/messages/alter_partition_request.h"
 #include "mala/protocol/messages/alter_partition_response.h"
 #include "mala/protocol/messages/broker_heartbeat_request.h"
@@ -45,6 +47,8 @@
 #include "mala/protocol/messages/elect_leaders_response.h"
 #include "mala/protocol/messages/incremental_alter_configs_request.h"
 #include "mala/protocol/messages/incremental_alter_configs_response.h"
+#include "mala/protocol/messages/list_partition_reassignments_request.h"
+#include "mala/protocol/messages/list_partition_reassignments_response.h"
 
 namespace mala::controller {
 
@@ -191,6 +195,18 @@ class quorum_controller {
   // every partition. UNKNOWN_TOPIC_OR_PARTITION per missing partition.
   protocol::elect_leaders_response elect_leaders(const protocol::elect_leaders_request& request,
                                                  int16_t version);
+
+  // AlterPartitionReassignments (KIP-455, kafka-reassign-partitions --execute / --cancel): per partition, the
+  // replicas become target + the replicas leaving (adding / removing recorded); the new replicas fetch from
+  // the leader, and once every target replica is in the ISR (the leader's AlterPartition) the reassignment
+  // completes: replicas = target, a new leader if the old one left. A null replica list cancels (back to the
+  // original replicas; NO_REASSIGNMENT_IN_PROGRESS when none), an empty, repeated or unregistered replica is
+  // INVALID_REPLICA_ASSIGNMENT, a missing partition UNKNOWN_TOPIC_OR_PARTITION.
+  protocol::alter_partition_reassignments_response alter_partition_reassignments(
+      const protocol::alter_partition_reassignments_request& request, int16_t version);
+  // ListPartitionReassignments: the partitions with a reassignment in progress (all, or among those named).
+  protocol::list_partition_reassignments_response list_partition_reassignments(
+      const protocol::list_partition_reassignments_request& request) const;
 
   // --- Broker lifecycle (Kafka 4.x's ClusterControlManager / BrokerHeartbeatManager /
   // ReplicationControlManager). Heartbeat times are in memory only; every change is written as records.

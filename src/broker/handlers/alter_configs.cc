@@ -10,7 +10,7 @@ asio::awaitable<std::optional<alter_configs_handler::response>> alter_configs_ha
     request_context& ctx, request req, int16_t version) {
   // Legacy AlterConfigs has no BROKER_LOGGER support: it falls into "Unknown resource type 8".
   const auto verdict = preprocess_alter_configs(
-      req.resources, ctx.services.node_id,
+      req.resources, may_forward_to_controller(ctx) ? ctx.services.node_id : -1,
       [](const request::alter_configs_resource&) -> std::optional<status> { return std::nullopt; });
   // A named callable, not a lambda in the coroutine call: GCC 12 destroys a prvalue argument of a coroutine
   // twice (GCC bug 100611).

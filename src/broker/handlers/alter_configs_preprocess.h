@@ -98,8 +98,8 @@ std::vector<std::optional<status>> preprocess_alter_configs(const std::vector<Re
     switch (r.resource_type) {
       case config_resource_broker:
         // Blank: a cluster-wide default; otherwise it must name this node (the controller validates the
-        // values themselves).
-        if (!r.resource_name.empty()) {
+        // values themselves). node_id < 0: a request another node forwarded, which that node checked.
+        if (!r.resource_name.empty() && node_id >= 0) {
           if (auto st = check_resource_names_this_node(r.resource_name, node_id); !st.ok())
             verdict[i] = std::move(st);
         }

@@ -27,7 +27,9 @@ incremental_alter_configs_handler::handle_async(request_context& ctx, request re
     }
     return apply_broker_logger_changes(r.configs, validate_only);
   };
-  const auto verdict = preprocess_alter_configs(req.resources, node_id, local);
+  // A request forwarded by another node (on the controller listener) names that node: it checked the name.
+  const auto verdict =
+      preprocess_alter_configs(req.resources, may_forward_to_controller(ctx) ? node_id : -1, local);
   // A named callable, not a lambda in the coroutine call: GCC 12 destroys a prvalue argument of a coroutine
   // twice (GCC bug 100611).
   auto call = [version](controller::quorum_controller& controller, const request& forwarded) {

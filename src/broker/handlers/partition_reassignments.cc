@@ -1,0 +1,33 @@
+#include "handlers/partition_reassignments.h"
+
+#include "handlers/admin_common.h"
+#include "mala/controller/quorum_controller.h"
+
+namespace mala::broker::handlers {
+
+asio::awaitable<std::optional<alter_partition_reassignments_handler::response>>
+alter_partition_reassignments_handler::handle_async(request_context& ctx, request req, int16_t version) {
+  auto answer =
+      co_await on_controller<response>(ctx, req, version, [&req, version](controller::quorum_controller& c) {
+        return c.alter_partition_reassignments(req, version);
+      });
+  if (answer.ok()) co_return std::move(*answer.response);
+  response resp;
+  resp.error_code = to_wire(answer.failure());
+  resp.error_message = std::string(default_error_message(answer.failure()));
+  co_return resp;
+}
+
+asio::awaitable<std::optional<list_partition_reassignments_handler::response>>
+list_partition_reassignments_handler::handle_async(request_context& ctx, request req, int16_t version) {
+  auto answer = co_await on_controller<response>(ctx, req, version, [&req](controller::quorum_controller& c) {
+    return c.list_partition_reassignments(req);
+  });
+  if (answer.ok()) co_return std::move(*answer.response);
+  response resp;
+  resp.error_code = to_wire(answer.failure());
+  resp.error_message = std::string(default_error_message(answer.failure()));
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers
