@@ -110,7 +110,7 @@ struct group_coordinator_driver::impl {
     const uint64_t generation = next_load_generation++;
     loading[partition] = load_state{replica->log_start_offset(), generation};
     log->info("loading __consumer_offsets-{} from offset {} to {}", partition, replica->log_start_offset(),
-              replica->high_watermark());
+              replica->log_end_offset());
     load_step(partition, generation);
   }
 
@@ -123,13 +123,17 @@ struct group_coordinator_driver::impl {
       return;  // the next image unloads it
     }
     int64_t next = it->second.next_offset;
-    const int64_t end = replica->high_watermark();
+    // Up to the log end, as Kafka's coordinator loads: after a whole-cluster crash the high watermark of a
+    // new leader may sit below records that were committed (and acknowledged) before it (strict min ISR holds
+    // it there until a second replica is back), and they must not be skipped.
+    const int64_t end = replica->log_end_offset();
     int32_t budget = options.load_buffer_bytes;
     std::vector<uint8_t> decompressed;
     while (next < end && budget > 0) {
       replication::read_request rr;
       rr.fetch_offset = next;
       rr.max_bytes = budget;
+      rr.up_to_log_end = true;
       auto read = replica->read(rr);
       if (!read) {
         if (read.error().code == error_code::offset_out_of_range && next < replica->log_start_offset()) {

@@ -449,7 +449,9 @@ result<read_outcome> partition::read(const read_request& request) const {
     }
   }
 
-  int64_t max_offset = bound_offset(fetch_bound_for(request.replica_id, request.isolation));
+  int64_t max_offset = request.up_to_log_end
+                           ? _log->log_end_offset()
+                           : bound_offset(fetch_bound_for(request.replica_id, request.isolation));
   auto data = _log->read(request.fetch_offset, request.max_bytes, max_offset, request.min_one_batch);
   if (!data) return data.error();
   out.data = std::move(data->data);

@@ -97,6 +97,10 @@ class _Forwarder:
 
     def close(self):
         self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() blocked in the thread; close alone does not
+        except OSError:
+            pass
         self.sock.close()
         for c in self.conns:
             try:
@@ -106,6 +110,8 @@ class _Forwarder:
 
 
 class ComposeTopology:
+    _instances = 0  # names of links and namespaces differ between topologies of one test process
+
     def __init__(self, work_dir: Path, overrides=()):
         if os.geteuid() != 0:
             pytest.fail("the Compose topology test needs root (ip netns)")
@@ -116,9 +122,10 @@ class ComposeTopology:
         if busy:
             pytest.fail(f"the published ports {busy} are in use on this host")
         self.work_dir = Path(work_dir)
-        tag = f"{os.getpid() % 100000}"
+        ComposeTopology._instances += 1
+        tag = f"{os.getpid() % 10000}{ComposeTopology._instances % 10}"
         self.bridge = f"mbr{tag}"
-        self.subnet = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
+        self.subnet = f"10.{200 + os.getpid() % 50}.{(os.getpid() + ComposeTopology._instances) % 250}"
         self.ns = {n: f"mala-{n}-{tag}" for n in NODES}  # the service names come from the hosts files
         self.ns["client"] = f"mala-client-{tag}"
         self.ip = {n: f"{self.subnet}.{n}" for n in NODES}
@@ -151,6 +158,7 @@ class ComposeTopology:
             self._made.append(("etc", str(etc)))
             host_end, ns_end = f"v{str(key)[0]}{self.bridge}"[:15], f"p{str(key)[0]}{self.bridge}"[:15]
             run("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end)
+            self._made.append(("link", host_end))
             run("ip", "link", "set", ns_end, "netns", ns)
             run("ip", "netns", "exec", ns, "ip", "link", "set", ns_end, "name", "eth0")
             run("ip", "netns", "exec", ns, "ip", "addr", "add", f"{self.ip[key]}/24", "dev", "eth0")

@@ -478,8 +478,10 @@ def test_a_whole_cluster_killed_and_restarted_keeps_every_acknowledged_record_an
 
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "socket.timeout.ms": 10000})
     try:
-        committed = c.wait_until(lambda: consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10),
-                                 timeout=60, interval=1, what="committed offsets after the restart")
+        def offsets():
+            got = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+            return got if all(tp.offset >= 0 for tp in got) else None
+        committed = c.wait_until(offsets, timeout=60, interval=1, what="committed offsets after the restart")
     finally:
         consumer.close()
     assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 10 + p) for p in range(3)]

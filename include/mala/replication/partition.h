@@ -116,6 +116,9 @@ struct read_request {
   bool min_one_batch = true;  // at least one whole batch even if larger than max_bytes (KIP-74)
   std::optional<int32_t> current_leader_epoch;  // Fetch v9+ (KIP-320); nullopt or -1: not checked
   std::optional<int32_t> last_fetched_epoch;    // Fetch v12+ from followers (KIP-595): divergence check
+  // A local reader that replays the whole log (the group coordinator loading __consumer_offsets, as Kafka's
+  // loads up to the log end): reads past the high watermark. Never set from the wire.
+  bool up_to_log_end = false;
 };
 
 struct read_outcome {
