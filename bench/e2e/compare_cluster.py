@@ -165,8 +165,19 @@ def admin(bootstrap):
 
 
 def create_rf3_topic(cluster, timeout=120):
+    """Waits for all three brokers, then CreateTopics (never a Metadata naming the topic first: that would
+    auto-create it with num.partitions)."""
     from confluent_kafka.admin import NewTopic
     deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if len(admin(cluster.bootstrap).list_topics(timeout=10).brokers) == 3:
+                break
+        except Exception:  # noqa: BLE001 - still starting
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"three brokers not registered after {timeout} s:\n{cluster.log_tail(10)}")
+        time.sleep(0.5)
     while True:
         try:
             a = admin(cluster.bootstrap)
@@ -177,7 +188,7 @@ def create_rf3_topic(cluster, timeout=120):
             if "already exists" not in str(e) and time.monotonic() > deadline:
                 raise
         try:
-            md = admin(cluster.bootstrap).list_topics(topic=TOPIC, timeout=10)
+            md = admin(cluster.bootstrap).list_topics(timeout=10)
             t = md.topics[TOPIC]
             if t.error is None and len(t.partitions) == PARTITIONS and \
                     all(len(p.isrs) == 3 and p.leader >= 0 for p in t.partitions.values()):
@@ -190,7 +201,7 @@ def create_rf3_topic(cluster, timeout=120):
 
 
 def leader_of(bootstrap, partition):
-    md = admin(bootstrap).list_topics(topic=TOPIC, timeout=10)
+    md = admin(bootstrap).list_topics(timeout=10)
     return md.topics[TOPIC].partitions[partition].leader
 
 
@@ -220,7 +231,7 @@ def failover_seconds(cluster, partition=0, timeout=90):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
-            md = admin(cluster.bootstrap).list_topics(topic=TOPIC, timeout=10)
+            md = admin(cluster.bootstrap).list_topics(timeout=10)
             if all(len(p.isrs) == 3 for p in md.topics[TOPIC].partitions.values()):
                 break
         except Exception:  # noqa: BLE001
