@@ -36,6 +36,8 @@ constexpr int16_t partition_record_version = 2;
 constexpr int16_t v0 = 0;
 
 // ConfigResource.Type ids as the AlterConfigs requests carry them.
+// PartitionChangeRecord v2 from metadata.version 4.0-IV1 (MetadataVersion.partitionChangeRecordVersion).
+constexpr int16_t partition_change_record_version = 2;
 constexpr int8_t topic_resource = static_cast<int8_t>(config_resource_type::topic);
 constexpr int8_t broker_resource = static_cast<int8_t>(config_resource_type::broker);
 
@@ -539,6 +541,36 @@ struct quorum_controller::state {
     return {};
   }
 
+  // KIP-966: a change of min.insync.replicas (of a topic, or a broker or cluster default) empties the ELR and
+  // last known ELR of the partitions it may concern (Kafka's getPartitionElrUpdatesForConfigChanges, written
+  // as PartitionChangeRecords in the same batch): they were chosen against the old minimum.
+  void append_elr_clears_for_min_isr_changes(record_list& records) const {
+    std::set<std::string> topics;
+    bool every_topic = false;
+    for (const auto& r : records) {
+      const auto* c = std::get_if<protocol::config_record>(&r.record);
+      if (!c || c->name != "min.insync.replicas") continue;
+      if (c->resource_type == topic_resource) {
+        topics.insert(c->resource_name);
+      } else if (c->resource_type == broker_resource) {
+        every_topic = true;
+      }
+    }
+    if (!every_topic && topics.empty()) return;
+    for (const auto& [name, topic] : image->topics) {
+      if (!every_topic && !topics.count(name)) continue;
+      for (const auto& p : topic.partitions) {
+        if (p.eligible_leader_replicas.empty() && p.last_known_elr.empty()) continue;
+        protocol::partition_change_record change;
+        change.topic_id = topic.id;
+        change.partition_id = p.partition;
+        change.eligible_leader_replicas = std::vector<int32_t>{};
+        change.last_known_elr = std::vector<int32_t>{};
+        records.push_back(versioned(std::move(change), partition_change_record_version));
+      }
+    }
+  }
+
   // The course both AlterConfigs flavours share (ConfigurationControlManager.incrementalAlterConfigs and
   // legacyAlterConfigs): the front checks above, then records_for(resource, records) for each resource that
   // passed them (its records count only if it returns no error); the records of all resources are written as
@@ -557,6 +589,7 @@ struct quorum_controller::state {
       records.insert(records.end(), std::make_move_iterator(resource_records.begin()),
                      std::make_move_iterator(resource_records.end()));
     }
+    append_elr_clears_for_min_isr_changes(records);
 
     if (auto e =
             commit_user_operation(records, records.size() > max_records_per_user_op, request.validate_only);
@@ -671,7 +704,6 @@ namespace {
 // Kafka writes PartitionChangeRecord v2 from metadata.version 4.0-IV1 (MetadataVersion.
 // partitionChangeRecordVersion); BrokerRegistrationChangeRecord v0 for fencing changes and v1 for
 // InControlledShutdown, the version that field needs.
-constexpr int16_t partition_change_record_version = 2;
 constexpr int16_t controlled_shutdown_change_version = 1;
 
 bool contains(const std::vector<int32_t>& ids, int32_t id) {

@@ -422,8 +422,8 @@ TEST_F(broker_lifecycle_test, shutdown_without_leaderships_or_when_fenced_is_imm
   EXPECT_EQ(end_offset(), before);
 }
 
-// AlterPartition from the leader and auto.leader.rebalance.enable: a returning preferred replica rejoins the ISR
-// through the leader's AlterPartition, and the periodic rebalance makes it the leader again.
+// AlterPartition from the leader and auto.leader.rebalance.enable: a returning preferred replica rejoins the
+// ISR through the leader's AlterPartition, and the periodic rebalance makes it the leader again.
 TEST_F(broker_lifecycle_test, alter_partition_and_the_periodic_preferred_election) {
   open();
   start_brokers(3, /*now_ms=*/0);
@@ -478,6 +478,31 @@ TEST_F(broker_lifecycle_test, alter_partition_and_the_periodic_preferred_electio
   EXPECT_EQ(partition("t", 0).leader, 2);
   _controller->maybe_rebalance_leaders(310'000);
   EXPECT_EQ(partition("t", 0).leader, 1);
+}
+
+// KIP-966: changing min.insync.replicas clears the ELRs chosen against the old value.
+TEST_F(broker_lifecycle_test, a_min_isr_change_clears_the_elr) {
+  open();
+  start_brokers(2, /*now_ms=*/0);
+  create("t", {{1, 2}});
+  heartbeat(2, 5000);
+  _controller->fence_stale_brokers(9001);  // 1 fenced: ISR [2], still at min ISR 1, so no ELR
+  heartbeat(2, 9500);
+  _controller->fence_stale_brokers(30'000);  // 2 fenced too: the last ISR member waits in the ELR
+  ASSERT_EQ(partition("t", 0).eligible_leader_replicas, (std::vector<int32_t>{2}));
+  ASSERT_EQ(partition("t", 0).last_known_elr, (std::vector<int32_t>{2}));
+
+  protocol::incremental_alter_configs_request req;
+  auto& resource = req.resources.emplace_back();
+  resource.resource_type = 2;  // TOPIC
+  resource.resource_name = "t";
+  auto& config = resource.configs.emplace_back();
+  config.name = "min.insync.replicas";
+  config.config_operation = 0;  // SET
+  config.value = "2";
+  ASSERT_EQ(_controller->incremental_alter_configs(req, 1).responses.at(0).error_code, 0);
+  EXPECT_EQ(partition("t", 0).eligible_leader_replicas, (std::vector<int32_t>{}));
+  EXPECT_EQ(partition("t", 0).last_known_elr, (std::vector<int32_t>{}));
 }
 
 }  // namespace
