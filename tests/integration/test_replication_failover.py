@@ -17,6 +17,8 @@ import pytest
 from cluster import Cluster
 from real_clients import TOPICS_TOOL, rdkafka_consume, step_ok, tool_batch
 
+GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"  # kafka-consumer-groups.sh
+
 # Short enough that a test waits seconds, not the defaults' 30 s / 9 s.
 FAST_FAILOVER = {
     "replica.lag.time.max.ms": 3000,
@@ -179,6 +181,14 @@ def test_both_followers_down_refuses_acks_all_and_hides_acks_1_until_one_returns
     leader = view["leader"]
     followers = [r for r in view["replicas"] if r != leader]
     assert produce_one(c.bootstrap, topic, 0, "committed", "all")[1] is None
+    # A group that has read and committed everything so far (committed before the followers go, so that the
+    # commit does not depend on __consumer_offsets replicas on the dying nodes).
+    from confluent_kafka import Consumer, TopicPartition
+    group = "lag-watch"
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.wait_until(lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False) or True,
+                 timeout=30, interval=0.5, what="the group's commit")
+    consumer.close()
     for f in followers:
         c.kill(f)
     c.wait_until(lambda: partition_view(c, topic, 0, via=leader)["isr"] == [leader], timeout=20, interval=0.2,
@@ -197,11 +207,17 @@ def test_both_followers_down_refuses_acks_all_and_hides_acks_1_until_one_returns
 
     out = tool_batch((TOPICS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--describe",
                       "--under-min-isr-partitions"),
-                     (TOPICS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--describe", "--topic", topic))
+                     (TOPICS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--describe", "--topic", topic),
+                     (GROUPS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--describe", "--group", group))
     under = step_ok(out[0])
     print(under)
     print(step_ok(out[1]))
     assert f"Topic: {topic}\tPartition: 0" in under
+    # The group's lag stays 0: LOG-END-OFFSET is the high watermark, which the acks=1 record did not move.
+    groups = step_ok(out[2])
+    print(groups)
+    row = next(line.split() for line in groups.splitlines() if line.split()[:3] == [group, topic, "0"])
+    assert row[3:6] == ["1", "1", "0"], f"CURRENT-OFFSET, LOG-END-OFFSET, LAG: {row[3:6]}"
 
     c.start(followers[0])
     c.wait_until(lambda: high_watermark(c.bootstrap_of(leader), topic, 0) == 2, timeout=30, interval=0.3,
