@@ -208,8 +208,11 @@ def test_both_followers_down_refuses_acks_all_and_hides_acks_1_until_one_returns
     out = tool_batch((TOPICS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--describe",
                       "--under-min-isr-partitions"),
                      (TOPICS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--describe", "--topic", topic),
-                     (GROUPS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--describe", "--group", group))
+                     (GROUPS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--describe", "--group", group),
+                     (TOPICS_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "--describe",
+                      "--under-replicated-partitions"))
     under = step_ok(out[0])
+    assert f"Topic: {topic}\tPartition: 0" in step_ok(out[3]), "not listed as under-replicated"
     print(under)
     print(step_ok(out[1]))
     assert f"Topic: {topic}\tPartition: 0" in under
@@ -282,6 +285,10 @@ def test_an_elr_member_leads_after_the_last_isr_member_dies_and_unclean_election
     view_b = partition_view(c, topic, 0, via=b)
     assert view_b["leader"] == -1, f"a stale replica was elected without unclean election: {view_b}"
     print(describe(b))
+    unavailable = step_ok(tool_batch((TOPICS_TOOL, "--bootstrap-server", c.bootstrap_of(b), "--describe",
+                                      "--unavailable-partitions"))[0])
+    print(unavailable)
+    assert f"Topic: {topic}\tPartition: 0" in unavailable
     step_ok(tool_batch(("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", c.bootstrap_of(b), "--alter",
                         "--entity-type", "topics", "--entity-name", topic,
                         "--add-config", "unclean.leader.election.enable=true"))[0])

@@ -505,5 +505,42 @@ TEST_F(broker_lifecycle_test, a_min_isr_change_clears_the_elr) {
   EXPECT_EQ(partition("t", 0).last_known_elr, (std::vector<int32_t>{}));
 }
 
+// ElectLeaders: PREFERRED moves leadership to an in-sync first replica (ELECTION_NOT_NEEDED when it leads,
+// PREFERRED_LEADER_NOT_AVAILABLE when it cannot); UNCLEAN elects a live replica for a leaderless partition.
+TEST_F(broker_lifecycle_test, elect_leaders_preferred_and_unclean) {
+  open();
+  start_brokers(3, /*now_ms=*/0);
+  create("t", {{1, 2, 3}});
+  auto elect = [&](int8_t type, int32_t partition) {
+    protocol::elect_leaders_request req;
+    req.election_type = type;
+    auto& tp = req.topic_partitions->emplace_back();
+    tp.topic = "t";
+    tp.partitions = {partition};
+    auto resp = _controller->elect_leaders(req, 2);
+    return resp.replica_election_results.at(0).partition_result.at(0).error_code;
+  };
+  EXPECT_EQ(elect(0, 0), to_wire(error_code::election_not_needed));
+  EXPECT_EQ(elect(0, 7), to_wire(error_code::unknown_topic_or_partition));
+  heartbeat(2, 5000);
+  heartbeat(3, 5000);
+  _controller->fence_stale_brokers(9001);  // 1 fenced: 2 leads
+  ASSERT_EQ(partition("t", 0).leader, 2);
+  EXPECT_EQ(elect(0, 0), to_wire(error_code::preferred_leader_not_available));  // 1 is not in the ISR
+  EXPECT_EQ(elect(1, 0), to_wire(error_code::election_not_needed));             // it has a leader
+
+  // 2 and 3 go too: no leader, ISR empty; then only 1 (out of sync) comes back.
+  heartbeat(1, 9500);
+  _controller->fence_stale_brokers(30'000);
+  heartbeat(1, 30'100);
+  ASSERT_EQ(partition("t", 0).leader, metadata::no_leader);
+  ASSERT_FALSE(broker(1).fenced);
+  EXPECT_EQ(elect(0, 0), to_wire(error_code::preferred_leader_not_available));
+  EXPECT_EQ(elect(1, 0), 0);
+  EXPECT_EQ(partition("t", 0).leader, 1);
+  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{1}));
+  EXPECT_EQ(partition("t", 0).leader_recovery_state, metadata::leader_recovering);
+}
+
 }  // namespace
 }  // namespace mala::controller
