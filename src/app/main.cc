@@ -487,6 +487,7 @@ int main(int argc, char** argv) {
     fetcher_options.partition_max_bytes = config.get_int("replica.fetch.max.bytes").value_or(1024 * 1024);
     fetcher_options.backoff_ms = config.get_int("replica.fetch.backoff.ms").value_or(1000);
     fetcher_options.request_timeout_ms = config.get_int("replica.socket.timeout.ms").value_or(30'000);
+    fetcher_options.fetchers_per_leader = config.get_int("num.replica.fetchers").value_or(1);
     fetcher = std::make_unique<mala::broker::follower_fetcher>(shards.context(0), replicas, metadata,
                                                                std::move(fetcher_options));
   }

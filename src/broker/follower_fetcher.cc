@@ -1,5 +1,7 @@
 #include "mala/broker/follower_fetcher.h"
 
+#include "mala/coordinator/group_placement.h"
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -116,7 +118,7 @@ void follower_fetcher::start() {
 
 void follower_fetcher::stop() {
   _state->stopped = true;
-  for (auto& [leader, loop] : _loops) loop->timer.cancel();
+  for (auto& [key, loop] : _loops) loop->timer.cancel();
   _loops.clear();
   _client.close_all();
 }
@@ -134,11 +136,12 @@ void follower_fetcher::start_missing_loops() {
     auto* p = _replicas.get(tp);
     if (!p || p->is_leader() || p->leader_id() < 0 || p->leader_id() == _options.node_id) continue;
     const int32_t leader = p->leader_id();
-    if (_loops.contains(leader)) continue;
+    const int32_t fetcher = fetcher_id_of(tp);
+    if (_loops.contains({leader, fetcher})) continue;
     auto loop = std::make_shared<loop_state>(_io);
-    _loops[leader] = loop;
-    subsystem_logger("replication")->info("replica fetcher for leader {} started", leader);
-    asio::co_spawn(_io, fetch_from(leader, _state, loop), asio::detached);
+    _loops[{leader, fetcher}] = loop;
+    subsystem_logger("replication")->info("replica fetcher {} for leader {} started", fetcher, leader);
+    asio::co_spawn(_io, fetch_from(leader, fetcher, _state, loop), asio::detached);
   }
 }
 
@@ -178,7 +181,16 @@ asio::awaitable<std::optional<int64_t>> follower_fetcher::list_offset(net::peer_
   co_return std::nullopt;
 }
 
-asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, std::shared_ptr<shared_state> state,
+int32_t follower_fetcher::fetcher_id_of(const storage::topic_partition& tp) const {
+  const int32_t n = std::max(1, _options.fetchers_per_leader);
+  if (n == 1) return 0;
+  const auto h = static_cast<int32_t>(31u * static_cast<uint32_t>(coordinator::java_string_hash(tp.topic)) +
+                                      static_cast<uint32_t>(tp.partition));
+  return coordinator::kafka_abs(h) % n;
+}
+
+asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetcher,
+                                                   std::shared_ptr<shared_state> state,
                                                    std::shared_ptr<loop_state> loop) {
   auto log = subsystem_logger("replication");
   const int32_t timeout_ms = _options.max_wait_ms + _options.request_timeout_ms;
@@ -201,7 +213,7 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, std::shared_p
     bool any_follower = false;
     for (const auto& tp : _replicas.partitions()) {
       auto* p = _replicas.get(tp);
-      if (!p || p->is_leader() || p->leader_id() != leader) continue;
+      if (!p || p->is_leader() || p->leader_id() != leader || fetcher_id_of(tp) != fetcher) continue;
       any_follower = true;
       if (!p->load_status().ok() || p->log().is_offline()) continue;
       if (auto f = loop->fenced.find(tp); f != loop->fenced.end()) {
@@ -384,8 +396,8 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, std::shared_p
     }
   }
   if (state->stopped) co_return;
-  if (auto it = _loops.find(leader); it != _loops.end() && it->second == loop) _loops.erase(it);
-  log->info("replica fetcher for leader {} stopped: no partition follows it", leader);
+  if (auto it = _loops.find({leader, fetcher}); it != _loops.end() && it->second == loop) _loops.erase(it);
+  log->info("replica fetcher {} for leader {} stopped: no partition follows it", fetcher, leader);
 }
 
 }  // namespace mala::broker

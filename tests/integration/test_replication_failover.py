@@ -24,6 +24,7 @@ FAST_FAILOVER = {
     "replica.lag.time.max.ms": 3000,
     "broker.session.timeout.ms": 4000,
     "broker.heartbeat.interval.ms": 500,
+    "num.replica.fetchers": 2,  # two fetch loops per leader (Kafka's default is 1)
 }
 
 

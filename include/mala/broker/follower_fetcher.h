@@ -5,8 +5,9 @@
 // move and acks=all produces complete.
 //
 // Which partitions: every poll_interval_ms the replica manager is scanned for follower replicas; they are
-// grouped by leader node and each leader gets one fetch loop (Kafka keeps num.replica.fetchers threads per
-// leader; one loop per leader is its default of 1). A loop re-reads its partition set before every request,
+// grouped by leader node and, within a leader, by fetcher id (Kafka's getFetcherId over num.replica.fetchers,
+// default 1), and each (leader, fetcher id) gets one fetch loop, all on the home shard (Kafka runs each
+// fetcher on a thread of its own). A loop re-reads its partition set before every request,
 // so a partition whose leader changed, or that stopped being a follower, is dropped by the next request, and
 // a loop with no partitions ends.
 //
@@ -55,6 +56,7 @@ struct follower_fetcher_options {
   int32_t backoff_ms = 1000;                  // replica.fetch.backoff.ms
   int32_t request_timeout_ms = 30'000;        // replica.socket.timeout.ms (added to max_wait_ms)
   int32_t poll_interval_ms = 100;             // how often the follower replicas are re-read
+  int32_t fetchers_per_leader = 1;            // num.replica.fetchers
 };
 
 class follower_fetcher {
@@ -79,7 +81,8 @@ class follower_fetcher {
   struct loop_state;
 
   asio::awaitable<void> poll(std::shared_ptr<shared_state> state);
-  asio::awaitable<void> fetch_from(int32_t leader, std::shared_ptr<shared_state> state,
+  // One fetcher: the partitions led by `leader` whose fetcher id (fetcher_id_of) is `fetcher`.
+  asio::awaitable<void> fetch_from(int32_t leader, int32_t fetcher, std::shared_ptr<shared_state> state,
                                    std::shared_ptr<loop_state> loop);
   asio::awaitable<std::optional<int64_t>> list_offset(net::peer_address to, storage::topic_partition tp,
                                                       int32_t leader_epoch, int64_t timestamp);
@@ -92,7 +95,11 @@ class follower_fetcher {
   follower_fetcher_options _options;
   net::peer_client _client;
   std::shared_ptr<shared_state> _state;
-  std::map<int32_t, std::shared_ptr<loop_state>> _loops;  // by leader node id
+  // Kafka's AbstractFetcherManager.getFetcherId: abs(31 * topic.hashCode() + partition) %
+  // num.replica.fetchers.
+  int32_t fetcher_id_of(const storage::topic_partition& tp) const;
+  std::map<std::pair<int32_t, int32_t>, std::shared_ptr<loop_state>>
+      _loops;  // by (leader node id, fetcher id)
 };
 
 }  // namespace mala::broker
