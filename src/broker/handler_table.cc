@@ -7,10 +7,8 @@
 #include <utility>
 
 #include "handlers/allocate_producer_ids.h"
-#include "handlers/alter_partition.h"
-#include "handlers/elect_leaders.h"
-#include "handlers/partition_reassignments.h"
 #include "handlers/alter_configs.h"
+#include "handlers/alter_partition.h"
 #include "handlers/api_versions.h"
 #include "handlers/begin_quorum_epoch.h"
 #include "handlers/broker_heartbeat.h"
@@ -28,6 +26,7 @@
 #include "handlers/describe_log_dirs.h"
 #include "handlers/describe_quorum.h"
 #include "handlers/describe_topic_partitions.h"
+#include "handlers/elect_leaders.h"
 #include "handlers/end_quorum_epoch.h"
 #include "handlers/fetch.h"
 #include "handlers/fetch_snapshot.h"
@@ -43,6 +42,7 @@
 #include "handlers/offset_commit.h"
 #include "handlers/offset_delete.h"
 #include "handlers/offset_fetch.h"
+#include "handlers/partition_reassignments.h"
 #include "handlers/produce.h"
 #include "handlers/sync_group.h"
 #include "handlers/vote.h"
