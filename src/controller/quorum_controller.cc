@@ -737,6 +737,22 @@ int32_t effective_min_isr(const election_rules& rules, const metadata::partition
       1, std::min<int32_t>(rules.min_insync_replicas, static_cast<int32_t>(p.replicas.size())));
 }
 
+// The change request every election path starts from: the partition's ISR as target, a live (registered,
+// unfenced, not shutting down) replica as acceptable leader, the topic's effective min ISR, and an unclean
+// election when the topic's unclean.leader.election.enable says so. `image` must outlive the request.
+partition_change_request change_request_for(const metadata_image& image, const controller_options& options,
+                                            const std::string& topic, const uuid& topic_id,
+                                            const metadata::partition_state& p) {
+  const election_rules rules = election_rules_for(image, topic, options);
+  partition_change_request request;
+  request.topic_id = topic_id;
+  request.target_isr = p.isr;
+  request.acceptable_leader = [&image](int32_t r) { return is_active(image, r); };
+  request.min_insync_replicas = effective_min_isr(rules, p);
+  if (rules.unclean_leader_election) request.election = election_type::unclean;
+  return request;
+}
+
 void log_election(const std::string& topic, const metadata::partition_state& p,
                   const partition_change& change) {
   if (!change.record || change.leader == p.leader) return;
@@ -761,17 +777,13 @@ std::optional<protocol::partition_change_record> leader_and_isr_change(
     const metadata_image& image, const controller_options& options, const std::string& topic,
     const uuid& topic_id, const metadata::partition_state& p, int32_t broker_to_remove, int32_t broker_to_add,
     int32_t broker_with_unclean_shutdown = metadata::no_leader) {
-  const election_rules rules = election_rules_for(image, topic, options);
-  partition_change_request request;
-  request.topic_id = topic_id;
-  for (int32_t r : p.isr)
-    if (r != broker_to_remove && r != broker_with_unclean_shutdown) request.target_isr.push_back(r);
+  partition_change_request request = change_request_for(image, options, topic, topic_id, p);
+  std::erase_if(request.target_isr,
+                [&](int32_t r) { return r == broker_to_remove || r == broker_with_unclean_shutdown; });
   request.acceptable_leader = [&](int32_t r) {
     return r != broker_to_remove && r != broker_with_unclean_shutdown &&
            (r == broker_to_add || is_active(image, r));
   };
-  request.min_insync_replicas = effective_min_isr(rules, p);
-  if (rules.unclean_leader_election) request.election = election_type::unclean;
   if (broker_with_unclean_shutdown != metadata::no_leader) {
     request.unclean_shutdown_replicas.push_back(broker_with_unclean_shutdown);
   }
@@ -1636,13 +1648,10 @@ protocol::alter_partition_response quorum_controller::alter_partition(
         fail(e);
         continue;
       }
-      const election_rules rules = election_rules_for(*image, topic->name, s.options);
-      partition_change_request change_request;
-      change_request.topic_id = topic->id;
+      partition_change_request change_request =
+          change_request_for(*image, s.options, topic->name, topic->id, p);
+      change_request.target_isr.clear();
       for (const auto& b : new_isr) change_request.target_isr.push_back(b.broker_id);
-      change_request.acceptable_leader = [&](int32_t r) { return is_active(*image, r); };
-      change_request.min_insync_replicas = effective_min_isr(rules, p);
-      if (rules.unclean_leader_election) change_request.election = election_type::unclean;
       change_request.target_leader_recovery_state = data.leader_recovery_state;
       partition_change change = build_partition_change(p, change_request);
       if (change.record) {
@@ -1741,12 +1750,7 @@ protocol::elect_leaders_response quorum_controller::elect_leaders(
         answer(error_code::election_not_needed, "The partition has a leader.");
         continue;
       }
-      const election_rules rules = election_rules_for(*image, name, s.options);
-      partition_change_request change_request;
-      change_request.topic_id = topic->id;
-      change_request.target_isr = p.isr;
-      change_request.acceptable_leader = [&](int32_t r) { return is_active(*image, r); };
-      change_request.min_insync_replicas = effective_min_isr(rules, p);
+      partition_change_request change_request = change_request_for(*image, s.options, name, topic->id, p);
       change_request.election = unclean ? election_type::unclean : election_type::preferred;
       partition_change change = build_partition_change(p, change_request);
       if (!change.record || change.record->leader == metadata::no_leader_change ||
@@ -1842,13 +1846,11 @@ protocol::alter_partition_reassignments_response quorum_controller::alter_partit
           merged.push_back(r);
         }
       }
-      const election_rules rules = election_rules_for(*image, topic->name, s.options);
-      partition_change_request change_request;
-      change_request.topic_id = topic->id;
-      for (int32_t r : p.isr)
-        if (contains(merged, r)) change_request.target_isr.push_back(r);
-      change_request.acceptable_leader = [&](int32_t r) { return is_active(*image, r); };
-      change_request.min_insync_replicas = effective_min_isr(rules, p);
+      // A clean election if the leader goes (Kafka's reassignment changes do not elect uncleanly).
+      partition_change_request change_request =
+          change_request_for(*image, s.options, topic->name, topic->id, p);
+      change_request.election = election_type::online;
+      std::erase_if(change_request.target_isr, [&](int32_t r) { return !contains(merged, r); });
       change_request.target_replicas = merged;
       change_request.target_adding = adding;
       change_request.target_removing = removing;
@@ -2086,12 +2088,7 @@ void quorum_controller::maybe_rebalance_leaders(int64_t now_ms) {
       if (p.replicas.empty() || p.leader == p.replicas.front()) continue;
       const int32_t preferred = p.replicas.front();
       if (!contains(p.isr, preferred) || !is_active(*image, preferred)) continue;
-      const election_rules rules = election_rules_for(*image, name, s.options);
-      partition_change_request request;
-      request.topic_id = topic.id;
-      request.target_isr = p.isr;
-      request.acceptable_leader = [&](int32_t r) { return is_active(*image, r); };
-      request.min_insync_replicas = effective_min_isr(rules, p);
+      partition_change_request request = change_request_for(*image, s.options, name, topic.id, p);
       request.election = election_type::preferred;
       partition_change change = build_partition_change(p, request);
       if (change.record && change.leader == preferred) {
