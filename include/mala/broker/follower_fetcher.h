@@ -14,15 +14,16 @@
 // Per partition response: records -> append_as_follower (only if the local log end still equals the fetch
 // offset and the leader and leader epoch are unchanged, Kafka's fetch-state check); DivergingEpoch (KIP-595,
 // Fetch v12+) -> truncate_to(min(end offset, log end)) and fetch again; the high watermark ->
-// update_high_watermark_from_leader; OFFSET_OUT_OF_RANGE with the local log end below the leader's log start
-// -> truncate_fully_and_start_at(leader log start), above it -> truncate to the leader's high watermark
-// (Kafka's handleOutOfRangeError, simplified: no ListOffsets round trip); NOT_LEADER_OR_FOLLOWER /
+// update_high_watermark_from_leader; OFFSET_OUT_OF_RANGE -> the leader's log end and log start by ListOffsets
+// as a replica (Kafka's handleOutOfRangeError): a local log end above the leader's end is truncated to it, one
+// below the leader's start restarts there (truncate_fully_and_start_at); NOT_LEADER_OR_FOLLOWER /
 // UNKNOWN_LEADER_EPOCH / UNKNOWN_TOPIC_OR_PARTITION -> retried after replica.fetch.backoff.ms;
 // FENCED_LEADER_EPOCH -> left alone until the local leader epoch changes (the next metadata). A failed
 // request (network, timeout, malformed answer) backs the whole loop off by replica.fetch.backoff.ms.
 //
-// Not here yet: ISR shrink/expand (AlterPartition), truncation through OffsetsForLeaderEpoch for leaders
-// below Fetch v12, fetch sessions (every request is a full, sessionless fetch), throttling.
+// ISR changes are the leader's (alter_partition_manager.h). Not here yet: truncation through
+// OffsetsForLeaderEpoch for leaders below Fetch v12 (every Mala node serves v17), fetch sessions (every
+// request is a full, sessionless fetch), throttling.
 //
 // Threads: everything runs on one io_context, the replicas' home shard (shard 0); the object and the replica
 // manager must outlive the loops, so stop() (which closes the fetcher's own peer_client and wakes the
