@@ -15,8 +15,8 @@
 // offset and the leader and leader epoch are unchanged, Kafka's fetch-state check); DivergingEpoch (KIP-595,
 // Fetch v12+) -> truncate_to(min(end offset, log end)) and fetch again; the high watermark ->
 // update_high_watermark_from_leader; OFFSET_OUT_OF_RANGE -> the leader's log end and log start by ListOffsets
-// as a replica (Kafka's handleOutOfRangeError): a local log end above the leader's end is truncated to it, one
-// below the leader's start restarts there (truncate_fully_and_start_at); NOT_LEADER_OR_FOLLOWER /
+// as a replica (Kafka's handleOutOfRangeError): a local log end above the leader's end is truncated to it,
+// one below the leader's start restarts there (truncate_fully_and_start_at); NOT_LEADER_OR_FOLLOWER /
 // UNKNOWN_LEADER_EPOCH / UNKNOWN_TOPIC_OR_PARTITION -> retried after replica.fetch.backoff.ms;
 // FENCED_LEADER_EPOCH -> left alone until the local leader epoch changes (the next metadata). A failed
 // request (network, timeout, malformed answer) backs the whole loop off by replica.fetch.backoff.ms.
