@@ -11,16 +11,13 @@ bool contains(const std::vector<int32_t>& ids, int32_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-// The replicas in `keep` and not in `drop`, in replica order (then any not among the replicas, in their
-// order), without duplicates.
+// The replicas in `keep` and not in `drop`, in replica order (only replicas: one a reassignment removes
+// drops out), without duplicates.
 std::vector<int32_t> ordered_set(const std::vector<int32_t>& replicas, const std::vector<int32_t>& keep,
                                  const std::vector<int32_t>& drop) {
   std::vector<int32_t> out;
-  auto add = [&](int32_t r) {
+  for (int32_t r : replicas)
     if (contains(keep, r) && !contains(drop, r) && !contains(out, r)) out.push_back(r);
-  };
-  for (int32_t r : replicas) add(r);
-  for (int32_t r : keep) add(r);
   return out;
 }
 
@@ -77,7 +74,6 @@ partition_change build_partition_change(const metadata::partition_state& partiti
     } else {
       target_elr = ordered_set(partition_after.replicas, joined(target_elr, partition.isr),
                                joined(target_isr, request.unclean_shutdown_replicas));
-      std::erase_if(target_elr, [&](int32_t r) { return !contains(target_replicas, r); });
     }
   }
 

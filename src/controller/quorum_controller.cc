@@ -61,6 +61,12 @@ api_error error_of(error_code code, std::string message) {
 api_error error_of(const status& s) {
   return {s.code, s.message};
 }
+// The code a failed metadata write answers with in APIs whose errors are per request or partition
+// (AlterPartition, ElectLeaders, AlterPartitionReassignments): NOT_CONTROLLER when the leadership was lost
+// (the client retries elsewhere), UNKNOWN_SERVER_ERROR for anything else.
+error_code write_failure_code(const status& s) {
+  return s.code == error_code::not_controller ? error_code::not_controller : error_code::unknown_server_error;
+}
 // `new ApiError(Errors.X)`: the error's default message.
 api_error default_error(error_code code) {
   switch (code) {
@@ -1672,8 +1678,7 @@ protocol::alter_partition_response quorum_controller::alter_partition(
     response.topics.push_back(std::move(out_topic));
   }
   if (auto st = s.commit(records); !st.ok()) {
-    response.error_code = to_wire(st.code == error_code::not_controller ? error_code::not_controller
-                                                                        : error_code::unknown_server_error);
+    response.error_code = to_wire(write_failure_code(st));
     return response;
   }
   // The state after the change (or as it was, when nothing changed).
@@ -1767,8 +1772,7 @@ protocol::elect_leaders_response quorum_controller::elect_leaders(
     response.replica_election_results.push_back(std::move(result));
   }
   if (auto st = s.commit(records); !st.ok()) {
-    const error_code code =
-        st.code == error_code::not_controller ? error_code::not_controller : error_code::unknown_server_error;
+    const error_code code = write_failure_code(st);
     for (auto& r : response.replica_election_results)
       for (auto& p : r.partition_result)
         if (p.error_code == 0) p.error_code = to_wire(code);
@@ -1866,8 +1870,7 @@ protocol::alter_partition_reassignments_response quorum_controller::alter_partit
     response.responses.push_back(std::move(out_topic));
   }
   if (auto st = s.commit(records); !st.ok()) {
-    response.error_code = to_wire(st.code == error_code::not_controller ? error_code::not_controller
-                                                                        : error_code::unknown_server_error);
+    response.error_code = to_wire(write_failure_code(st));
     response.error_message = st.message;
   }
   return response;
