@@ -507,12 +507,31 @@ int main(int argc, char** argv) {
   mala::net::kafka_server server(shards, dispatcher, limits);
 
   // Every listener speaks the Kafka protocol; the controller listener serves the same handler table until the
-  // controller quorum has its own RPCs.
-  std::vector<mala::net::listen_endpoint> endpoints;
-  for (const auto& l : config.listeners()) endpoints.push_back({l.name, l.host, l.port});
-  if (auto err = server.listen(endpoints); !err.empty()) {
+  // controller quorum has its own RPCs. On a Raft quorum a broker's other listeners are bound now but open
+  // only once the controller says it has caught up with the metadata log (Kafka's BrokerServer waits for
+  // that too): before, it would answer clients from an empty or stale image (UNKNOWN_TOPIC_OR_PARTITION, a
+  // leader that moved), and a producer's first batch answered so could be overtaken by its second.
+  const auto& controller_names = config.controller_listener_names();
+  const bool open_after_catch_up = raft_quorum && lifecycle != nullptr;
+  std::vector<mala::net::listen_endpoint> now_endpoints, later_endpoints;
+  for (const auto& l : config.listeners()) {
+    const bool controller_listener =
+        std::find(controller_names.begin(), controller_names.end(), l.name) != controller_names.end();
+    (open_after_catch_up && !controller_listener ? later_endpoints : now_endpoints)
+        .push_back({l.name, l.host, l.port});
+  }
+  if (auto err = server.listen(now_endpoints); !err.empty()) {
     log->critical("{}", err);
     return 1;
+  }
+  if (auto err = server.bind(later_endpoints); !err.empty()) {
+    log->critical("{}", err);
+    return 1;
+  }
+  if (!later_endpoints.empty()) {
+    lifecycle->set_on_caught_up([&server, &log] {
+      if (auto err = server.start(); !err.empty()) log->error("{}", err);
+    });
   }
 
   // Replicas live on shard 0, where the maintenance timers run.

@@ -85,6 +85,11 @@ asio::awaitable<std::optional<bool>> broker_lifecycle::heartbeat_once(bool want_
                                      resp.is_fenced ? "fenced" : "unfenced");
   }
   _state->fenced = resp.is_fenced;
+  if (resp.is_caught_up && !_state->caught_up) {
+    _state->caught_up = true;
+    subsystem_logger("broker")->info("broker {} has caught up with the metadata log", req.broker_id);
+    if (_on_caught_up) _on_caught_up();
+  }
   co_return resp.should_shut_down;
 }
 

@@ -181,7 +181,13 @@ struct kafka_server::impl {
   shard_pool& shards;
   request_dispatcher& dispatcher;
   server_limits limits;
-  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // accepting
+  struct bound_acceptor {
+    std::unique_ptr<tcp::acceptor> acceptor;
+    std::string listener_name;
+    tcp::endpoint endpoint;
+  };
+  std::vector<bound_acceptor> idle;  // bound, refusing connections until start()
   std::map<std::string, uint16_t> bound_ports;
   std::atomic<uint64_t> next_connection_id{1};
   std::atomic<size_t> next_shard{0};
@@ -291,6 +297,11 @@ kafka_server::kafka_server(shard_pool& shards, request_dispatcher& dispatcher, s
 kafka_server::~kafka_server() = default;
 
 std::string kafka_server::listen(const std::vector<listen_endpoint>& endpoints) {
+  if (auto err = bind(endpoints); !err.empty()) return err;
+  return start();
+}
+
+std::string kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
   auto& ctx = _impl->shards.context(0);
   for (const auto& ep : endpoints) {
     std::error_code ec;
@@ -314,17 +325,30 @@ std::string kafka_server::listen(const std::vector<listen_endpoint>& endpoints) 
     if (!ec && dual_stack) acceptor->set_option(asio::ip::v6_only(false), ec);
     if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) acceptor->bind(bind_to, ec);
-    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
       return "listener " + ep.listener_name + ": cannot listen on " + endpoint_text(bind_to) + ": " +
              ec.message();
     }
     const uint16_t port = acceptor->local_endpoint(ec).port();
     _impl->bound_ports[ep.listener_name] = port;
-    _impl->log->info("listening on {} ({})", endpoint_text(tcp::endpoint(bind_to.address(), port)),
-                     ep.listener_name);
-    asio::co_spawn(ctx, _impl->accept_loop(*acceptor, ep.listener_name), asio::detached);
-    _impl->acceptors.push_back(std::move(acceptor));
+    _impl->idle.push_back({std::move(acceptor), ep.listener_name, tcp::endpoint(bind_to.address(), port)});
+  }
+  return {};
+}
+
+std::string kafka_server::start() {
+  auto& ctx = _impl->shards.context(0);
+  auto idle = std::move(_impl->idle);
+  _impl->idle.clear();
+  for (auto& b : idle) {
+    std::error_code ec;
+    b.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec)
+      return "listener " + b.listener_name + ": cannot listen on " + endpoint_text(b.endpoint) + ": " +
+             ec.message();
+    _impl->log->info("listening on {} ({})", endpoint_text(b.endpoint), b.listener_name);
+    asio::co_spawn(ctx, _impl->accept_loop(*b.acceptor, b.listener_name), asio::detached);
+    _impl->acceptors.push_back(std::move(b.acceptor));
   }
   return {};
 }
@@ -333,6 +357,10 @@ void kafka_server::stop() {
   for (auto& a : _impl->acceptors) {
     std::error_code ec;
     a->close(ec);
+  }
+  for (auto& b : _impl->idle) {
+    std::error_code ec;
+    b.acceptor->close(ec);
   }
 }
 

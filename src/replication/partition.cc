@@ -288,7 +288,7 @@ result<append_outcome> partition::append(std::span<uint8_t> records, int16_t ack
   if (!_producers) return _load_status;
   const int64_t now = now_ms();
   maybe_expire_producers(now);
-  auto checked = _producers->check_records(records);
+  auto checked = _producers->check_records(records, _log->log_end_offset() == 0);
   if (!checked) {
     return status::error(checked.error().code, describe(topic_partition()) + ": " + checked.error().message);
   }

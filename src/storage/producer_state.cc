@@ -60,7 +60,19 @@ std::optional<producer_batch_metadata> find_duplicate(const producer_state_entry
 
 std::string describe_batch(const proto::record_batch_header& batch) {
   return "producer " + std::to_string(batch.producer_id) + " epoch " + std::to_string(batch.producer_epoch) +
-         " sequence " + std::to_string(batch.base_sequence);
+         " sequence " + std::to_string(batch.base_sequence) + "-" +
+         std::to_string(batch_last_sequence(batch));
+}
+
+// The sequence ranges a duplicate may match, oldest first, with their offsets.
+std::string describe_retained(const producer_state_entry& entry) {
+  std::string out;
+  for (const auto& b : entry.batches) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(b.first_sequence) + "-" + std::to_string(b.last_sequence) + "@" +
+           std::to_string(b.first_offset);
+  }
+  return out.empty() ? "none" : out;
 }
 
 template <typename T>
@@ -239,12 +251,13 @@ result<std::unique_ptr<producer_state_manager>> producer_state_manager::open(con
   return m;
 }
 
-result<producer_check_outcome> producer_state_manager::check(const proto::record_batch_header& batch) const {
-  return check(std::span<const proto::record_batch_header>(&batch, 1));
+result<producer_check_outcome> producer_state_manager::check(const proto::record_batch_header& batch,
+                                                             bool log_never_written) const {
+  return check(std::span<const proto::record_batch_header>(&batch, 1), log_never_written);
 }
 
 result<producer_check_outcome> producer_state_manager::check(
-    std::span<const proto::record_batch_header> batches) const {
+    std::span<const proto::record_batch_header> batches, bool log_never_written) const {
   // Kafka's ProducerAppendInfo per producer of the request: the state the earlier batches would leave, plus
   // the epoch of the state before the request (a producer without one may start at any sequence).
   struct pending {
@@ -280,6 +293,13 @@ result<producer_check_outcome> producer_state_manager::check(
       entry.current_txn_first_offset.reset();
       continue;
     }
+    const bool unknown_before = it->epoch_before == proto::no_producer_epoch;
+    if (unknown_before && log_never_written && entry.batches.empty() && batch.base_sequence != 0) {
+      return status::error(error_code::out_of_order_sequence_number,
+                           describe_batch(batch) +
+                               ": the first batch of a producer on a partition that never held a record must "
+                               "start at sequence 0");
+    }
     if (batch.producer_epoch != entry.producer_epoch) {
       if (batch.base_sequence != 0 && entry.producer_epoch != proto::no_producer_epoch) {
         return status::error(error_code::out_of_order_sequence_number,
@@ -287,11 +307,11 @@ result<producer_check_outcome> producer_state_manager::check(
                                  ": a new epoch must start at sequence 0 (current epoch " +
                                  std::to_string(entry.producer_epoch) + ")");
       }
-    } else if (it->epoch_before != proto::no_producer_epoch &&
-               !in_sequence(entry.last_sequence(), batch.base_sequence)) {
-      return status::error(
-          error_code::out_of_order_sequence_number,
-          describe_batch(batch) + ": expected sequence after " + std::to_string(entry.last_sequence()));
+    } else if (!unknown_before && !in_sequence(entry.last_sequence(), batch.base_sequence)) {
+      return status::error(error_code::out_of_order_sequence_number,
+                           describe_batch(batch) + ": expected sequence after " +
+                               std::to_string(entry.last_sequence()) + " (retained batches " +
+                               describe_retained(entry) + ")");
     }
     if (entry.current_txn_first_offset && !batch.is_transactional()) {
       return status::error(error_code::invalid_txn_state,
@@ -305,7 +325,8 @@ result<producer_check_outcome> producer_state_manager::check(
   return producer_check_outcome{};
 }
 
-result<producer_check_outcome> producer_state_manager::check_records(std::span<const uint8_t> records) const {
+result<producer_check_outcome> producer_state_manager::check_records(std::span<const uint8_t> records,
+                                                                     bool log_never_written) const {
   std::vector<proto::record_batch_header> headers;
   proto::batch_splitter splitter(records);
   while (auto batch = splitter.next()) {
@@ -317,7 +338,7 @@ result<producer_check_outcome> producer_state_manager::check_records(std::span<c
     return status::error(error_code::corrupt_message,
                          "malformed record set: " + std::string(proto::batch_status_name(splitter.status())));
   }
-  return check(headers);
+  return check(headers, log_never_written);
 }
 
 void producer_state_manager::apply_data_batch(const proto::record_batch_header& batch, int64_t first_offset) {

@@ -57,7 +57,7 @@ def five_nodes(request, tmp_path):
     yield from _fast(request, tmp_path, size=5, broker_only=(4, 5))
 
 
-def create_replicated_topic(c, topic, partitions, min_isr=2, extra=None, assignment=None):
+def create_replicated_topic(c, topic, partitions, min_isr=2, extra=None, assignment=None, full_isr=True):
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -77,12 +77,13 @@ def create_replicated_topic(c, topic, partitions, min_isr=2, extra=None, assignm
             return None
     c.wait_until(created, timeout=30, interval=0.5, what=f"CreateTopics {topic}")
 
-    def full_isr():
+    def every_isr_full():
         t = c.rdkafka_metadata(c.running_ids()[0], topic=topic).topics[topic]
         if t.error is not None or len(t.partitions) != partitions:
             return None
         return all(p.leader >= 0 and len(p.isrs) == len(p.replicas) for p in t.partitions.values()) or None
-    c.wait_until(full_isr, timeout=30, interval=0.25, what=f"{topic}: every partition led with a full ISR")
+    if full_isr:
+        c.wait_until(every_isr_full, timeout=30, interval=0.25, what=f"{topic}: every partition led with a full ISR")
 
 
 def partition_view(c, topic, partition, via=None):
@@ -545,3 +546,38 @@ def test_kafka_reassign_partitions_moves_a_replica_with_its_data(fast_cluster):
     assert (c.node(third).log_dir / f"{topic}-0").is_dir()
     consumed = rdkafka_consume(c.bootstrap, topic, {0: 0}, timeout=30)
     assert sorted(v for _, _, _, v in consumed) == sorted(f"r{i}" for i in range(500))
+
+
+def test_restarted_broker_serves_clients_only_once_caught_up(fast_cluster):
+    """Kafka's BrokerServer opens its broker listeners only after the broker has caught up with the metadata log.
+    Node 3 is restarted alone (nodes 1 and 2 dead: no quorum): its controller listener opens at once (Raft needs
+    it), its client listener refuses connections for as long as it cannot catch up, and the first Metadata
+    answer it gives once open already knows the topic created while it was down. (Served
+    earlier, from an empty or stale image, it answered UNKNOWN_TOPIC_OR_PARTITION and old leaders, and an
+    idempotent producer's first batch answered so could be overtaken by its second.)"""
+    from conftest import port_accepts
+
+    c = fast_cluster
+    c.wait_until(lambda: len(c.rdkafka_metadata(1).brokers) == 3 or None, timeout=20, interval=0.2,
+                 what="three registered brokers")
+    c.kill(3)
+    # Placed by hand: node 3 stays registered (fenced) while it is down.
+    create_replicated_topic(c, "born-while-3-was-down", 2, min_isr=1, assignment=[[1, 2, 3], [2, 3, 1]],
+                            full_isr=False)
+    c.kill(1)
+    c.kill(2)
+    c.launch(3)
+    n3 = c.node(3)
+    c.wait_until(lambda: port_accepts(n3.controller_port), timeout=20, interval=0.1,
+                 what="node 3's controller listener")
+    refused_until = time.monotonic() + 4
+    while time.monotonic() < refused_until:
+        assert not port_accepts(n3.port), "node 3 took client connections before it caught up with the metadata"
+        time.sleep(0.2)
+    c.launch(1)  # nodes 1 and 3: a majority again
+    c.wait_serving(3, timeout=40)
+    view = partition_view(c, "born-while-3-was-down", 0, via=3)
+    print(f"node 3's first answer: {view}")
+    assert sorted(view["replicas"]) == [1, 2, 3]
+    c.start(2)
+    c.wait_serving(1, timeout=40)

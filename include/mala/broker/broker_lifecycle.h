@@ -5,7 +5,8 @@
 // once it has caught up. A heartbeat answered STALE_BROKER_EPOCH (the controller lost the registration, or
 // fenced and forgot it) registers again; NOT_CONTROLLER or no answer retries at the next interval.
 // controlled_shutdown() heartbeats with WantShutDown until the controller answers ShouldShutDown (it has
-// moved this broker's leaderships away) or the time is up.
+// moved this broker's leaderships away) or the time is up. on_caught_up fires at the first heartbeat answer
+// with IsCaughtUp.
 //
 // Threads: shard 0 (its timers run on the io_context given).
 #pragma once
@@ -40,6 +41,10 @@ class broker_lifecycle {
   // Asks the controller to move this broker's leaderships away; returns when it agreed or after timeout_ms.
   asio::awaitable<void> controlled_shutdown(int32_t timeout_ms);
 
+  // Called once (on shard 0), at the first heartbeat answer that says this broker has caught up with the
+  // metadata log (Kafka's initialCatchUpFuture: its broker listeners open then). Set before start().
+  void set_on_caught_up(std::function<void()> callback) { _on_caught_up = std::move(callback); }
+
   int64_t broker_epoch() const { return _state->epoch; }
   bool fenced() const { return _state->fenced; }
 
@@ -49,6 +54,7 @@ class broker_lifecycle {
     bool fenced = true;
     bool stopped = false;
     bool shutting_down = false;
+    bool caught_up = false;
   };
   static asio::awaitable<void> run(broker_lifecycle* self, std::shared_ptr<state> st);
   asio::awaitable<bool> register_once();
@@ -57,6 +63,7 @@ class broker_lifecycle {
   asio::io_context& _io;
   controller_channel& _channel;
   broker_lifecycle_options _options;
+  std::function<void()> _on_caught_up;
   std::shared_ptr<state> _state;
   asio::steady_timer _timer;
 };

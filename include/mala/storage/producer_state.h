@@ -131,10 +131,17 @@ class producer_state_manager {
   // them): INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_TXN_STATE for the whole request,
   // or a duplicate (the first batch that repeats one of its producer's last 5; the request is not written),
   // or ok. Each batch is checked against the state the batches before it would leave, as Kafka does.
-  result<producer_check_outcome> check(const protocol::record_batch_header& batch) const;
-  result<producer_check_outcome> check(std::span<const protocol::record_batch_header> batches) const;
+  // A producer without state may start at any sequence (KIP-360: its state may have expired), except on a
+  // partition whose log never held a record (`log_never_written`, log end offset 0), where it must start at 0
+  // (Kafka 4.5, KAFKA-15591): otherwise a later batch that overtook a first one answered with a retriable
+  // error would be written, and every retry of the first one refused as out of order.
+  result<producer_check_outcome> check(const protocol::record_batch_header& batch,
+                                       bool log_never_written = false) const;
+  result<producer_check_outcome> check(std::span<const protocol::record_batch_header> batches,
+                                       bool log_never_written = false) const;
   // Same over a produce request's records field (CORRUPT_MESSAGE if it does not split into batches).
-  result<producer_check_outcome> check_records(std::span<const uint8_t> records) const;
+  result<producer_check_outcome> check_records(std::span<const uint8_t> records,
+                                               bool log_never_written = false) const;
 
   // After an append (leader or follower) of whole batches with their offsets assigned: records the producers'
   // batches and transaction markers, and moves the map end offset past them. Never fails: the log already

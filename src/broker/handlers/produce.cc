@@ -130,8 +130,14 @@ asio::awaitable<std::vector<append_answer>> append_on_home_shard(
           }
         }
       }
-      log->debug("produce to {}-{} failed: {} ({})", w.topic, w.partition, error_name(code),
-                 appended.error().message);
+      // A producer-state rejection says which sequence or epoch the partition expected: worth a line (an
+      // idempotent producer that keeps getting it is stuck); the rest (not leader, ...) are routine.
+      const bool producer_state = code == error_code::out_of_order_sequence_number ||
+                                  code == error_code::invalid_producer_epoch ||
+                                  code == error_code::invalid_txn_state;
+      log->log(producer_state ? spdlog::level::info : spdlog::level::debug,
+               "produce to {}-{} failed: {} ({})", w.topic, w.partition, error_name(code),
+               appended.error().message);
       answers.push_back(std::move(a));
       continue;
     }

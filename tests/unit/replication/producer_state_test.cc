@@ -135,6 +135,21 @@ TEST_F(partition_producer_test, sequence_and_epoch_errors_write_nothing) {
   EXPECT_EQ(append_error(p, idempotent_batch(7, 3, 2)), error_code::not_leader_or_follower);
 }
 
+TEST_F(partition_producer_test, a_never_written_partition_takes_a_new_producer_only_from_sequence_zero) {
+  // Kafka 4.5 (KAFKA-15591): the second batch of a producer must not be written before its first.
+  auto& p = make();
+  lead(p);
+  EXPECT_EQ(append_error(p, idempotent_batch(1000, 0, 29, 3)), error_code::out_of_order_sequence_number);
+  EXPECT_EQ(p.log_end_offset(), 0);
+  // Another producer's record makes the log written: from then on an unknown producer may start anywhere
+  // (KIP-360, its state may have expired).
+  append_ok(p, testing::make_batch(1));
+  EXPECT_EQ(append_error(p, idempotent_batch(2000, 0, 29, 3)), error_code::none);
+  EXPECT_EQ(append_error(p, idempotent_batch(1000, 0, 0, 29)), error_code::none);
+  EXPECT_EQ(append_error(p, idempotent_batch(1000, 0, 29, 3)), error_code::none);
+  EXPECT_EQ(p.log_end_offset(), 1 + 3 + 29 + 3);
+}
+
 TEST_F(partition_producer_test, state_is_rebuilt_when_the_partition_is_created_again) {
   {
     auto& p = make();

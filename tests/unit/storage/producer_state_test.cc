@@ -224,6 +224,25 @@ TEST_F(producer_state_test, unknown_producer_may_start_at_any_sequence) {
   EXPECT_EQ(code_of(m->check(header(9, 2, 44))), error_code::none);
 }
 
+TEST_F(producer_state_test, on_a_never_written_partition_a_new_producer_starts_at_sequence_zero) {
+  // Kafka 4.5 (KAFKA-15591): batch B overtook batch A, which was answered with a retriable error; written, B
+  // would leave every retry of A out of order.
+  auto m = open_state();
+  const bool never_written = true;
+  EXPECT_EQ(code_of(m->check(header(9, 0, 17, 5), never_written)), error_code::out_of_order_sequence_number);
+  EXPECT_EQ(code_of(m->check_records(batch(9, 0, 17, 5), never_written)),
+            error_code::out_of_order_sequence_number);
+  // A new epoch of an unknown producer is no exception; the first batch at 0 may be followed in its request.
+  EXPECT_EQ(code_of(m->check(header(9, 3, 1), never_written)), error_code::out_of_order_sequence_number);
+  std::vector<proto::record_batch_header> first_two = {header(9, 0, 0, 17), header(9, 0, 17, 5)};
+  EXPECT_EQ(code_of(m->check(first_two, never_written)), error_code::none);
+  // Once the log holds a record (even if DeleteRecords removed it again) any first sequence goes (KIP-360).
+  EXPECT_EQ(code_of(m->check(header(9, 0, 17, 5), false)), error_code::none);
+  // A producer the state knows is checked for order as always.
+  ASSERT_TRUE(produce(*m, header(9, 0, 0, 17)).ok());
+  EXPECT_EQ(code_of(m->check(header(9, 0, 17, 5), never_written)), error_code::none);
+}
+
 TEST_F(producer_state_test, non_idempotent_batches_are_ignored) {
   auto m = open_state();
   auto h = header(proto::no_producer_id, proto::no_producer_epoch, proto::no_sequence, 4);
