@@ -184,7 +184,7 @@ std::vector<config_key> build_table() {
     {.name = "offsets.topic.replication.factor", .type = int16, .default_value = "3", .min = 1,
      .importance = high, .doc = "Replication factor of __consumer_offsets."},
     {.name = "offsets.retention.minutes", .type = int32, .default_value = "10080", .min = 1, .importance = high,
-     .doc = "Committed offsets of an empty group are kept this long."},
+     .doc = "Committed offsets of an empty classic group are kept this long; in a consumer group, an offset of a topic no member subscribes to, this long after its commit."},
     // KIP-848 consumer groups (ConsumerGroupHeartbeat), GroupCoordinatorConfig's group.consumer.* keys.
     {.name = "group.consumer.assignors", .type = list, .default_value = "uniform,range", .importance = medium,
      .doc = "The server-side assignors of consumer groups, the first being the default (uniform, range)."},

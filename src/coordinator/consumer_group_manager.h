@@ -73,6 +73,7 @@ class consumer_group_manager {
       const std::vector<std::string>& ids, bool include_authorized_operations) const;
 
   const consumer_group* find(const std::string& id) const;
+  const std::map<std::string, consumer_group>& groups() const { return _groups; }
   bool contains(const std::string& id) const { return _groups.contains(id); }
   void list(const std::set<std::string>& states, const std::set<std::string>& types,
             std::vector<protocol::list_groups_response::listed_group>& out) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <random>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -1489,16 +1490,59 @@ struct group_coordinator::impl {
         deleted_groups[slot.partition].push_back(id);
       }
     }
+    // Consumer groups (KIP-848; ConsumerGroup.offsetExpirationCondition): an offset of a topic no member
+    // subscribes to expires offsets.retention.minutes after its commit, whatever the group's state; an empty
+    // group whose offsets are all gone is deleted.
+    std::map<int32_t, std::vector<std::string>> deleted_consumer_groups;
+    for (const auto& [id, cg] : consumer->groups()) {
+      const int32_t p = partition_of(id);
+      auto ps = partitions.find(p);
+      if (ps == partitions.end() || ps->second.status != partition_status::active) continue;
+      std::set<std::string> subscribed;
+      for (const auto& [mid, m] : cg.members()) {
+        for (const auto& t : subscribed_topics(m, consumer->topics())) subscribed.insert(t);
+      }
+      bool all_expired = true;
+      if (auto oit = offsets.find(id); oit != offsets.end()) {
+        for (const auto& [topic, parts] : oit->second) {
+          if (subscribed.contains(topic)) {
+            all_expired = false;
+            continue;
+          }
+          for (const auto& [partition, c] : parts) {
+            const bool is_expired = c.expire_timestamp_ms
+                                        ? now_ms >= *c.expire_timestamp_ms
+                                        : now_ms - c.commit_timestamp_ms >= config.offsets_retention_ms;
+            if (is_expired) {
+              records[p].push_back(offset_commit_tombstone(id, topic, partition));
+              expired[p].push_back({id, topic, partition});
+            } else {
+              all_expired = false;
+            }
+          }
+        }
+      }
+      if (all_expired && cg.is_empty() && consumer->delete_records(id, records[p]) == error_code::none) {
+        deleted_consumer_groups[p].push_back(id);
+      }
+    }
     for (auto& [p, recs] : records) {
       log->info("offsets retention: {} tombstone(s) for partition {}", recs.size(), p);
       write(p, std::move(recs),
-            [this, ex = std::move(expired[p]), gone = std::move(deleted_groups[p])](error_code e) {
+            [this, ex = std::move(expired[p]), gone = std::move(deleted_groups[p]),
+             gone_consumer = std::move(deleted_consumer_groups[p])](error_code e) {
               if (e != error_code::none) return;  // tried again at the next check
               for (const auto& x : ex) erase_offset(x.group, x.topic, x.partition);
+              // Only if nothing brought the group back to life meanwhile.
               for (const auto& id : gone) {
-                // Only if nothing brought the group back to life meanwhile.
                 if (auto* slot = find_slot(id); slot && slot->group.is_empty() && !offsets.contains(id))
                   remove_group(id);
+              }
+              for (const auto& id : gone_consumer) {
+                if (const auto* cg = consumer->find(id); cg && cg->is_empty() && !offsets.contains(id)) {
+                  log->info("consumer group {} deleted: empty, with no offsets left", id);
+                  consumer->remove_group(id);
+                }
               }
             });
     }

@@ -394,6 +394,61 @@ TEST_F(consumer_group_test, offsets_check_member_epochs) {
   EXPECT_EQ(coordinator->find_offset("alerts", "bus-events", 0), nullptr);
 }
 
+TEST_F(consumer_group_test, offsets_expire_unless_subscribed_and_an_empty_group_goes_with_them) {
+  // ConsumerGroup.offsetExpirationCondition: retention counts from each commit; a topic some member
+  // subscribes to keeps its offsets whatever their age.
+  auto a = beat(join_req("a"));
+  auto commit = [&](const std::string& topic, const std::string& member, int32_t epoch) {
+    proto::offset_commit_request r;
+    r.group_id = "alerts";
+    r.member_id = member;
+    r.generation_id_or_member_epoch = epoch;
+    auto& t = r.topics.emplace_back();
+    t.name = topic;
+    t.partitions.push_back({});
+    t.partitions.back().partition_index = 0;
+    t.partitions.back().committed_offset = 7;
+    std::optional<proto::offset_commit_response> out;
+    coordinator->commit_offsets({"client", "/127.0.0.1", 9}, r,
+                                [&](proto::offset_commit_response resp) { out = resp; });
+    writer.complete_all();
+    return out->topics[0].partitions[0].error_code;
+  };
+  ASSERT_EQ(commit("bus-events", "a", a.member_epoch), 0);
+  ASSERT_EQ(commit("other", "a", a.member_epoch), 0);  // a topic the member does not subscribe to
+  now += config.offsets_retention_ms - 1;
+  coordinator->cleanup_group_metadata();
+  writer.complete_all();
+  EXPECT_NE(coordinator->find_offset("alerts", "other", 0), nullptr);
+  now += 1;
+  coordinator->cleanup_group_metadata();
+  writer.complete_all();
+  EXPECT_EQ(coordinator->find_offset("alerts", "other", 0), nullptr);
+  EXPECT_NE(coordinator->find_offset("alerts", "bus-events", 0), nullptr);  // subscribed
+  ASSERT_NE(coordinator->find_consumer_group("alerts"), nullptr);
+
+  // Once the member left, the subscribed topic's offset expires too, and the empty group is deleted.
+  auto left = beat(beat_req("a", leave_group_member_epoch));
+  ASSERT_EQ(left.error_code, 0);
+  coordinator->cleanup_group_metadata();
+  writer.complete_all();
+  EXPECT_EQ(coordinator->find_offset("alerts", "bus-events", 0), nullptr);
+  EXPECT_EQ(coordinator->find_consumer_group("alerts"), nullptr);
+  // What was written can be replayed: nothing of the group comes back.
+  fake_writer other_writer;
+  group_coordinator restarted(config, other_writer, [this] { return now; });
+  restarted.begin_loading(0);
+  int64_t offset = 0;
+  for (const auto& [p, r] : writer.committed) {
+    std::optional<std::span<const uint8_t>> value;
+    if (r.value) value = std::span<const uint8_t>(*r.value);
+    ASSERT_TRUE(restarted.replay(0, offset++, r.key, value).ok());
+  }
+  restarted.complete_loading(0);
+  EXPECT_EQ(restarted.find_consumer_group("alerts"), nullptr);
+  EXPECT_EQ(restarted.find_offset("alerts", "bus-events", 0), nullptr);
+}
+
 TEST_F(consumer_group_test, records_replay_into_the_same_group) {
   std::map<std::string, std::pair<int32_t, topic_partitions>> members;
   for (auto id : {"a", "b"}) {
