@@ -7,7 +7,8 @@ with the same clients:
   - Apache Kafka's ProducerPerformance / ConsumerPerformance (the classes kafka-producer-perf-test.sh and
     kafka-consumer-perf-test.sh run), plus AssignConsumerPerf.java (Kafka's Java consumer with assign(), because
     ConsumerPerformance needs consumer groups);
-  - librdkafka through confluent-kafka (rdkafka_load.py, several processes).
+  - librdkafka through confluent-kafka (rdkafka_load.py, several processes);
+  - franz-go (franzload/, a compiled Go client with 1 MB batches: the least client CPU per byte of the three).
 Measures produce throughput (1 KiB and 100 B records, acks=1 and acks=all), produce latency at a fixed rate, consume
 throughput, broker CPU seconds per GB (/proc/<pid>/stat), broker peak RSS (VmHWM) and the time from process start to
 the first acknowledged produce. Prints a Markdown table of per-broker medians over the rounds with Mala/Kafka ratios
@@ -19,7 +20,8 @@ and writes every raw number to a JSON file. Nothing is asserted: docs/performanc
   bench/e2e/compare.py --from-json results.json   # print an earlier run's table again, run nothing
 
 Needs: build/src/app/mala (or --mala-bin), Apache Kafka's jars in tests/integration/.deps/kafka-libs (from
-scripts/install-test-clients.sh, or --kafka-libs), a JDK (java and javac), and confluent-kafka.
+scripts/install-test-clients.sh, or --kafka-libs), a JDK (java and javac), confluent-kafka, and Go (franzload is
+built from its pinned go.mod/go.sum at the start of a run).
 """
 
 import argparse
@@ -46,6 +48,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 RDKAFKA_LOAD = HERE / "rdkafka_load.py"
 ASSIGN_CONSUMER_SRC = HERE / "AssignConsumerPerf.java"
+FRANZ_LOAD_SRC = HERE / "franzload"
 
 # kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS (MaxInlineLevel=15, which older scripts add, is JDK 17's default).
 JVM_PERF_OPTS = ["-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
@@ -192,11 +195,13 @@ class Env:
         self.classpath = ":".join(jars)
         self.python = sys.executable
         self.assign_classes = work / "classes"
+        self.go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
+        self.franz_load = work / "franzload"
 
     def check(self, brokers):
         problems = []
         if "mala" in brokers and not os.access(self.mala_bin, os.X_OK):
-            problems.append(f"mala binary not found at {self.mala_bin} (/work/notes/build.sh mala, or --mala-bin)")
+            problems.append(f"mala binary not found at {self.mala_bin} (ninja -C build mala, or --mala-bin)")
         if not self.classpath or not list(self.kafka_libs.glob("kafka_2.13-*.jar")):
             problems.append(f"Apache Kafka jars not found in {self.kafka_libs} (scripts/install-test-clients.sh)")
         if not self.java or not self.javac:
@@ -205,6 +210,8 @@ class Env:
             import confluent_kafka  # noqa: F401
         except ImportError:
             problems.append("python package confluent-kafka missing (scripts/install-test-clients.sh)")
+        if not self.go:
+            problems.append("go not on PATH (scripts/install-test-clients.sh installs it)")
         return problems
 
     def kafka_version(self):
@@ -215,6 +222,12 @@ class Env:
         self.assign_classes.mkdir(parents=True, exist_ok=True)
         subprocess.run([self.javac, "-nowarn", "-d", str(self.assign_classes), "-cp", self.classpath,
                         str(ASSIGN_CONSUMER_SRC)], check=True, capture_output=True, text=True, timeout=300)
+
+    def build_franz_load(self):
+        # -mod=readonly: the versions are the ones go.mod and go.sum pin, from the Go module proxy.
+        subprocess.run([self.go, "build", "-trimpath", "-o", str(self.franz_load), "."], cwd=FRANZ_LOAD_SRC,
+                       env={**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false"}, check=True,
+                       capture_output=True, text=True, timeout=600)
 
     def java_cmd(self, main_class, args, heap=PERF_TOOL_HEAP, extra_cp=None):
         cp = self.classpath + (":" + str(extra_cp) if extra_cp else "")
@@ -463,6 +476,21 @@ def rdkafka(env, mode, broker, topic, timeout, **kw):
     return res
 
 
+def franz(env, mode, broker, topic, timeout, **kw):
+    cmd = [str(env.franz_load), mode, "--bootstrap", broker.bootstrap, "--topic", topic,
+           "--timeout", f"{int(timeout)}s"]
+    for k, v in kw.items():
+        cmd += [f"--{k}", str(v)]
+    r = run_checked(cmd, timeout, f"franzload {mode}", broker)
+    try:
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RuntimeError(f"franzload {mode} exit {r.returncode}: {short(r.stdout + r.stderr)}")
+    if r.returncode != 0 or res.get("error"):
+        raise RuntimeError(f"franzload {mode}: {res.get('error')} {short(r.stderr, 300)}")
+    return res
+
+
 def run_session(env, broker_cls, round_no, prof, args):
     """One broker start: every workload once. Returns (metrics, errors, info)."""
     broker = broker_cls(env, f"round{round_no}-{broker_cls.name}")
@@ -515,6 +543,7 @@ def run_session(env, broker_cls, round_no, prof, args):
             for acks in ACKS:
                 topics[("java", size, acks)] = f"java-{size}b-acks{acks}"
                 topics[("rd", size, acks)] = f"rd-{size}b-acks{acks}"
+                topics[("franz", size, acks)] = f"franz-{size}b-acks{acks}"
         topics["java-latency"] = "java-latency"
         topics["rd-latency"] = "rd-latency"
         try:
@@ -535,6 +564,12 @@ def run_session(env, broker_cls, round_no, prof, args):
                      lambda size=size, acks=acks: rdkafka(env, "produce", broker, topics[("rd", size, acks)], timeout,
                                                           records=n_for[size], size=size, acks=acks,
                                                           procs=args.rd_procs),
+                     produce_cpu)
+        for size in SIZES:
+            for acks in ACKS:
+                step(f"franz_produce_{size}b_acks{acks}",
+                     lambda size=size, acks=acks: franz(env, "produce", broker, topics[("franz", size, acks)],
+                                                        timeout, records=n_for[size], size=size, acks=acks),
                      produce_cpu)
 
         rate, secs = prof["latency_rate"], prof["latency_seconds"]
@@ -566,6 +601,7 @@ def run_session(env, broker_cls, round_no, prof, args):
         step("java_consume_assign", lambda: assign_consumer(env, broker, consume_topic, n, timeout), consume_cpu)
         step("rd_consume", lambda: rdkafka(env, "consume", broker, consume_topic, timeout, procs=args.rd_procs),
              consume_cpu)
+        step("franz_consume", lambda: franz(env, "consume", broker, consume_topic, timeout), consume_cpu)
 
         if produce_cpu[1]:
             metrics["cpu_produce"] = {"s_per_gb": produce_cpu[0] / (produce_cpu[1] / GB), "bytes": produce_cpu[1]}
@@ -622,7 +658,7 @@ def fmt_num(v, unit=""):
 
 def report_rows(prof, args):
     rows = []  # (label, metric key, field, unit, better, target, secondary field); unit "ms-int": whole ms
-    for client, cname in (("java", "ProducerPerformance"), ("rd", "librdkafka")):
+    for client, cname in (("java", "ProducerPerformance"), ("rd", "librdkafka"), ("franz", "franz-go")):
         for size in SIZES:
             for acks in ACKS:
                 sz = "1 KiB" if size == 1024 else "100 B"
@@ -640,6 +676,7 @@ def report_rows(prof, args):
     rows.append(("Consume MB/s — Java consumer, assign()", "java_consume_assign", "mb_per_sec", "", "higher", "≥ 2",
                  None))
     rows.append(("Consume MB/s — librdkafka, assign()", "rd_consume", "mb_per_sec", "", "higher", "≥ 2", None))
+    rows.append(("Consume MB/s — franz-go, assign()", "franz_consume", "mb_per_sec", "", "higher", "≥ 2", None))
     rows.append(("Broker CPU s per GB produced", "cpu_produce", "s_per_gb", "", "lower", "", None))
     rows.append(("Broker CPU s per GB consumed", "cpu_consume", "s_per_gb", "", "lower", "", None))
     rows.append(("Broker peak RSS MiB (VmHWM)", "rss", "peak_mb", "", "lower", "≤ 0.1", None))
@@ -745,6 +782,7 @@ def main():
             print(f"compare.py: {p}", file=sys.stderr)
         return 2
     env.compile_assign_consumer()
+    env.build_franz_load()
     machine = machine_info(env)
     log(f"work dir {work}; profile {prof}; partitions {args.partitions}; brokers {brokers}")
 

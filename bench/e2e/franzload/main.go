@@ -1,0 +1,198 @@
+// franzload: a franz-go (kgo) load for bench/e2e/compare.py. A compiled client with large batches spends little
+// CPU per record, so on a 2-core machine shared by client and broker more of the machine goes to the broker than
+// with the Java or Python clients. Prints one JSON object on stdout; exits 1 (the JSON still printed, "error"
+// set) on a failure, 2 on a usage error.
+//
+//	franzload produce --bootstrap B --topic T --records N --size S --acks 1|all
+//	    N records of S bytes (no key, one random payload reused, as ProducerPerformance does), franz-go's defaults
+//	    otherwise: linger 10 ms, batches up to 1 MB per partition, 50,000 records buffered, idempotent with
+//	    acks=all (acks=1 is not idempotent). Throughput = acknowledged bytes / (Flush end - first Produce).
+//	franzload consume --bootstrap B --topic T
+//	    every partition from the start to the high watermark it had when the run began, assigned directly (no
+//	    consumer group), franz-go's fetch defaults (50 MB per fetch, 1 MB per partition). Throughput = value
+//	    bytes / (last record - first PollFetches).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const mib = 1 << 20
+
+type result struct {
+	Records       int64   `json:"records"`
+	Bytes         int64   `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	Errors        int64   `json:"errors"`
+	Error         string  `json:"error,omitempty"`
+}
+
+func finish(r result, err error) {
+	if r.Seconds > 0 {
+		r.MBPerSec = float64(r.Bytes) / mib / r.Seconds
+		r.RecordsPerSec = float64(r.Records) / r.Seconds
+	}
+	code := 0
+	if err != nil {
+		r.Error = err.Error()
+		code = 1
+	}
+	out, _ := json.Marshal(r)
+	fmt.Println(string(out))
+	os.Exit(code)
+}
+
+func produce(ctx context.Context, bootstrap, topic string, records, size int, acks string) (result, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(bootstrap), kgo.ClientID("bench-franz-prod"), kgo.DefaultProduceTopic(topic),
+		kgo.AllowAutoTopicCreation()}
+	switch acks {
+	case "all", "-1":
+	case "1":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	default:
+		return result{}, fmt.Errorf("unknown acks %q", acks)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return result{}, err
+	}
+	defer cl.Close()
+	// Metadata and the producer id first, outside the measured time.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("warm-up")}).FirstErr(); err != nil {
+		return result{}, fmt.Errorf("warm-up record: %w", err)
+	}
+	payload := make([]byte, size)
+	if _, err := rand.Read(payload); err != nil {
+		return result{}, err
+	}
+	var acked, failed atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	done := func(_ *kgo.Record, err error) {
+		if err != nil {
+			failed.Add(1)
+			errOnce.Do(func() { firstErr = err })
+			return
+		}
+		acked.Add(1)
+	}
+	start := time.Now()
+	for i := 0; i < records; i++ {
+		cl.Produce(ctx, &kgo.Record{Value: payload}, done)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return result{}, err
+	}
+	secs := time.Since(start).Seconds()
+	r := result{Records: acked.Load(), Bytes: acked.Load() * int64(size), Seconds: secs, Errors: failed.Load()}
+	if firstErr != nil {
+		return r, fmt.Errorf("%d records failed, the first with: %w", failed.Load(), firstErr)
+	}
+	return r, nil
+}
+
+func consume(ctx context.Context, bootstrap, topic string) (result, error) {
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ClientID("bench-franz-admin"))
+	if err != nil {
+		return result{}, err
+	}
+	ends, err := kadm.NewClient(admCl).ListEndOffsets(ctx, topic)
+	admCl.Close()
+	if err != nil {
+		return result{}, err
+	}
+	if err := ends.Error(); err != nil {
+		return result{}, err
+	}
+	starts := map[int32]kgo.Offset{}
+	remaining := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			starts[o.Partition] = kgo.NewOffset().AtStart()
+			remaining[o.Partition] = o.Offset
+		}
+	})
+	if len(starts) == 0 {
+		return result{}, errors.New("nothing to consume")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ClientID("bench-franz-cons"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))
+	if err != nil {
+		return result{}, err
+	}
+	defer cl.Close()
+	var r result
+	var start, last time.Time
+	for len(remaining) > 0 {
+		if start.IsZero() {
+			start = time.Now()
+		}
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return r, fmt.Errorf("%d partitions not read to their end: %w", len(remaining), err)
+		}
+		var fetchErr error
+		fetches.EachError(func(_ string, _ int32, err error) { fetchErr = err })
+		if fetchErr != nil {
+			return r, fetchErr
+		}
+		fetches.EachRecord(func(rec *kgo.Record) {
+			end, ok := remaining[rec.Partition]
+			if !ok || rec.Offset >= end {
+				return
+			}
+			r.Records++
+			r.Bytes += int64(len(rec.Value))
+			if rec.Offset+1 >= end {
+				delete(remaining, rec.Partition)
+			}
+		})
+		last = time.Now()
+	}
+	r.Seconds = last.Sub(start).Seconds()
+	return r, nil
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: franzload produce|consume --bootstrap B --topic T ...")
+		os.Exit(2)
+	}
+	mode := os.Args[1]
+	fs := flag.NewFlagSet(mode, flag.ExitOnError)
+	bootstrap := fs.String("bootstrap", "", "bootstrap servers")
+	topic := fs.String("topic", "", "topic")
+	records := fs.Int("records", 100000, "records to produce")
+	size := fs.Int("size", 1024, "record size in bytes")
+	acks := fs.String("acks", "all", "1 or all")
+	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
+	if err := fs.Parse(os.Args[2:]); err != nil || *bootstrap == "" || *topic == "" {
+		fmt.Fprintln(os.Stderr, "--bootstrap and --topic are required")
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	switch mode {
+	case "produce":
+		finish(produce(ctx, *bootstrap, *topic, *records, *size, *acks))
+	case "consume":
+		finish(consume(ctx, *bootstrap, *topic))
+	default:
+		fmt.Fprintf(os.Stderr, "unknown mode %q\n", mode)
+		os.Exit(2)
+	}
+}
