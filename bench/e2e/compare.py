@@ -462,33 +462,31 @@ def assign_consumer(env, broker, topic, records, timeout):
     return {"records": n, "bytes": b, "seconds": s, "mb_per_sec": b / s / MIB, "records_per_sec": n / s}
 
 
-def rdkafka(env, mode, broker, topic, timeout, **kw):
-    cmd = [env.python, str(RDKAFKA_LOAD), mode, "--bootstrap", broker.bootstrap, "--topic", topic]
-    for k, v in kw.items():
-        cmd += [f"--{k}", str(v)]
-    r = run_checked(cmd, timeout, f"rdkafka_load {mode}", broker)
+def json_tool(cmd, timeout, what, broker):
+    """Runs a load tool that prints one JSON object last on stdout (rdkafka_load.py, franzload)."""
+    r = run_checked(cmd, timeout, what, broker)
     try:
         res = json.loads(r.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise RuntimeError(f"rdkafka_load {mode} exit {r.returncode}: {short(r.stdout + r.stderr)}")
+        raise RuntimeError(f"{what} exit {r.returncode}: {short(r.stdout + r.stderr)}")
     if r.returncode != 0 or res.get("error"):
-        raise RuntimeError(f"rdkafka_load {mode}: {res.get('error')} {short(r.stderr, 300)}")
+        raise RuntimeError(f"{what}: {res.get('error')} {short(r.stderr, 300)}")
     return res
+
+
+def tool_args(kw):
+    return [a for k, v in kw.items() for a in (f"--{k}", str(v))]
+
+
+def rdkafka(env, mode, broker, topic, timeout, **kw):
+    cmd = [env.python, str(RDKAFKA_LOAD), mode, "--bootstrap", broker.bootstrap, "--topic", topic, *tool_args(kw)]
+    return json_tool(cmd, timeout, f"rdkafka_load {mode}", broker)
 
 
 def franz(env, mode, broker, topic, timeout, **kw):
     cmd = [str(env.franz_load), mode, "--bootstrap", broker.bootstrap, "--topic", topic,
-           "--timeout", f"{int(timeout)}s"]
-    for k, v in kw.items():
-        cmd += [f"--{k}", str(v)]
-    r = run_checked(cmd, timeout, f"franzload {mode}", broker)
-    try:
-        res = json.loads(r.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise RuntimeError(f"franzload {mode} exit {r.returncode}: {short(r.stdout + r.stderr)}")
-    if r.returncode != 0 or res.get("error"):
-        raise RuntimeError(f"franzload {mode}: {res.get('error')} {short(r.stderr, 300)}")
-    return res
+           "--timeout", f"{int(timeout)}s", *tool_args(kw)]
+    return json_tool(cmd, timeout, f"franzload {mode}", broker)
 
 
 def run_session(env, broker_cls, round_no, prof, args):

@@ -1447,6 +1447,13 @@ struct group_coordinator::impl {
     return c.commit_timestamp_ms;
   }
 
+  // OffsetCommit v2-v4 could set a retention per commit; other commits expire offsets.retention.minutes
+  // after `base`.
+  bool offset_expired(const committed_offset& c, int64_t base, int64_t now_ms) const {
+    return c.expire_timestamp_ms ? now_ms >= *c.expire_timestamp_ms
+                                 : now_ms - base >= config.offsets_retention_ms;
+  }
+
   void cleanup_group_metadata() {
     const int64_t now_ms = now();
     std::map<int32_t, std::vector<coordinator_record>> records;
@@ -1471,11 +1478,7 @@ struct group_coordinator::impl {
             continue;
           }
           for (const auto& [partition, c] : parts) {
-            // OffsetCommit v2-v4 could set a retention per commit; later commits count from expiration_base.
-            const bool is_expired = c.expire_timestamp_ms
-                                        ? now_ms >= *c.expire_timestamp_ms
-                                        : now_ms - expiration_base(g, c) >= config.offsets_retention_ms;
-            if (is_expired) {
+            if (offset_expired(c, expiration_base(g, c), now_ms)) {
               records[slot.partition].push_back(offset_commit_tombstone(id, topic, partition));
               expired[slot.partition].push_back({id, topic, partition});
             } else {
@@ -1510,10 +1513,7 @@ struct group_coordinator::impl {
             continue;
           }
           for (const auto& [partition, c] : parts) {
-            const bool is_expired = c.expire_timestamp_ms
-                                        ? now_ms >= *c.expire_timestamp_ms
-                                        : now_ms - c.commit_timestamp_ms >= config.offsets_retention_ms;
-            if (is_expired) {
+            if (offset_expired(c, c.commit_timestamp_ms, now_ms)) {
               records[p].push_back(offset_commit_tombstone(id, topic, partition));
               expired[p].push_back({id, topic, partition});
             } else {

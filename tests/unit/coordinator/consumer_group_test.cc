@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator_test_util.h"
 #include "mala/coordinator/consumer_group.h"
 #include "mala/coordinator/group_coordinator.h"
 #include "mala/coordinator/group_records.h"
@@ -17,30 +18,8 @@ namespace {
 
 namespace proto = mala::protocol;
 
-struct fake_writer : record_writer {
-  struct pending_write {
-    int32_t partition;
-    std::vector<coordinator_record> records;
-    std::function<void(error_code)> done;
-  };
-  std::deque<pending_write> pending;
-  std::vector<std::pair<int32_t, coordinator_record>> committed;
-
-  void append(int32_t partition, std::vector<coordinator_record> records,
-              std::function<void(error_code)> done) override {
-    pending.push_back({partition, std::move(records), std::move(done)});
-  }
-  void complete_all(error_code e = error_code::none) {
-    while (!pending.empty()) {
-      auto w = std::move(pending.front());
-      pending.pop_front();
-      if (e == error_code::none) {
-        for (auto& r : w.records) committed.emplace_back(w.partition, std::move(r));
-      }
-      w.done(e);
-    }
-  }
-};
+using testing::fake_writer;
+using testing::replay_committed;
 
 uuid topic_uuid(uint8_t n) {
   uuid u;
@@ -438,12 +417,7 @@ TEST_F(consumer_group_test, offsets_expire_unless_subscribed_and_an_empty_group_
   fake_writer other_writer;
   group_coordinator restarted(config, other_writer, [this] { return now; });
   restarted.begin_loading(0);
-  int64_t offset = 0;
-  for (const auto& [p, r] : writer.committed) {
-    std::optional<std::span<const uint8_t>> value;
-    if (r.value) value = std::span<const uint8_t>(*r.value);
-    ASSERT_TRUE(restarted.replay(0, offset++, r.key, value).ok());
-  }
+  replay_committed(writer, restarted);
   restarted.complete_loading(0);
   EXPECT_EQ(restarted.find_consumer_group("alerts"), nullptr);
   EXPECT_EQ(restarted.find_offset("alerts", "bus-events", 0), nullptr);
@@ -463,12 +437,7 @@ TEST_F(consumer_group_test, records_replay_into_the_same_group) {
   group_coordinator other(config, other_writer, [this] { return now; });
   other.set_topics(catalog);
   other.begin_loading(0);
-  int64_t offset = 0;
-  for (auto& [p, rec] : writer.committed) {
-    std::optional<std::span<const uint8_t>> value;
-    if (rec.value) value = std::span<const uint8_t>(*rec.value);
-    ASSERT_TRUE(other.replay(0, offset++, rec.key, value).ok());
-  }
+  replay_committed(writer, other);
   other.complete_loading(0);
   const auto* after = other.find_consumer_group("alerts");
   ASSERT_NE(after, nullptr);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator_test_util.h"
 #include "mala/coordinator/consumer_protocol.h"
 #include "mala/coordinator/group_coordinator.h"
 #include "mala/coordinator/group_placement.h"
@@ -21,31 +22,8 @@ namespace proto = mala::protocol;
 
 constexpr int64_t start_ms = 1'700'000'000'000;
 
-struct fake_writer : record_writer {
-  struct pending_write {
-    int32_t partition;
-    std::vector<coordinator_record> records;
-    std::function<void(error_code)> done;
-  };
-  std::deque<pending_write> pending;
-  std::vector<std::pair<int32_t, coordinator_record>> committed;
-
-  void append(int32_t partition, std::vector<coordinator_record> records,
-              std::function<void(error_code)> done) override {
-    pending.push_back({partition, std::move(records), std::move(done)});
-  }
-  // Completes the writes in order (and those they cause), as the log's high watermark would.
-  void complete_all(error_code e = error_code::none) {
-    while (!pending.empty()) {
-      auto w = std::move(pending.front());
-      pending.pop_front();
-      if (e == error_code::none) {
-        for (auto& r : w.records) committed.emplace_back(w.partition, std::move(r));
-      }
-      w.done(e);
-    }
-  }
-};
+using testing::fake_writer;
+using testing::replay_committed;
 
 // A ConsumerProtocolSubscription v0: the topics, no user data.
 std::vector<uint8_t> subscription(const std::vector<std::string>& topics) {
@@ -702,12 +680,7 @@ TEST_F(coordinator_test, replaying_the_log_restores_groups_and_offsets) {
   restarted.join_group({"c", "/h", 9}, join_request("g", ""), [&](auto r) { during = std::move(r); });
   ASSERT_TRUE(during);
   EXPECT_EQ(during->error_code, to_wire(error_code::coordinator_load_in_progress));
-  int64_t offset = 0;
-  for (const auto& [p, r] : writer.committed) {
-    std::optional<std::span<const uint8_t>> value;
-    if (r.value) value = std::span<const uint8_t>(*r.value);
-    ASSERT_TRUE(restarted.replay(0, offset++, r.key, value).ok());
-  }
+  replay_committed(writer, restarted);
   restarted.complete_loading(0);
   const auto* g = restarted.find_group("g");
   ASSERT_NE(g, nullptr);
