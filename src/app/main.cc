@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -530,7 +531,11 @@ int main(int argc, char** argv) {
   }
   if (!later_endpoints.empty()) {
     lifecycle->set_on_caught_up([&server, &log] {
-      if (auto err = server.start(); !err.empty()) log->error("{}", err);
+      // As Kafka's BrokerServer, a broker whose listener cannot open stops (nothing was served yet).
+      if (auto err = server.start(); !err.empty()) {
+        log->critical("{}", err);
+        std::_Exit(1);
+      }
     });
   }
 

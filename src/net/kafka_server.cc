@@ -188,6 +188,7 @@ struct kafka_server::impl {
     tcp::endpoint endpoint;
   };
   std::vector<bound_acceptor> idle;  // bound, refusing connections until start()
+  bool stopped = false;
   std::map<std::string, uint16_t> bound_ports;
   std::atomic<uint64_t> next_connection_id{1};
   std::atomic<size_t> next_shard{0};
@@ -337,6 +338,7 @@ std::string kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
 }
 
 std::string kafka_server::start() {
+  if (_impl->stopped) return {};  // a late start() (a heartbeat answered during shutdown) opens nothing
   auto& ctx = _impl->shards.context(0);
   auto idle = std::move(_impl->idle);
   _impl->idle.clear();
@@ -354,6 +356,7 @@ std::string kafka_server::start() {
 }
 
 void kafka_server::stop() {
+  _impl->stopped = true;
   for (auto& a : _impl->acceptors) {
     std::error_code ec;
     a->close(ec);

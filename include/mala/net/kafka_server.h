@@ -33,9 +33,10 @@ class kafka_server {
   // Binds every endpoint (on shard 0) and starts accepting on it: bind() then start(). Returns an error
   // message naming the listener if one cannot be bound.
   std::string listen(const std::vector<listen_endpoint>& endpoints);
-  // Binds every endpoint without listening: the port is taken (a conflict shows at start-up) but connections
-  // are refused until start(), so that nothing mistakes an open port for a node ready to serve (Kafka opens a
-  // broker's listeners only once it has caught up with the metadata).
+  // Binds every endpoint without listening: connections are refused until start(), so that nothing mistakes
+  // an open port for a node ready to serve (Kafka opens a broker's listeners only once it has caught up with
+  // the metadata). With SO_REUSEADDR another socket may still bind the port meanwhile: a conflict shows at
+  // start().
   std::string bind(const std::vector<listen_endpoint>& endpoints);
   // Listens and accepts on every endpoint bound and not yet started. Returns an error message naming the
   // listener if one cannot listen.

@@ -179,6 +179,37 @@ TEST_F(server_test, plain_response_is_size_prefixed) {
   EXPECT_TRUE(_dispatcher.saw_zero_copy) << "plaintext connections send file ranges themselves";
 }
 
+// A bound endpoint refuses connections until start() (a broker's listeners before it has caught up with the
+// metadata); after stop(), start() opens nothing.
+TEST(server_bind_test, bound_endpoint_refuses_until_started) {
+  shard_pool shards{1};
+  scripted_dispatcher dispatcher;
+  dispatcher.respond = [] { return dispatch_result::respond_with(text("hello")); };
+  kafka_server server(shards, dispatcher, server_limits{});
+  ASSERT_EQ(server.bind({{"PLAINTEXT", "127.0.0.1", 0}}), "");
+  const uint16_t port = server.bound_port("PLAINTEXT");
+  ASSERT_NE(port, 0);
+  shards.start();
+  auto try_connect = [port] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    return ok;
+  };
+  EXPECT_FALSE(try_connect()) << "connected to a bound endpoint that was not started";
+  ASSERT_EQ(server.start(), "");
+  EXPECT_TRUE(try_connect());
+  shards.stop();
+  shards.join();
+  server.stop();
+  EXPECT_EQ(server.start(), "");
+  EXPECT_FALSE(try_connect()) << "start() after stop() opened the endpoint again";
+}
+
 TEST_F(server_test, memory_and_file_pieces_arrive_in_order) {
   auto file = std::make_shared<temp_file>(100'000);
   std::weak_ptr<temp_file> watch = file;
