@@ -8,7 +8,10 @@ with the same clients:
     kafka-consumer-perf-test.sh run), plus AssignConsumerPerf.java (Kafka's Java consumer with assign(), because
     ConsumerPerformance needs consumer groups);
   - librdkafka through confluent-kafka (rdkafka_load.py, several processes);
-  - franz-go (franzload/, a compiled Go client with 1 MB batches: the least client CPU per byte of the three).
+  - franz-go (franzload/, a compiled Go client with 1 MB batches: the least client CPU per byte of the three);
+  - franzload's raw modes: Produce requests carrying one prebuilt 1 MB batch per partition, and Fetch requests
+    whose answers are walked batch header by batch header, on plain connections: no client library work per
+    record, so on 2 shared cores these rows show what the broker itself can take.
 Measures produce throughput (1 KiB and 100 B records, acks=1 and acks=all), produce latency at a fixed rate, consume
 throughput, broker CPU seconds per GB (/proc/<pid>/stat), broker peak RSS (VmHWM) and the time from process start to
 the first acknowledged produce. Prints a Markdown table of per-broker medians over the rounds with Mala/Kafka ratios
@@ -69,10 +72,11 @@ GROUP_API_KEYS = {9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: 
 
 PROFILES = {
     # records of 1 KiB / of 100 B per produce run, fixed-rate latency run, rounds
+    # raw_mb: MiB per raw produce run (franzload rawproduce; the raw 1 KiB acks=1 topic is what rawfetch reads)
     "quick": {"rounds": 1, "records_1k": 20_000, "records_100": 100_000, "latency_rate": 1000,
-              "latency_seconds": 5},
+              "latency_seconds": 5, "raw_mb": 256},
     "default": {"rounds": 3, "records_1k": 250_000, "records_100": 1_000_000, "latency_rate": 2000,
-                "latency_seconds": 15},
+                "latency_seconds": 15, "raw_mb": 512},
 }
 SIZES = (1024, 100)
 ACKS = ("1", "all")
@@ -542,6 +546,7 @@ def run_session(env, broker_cls, round_no, prof, args):
                 topics[("java", size, acks)] = f"java-{size}b-acks{acks}"
                 topics[("rd", size, acks)] = f"rd-{size}b-acks{acks}"
                 topics[("franz", size, acks)] = f"franz-{size}b-acks{acks}"
+                topics[("raw", size, acks)] = f"raw-{size}b-acks{acks}"
         topics["java-latency"] = "java-latency"
         topics["rd-latency"] = "rd-latency"
         try:
@@ -600,6 +605,29 @@ def run_session(env, broker_cls, round_no, prof, args):
         step("rd_consume", lambda: rdkafka(env, "consume", broker, consume_topic, timeout, procs=args.rd_procs),
              consume_cpu)
         step("franz_consume", lambda: franz(env, "consume", broker, consume_topic, timeout), consume_cpu)
+        # The raw runs come last. They are not in the CPU-per-GB sums: they move several times the bytes of the
+        # client runs and would swamp them (each row still records its own broker CPU seconds). Each produce run
+        # starts, outside the measured time, with sync(2) and, when this process may (root), with the clean page
+        # cache dropped: on this VM, writing into memory the guest has not touched for a while costs several
+        # times more than writing into recycled page cache (the host backs guest memory lazily), and gigabytes
+        # written back to back reach the kernel's dirty-page limits; without this the rows measured the VM's
+        # memory rather than the broker. The raw fetch reads the first raw topic right after it was written.
+        def raw_produce(size, acks):
+            os.sync()
+            try:
+                Path("/proc/sys/vm/drop_caches").write_text("1\n")
+                info["raw_page_cache_dropped"] = True
+            except OSError:
+                info["raw_page_cache_dropped"] = False
+            return franz(env, "rawproduce", broker, topics[("raw", size, acks)], timeout,
+                         records=prof["raw_mb"] * MIB // size, size=size, acks=acks)
+
+        for size in SIZES:
+            for acks in ACKS:
+                step(f"raw_produce_{size}b_acks{acks}", lambda size=size, acks=acks: raw_produce(size, acks))
+                if (size, acks) == (1024, "1"):
+                    step("raw_fetch",
+                         lambda: franz(env, "rawfetch", broker, topics[("raw", 1024, "1")], timeout))
 
         if produce_cpu[1]:
             metrics["cpu_produce"] = {"s_per_gb": produce_cpu[0] / (produce_cpu[1] / GB), "bytes": produce_cpu[1]}
@@ -656,7 +684,8 @@ def fmt_num(v, unit=""):
 
 def report_rows(prof, args):
     rows = []  # (label, metric key, field, unit, better, target, secondary field); unit "ms-int": whole ms
-    for client, cname in (("java", "ProducerPerformance"), ("rd", "librdkafka"), ("franz", "franz-go")):
+    for client, cname in (("java", "ProducerPerformance"), ("rd", "librdkafka"), ("franz", "franz-go"),
+                          ("raw", "raw Produce requests")):
         for size in SIZES:
             for acks in ACKS:
                 sz = "1 KiB" if size == 1024 else "100 B"
@@ -675,6 +704,8 @@ def report_rows(prof, args):
                  None))
     rows.append(("Consume MB/s — librdkafka, assign()", "rd_consume", "mb_per_sec", "", "higher", "≥ 2", None))
     rows.append(("Consume MB/s — franz-go, assign()", "franz_consume", "mb_per_sec", "", "higher", "≥ 2", None))
+    rows.append(("Consume MB/s — raw Fetch requests (record batch bytes)", "raw_fetch", "mb_per_sec", "", "higher",
+                 "≥ 2", None))
     rows.append(("Broker CPU s per GB produced", "cpu_produce", "s_per_gb", "", "lower", "", None))
     rows.append(("Broker CPU s per GB consumed", "cpu_consume", "s_per_gb", "", "lower", "", None))
     rows.append(("Broker peak RSS MiB (VmHWM)", "rss", "peak_mb", "", "lower", "≤ 0.1", None))
@@ -748,6 +779,7 @@ def main():
     ap.add_argument("--rounds", type=int, help="rounds (each starts both brokers once, order alternating)")
     ap.add_argument("--records-1k", type=int, help="records per 1 KiB produce run")
     ap.add_argument("--records-100", type=int, help="records per 100 B produce run")
+    ap.add_argument("--raw-mb", type=int, help="MiB per raw produce run")
     ap.add_argument("--latency-rate", type=int, help="records/s of the fixed-rate latency runs")
     ap.add_argument("--latency-seconds", type=float, help="duration of the fixed-rate latency runs")
     ap.add_argument("--partitions", type=int, default=2, help="partitions per benchmark topic (default 2)")
@@ -766,7 +798,7 @@ def main():
         return print_report(json.loads(Path(args.from_json).read_text()), args.from_json, args)
 
     prof = dict(PROFILES["quick" if args.quick else "default"])
-    for k in ("rounds", "records_1k", "records_100", "latency_rate", "latency_seconds"):
+    for k in ("rounds", "records_1k", "records_100", "latency_rate", "latency_seconds", "raw_mb"):
         if getattr(args, k) is not None:
             prof[k] = getattr(args, k)
     brokers = [args.only] if args.only else ["mala", "kafka"]

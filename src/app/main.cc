@@ -504,7 +504,8 @@ int main(int argc, char** argv) {
         shards.context(0), replicas, metadata, *controller_link, std::move(isr_options));
   }
   mala::broker::broker_dispatcher dispatcher(services);
-  mala::net::server_limits limits{config.socket_request_max_bytes(), config.connections_max_idle_ms()};
+  mala::net::server_limits limits{config.socket_request_max_bytes(), config.connections_max_idle_ms(),
+                                  config.socket_send_buffer_bytes(), config.socket_receive_buffer_bytes()};
   mala::net::kafka_server server(shards, dispatcher, limits);
 
   // Every listener speaks the Kafka protocol; the controller listener serves the same handler table until the

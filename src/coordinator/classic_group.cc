@@ -7,6 +7,25 @@
 
 namespace mala::coordinator {
 
+protocol::join_group_response join_error_response(std::string member_id, error_code e) {
+  protocol::join_group_response r;
+  r.member_id = std::move(member_id);
+  r.error_code = to_wire(e);
+  r.generation_id = -1;
+  r.protocol_type = std::nullopt;
+  r.protocol_name = std::nullopt;
+  r.leader = "";
+  return r;
+}
+
+protocol::sync_group_response sync_error_response(error_code e) {
+  protocol::sync_group_response r;
+  r.error_code = to_wire(e);
+  r.protocol_type = std::nullopt;
+  r.protocol_name = std::nullopt;
+  return r;
+}
+
 std::string_view state_name(classic_group_state state) {
   switch (state) {
     case classic_group_state::empty:

@@ -414,6 +414,11 @@ coordinator_record consumer_group_member_record(const std::string& group, const 
   v.subscribed_topic_regex = m.subscribed_topic_regex;
   v.rebalance_timeout_ms = m.rebalance_timeout_ms;
   v.server_assignor = m.server_assignor;
+  if (m.classic) {
+    auto& c = v.classic_member_metadata.emplace();
+    c.session_timeout_ms = m.classic->session_timeout_ms;
+    for (const auto& p : m.classic->protocols) c.supported_protocols.push_back({p.name, p.metadata});
+  }
   return {member_key<proto::consumer_group_member_metadata_key>(group, m.member_id,
                                                                 consumer_group_member_metadata_key_version),
           protocol::encode_versioned(v, 0)};

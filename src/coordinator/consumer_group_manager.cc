@@ -53,6 +53,17 @@ proto::consumer_group_heartbeat_response__assignment_data to_response(const topi
   return a;
 }
 
+// The classic member metadata of a member record (GCC 12 warns about building it in place in the member).
+std::optional<classic_member_metadata> classic_metadata_of(
+    const proto::consumer_group_member_metadata_value& v) {
+  if (!v.classic_member_metadata) return std::nullopt;
+  classic_member_metadata out;
+  out.session_timeout_ms = v.classic_member_metadata->session_timeout_ms;
+  for (const auto& p : v.classic_member_metadata->supported_protocols)
+    out.protocols.push_back({p.name, p.metadata});
+  return out;
+}
+
 bool is_subset(const topic_partitions& a, const topic_partitions& b) {
   return minus(a, b).empty();
 }
@@ -143,15 +154,20 @@ void consumer_group_manager::heartbeat(const request_origin& origin,
     if (auto classic_empty = _host.classic_group_empty(gid)) {
       const bool upgrade_allowed = _config.consumer_migration_policy == "upgrade" ||
                                    _config.consumer_migration_policy == "bidirectional";
-      if (!*classic_empty || !upgrade_allowed || req.member_epoch != 0) {
+      if (!upgrade_allowed || req.member_epoch != 0) {
         return done(hb_error(error_code::group_id_not_found, "Group " + gid + " is not a consumer group."));
       }
-      _host.drop_empty_classic_group(gid, records);
-      _host.log_info("group " + gid + ": empty classic group upgraded to a consumer group");
+      if (*classic_empty) {
+        _host.drop_empty_classic_group(gid, records);
+        _host.log_info("group " + gid + ": empty classic group upgraded to a consumer group");
+      } else if (!upgrade_classic_group(gid, records)) {
+        return done(hb_error(error_code::group_id_not_found, "Group " + gid + " is not a consumer group."));
+      }
     } else if (req.member_epoch != 0) {
       return done(hb_error(error_code::group_id_not_found, "Group " + gid + " not found."));
     }
-    git = _groups.emplace(gid, consumer_group(gid)).first;
+    git = _groups.find(gid);  // an upgraded group is there now
+    if (git == _groups.end()) git = _groups.emplace(gid, consumer_group(gid)).first;
     _partition_of_group[gid] = _host.partition_of(gid);
   }
   consumer_group& g = git->second;
@@ -201,6 +217,11 @@ void consumer_group_manager::heartbeat(const request_origin& origin,
       member = *existing;
     }
   } else if (const auto* existing = g.member(member_id)) {
+    if (existing->uses_classic_protocol()) {
+      // throwIfMemberDoesNotUseConsumerProtocol: that member id speaks the classic protocol.
+      return done(hb_error(error_code::unknown_member_id,
+                           "Member " + member_id + " is a classic member of group " + gid + "."));
+    }
     member = *existing;
   } else if (req.member_epoch == 0) {
     is_new = true;
@@ -283,13 +304,7 @@ void consumer_group_manager::heartbeat(const request_origin& origin,
 
   // Reconcile towards the target.
   const consumer_member before = *g.member(member_id);
-  consumer_member next = reconcile(
-      before, g.assignment_epoch(), g.target_of(member_id),
-      [&](const uuid& t, int32_t p) {
-        const std::string* o = g.owner_of(t, p);
-        return o && *o != member_id;
-      },
-      owned);
+  consumer_member next = reconcile_towards_target(g, before, owned);
   if (before.member_epoch == leave_group_static_member_epoch && next.member_epoch == before.member_epoch) {
     // A static member back after a temporary leave resumes at the assignment epoch.
     next.member_epoch = g.assignment_epoch();
@@ -313,6 +328,17 @@ void consumer_group_manager::heartbeat(const request_origin& origin,
   resp.heartbeat_interval_ms = _config.consumer_heartbeat_interval_ms;
   if (req.member_epoch == 0 || assignment_changed || owned) resp.assignment = to_response(next.assigned);
   respond_after_write(gid, std::move(records), std::move(resp), std::move(done));
+}
+
+consumer_member consumer_group_manager::reconcile_towards_target(
+    const consumer_group& g, const consumer_member& m, const std::optional<topic_partitions>& owned) {
+  return reconcile(
+      m, g.assignment_epoch(), g.target_of(m.member_id),
+      [&](const uuid& t, int32_t p) {
+        const std::string* o = g.owner_of(t, p);
+        return o && *o != m.member_id;
+      },
+      owned);
 }
 
 void consumer_group_manager::maybe_update_target(consumer_group& g, bool bump,
@@ -400,7 +426,7 @@ void consumer_group_manager::leave(const request_origin& /*origin*/,
     _host.log_info("static member " + req.member_id + " of group " + gid + " left temporarily");
   } else {
     _host.log_info("member " + req.member_id + " left group " + gid);
-    fence_member(g, req.member_id, records);
+    if (!maybe_downgrade(g, req.member_id, records)) fence_member(g, req.member_id, records);
   }
   respond_after_write(gid, std::move(records), std::move(resp), std::move(done));
 }
@@ -413,8 +439,7 @@ void consumer_group_manager::fence_member(consumer_group& g, const std::string& 
   records.push_back(consumer_group_member_tombstone(gid, member_id));
   g.remove_member(member_id);
   g.remove_target(member_id);
-  _timers.cancel(session_key(gid, member_id));
-  _timers.cancel(rebalance_key(gid, member_id));
+  cancel_member_timers(gid, member_id);
   auto metadata = g.compute_subscription_metadata(_catalog);
   if (metadata != g.subscription_metadata()) {
     g.set_subscription_metadata(metadata);
@@ -425,7 +450,14 @@ void consumer_group_manager::fence_member(consumer_group& g, const std::string& 
 }
 
 void consumer_group_manager::schedule_session(const std::string& gid, const std::string& member_id) {
-  _timers.schedule(session_key(gid, member_id), _host.now() + _config.consumer_session_timeout_ms,
+  // Classic members keep the session timeout of their JoinGroup; the others get
+  // group.consumer.session.timeout.ms.
+  int32_t timeout = _config.consumer_session_timeout_ms;
+  if (auto git = _groups.find(gid); git != _groups.end()) {
+    if (const auto* m = git->second.member(member_id); m && m->classic)
+      timeout = m->classic->session_timeout_ms;
+  }
+  _timers.schedule(session_key(gid, member_id), _host.now() + timeout,
                    [this, gid, member_id] { expire_member(gid, member_id, "session timeout"); });
 }
 
@@ -445,7 +477,7 @@ void consumer_group_manager::expire_member(const std::string& gid, const std::st
   if (_host.partition_error(gid) != error_code::none) return;
   _host.log_info("member " + member_id + " of group " + gid + " fenced: " + why);
   std::vector<coordinator_record> records;
-  fence_member(git->second, member_id, records);
+  if (!maybe_downgrade(git->second, member_id, records)) fence_member(git->second, member_id, records);
   _host.write(_host.partition_of(gid), std::move(records), [this, gid](error_code e) {
     if (e != error_code::none) {
       _host.log_info("group " + gid + ": writing a member's removal failed: " + std::string(error_name(e)));
@@ -532,9 +564,12 @@ error_code consumer_group_manager::validate_offset_commit(const std::string& id,
   if (epoch < 0 && g->is_empty()) return error_code::none;
   const consumer_member* m = g->member(member_id);
   if (!m) return error_code::unknown_member_id;
-  // Members of the consumer protocol commit with v9+ (classic members of consumer groups are not hosted).
-  if (api_version < 9) return error_code::unsupported_version;
-  if (epoch != m->member_epoch) return error_code::stale_member_epoch;
+  // Members of the consumer protocol commit with v9+; classic members with any version, their member epoch
+  // as generation (ILLEGAL_GENERATION rather than STALE_MEMBER_EPOCH, as Kafka's validateMemberEpoch).
+  if (!m->uses_classic_protocol() && api_version < 9) return error_code::unsupported_version;
+  if (epoch != m->member_epoch) {
+    return m->uses_classic_protocol() ? error_code::illegal_generation : error_code::stale_member_epoch;
+  }
   return error_code::none;
 }
 
@@ -545,7 +580,9 @@ error_code consumer_group_manager::validate_offset_fetch(const std::string& id,
   if (!g || !member_id || member_id->empty()) return error_code::none;
   const consumer_member* m = g->member(*member_id);
   if (!m) return error_code::unknown_member_id;
-  if (epoch != m->member_epoch) return error_code::stale_member_epoch;
+  if (epoch != m->member_epoch) {
+    return m->uses_classic_protocol() ? error_code::illegal_generation : error_code::stale_member_epoch;
+  }
   return error_code::none;
 }
 
@@ -565,6 +602,8 @@ error_code consumer_group_manager::delete_records(const std::string& id,
 void consumer_group_manager::remove_group(const std::string& id) {
   _timers.cancel_prefix("cg-session|" + id + "|");
   _timers.cancel_prefix("cg-rebalance|" + id + "|");
+  _timers.cancel_prefix("cg-sync|" + id + "|");
+  _timers.cancel_prefix("cg-join|" + id + "|");
   _groups.erase(id);
   _partition_of_group.erase(id);
 }
@@ -620,6 +659,7 @@ status consumer_group_manager::replay(int32_t partition, std::span<const uint8_t
       m.subscribed_topic_regex = r.member->subscribed_topic_regex;
       m.rebalance_timeout_ms = r.member->rebalance_timeout_ms;
       m.server_assignor = r.member->server_assignor;
+      m.classic = classic_metadata_of(*r.member);
       g.put_member(std::move(m));
       break;
     }
@@ -658,7 +698,9 @@ void consumer_group_manager::complete_loading(int32_t partition) {
     if (_partition_of_group[gid] != partition) continue;
     for (const auto& [mid, m] : g.members()) {
       schedule_session(gid, mid);
-      if (m.state == member_state::unrevoked_partitions) schedule_rebalance_timeout(gid, m);
+      if (m.state == member_state::unrevoked_partitions && !m.uses_classic_protocol()) {
+        schedule_rebalance_timeout(gid, m);
+      }
     }
   }
 }

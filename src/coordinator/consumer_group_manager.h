@@ -12,8 +12,22 @@
 // a failed append is not rolled back: the member retries and the next step writes the state again).
 //
 // Groups of both protocols share one id space: the classic groups stay in the group coordinator, which
-// tells this class whether an id is taken by a classic group, and drops an empty classic group on upgrade
-// (group.consumer.migration.policy upgrade / bidirectional).
+// tells this class whether an id is taken by a classic group, and hands a classic group over on upgrade
+// (group.consumer.migration.policy upgrade / bidirectional): an empty one is dropped; one with members, all
+// of the "consumer" protocol type, becomes a consumer group whose members keep their generation as member
+// epoch and their assignment (Kafka's ConsumerGroup.fromClassicGroup). The other way, when the last member
+// of the consumer protocol leaves a group whose other members all speak the classic protocol, the group goes
+// back to the coordinator as a classic group that rebalances (downgrade / bidirectional).
+//
+// Classic members of a consumer group (consumer_group_classic_members.cc, Kafka 4.x's
+// classicGroupJoinToConsumerGroup and friends): their JoinGroup runs the same step as a heartbeat (the
+// subscription comes from the embedded ConsumerProtocolSubscription, the owned partitions too) and is
+// answered at once with their member epoch as generation and no leader; their SyncGroup returns the
+// assignment the server-side assignor gave them, as a ConsumerProtocolAssignment; their Heartbeat answers
+// REBALANCE_IN_PROGRESS while they must rejoin to move on (the group epoch moved, partitions to revoke, or
+// partitions to collect); LeaveGroup removes them. Their session timeout is the one of their JoinGroup; a
+// member that does not send SyncGroup after JoinGroup, or JoinGroup after being told to rejoin, within its
+// rebalance timeout is removed.
 //
 // Threads: the group coordinator's (one shard). Internal to src/coordinator.
 #pragma once
@@ -35,13 +49,38 @@
 #include "mala/protocol/messages/consumer_group_describe_response.h"
 #include "mala/protocol/messages/consumer_group_heartbeat_request.h"
 #include "mala/protocol/messages/consumer_group_heartbeat_response.h"
+#include "mala/protocol/messages/heartbeat_request.h"
+#include "mala/protocol/messages/heartbeat_response.h"
+#include "mala/protocol/messages/join_group_request.h"
+#include "mala/protocol/messages/leave_group_request.h"
+#include "mala/protocol/messages/leave_group_response.h"
 #include "mala/protocol/messages/list_groups_response.h"
+#include "mala/protocol/messages/sync_group_request.h"
 
 namespace spdlog {
 class logger;
 }
 
 namespace mala::coordinator {
+
+// A classic group's members as they move between the two kinds of group (upgrade and downgrade).
+struct classic_group_snapshot {
+  struct member {
+    std::string member_id;
+    std::optional<std::string> instance_id;
+    std::string client_id;
+    std::string client_host;
+    int32_t session_timeout_ms = 0;
+    int32_t rebalance_timeout_ms = 0;
+    std::vector<classic_member_metadata::protocol> protocols;
+    std::vector<uint8_t> assignment;  // ConsumerProtocolAssignment bytes (empty: none yet)
+  };
+  std::string group_id;
+  int32_t generation = 0;
+  std::string protocol_name;
+  std::string leader_id;
+  std::vector<member> members;
+};
 
 // What the manager needs from the group coordinator that owns it.
 struct consumer_group_host {
@@ -54,6 +93,16 @@ struct consumer_group_host {
   std::function<std::optional<bool>(const std::string&)> classic_group_empty;
   // Drops an empty classic group (upgrade): its GroupMetadata tombstone goes into `records`.
   std::function<void(const std::string&, std::vector<coordinator_record>&)> drop_empty_classic_group;
+  // The members of a classic group of that id that may be upgraded (all members of protocol type "consumer",
+  // none of them pending), with the group's generation and chosen protocol; nullopt otherwise. Does not
+  // change the group.
+  std::function<std::optional<classic_group_snapshot>(const std::string&)> classic_group_for_upgrade;
+  // Removes the classic group of that id for its upgrade: members parked in JoinGroup / SyncGroup are told
+  // REBALANCE_IN_PROGRESS, its GroupMetadata tombstone goes into `records`.
+  std::function<void(const std::string&, std::vector<coordinator_record>&)> drop_classic_group;
+  // Makes a classic group of that id from the snapshot (downgrade) and starts its rebalance; its records go
+  // into `records`.
+  std::function<void(const classic_group_snapshot&, std::vector<coordinator_record>&)> create_classic_group;
   std::function<void(const std::string&)> log_info;
 };
 
@@ -69,6 +118,14 @@ class consumer_group_manager {
 
   void heartbeat(const request_origin& origin, protocol::consumer_group_heartbeat_request req,
                  heartbeat_callback done);
+  // Classic members of consumer groups; the group must exist here (contains()).
+  void classic_join(const request_origin& origin, const protocol::join_group_request& req,
+                    join_callback done);
+  void classic_sync(const protocol::sync_group_request& req, sync_callback done);
+  protocol::heartbeat_response classic_heartbeat(const protocol::heartbeat_request& req);
+  // The removals are written in the background; the members are gone at once.
+  protocol::leave_group_response classic_leave(const protocol::leave_group_request& req);
+
   std::vector<protocol::consumer_group_describe_response::described_group> describe(
       const std::vector<std::string>& ids, bool include_authorized_operations) const;
 
@@ -106,8 +163,24 @@ class consumer_group_manager {
   void fence_member(consumer_group& g, const std::string& member_id,
                     std::vector<coordinator_record>& records);
   void schedule_session(const std::string& gid, const std::string& member_id);
+  // Classic members: SyncGroup expected after JoinGroup; JoinGroup expected after REBALANCE_IN_PROGRESS.
+  void schedule_classic_sync_timeout(const std::string& gid, const consumer_member& m);
+  void schedule_classic_join_timeout_if_absent(const std::string& gid, const consumer_member& m);
+  void cancel_member_timers(const std::string& gid, const std::string& member_id);
+  // Upgrade of a classic group with members into `records`; false when it may not be upgraded.
+  bool upgrade_classic_group(const std::string& gid, std::vector<coordinator_record>& records);
+  // Downgrade when `leaving` leaves and every other member speaks the classic protocol; true when done (the
+  // group is gone from here and its records are in `records`).
+  bool maybe_downgrade(consumer_group& g, const std::string& leaving,
+                       std::vector<coordinator_record>& records);
+  // Whether a member with partitions still owned by others must wait (Kafka's waitingOnUnreleasedPartition).
+  bool waiting_on_unreleased_partition(const consumer_group& g, const consumer_member& m) const;
+  std::string member_key(const char* kind, const std::string& gid, const std::string& member_id) const;
   void schedule_rebalance_timeout(const std::string& gid, const consumer_member& m);
   void expire_member(const std::string& gid, const std::string& member_id, const char* why);
+  // One reconciliation step of `m` towards its target (consumer_group.h reconcile) with the group's owners.
+  static consumer_member reconcile_towards_target(const consumer_group& g, const consumer_member& m,
+                                                  const std::optional<topic_partitions>& owned);
   // Bumps the group epoch when its subscription metadata changed; computes the target when it lags.
   void maybe_update_target(consumer_group& g, bool bump, std::vector<coordinator_record>& records);
   std::string session_key(const std::string& gid, const std::string& member_id) const;

@@ -10,6 +10,7 @@
 
 #include "consumer_group_manager.h"
 #include "mala/common/logging.h"
+#include "mala/coordinator/consumer_protocol.h"
 #include "mala/coordinator/group_placement.h"
 #include "mala/coordinator/keyed_timer.h"
 #include "mala/protocol/wire.h"
@@ -61,25 +62,6 @@ std::string trim(const std::string& s) {
   if (b == std::string::npos) return {};
   const auto e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
-}
-
-join_response join_error(std::string member_id, error_code e) {
-  join_response r;
-  r.member_id = std::move(member_id);
-  r.error_code = to_wire(e);
-  r.generation_id = -1;
-  r.protocol_type = std::nullopt;
-  r.protocol_name = std::nullopt;
-  r.leader = "";
-  return r;
-}
-
-sync_response sync_error(error_code e) {
-  sync_response r;
-  r.error_code = to_wire(e);
-  r.protocol_type = std::nullopt;
-  r.protocol_name = std::nullopt;
-  return r;
 }
 
 // Wraps a callback so that copies of it share one "already answered" flag: a parked JoinGroup may be answered
@@ -178,8 +160,87 @@ struct group_coordinator::impl {
       records.push_back(group_metadata_tombstone(id));
       remove_group(id);
     };
+    host.classic_group_for_upgrade = [this](const std::string& id) { return snapshot_for_upgrade(id); };
+    host.drop_classic_group = [this](const std::string& id, std::vector<coordinator_record>& records) {
+      if (auto* slot = find_slot(id)) {
+        // ConsumerGroup conversion: whoever waits in this group's rebalance must rejoin the new group.
+        for (auto& [mid, m] : slot->group.members_for_update()) {
+          slot->group.complete_join(m, join_error_response(mid, error_code::rebalance_in_progress));
+          slot->group.complete_sync(m, sync_error_response(error_code::rebalance_in_progress));
+        }
+      }
+      records.push_back(group_metadata_tombstone(id));
+      remove_group(id);
+    };
+    host.create_classic_group = [this](const classic_group_snapshot& snapshot,
+                                       std::vector<coordinator_record>& records) {
+      create_from_snapshot(snapshot, records);
+    };
     host.log_info = [this](const std::string& line) { log->info("{}", line); };
     consumer = std::make_unique<consumer_group_manager>(config, std::move(host), timers);
+  }
+
+  // --- Conversion between the two kinds of group (consumer_group_manager.h)
+
+  std::optional<classic_group_snapshot> snapshot_for_upgrade(const std::string& id) const {
+    const group_slot* slot = find_slot(id);
+    if (!slot) return std::nullopt;
+    const classic_group& g = slot->group;
+    if (g.in_state(state::dead) || g.is_empty() || !g.uses_consumer_protocol() ||
+        g.pending_member_count() > 0) {
+      return std::nullopt;
+    }
+    classic_group_snapshot out;
+    out.group_id = id;
+    out.generation = g.generation_id();
+    out.protocol_name = g.protocol_name().value_or("");
+    out.leader_id = g.leader_id().value_or("");
+    for (const auto& [mid, m] : g.members()) {
+      if (m.protocol_type != consumer_protocol_type || m.protocols.empty()) return std::nullopt;
+      auto& sm = out.members.emplace_back();
+      sm.member_id = mid;
+      sm.instance_id = m.group_instance_id;
+      sm.client_id = m.client_id;
+      sm.client_host = m.client_host;
+      sm.session_timeout_ms = m.session_timeout_ms;
+      sm.rebalance_timeout_ms = m.rebalance_timeout_ms;
+      for (const auto& p : m.protocols) sm.protocols.push_back({p.name, p.metadata});
+      sm.assignment = m.assignment;
+    }
+    return out;
+  }
+
+  // The classic group of a downgrade (ClassicGroup.fromConsumerGroup): the members with their assignments at
+  // the consumer group's epoch, Stable, then a rebalance so that they agree on a new generation.
+  void create_from_snapshot(const classic_group_snapshot& snapshot,
+                            std::vector<coordinator_record>& records) {
+    const std::string& id = snapshot.group_id;
+    remove_group(id);
+    auto [it, inserted] = groups.try_emplace(
+        id,
+        group_slot{partition_of(id), next_serial++,
+                   classic_group(id, state::stable, snapshot.generation, std::string(consumer_protocol_type),
+                                 std::nullopt, std::nullopt, now())});
+    (void)inserted;
+    classic_group& g = it->second.group;
+    for (const auto& sm : snapshot.members) {
+      classic_group_member m;
+      m.member_id = sm.member_id;
+      m.group_instance_id = sm.instance_id;
+      m.client_id = sm.client_id;
+      m.client_host = sm.client_host;
+      m.session_timeout_ms = sm.session_timeout_ms;
+      m.rebalance_timeout_ms = sm.rebalance_timeout_ms;
+      m.protocol_type = std::string(consumer_protocol_type);
+      for (const auto& p : sm.protocols) m.protocols.push_back({p.name, p.metadata});
+      m.assignment = sm.assignment;
+      g.add(std::move(m), {});
+    }
+    g.set_protocol_name(g.select_protocol());
+    g.update_subscribed_topics();
+    records.push_back(group_metadata_record(id, metadata_value(g, nullptr)));
+    for (const auto& [mid, m] : g.members()) reschedule_heartbeat(g, m);
+    prepare_rebalance(g);
   }
 
   int64_t now() const { return clock(); }
@@ -320,8 +381,8 @@ struct group_coordinator::impl {
   // UNKNOWN_MEMBER_ID makes a live client join again).
   void remove_member(classic_group& g, const std::string& member_id) {
     if (auto* m = g.member(member_id)) {
-      g.complete_join(*m, join_error(std::string(unknown_member_id), error_code::unknown_member_id));
-      g.complete_sync(*m, sync_error(error_code::unknown_member_id));
+      g.complete_join(*m, join_error_response(std::string(unknown_member_id), error_code::unknown_member_id));
+      g.complete_sync(*m, sync_error_response(error_code::unknown_member_id));
     }
     g.remove(member_id);
     timers.cancel(heartbeat_key(g.group_id(), member_id));
@@ -544,23 +605,21 @@ struct group_coordinator::impl {
 
   void join_group(const request_origin& origin, proto::join_group_request req, join_callback done) {
     const std::string& gid = req.group_id;
-    if (auto e = partition_error(gid); e != error_code::none) return done(join_error(req.member_id, e));
-    if (gid.empty()) return done(join_error(req.member_id, error_code::invalid_group_id));
+    if (auto e = partition_error(gid); e != error_code::none)
+      return done(join_error_response(req.member_id, e));
+    if (gid.empty()) return done(join_error_response(req.member_id, error_code::invalid_group_id));
     if (req.session_timeout_ms < config.min_session_timeout_ms ||
         req.session_timeout_ms > config.max_session_timeout_ms) {
-      return done(join_error(req.member_id, error_code::invalid_session_timeout));
+      return done(join_error_response(req.member_id, error_code::invalid_session_timeout));
     }
-    if (consumer->contains(gid)) {
-      // A classic member joining a KIP-848 consumer group: Kafka 4.x can host it as a classic member of the
-      // consumer group; Mala does not yet, and answers as Kafka does when the migration policy forbids it.
-      return done(join_error(req.member_id, error_code::inconsistent_group_protocol));
-    }
+    // A classic member joining a KIP-848 consumer group: hosted as a classic member of the consumer group.
+    if (consumer->contains(gid)) return consumer->classic_join(origin, req, std::move(done));
     const bool unknown = req.member_id.empty();
     group_slot* slot = find_slot(gid);
     const bool is_new_group = slot == nullptr;
     if (!slot) {
       // A JoinGroup with a member id for a group that does not exist (any more): the member must start over.
-      if (!unknown) return done(join_error(req.member_id, error_code::unknown_member_id));
+      if (!unknown) return done(join_error_response(req.member_id, error_code::unknown_member_id));
       slot = &create_group(gid);
     }
     const uint64_t serial = slot->serial;
@@ -570,7 +629,7 @@ struct group_coordinator::impl {
     if (!accept_joining_member(g, req.member_id)) {
       if (g.has_member(req.member_id)) remove_member(g, req.member_id);
       g.remove(req.member_id);
-      done(join_error(std::string(unknown_member_id), error_code::group_max_size_reached));
+      done(join_error_response(std::string(unknown_member_id), error_code::group_max_size_reached));
     } else if (unknown) {
       join_new_member(origin, req, g, done);
     } else {
@@ -595,11 +654,12 @@ struct group_coordinator::impl {
   void join_new_member(const request_origin& origin, const proto::join_group_request& req, classic_group& g,
                        const join_callback& done) {
     if (g.in_state(state::dead)) {
-      return done(join_error(std::string(unknown_member_id), error_code::coordinator_not_available));
+      return done(join_error_response(std::string(unknown_member_id), error_code::coordinator_not_available));
     }
     const auto protocols = protocols_of(req);
     if (!g.supports_protocols(req.protocol_type, protocols)) {
-      return done(join_error(std::string(unknown_member_id), error_code::inconsistent_group_protocol));
+      return done(
+          join_error_response(std::string(unknown_member_id), error_code::inconsistent_group_protocol));
     }
     // ClassicGroup.generateMemberId: the group.instance.id (static) or the client id, then a random UUID.
     const std::string new_id =
@@ -618,7 +678,7 @@ struct group_coordinator::impl {
       // times out does not leave a ghost member behind.
       g.add_pending_member(new_id);
       schedule_heartbeat(g, new_id, req.session_timeout_ms);
-      return done(join_error(new_id, error_code::member_id_required));
+      return done(join_error_response(new_id, error_code::member_id_required));
     }
     add_member_then_rebalance_or_complete_join(origin, req, g, new_id, done);
   }
@@ -626,18 +686,20 @@ struct group_coordinator::impl {
   void join_existing_member(const request_origin& origin, const proto::join_group_request& req,
                             classic_group& g, const join_callback& done) {
     const std::string& member_id = req.member_id;
-    if (g.in_state(state::dead)) return done(join_error(member_id, error_code::coordinator_not_available));
+    if (g.in_state(state::dead))
+      return done(join_error_response(member_id, error_code::coordinator_not_available));
     auto protocols = protocols_of(req);
     if (!g.supports_protocols(req.protocol_type, protocols)) {
-      return done(join_error(member_id, error_code::inconsistent_group_protocol));
+      return done(join_error_response(member_id, error_code::inconsistent_group_protocol));
     }
     if (g.is_pending_member(member_id)) {
       // A pending member cannot be static (static members never get MEMBER_ID_REQUIRED).
-      if (req.group_instance_id) return done(join_error(member_id, error_code::unknown_server_error));
+      if (req.group_instance_id)
+        return done(join_error_response(member_id, error_code::unknown_server_error));
       return add_member_then_rebalance_or_complete_join(origin, req, g, member_id, done);
     }
     if (auto e = g.validate_member(member_id, req.group_instance_id); e != error_code::none) {
-      return done(join_error(member_id, e));
+      return done(join_error_response(member_id, e));
     }
     auto* m = g.member(member_id);
     if (g.in_state(state::preparing_rebalance)) {
@@ -676,7 +738,7 @@ struct group_coordinator::impl {
     // Empty: the member must reset its generation and join from scratch.
     log->warn("member {} rejoins group {} in unexpected state {}", member_id, g.group_id(),
               state_name(g.state()));
-    done(join_error(member_id, error_code::unknown_member_id));
+    done(join_error_response(member_id, error_code::unknown_member_id));
   }
 
   void update_member_then_rebalance_or_complete_join(const proto::join_group_request& req, classic_group& g,
@@ -686,7 +748,7 @@ struct group_coordinator::impl {
     // A JoinGroup replacing one still parked (the client gave up on it and retried): the older one is
     // answered so that it does not stay parked forever.
     if (m.is_awaiting_join()) {
-      g.complete_join(m, join_error(m.member_id, error_code::rebalance_in_progress));
+      g.complete_join(m, join_error_response(m.member_id, error_code::rebalance_in_progress));
     }
     g.update_member(m, std::move(protocols), req.rebalance_timeout_ms, req.session_timeout_ms, done);
     maybe_prepare_rebalance_or_complete_join(g);
@@ -754,7 +816,7 @@ struct group_coordinator::impl {
                     reschedule_heartbeat(*group, old_member);
                   }
                   join_response r =
-                      join_error(std::string(unknown_member_id), append_error_to_client_error(e));
+                      join_error_response(std::string(unknown_member_id), append_error_to_client_error(e));
                   if (group) {
                     r.generation_id = group->generation_id();
                     r.protocol_name = group->protocol_name();
@@ -798,10 +860,11 @@ struct group_coordinator::impl {
 
   void sync_group(const proto::sync_group_request& req, sync_callback done) {
     const std::string& gid = req.group_id;
-    if (auto e = partition_error(gid); e != error_code::none) return done(sync_error(e));
-    if (gid.empty()) return done(sync_error(error_code::invalid_group_id));
+    if (auto e = partition_error(gid); e != error_code::none) return done(sync_error_response(e));
+    if (gid.empty()) return done(sync_error_response(error_code::invalid_group_id));
+    if (consumer->contains(gid)) return consumer->classic_sync(req, std::move(done));
     group_slot* slot = find_slot(gid);
-    if (!slot || slot->group.is_empty()) return done(sync_error(error_code::unknown_member_id));
+    if (!slot || slot->group.is_empty()) return done(sync_error_response(error_code::unknown_member_id));
     classic_group& g = slot->group;
     const uint64_t serial = slot->serial;
 
@@ -816,13 +879,14 @@ struct group_coordinator::impl {
                protocol_inconsistent(req.protocol_name, g.protocol_name())) {
       e = error_code::inconsistent_group_protocol;
     }
-    if (e != error_code::none) return done(sync_error(e));
+    if (e != error_code::none) return done(sync_error_response(e));
 
-    if (g.in_state(state::preparing_rebalance)) return done(sync_error(error_code::rebalance_in_progress));
+    if (g.in_state(state::preparing_rebalance))
+      return done(sync_error_response(error_code::rebalance_in_progress));
 
     if (g.in_state(state::completing_rebalance)) {
       auto* m = g.member(req.member_id);
-      if (m->is_awaiting_sync()) g.complete_sync(*m, sync_error(error_code::rebalance_in_progress));
+      if (m->is_awaiting_sync()) g.complete_sync(*m, sync_error_response(error_code::rebalance_in_progress));
       m->awaiting_sync = once(std::move(done));
       remove_pending_sync_member(g, req.member_id);
       if (!g.is_leader(req.member_id)) return;
@@ -866,7 +930,7 @@ struct group_coordinator::impl {
       r.assignment = m->assignment;
       return done(std::move(r));
     }
-    done(sync_error(error_code::coordinator_not_available));
+    done(sync_error_response(error_code::coordinator_not_available));
   }
 
   // --- Heartbeat and LeaveGroup
@@ -883,6 +947,7 @@ struct group_coordinator::impl {
       return err(e == error_code::coordinator_load_in_progress ? error_code::none : e);
     }
     if (gid.empty()) return err(error_code::invalid_group_id);
+    if (consumer->contains(gid)) return consumer->classic_heartbeat(req);
     group_slot* slot = find_slot(gid);
     if (!slot) return err(error_code::unknown_member_id);
     classic_group& g = slot->group;
@@ -918,6 +983,7 @@ struct group_coordinator::impl {
       resp.error_code = to_wire(error_code::invalid_group_id);
       return resp;
     }
+    if (consumer->contains(gid)) return consumer->classic_leave(req);
     auto member_answer = [&](const proto::leave_group_request::member_identity& m, error_code e) {
       auto& a = resp.members.emplace_back();
       a.member_id = m.member_id;
@@ -1571,8 +1637,8 @@ struct group_coordinator::impl {
       g.transition_to(state::dead, now());
       // Whatever is parked learns that the coordinator moved (GroupMetadataManager.onUnloaded).
       for (auto& [mid, m] : g.members_for_update()) {
-        g.complete_join(m, join_error(mid, parked_error));
-        g.complete_sync(m, sync_error(parked_error));
+        g.complete_join(m, join_error_response(mid, parked_error));
+        g.complete_sync(m, sync_error_response(parked_error));
       }
       remove_group(id);
     }

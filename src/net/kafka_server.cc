@@ -206,6 +206,8 @@ struct kafka_server::impl {
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
+      if (limits.send_buffer_bytes != -1)
+        socket.set_option(asio::socket_base::send_buffer_size(limits.send_buffer_bytes), ec);
       // File ranges of responses go out with sendfile(2) straight on the descriptor, which must not block the
       // shard (asio's own operations work the same in this mode).
       socket.native_non_blocking(true, ec);
@@ -325,6 +327,11 @@ std::string kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
     acceptor->open(bind_to.protocol(), ec);
     if (!ec && dual_stack) acceptor->set_option(asio::ip::v6_only(false), ec);
     if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+    // Set before listen so that the TCP window scale accepted sockets announce fits the buffer (Kafka does
+    // the same on its server socket).
+    if (!ec && _impl->limits.receive_buffer_bytes != -1) {
+      acceptor->set_option(asio::socket_base::receive_buffer_size(_impl->limits.receive_buffer_bytes), ec);
+    }
     if (!ec) acceptor->bind(bind_to, ec);
     if (ec) {
       return "listener " + ep.listener_name + ": cannot listen on " + endpoint_text(bind_to) + ": " +

@@ -420,3 +420,67 @@ def test_empty_classic_group_upgrades_to_a_consumer_group(node):
         assert "CONSUMER" in types.get(group, ""), types.get(group)
     finally:
         c.close()
+
+
+def test_classic_and_consumer_members_share_a_group_through_upgrade_and_downgrade(node):
+    """Kafka 4.x's upgrade path with group.consumer.migration.policy=bidirectional (the default): a classic group
+    with a live member becomes a consumer group when a KIP-848 member joins; the classic member stays in it,
+    speaking JoinGroup/SyncGroup/Heartbeat, and the server-side assignor splits the partitions between both;
+    when the KIP-848 member leaves, the group goes back to the classic protocol and the classic member gets
+    everything again. No record is lost while the group changes type (at least once: a record whose offset was
+    not committed before its partition moved may be read again by the new owner)."""
+    from confluent_kafka.admin import AdminClient
+
+    topic = unique("mixed")
+    create_topic(node.bootstrap, topic, partitions=PARTITIONS)
+    produce_events(node.bootstrap, topic, count=120)
+    group = unique("mixed")
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+
+    def group_type():
+        listed = admin.list_consumer_groups().result(timeout=20)
+        return {g.group_id: str(g.type) for g in listed.valid}.get(group, "")
+
+    classic = consumer(node.bootstrap, group, **{"group.protocol": "classic", "session.timeout.ms": 6000,
+                                                 "heartbeat.interval.ms": 500, "enable.auto.commit": True,
+                                                 "auto.commit.interval.ms": 200, "client.id": "classic-client"})
+    modern = None
+    seen = []
+    try:
+        classic.subscribe([topic])
+        seen += consume_until([classic], 120)[0]
+        assert "CLASSIC" in group_type(), group_type()
+
+        modern = consumer(node.bootstrap, group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 200,
+                                                    "client.id": "consumer-client"})
+        modern.subscribe([topic])
+        both = [classic, modern]
+        # The group is a consumer group now, with both members holding partitions: 6 in all, none twice.
+        poll_until(both, lambda: len(classic.assignment()) > 0 and len(modern.assignment()) > 0
+                   and len(classic.assignment()) + len(modern.assignment()) == PARTITIONS,
+                   timeout=60, what="partitions split between the classic and the consumer member")
+        assert "CONSUMER" in group_type(), group_type()
+        owned = [{p.partition for p in c.assignment()} for c in both]
+        assert not (owned[0] & owned[1]), owned
+        desc = admin.describe_consumer_groups([group])[group].result(timeout=20)
+        assert {m.client_id for m in desc.members} == {"classic-client", "consumer-client"}, desc.members
+
+        produce_events(node.bootstrap, topic, count=240, start=120)
+        got = consume_until(both, 240)
+        assert got[0] and got[1], "both members read part of the new records"
+        seen += got[0] + got[1]
+
+        # The KIP-848 member leaves: back to a classic group, the classic member rejoins and gets everything.
+        modern.close()
+        modern = None
+        poll_until([classic], lambda: len(classic.assignment()) == PARTITIONS, timeout=60,
+                   what="the classic member holding every partition after the downgrade")
+        assert "CLASSIC" in group_type(), group_type()
+        produce_events(node.bootstrap, topic, count=60, start=360)
+        seen += consume_until([classic], 60)[0]
+    finally:
+        if modern is not None:
+            modern.close()
+        classic.close()
+    values = {v for _, _, v in seen}
+    assert values == {f"event-{i}" for i in range(420)}, sorted({f"event-{i}" for i in range(420)} - values)[:10]

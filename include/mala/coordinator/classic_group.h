@@ -46,6 +46,9 @@ struct member_protocol {
 };
 
 using join_callback = std::function<void(protocol::join_group_response)>;
+// The answers of a failed JoinGroup (generation -1, no protocol, no leader) and SyncGroup.
+protocol::join_group_response join_error_response(std::string member_id, error_code e);
+protocol::sync_group_response sync_error_response(error_code e);
 using sync_callback = std::function<void(protocol::sync_group_response)>;
 
 struct classic_group_member {
@@ -172,6 +175,8 @@ class classic_group {
   void transition_to(classic_group_state state, int64_t now_ms);
   // The protocol every member supports that most members prefer (each votes for its first candidate).
   std::string select_protocol() const;
+  // The chosen protocol, for a group rebuilt from a consumer group (downgrade).
+  void set_protocol_name(std::string name) { _protocol_name = std::move(name); }
   // If the leader has not rejoined, the first member that has becomes leader; false when none has.
   bool maybe_elect_new_joined_leader();
   // The next generation: Empty without members, else CompletingRebalance with the selected protocol.

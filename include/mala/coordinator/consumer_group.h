@@ -75,6 +75,20 @@ enum class member_state : int8_t {
 inline constexpr int32_t leave_group_member_epoch = -1;
 inline constexpr int32_t leave_group_static_member_epoch = -2;
 
+// What a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) sent in its last JoinGroup
+// (Kafka's ConsumerGroupMemberMetadataValue.ClassicMemberMetadata): its session timeout and its protocols,
+// in the client's order of preference, each with its ConsumerProtocolSubscription bytes.
+struct classic_member_metadata {
+  struct protocol {
+    std::string name;
+    std::vector<uint8_t> metadata;
+    friend bool operator==(const protocol&, const protocol&) = default;
+  };
+  int32_t session_timeout_ms = 0;
+  std::vector<protocol> protocols;
+  friend bool operator==(const classic_member_metadata&, const classic_member_metadata&) = default;
+};
+
 struct consumer_member {
   std::string member_id;
   std::optional<std::string> instance_id;
@@ -90,6 +104,10 @@ struct consumer_member {
   member_state state = member_state::stable;
   topic_partitions assigned;
   topic_partitions pending_revocation;
+  // Set for a classic member of the consumer group (it joined with JoinGroup, or was a member of the classic
+  // group this one was upgraded from).
+  std::optional<classic_member_metadata> classic;
+  bool uses_classic_protocol() const { return classic.has_value(); }
   friend bool operator==(const consumer_member&, const consumer_member&) = default;
 };
 

@@ -23,6 +23,10 @@ struct listen_endpoint {
 struct server_limits {
   int32_t socket_request_max_bytes = 100 * 1024 * 1024;
   int64_t connections_max_idle_ms = 600'000;
+  // SO_SNDBUF of each accepted socket and SO_RCVBUF of the listening socket (inherited by accepted ones), as
+  // Kafka's socket.send.buffer.bytes / socket.receive.buffer.bytes; -1 keeps the OS default (autotuning).
+  int32_t send_buffer_bytes = -1;
+  int32_t receive_buffer_bytes = -1;
 };
 
 class kafka_server {
