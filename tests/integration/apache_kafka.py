@@ -1,0 +1,110 @@
+"""A real Apache Kafka 4.x node for tests that compare Mala with it side by side: KRaft combined mode from the
+Maven Central jars that scripts/install-test-clients.sh puts in tests/integration/.deps/kafka-libs, formatted
+with kafka.tools.StorageTool (what kafka-storage.sh format runs) and started with kafka.Kafka (what
+kafka-server-start.sh runs), on ports the OS picks, with a small heap. Kafka's log goes to a file in its work dir.
+"""
+
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from clients import KAFKA_LIBS
+
+STORAGE_TOOL = "kafka.tools.StorageTool"
+KAFKA_MAIN = "kafka.Kafka"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kafka_cluster_id() -> str:
+    """A random cluster id in Kafka's form (a base64url uuid without padding)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class ApacheKafkaNode:
+    def __init__(self, work_dir: Path, extra_config=None):
+        self.dir = work_dir
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.config_path = work_dir / "server.properties"
+        self.log_path = work_dir / "kafka.log"
+        config = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(work_dir / "data"),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+        }
+        config.update(extra_config or {})
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+        self.proc = None
+        self._log = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _java(self, heap, main, *args):
+        if not KAFKA_LIBS.is_dir():
+            pytest.fail(f"Kafka jars missing under {KAFKA_LIBS} (run scripts/install-test-clients.sh)")
+        return ["java", heap, "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-cp", f"{KAFKA_LIBS}/*", main, *args]
+
+    def start(self, timeout=120):
+        fmt = subprocess.run(self._java("-Xmx256m", STORAGE_TOOL, "format", "-t", kafka_cluster_id(), "-c",
+                                        str(self.config_path)), capture_output=True, text=True, timeout=180)
+        if fmt.returncode != 0:
+            pytest.fail(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self._java("-Xmx512m", KAFKA_MAIN, str(self.config_path)),
+                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        from confluent_kafka.admin import AdminClient
+
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"Apache Kafka exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0}).list_topics(timeout=2)
+                return self
+            except Exception:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"Apache Kafka not answering on {self.bootstrap} after {timeout} s:\n"
+                                f"{self.log_tail()}")
+                time.sleep(0.5)
+
+    def log_tail(self, lines=40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        if self._log:
+            self._log.close()
