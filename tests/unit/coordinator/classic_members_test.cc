@@ -186,6 +186,43 @@ class classic_members_test : public ::testing::Test {
     return {generation, owned};
   }
 
+  // A Stable classic group of two members (the leader assigns 3 + 3): their ids and the generation.
+  std::tuple<std::string, std::string, int32_t> stable_classic_group() {
+    const std::string m1 = new_member();
+    const std::string m2 = new_member();
+    std::optional<proto::join_group_response> j1, j2;
+    for (auto [id, slot] : {std::pair{m1, &j1}, std::pair{m2, &j2}}) {
+      proto::join_group_request r;
+      r.group_id = "alerts";
+      r.member_id = id;
+      r.session_timeout_ms = 10'000;
+      r.rebalance_timeout_ms = 30'000;
+      r.protocol_type = "consumer";
+      r.protocols.push_back({"range", subscription({"bus-events"})});
+      coordinator->join_group({"java-classic", "/127.0.0.1", 9}, std::move(r),
+                              [slot](proto::join_group_response resp) { *slot = resp; });
+    }
+    advance(0);
+    EXPECT_TRUE(j1 && j2 && j1->error_code == 0);
+    if (!j1) return {};
+    const std::string leader = j1->leader;
+    const int32_t generation = j1->generation_id;
+    proto::sync_group_request s;
+    s.group_id = "alerts";
+    s.member_id = leader;
+    s.generation_id = generation;
+    s.protocol_type = "consumer";
+    s.protocol_name = "range";
+    s.assignments.push_back({m1, encode_assignment({{"bus-events", {0, 1, 2}}}, 3)});
+    s.assignments.push_back({m2, encode_assignment({{"bus-events", {3, 4, 5}}}, 3)});
+    std::optional<proto::sync_group_response> synced;
+    coordinator->sync_group({"java-classic", "/127.0.0.1", 5}, s,
+                            [&](proto::sync_group_response r) { synced = r; });
+    writer.complete_all();
+    EXPECT_TRUE(synced && synced->error_code == 0);
+    return {m1, m2, generation};
+  }
+
   group_coordinator_config config;
   fake_writer writer;
   int64_t now = 1'700'000'000'000;
@@ -291,41 +328,8 @@ TEST_F(classic_members_test, classic_member_metadata_survives_replay) {
 }
 
 TEST_F(classic_members_test, classic_group_with_members_is_upgraded_and_downgraded_back) {
-  // A Stable classic group of two members (the leader assigns 3 + 3).
-  const std::string m1 = new_member();
-  const std::string m2 = new_member();
-  std::optional<proto::join_group_response> j1, j2;
-  for (auto [id, slot] : {std::pair{m1, &j1}, std::pair{m2, &j2}}) {
-    proto::join_group_request r;
-    r.group_id = "alerts";
-    r.member_id = id;
-    r.session_timeout_ms = 10'000;
-    r.rebalance_timeout_ms = 30'000;
-    r.protocol_type = "consumer";
-    r.protocols.push_back({"range", subscription({"bus-events"})});
-    coordinator->join_group({"java-classic", "/127.0.0.1", 9}, std::move(r),
-                            [slot](proto::join_group_response resp) { *slot = resp; });
-  }
-  advance(0);
-  ASSERT_TRUE(j1 && j2);
-  ASSERT_EQ(j1->error_code, 0);
-  const std::string leader = j1->leader;
-  const int32_t generation = j1->generation_id;
-  proto::sync_group_request s;
-  s.group_id = "alerts";
-  s.member_id = leader;
-  s.generation_id = generation;
-  s.protocol_type = "consumer";
-  s.protocol_name = "range";
-  s.assignments.push_back({m1, encode_assignment({{"bus-events", {0, 1, 2}}}, 3)});
-  s.assignments.push_back({m2, encode_assignment({{"bus-events", {3, 4, 5}}}, 3)});
-  std::optional<proto::sync_group_response> synced;
-  coordinator->sync_group({"java-classic", "/127.0.0.1", 5}, s,
-                          [&](proto::sync_group_response r) { synced = r; });
-  writer.complete_all();
-  ASSERT_TRUE(synced);
+  auto [m1, m2, generation] = stable_classic_group();
   ASSERT_NE(coordinator->find_group("alerts"), nullptr);
-
   // A consumer-protocol member joins: the group becomes a consumer group, the classic members keep their
   // partitions at their generation, and are asked to rejoin for the new epoch.
   auto a = beat("a", 0);
@@ -359,6 +363,39 @@ TEST_F(classic_members_test, classic_group_with_members_is_upgraded_and_downgrad
   ASSERT_NE(back, nullptr);
   EXPECT_EQ(back->members().size(), 2u);
   EXPECT_TRUE(back->in_state(classic_group_state::preparing_rebalance));
+}
+
+TEST_F(classic_members_test, migration_policy_decides_upgrade_and_downgrade) {
+  // disabled / downgrade: a classic group with members is not upgraded.
+  for (const char* policy : {"disabled", "downgrade"}) {
+    config.consumer_migration_policy = policy;
+    SetUp();  // the coordinator copies its configuration
+    auto [m1, m2, generation] = stable_classic_group();
+    (void)m2;
+    auto a = beat("a", 0);
+    EXPECT_EQ(a.error_code, to_wire(error_code::group_id_not_found)) << policy;
+    EXPECT_NE(coordinator->find_group("alerts"), nullptr) << policy;
+    EXPECT_EQ(heartbeat(m1, generation), 0) << policy;
+  }
+  // upgrade: upgraded, but not downgraded when the consumer-protocol member leaves.
+  config.consumer_migration_policy = "upgrade";
+  SetUp();
+  auto [m1, m2, generation] = stable_classic_group();
+  (void)m1;
+  (void)m2;
+  (void)generation;
+  auto a = beat("a", 0);
+  ASSERT_EQ(a.error_code, 0);
+  ASSERT_NE(coordinator->find_consumer_group("alerts"), nullptr);
+  proto::consumer_group_heartbeat_request leave;
+  leave.group_id = "alerts";
+  leave.member_id = "a";
+  leave.member_epoch = -1;
+  coordinator->consumer_group_heartbeat({"java-848", "/127.0.0.1", 1}, leave, [](auto) {});
+  writer.complete_all();
+  ASSERT_NE(coordinator->find_consumer_group("alerts"), nullptr);
+  EXPECT_EQ(coordinator->find_consumer_group("alerts")->members().size(), 2u);
+  EXPECT_EQ(coordinator->find_group("alerts"), nullptr);
 }
 
 }  // namespace
