@@ -484,3 +484,56 @@ def test_classic_and_consumer_members_share_a_group_through_upgrade_and_downgrad
         classic.close()
     values = {v for _, _, v in seen}
     assert values == {f"event-{i}" for i in range(420)}, sorted({f"event-{i}" for i in range(420)} - values)[:10]
+
+
+def test_java_classic_consumer_joins_a_consumer_group(node):
+    """Apache Kafka's Java consumer with group.protocol=classic (kafka-console-consumer) joins a group that a
+    KIP-848 member (librdkafka) already holds: the coordinator hosts it as a classic member, the server-side
+    assignor gives it part of the partitions through JoinGroup/SyncGroup, and it reads from them."""
+    from clients import java_classpath
+
+    topic = unique("mixed-java")
+    create_topic(node.bootstrap, topic, partitions=PARTITIONS)
+    produce_events(node.bootstrap, topic, count=120)
+    group = unique("mixed-java")
+    modern = consumer(node.bootstrap, group, **{"enable.auto.commit": True, "auto.commit.interval.ms": 200})
+    java_proc = None
+    try:
+        modern.subscribe([topic])
+        consume_until([modern], 120)
+        modern.commit(asynchronous=False)
+        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+               "-cp", java_classpath(), CONSOLE_CONSUMER, "--bootstrap-server", node.bootstrap, "--topic", topic,
+               "--group", group, "--consumer-property", "group.protocol=classic", "--consumer-property",
+               "client.id=java-classic", "--timeout-ms", "20000", "--max-messages", "20"]
+        java_proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+
+        def java_has_partitions():
+            desc = admin.describe_consumer_groups([group])[group].result(timeout=20)
+            return any(m.client_id == "java-classic" and m.assignment.topic_partitions for m in desc.members)
+
+        # The KIP-848 member keeps polling so that it gives partitions up.
+        checked = [0.0]
+
+        def ready():
+            if time.monotonic() - checked[0] < 1:
+                return False
+            checked[0] = time.monotonic()
+            return java_has_partitions()
+
+        poll_until([modern], ready, timeout=60, what="the Java classic member holding partitions")
+        assert len(modern.assignment()) < PARTITIONS
+        produce_events(node.bootstrap, topic, count=120, start=120)
+        deadline = time.monotonic() + 60
+        while java_proc.poll() is None and time.monotonic() < deadline:
+            modern.poll(0.1)
+        out, err = java_proc.communicate(timeout=30)
+        lines = [ln for ln in out.splitlines() if ln.startswith("event-")]
+        assert java_proc.returncode == 0 and len(lines) == 20, (java_proc.returncode, out[-1000:], err[-2000:])
+        assert all(int(ln.split("-")[1]) >= 120 for ln in lines), lines  # it started at the committed offsets
+    finally:
+        if java_proc is not None and java_proc.poll() is None:
+            java_proc.kill()
+        modern.close()
