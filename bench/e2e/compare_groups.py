@@ -10,7 +10,9 @@ computed by the group leader), session.timeout.ms 10000, heartbeat.interval.ms 1
     subscribe() together and poll. Measured from the latest subscribe() call until every member holds a non-empty
     assignment (on_assign callbacks, CLOCK_MONOTONIC timestamps sent to this process) and the assignments cover the
     100 partitions with no overlap. Then one member close()s (LeaveGroup): measured from the close() call until the
-    9 others hold new assignments that again cover the 100 partitions with no overlap;
+    9 others hold new assignments that again cover the 100 partitions with no overlap. A join either completes in
+    one join phase (tens of ms) or needs members to learn of a further rebalance from a heartbeat (about
+    heartbeat.interval.ms more), so the table also gives the range and how many joins were done in one go;
   - join-to-first-record latency: one consumer in a new group (fresh group id each time, auto.offset.reset
     earliest) on that topic, from the Consumer's creation (then subscribe()) to the first record poll() returns;
     also the part up to its on_assign;
@@ -24,7 +26,7 @@ which would add 3 s to every new group's first rebalance); --initial-rebalance-d
 Prints a Markdown table of per-broker medians over the rounds with Mala/Kafka ratios and writes every raw number
 to a JSON file. Nothing is asserted.
 
-  bench/e2e/compare_groups.py            # default: 2 rounds, about 2-3 minutes on an idle 2-core machine
+  bench/e2e/compare_groups.py            # default: 2 rounds, 5 rebalances per start, about 3 minutes (2 idle cores)
   bench/e2e/compare_groups.py --quick    # smoke run: 4 members, 2 joins, 3 s of commits, 1 round (under a minute)
   bench/e2e/compare_groups.py --only kafka|mala   # one broker only (no ratios)
 
@@ -51,7 +53,7 @@ import compare  # noqa: E402  (the single-node comparison: Env, the brokers, por
 PROFILES = {
     # rebalance_reps: 10-member join + leave measurements per broker start; joins: join-to-first-record samples
     "quick": {"rounds": 1, "members": 4, "rebalance_reps": 1, "joins": 2, "commit_seconds": 3},
-    "default": {"rounds": 2, "members": 10, "rebalance_reps": 3, "joins": 5, "commit_seconds": 10},
+    "default": {"rounds": 2, "members": 10, "rebalance_reps": 5, "joins": 5, "commit_seconds": 10},
 }
 TOPIC = "groups-100"
 PARTITIONS = 100
@@ -337,6 +339,8 @@ def run_session(env, broker_cls, round_no, prof, args):
 ROWS = [  # label, values of one session, unit scale, better, show the range of the samples
     ("Rebalance, {members} members join a new group (last subscribe() to full assignment), ms (min-max)",
      lambda m: [r["join_s"] for r in m["rebalance"]], 1000, "lower", True),
+    ("  share of those joins done in one go (under half a heartbeat interval, 500 ms)",
+     lambda m: [r["join_s"] < 0.5 for r in m["rebalance"]], None, "higher", False),
     ("Rebalance after 1 of {members} members leaves (close() to the rest covering all), ms (min-max)",
      lambda m: [r["leave_s"] for r in m["rebalance"]], 1000, "lower", True),
     ("Join to first record, new group, ms ({joins} per start)",
@@ -357,8 +361,12 @@ def render_table(out):
     for label, values, scale, better, show_range in ROWS:
         vals, cells = {}, []
         for b in ("mala", "kafka"):
-            samples = [v * scale for s in out["sessions"] if s["broker"] == b for v in values(s["metrics"])
-                       if v is not None]
+            samples = [v for s in out["sessions"] if s["broker"] == b for v in values(s["metrics"]) if v is not None]
+            if scale is None:  # a share: "k of n"
+                vals[b] = sum(samples) / len(samples) if samples else None
+                cells.append(f"{sum(samples)} of {len(samples)}" if b in out["brokers"] else "not run")
+                continue
+            samples = [v * scale for v in samples]
             vals[b] = compare.median(samples)
             cell = compare.fmt_num(vals[b]) if b in out["brokers"] else "not run"
             if show_range and samples:

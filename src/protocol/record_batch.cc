@@ -222,6 +222,136 @@ std::optional<record_view> record_reader::next() {
   return rec;
 }
 
+namespace {
+
+// Varints as wire_reader reads them (same limits: 5 bytes for 32 bits, 10 for 64), inlined for the scan.
+// Return false on a truncated or overlong varint.
+inline bool scan_uvarint(const uint8_t*& p, const uint8_t* end, uint32_t& out) {
+  if (p < end && (*p & 0x80) == 0) {
+    out = *p++;
+    return true;
+  }
+  uint32_t value = 0;
+  for (int shift = 0; shift < 35; shift += 7) {
+    if (p == end) return false;
+    const uint8_t b = *p++;
+    if (shift == 28 && (b & 0xf0) != 0) return false;
+    value |= static_cast<uint32_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      out = value;
+      return true;
+    }
+  }
+  return false;
+}
+inline bool scan_varint(const uint8_t*& p, const uint8_t* end, int32_t& out) {
+  uint32_t raw = 0;
+  if (!scan_uvarint(p, end, raw)) return false;
+  out = static_cast<int32_t>((raw >> 1) ^ (~(raw & 1) + 1));
+  return true;
+}
+inline bool scan_varlong(const uint8_t*& p, const uint8_t* end, int64_t& out) {
+  uint64_t value = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    if (p == end) return false;
+    const uint8_t b = *p++;
+    if (shift == 63 && (b & 0xfe) != 0) return false;
+    value |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      out = static_cast<int64_t>((value >> 1) ^ (~(value & 1) + 1));
+      return true;
+    }
+  }
+  return false;
+}
+// A nullable length-prefixed field: -1 is null, otherwise it must fit; skips it.
+inline bool scan_nullable(const uint8_t*& p, const uint8_t* end, bool& null) {
+  int32_t len = 0;
+  if (!scan_varint(p, end, len) || len < -1) return false;
+  null = len == -1;
+  if (len > 0) {
+    if (static_cast<size_t>(len) > static_cast<size_t>(end - p)) return false;
+    p += len;
+  }
+  return true;
+}
+
+}  // namespace
+
+record_scan scan_records(std::span<const uint8_t> records, int32_t count, int64_t base_timestamp) {
+  record_scan out;
+  if (count < 0) {
+    out.status = batch_status::negative_record_count;
+    return out;
+  }
+  if (static_cast<uint64_t>(count) > records.size() / batch_layout::min_record_size) {
+    out.status = batch_status::record_count_mismatch;
+    return out;
+  }
+  const uint8_t* p = records.data();
+  const uint8_t* const end = p + records.size();
+  for (int32_t i = 0; i < count; ++i) {
+    if (p == end) {
+      out.status = batch_status::record_count_mismatch;
+      return out;
+    }
+    int32_t length = 0;
+    if (!scan_varint(p, end, length) || length < min_record_body ||
+        static_cast<size_t>(length) > static_cast<size_t>(end - p)) {
+      out.status = batch_status::malformed_record;
+      return out;
+    }
+    const uint8_t* const body_end = p + length;
+    ++p;  // attributes
+    int64_t ts_delta = 0;
+    int32_t offset_delta = 0;
+    int32_t header_count = 0;
+    bool key_null = false;
+    bool value_null = false;
+    if (!scan_varlong(p, body_end, ts_delta) || !scan_varint(p, body_end, offset_delta) ||
+        !scan_nullable(p, body_end, key_null) || !scan_nullable(p, body_end, value_null) ||
+        !scan_varint(p, body_end, header_count) || header_count < 0 ||
+        static_cast<size_t>(header_count) > static_cast<size_t>(body_end - p) / min_header_size) {
+      out.status = batch_status::malformed_record;
+      return out;
+    }
+    for (int32_t h = 0; h < header_count; ++h) {
+      int32_t key_length = 0;
+      bool header_value_null = false;
+      if (!scan_varint(p, body_end, key_length) || key_length < 0 ||
+          static_cast<size_t>(key_length) > static_cast<size_t>(body_end - p)) {
+        out.status = batch_status::malformed_record;
+        return out;
+      }
+      p += key_length;
+      if (!scan_nullable(p, body_end, header_value_null)) {
+        out.status = batch_status::malformed_record;
+        return out;
+      }
+    }
+    if (p != body_end) {
+      out.status = batch_status::malformed_record;
+      return out;
+    }
+    if (offset_delta != i && out.consecutive_offset_deltas) {
+      out.consecutive_offset_deltas = false;
+      out.first_wrong_offset_delta = offset_delta;
+      out.first_wrong_index = i;
+    }
+    const auto ts =
+        static_cast<int64_t>(static_cast<uint64_t>(base_timestamp) + static_cast<uint64_t>(ts_delta));
+    if (i == 0 || ts > out.max_timestamp) {
+      out.max_timestamp = ts;
+      out.offset_delta_of_max_timestamp = i;
+    }
+    if (i == 0 || ts < out.min_timestamp) out.min_timestamp = ts;
+    out.null_key = out.null_key || key_null;
+    ++out.records;
+  }
+  if (p != end) out.status = batch_status::record_count_mismatch;
+  return out;
+}
+
 record_batch_view::record_batch_view(std::span<const uint8_t> batch, crc_check crc)
     : _data(batch), _status(validate_batch(batch, crc)) {
   if (auto h = parse_batch_header(batch)) _header = *h;

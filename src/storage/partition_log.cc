@@ -574,6 +574,7 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
                                                            std::to_string(h.last_offset_delta));
     }
     if (as_leader) {
+      bool needs_record_check = true;
       // Kafka's LogValidator: the header's record count must agree with lastOffsetDelta, and every record of
       // an uncompressed batch must be readable with consecutive offset deltas. maxTimestamp is corrected to
       // the largest record timestamp (CreateTime), as Kafka does.
@@ -583,38 +584,33 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
                                describe(tp) + ": record count " + std::to_string(h.record_count) +
                                    " does not match lastOffsetDelta " + std::to_string(h.last_offset_delta));
         }
-        proto::record_batch_view view(*batch, proto::crc_check::skip);
-        auto reader = view.records();
-        int32_t expected_delta = 0;
-        int64_t max_ts = -1;
-        int64_t delta_of_max = 0;
-        for (const auto& r : reader) {
-          if (r.offset_delta != expected_delta) {
-            return status::error(error_code::invalid_record,
-                                 describe(tp) + ": record offset delta " + std::to_string(r.offset_delta) +
-                                     ", expected " + std::to_string(expected_delta));
-          }
-          auto ts = view.timestamp_of(r);
-          if (expected_delta == 0 || ts > max_ts) {
-            max_ts = ts;
-            delta_of_max = expected_delta;
-          }
-          ++expected_delta;
+        // One pass over the records (framing, offset deltas, timestamps, null keys) without record views.
+        const auto scan = proto::scan_records(batch->subspan(proto::batch_layout::header_size),
+                                              h.record_count, h.base_timestamp);
+        if (!scan.consecutive_offset_deltas) {
+          return status::error(error_code::invalid_record, describe(tp) + ": record offset delta " +
+                                                               std::to_string(scan.first_wrong_offset_delta) +
+                                                               ", expected " +
+                                                               std::to_string(scan.first_wrong_index));
         }
-        if (!reader.ok() || expected_delta != h.record_count) {
-          auto why = reader.ok() ? proto::batch_status::record_count_mismatch : reader.status();
+        if (scan.status != proto::batch_status::ok || scan.records != h.record_count) {
+          auto why = scan.status != proto::batch_status::ok ? scan.status
+                                                            : proto::batch_status::record_count_mismatch;
           return status::error(error_code::invalid_record, describe(tp) + ": invalid record in batch: " +
                                                                std::string(proto::batch_status_name(why)));
         }
-        check.offset_delta_of_max_timestamp = delta_of_max;
+        const bool log_append_kind = h.timestamp_kind() == proto::timestamp_type::log_append_time;
+        const int64_t max_ts = log_append_kind ? h.max_timestamp : scan.max_timestamp;
+        check.offset_delta_of_max_timestamp = log_append_kind ? 0 : scan.offset_delta_of_max_timestamp;
         check.record_max_timestamp = max_ts;
-        check.fix_max_timestamp =
-            h.timestamp_kind() == proto::timestamp_type::create_time && max_ts != h.max_timestamp;
+        check.fix_max_timestamp = !log_append_kind && max_ts != h.max_timestamp;
+        needs_record_check = record_contents_need_check(h, scan, config, now);
       } else {
         check.offset_delta_of_max_timestamp = h.last_offset_delta;
       }
-      // Keys on compacted topics, timestamp bounds (message.timestamp.before/after.max.ms).
-      if (auto failure = validate_record_contents(*batch, config, now)) {
+      // Keys on compacted topics, timestamp bounds (message.timestamp.before/after.max.ms): the per-record
+      // pass, only when the scan says something may be wrong (it lists the records at fault).
+      if (auto failure = needs_record_check ? validate_record_contents(*batch, config, now) : std::nullopt) {
         std::string detail = failure->message;
         if (!failure->record_errors.empty()) detail += ": " + failure->record_errors.front().message;
         return status::error(failure->code, describe(tp) + ": batch at byte " +

@@ -150,6 +150,15 @@ std::optional<record_validation_failure> validate_record_contents(std::span<cons
   return failure_of(errors);
 }
 
+bool record_contents_need_check(const proto::record_batch_header& header, const proto::record_scan& scan,
+                                const log_config& config, int64_t now_ms) {
+  if (compacted(config) && scan.null_key) return true;
+  if (header.timestamp_kind() == proto::timestamp_type::log_append_time) return true;
+  if (config.log_append_time) return false;
+  return outside_bounds(scan.min_timestamp, now_ms, config) ||
+         outside_bounds(scan.max_timestamp, now_ms, config);
+}
+
 status validate_client_batch(const proto::record_batch_header& batch) {
   if (batch.is_control()) {
     return status::error(error_code::invalid_record, "Clients are not allowed to write control records");

@@ -259,6 +259,26 @@ class record_reader {
   batch_status _status = batch_status::ok;
 };
 
+// What a leader needs to know of an uncompressed batch's records, read in one pass without building record
+// views (the produce path's per-record cost): the same framing rules as record_reader (a malformed record or
+// a count that does not match the bytes fails with the same status), plus whether the offset deltas run 0, 1,
+// 2,
+// ..., the smallest and largest CreateTime timestamp (base_timestamp + delta, as
+// record_batch_view::timestamp_of computes it) and the first record holding the largest, and whether a record
+// has a null key.
+struct record_scan {
+  batch_status status = batch_status::ok;
+  int32_t records = 0;
+  bool consecutive_offset_deltas = true;
+  int32_t first_wrong_offset_delta = 0;  // when not consecutive: the first delta that broke the run...
+  int32_t first_wrong_index = 0;         // ... and where (the delta expected there)
+  int64_t min_timestamp = 0;
+  int64_t max_timestamp = 0;
+  int32_t offset_delta_of_max_timestamp = 0;  // index of the first record with max_timestamp
+  bool null_key = false;
+};
+record_scan scan_records(std::span<const uint8_t> records, int32_t count, int64_t base_timestamp);
+
 // A validated batch over caller-owned bytes. Construction runs validate_batch; when status() is not ok the
 // header accessors return what could be parsed (or defaults) and records() reads nothing.
 class record_batch_view {

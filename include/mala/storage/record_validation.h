@@ -44,6 +44,13 @@ struct record_validation_failure {
 // every record needs a key; with message.timestamp.type=CreateTime every record timestamp (other than -1)
 // must lie within [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]; and a
 // producer may never set the LogAppendTime attribute. nullopt when the batch passes.
+// Whether validate_record_contents could find anything in an uncompressed batch whose records scanned as
+// `scan`: a null key on a compacted topic, a LogAppendTime batch from a producer, or a smallest or largest
+// timestamp outside message.timestamp.before/after.max.ms (bounds are monotonic, so every timestamp between
+// them is inside). False lets a leader skip the second pass over the records.
+bool record_contents_need_check(const protocol::record_batch_header& header,
+                                const protocol::record_scan& scan, const log_config& config, int64_t now_ms);
+
 std::optional<record_validation_failure> validate_record_contents(std::span<const uint8_t> batch,
                                                                   const log_config& config, int64_t now_ms);
 

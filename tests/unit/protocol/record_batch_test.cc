@@ -534,6 +534,58 @@ TEST(record_batch, random_record_corruption_is_bounded) {
   EXPECT_GT(failures, 0);
 }
 
+// scan_records (the leader's one-pass check) accepts and refuses exactly what record_reader does, and agrees
+// with it on offset deltas, timestamps and null keys, over the same random corruptions.
+TEST(record_batch, scan_agrees_with_the_record_reader) {
+  const auto original = sample_batch();
+  std::mt19937 rng(11);
+  int refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    auto batch = original;
+    if (i > 0) {
+      const int flips = 1 + static_cast<int>(rng() % 4);
+      for (int f = 0; f < flips; ++f) {
+        size_t pos = batch_layout::header_size + rng() % (batch.size() - batch_layout::header_size);
+        batch[pos] = static_cast<uint8_t>(rng());
+      }
+    }
+    record_batch_view view(batch, crc_check::skip);
+    ASSERT_TRUE(view.ok());
+    auto reader = view.records();
+    int32_t n = 0;
+    bool consecutive = true;
+    bool null_key = false;
+    int64_t min_ts = 0;
+    int64_t max_ts = 0;
+    int32_t index_of_max = 0;
+    for (const auto& r : reader) {
+      if (r.offset_delta != n) consecutive = false;
+      const int64_t ts = view.timestamp_of(r);
+      if (n == 0 || ts > max_ts) {
+        max_ts = ts;
+        index_of_max = n;
+      }
+      if (n == 0 || ts < min_ts) min_ts = ts;
+      null_key = null_key || !r.key;
+      ++n;
+    }
+    const auto scan = scan_records(view.records_bytes(), view.record_count(), view.header().base_timestamp);
+    ASSERT_EQ(scan.status, reader.status()) << i;
+    if (!reader.ok()) {
+      ++refused;
+      continue;
+    }
+    EXPECT_EQ(scan.records, n) << i;
+    EXPECT_EQ(scan.consecutive_offset_deltas, consecutive) << i;
+    EXPECT_EQ(scan.null_key, null_key) << i;
+    EXPECT_EQ(scan.min_timestamp, min_ts) << i;
+    EXPECT_EQ(scan.max_timestamp, max_ts) << i;
+    EXPECT_EQ(scan.offset_delta_of_max_timestamp, index_of_max) << i;
+  }
+  EXPECT_GT(refused, 1000);
+  EXPECT_LT(refused, 20000);
+}
+
 TEST(record_batch, status_names) {
   EXPECT_EQ(batch_status_name(batch_status::ok), "ok");
   EXPECT_EQ(batch_status_name(batch_status::crc_mismatch), "CRC-32C mismatch");
