@@ -89,11 +89,11 @@ if [[ ${MALA_SKIP_SANITIZE:-0} == 1 ]]; then
   record "sanitized unit tests" 0 0 1 "(MALA_SKIP_SANITIZE=1)"
   record "fuzz" 0 0 1 "(MALA_SKIP_SANITIZE=1)"
 else
-  note "unit tests under ASan+UBSan and fuzz_request_decode for ${fuzz_seconds} s ($san_dir/, clang)"
+  note "unit tests under ASan+UBSan, fuzz_request_decode for ${fuzz_seconds} s and fuzz_embedded_decode ($san_dir/, clang)"
   if CC=clang CXX=clang++ cmake -S . -B "$san_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMALA_FUZZ=ON \
        -DMALA_BUILD_APP=ON -DMALA_BUILD_BENCH=OFF >/dev/null; then
     mapfile -t unit_targets < <(ninja -C "$san_dir" -t targets all | sed -n 's/^\(unit_[A-Za-z0-9_]*\): .*/\1/p' | sort -u)
-    if ninja -C "$san_dir" -j"$jobs" "${unit_targets[@]}" fuzz_request_decode make_seed_corpus; then
+    if ninja -C "$san_dir" -j"$jobs" "${unit_targets[@]}" fuzz_request_decode fuzz_embedded_decode make_seed_corpus; then
       ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
       UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         ctest --test-dir "$san_dir" --output-on-failure -j"$jobs" --timeout 600 -L unit \
@@ -110,6 +110,13 @@ else
         -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$corpus" "$san_dir/seed-corpus" 2>&1 | tail -15
       rc=${PIPESTATUS[0]}
       if [[ $rc -eq 0 ]]; then record "fuzz" 1 0 0; else record "fuzz" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
+      # The embedded consumer protocol and the leader's record scan (tests/fuzz/fuzz_embedded_decode.cc).
+      embedded_seconds=$(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
+      mkdir -p "$san_dir/fuzz-corpus-embedded"
+      "$san_dir/tests/fuzz/fuzz_embedded_decode" -max_total_time="$embedded_seconds" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-embedded" 2>&1 | tail -8
+      rc=${PIPESTATUS[0]}
+      if [[ $rc -eq 0 ]]; then record "fuzz (embedded)" 1 0 0; else record "fuzz (embedded)" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
     else
       record "sanitizer build" 0 1 0
     fi

@@ -1,0 +1,67 @@
+// libFuzzer target for bytes that arrive inside other messages: the embedded consumer protocol of classic groups
+// (ConsumerProtocolSubscription in JoinGroup metadata, ConsumerProtocolAssignment in SyncGroup), decoded at every
+// version and, when that succeeds, re-encoded and decoded again to the same bytes; and the records region of a
+// produced batch, scanned by the leader's one-pass scan_records and read by record_reader, which must agree on
+// whether the records are well formed and how many there are. The first input byte picks what to do. Any crash,
+// sanitizer report, disagreement or unbounded allocation is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <vector>
+
+#include "mala/protocol/messages/consumer_protocol_assignment.h"
+#include "mala/protocol/messages/consumer_protocol_subscription.h"
+#include "mala/protocol/record_batch.h"
+#include "mala/protocol/wire.h"
+
+using namespace mala::protocol;
+
+namespace {
+
+template <typename M>
+void round_trip(std::span<const uint8_t> bytes, int16_t version) {
+  wire_reader r(bytes);
+  M m;
+  if (m.decode(r, version) != decode_status::ok || !r.ok()) return;
+  std::vector<uint8_t> first;
+  wire_writer w(first);
+  m.encode(w, version);
+  wire_reader again(first);
+  M n;
+  if (n.decode(again, version) != decode_status::ok || !again.ok() || again.remaining() != 0) std::abort();
+  std::vector<uint8_t> second;
+  wire_writer w2(second);
+  n.encode(w2, version);
+  if (first != second) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 2) return 0;
+  const uint8_t mode = data[0];
+  std::span<const uint8_t> rest(data + 1, size - 1);
+  const auto version = static_cast<int16_t>(mode % 4);
+  switch ((mode >> 2) % 3) {
+    case 0:
+      round_trip<consumer_protocol_subscription>(rest, version);
+      break;
+    case 1:
+      round_trip<consumer_protocol_assignment>(rest, version);
+      break;
+    default: {
+      // A records region with a declared count (first byte) and base timestamp 0.
+      const int32_t count = static_cast<int32_t>(rest[0]) - 8;  // some negative counts too
+      auto records = rest.subspan(1);
+      const auto scan = scan_records(records, count, 0);
+      record_reader reader(records, count);
+      int32_t n = 0;
+      while (reader.next()) ++n;
+      if (scan.status != reader.status()) std::abort();
+      if (reader.ok() && scan.records != n) std::abort();
+      break;
+    }
+  }
+  return 0;
+}
