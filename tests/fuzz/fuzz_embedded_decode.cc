@@ -1,9 +1,9 @@
-// libFuzzer target for bytes that arrive inside other messages: the embedded consumer protocol of classic groups
-// (ConsumerProtocolSubscription in JoinGroup metadata, ConsumerProtocolAssignment in SyncGroup), decoded at every
-// version and, when that succeeds, re-encoded and decoded again to the same bytes; and the records region of a
-// produced batch, scanned by the leader's one-pass scan_records and read by record_reader, which must agree on
-// whether the records are well formed and how many there are. The first input byte picks what to do. Any crash,
-// sanitizer report, disagreement or unbounded allocation is a bug.
+// libFuzzer target for bytes that arrive inside other messages: the embedded consumer protocol of classic
+// groups (ConsumerProtocolSubscription in JoinGroup metadata, ConsumerProtocolAssignment in SyncGroup),
+// decoded at every version and, when that succeeds, re-encoded and decoded again to the same bytes; and the
+// records region of a produced batch, scanned by the leader's one-pass scan_records and read by
+// record_reader, which must agree on whether the records are well formed and how many there are. The first
+// input byte picks what to do. Any crash, sanitizer report, disagreement or unbounded allocation is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
