@@ -78,7 +78,6 @@ struct classic_group_snapshot {
   std::string group_id;
   int32_t generation = 0;
   std::string protocol_name;
-  std::string leader_id;
   std::vector<member> members;
 };
 

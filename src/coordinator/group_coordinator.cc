@@ -194,7 +194,6 @@ struct group_coordinator::impl {
     out.group_id = id;
     out.generation = g.generation_id();
     out.protocol_name = g.protocol_name().value_or("");
-    out.leader_id = g.leader_id().value_or("");
     for (const auto& [mid, m] : g.members()) {
       if (m.protocol_type != consumer_protocol_type || m.protocols.empty()) return std::nullopt;
       auto& sm = out.members.emplace_back();
