@@ -119,11 +119,12 @@ void consumer_group_manager::classic_join(const request_origin& origin, const pr
   auto protocols = protocols_of(req);
   bool supported = req.protocol_type == consumer_protocol_type && !protocols.empty();
   if (supported) {
-    for (const auto& [id, m] : g.members()) {
-      if (!m.uses_classic_protocol() || id == member_id) continue;
+    for (const auto& entry : g.members()) {
+      const consumer_member& m = entry.second;
+      if (!m.uses_classic_protocol() || entry.first == member_id) continue;
+      const auto& theirs = m.classic->protocols;
       const bool shares = std::any_of(protocols.begin(), protocols.end(), [&](const auto& p) {
-        return std::any_of(m.classic->protocols.begin(), m.classic->protocols.end(),
-                           [&](const auto& q) { return q.name == p.name; });
+        return std::any_of(theirs.begin(), theirs.end(), [&](const auto& q) { return q.name == p.name; });
       });
       if (!shares) supported = false;
     }

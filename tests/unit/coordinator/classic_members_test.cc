@@ -191,7 +191,9 @@ class classic_members_test : public ::testing::Test {
     const std::string m1 = new_member();
     const std::string m2 = new_member();
     std::optional<proto::join_group_response> j1, j2;
-    for (auto [id, slot] : {std::pair{m1, &j1}, std::pair{m2, &j2}}) {
+    for (const auto& entry : {std::pair{m1, &j1}, std::pair{m2, &j2}}) {
+      const std::string& id = entry.first;
+      auto* slot = entry.second;
       proto::join_group_request r;
       r.group_id = "alerts";
       r.member_id = id;
