@@ -112,9 +112,16 @@ else
       if [[ $rc -eq 0 ]]; then record "fuzz" 1 0 0; else record "fuzz" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
       # The embedded consumer protocol and the leader's record scan (tests/fuzz/fuzz_embedded_decode.cc).
       embedded_seconds=$(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
-      mkdir -p "$san_dir/fuzz-corpus-embedded"
+      mkdir -p "$san_dir/fuzz-corpus-embedded" "$san_dir/seed-corpus-embedded"
+      # Seeds (first byte: what to decode): a version-0 subscription of topic "a" with null user data, a
+      # version-0 assignment of partition 0 of "a", and a records region with one 7-byte record.
+      printf '\x00\x00\x00\x00\x01\x00\x01a\xff\xff\xff\xff' >"$san_dir/seed-corpus-embedded/subscription"
+      printf '\x04\x00\x00\x00\x01\x00\x01a\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff' \
+        >"$san_dir/seed-corpus-embedded/assignment"
+      printf '\x08\x09\x0e\x00\x00\x00\x01\x02x\x00' >"$san_dir/seed-corpus-embedded/records"
       "$san_dir/tests/fuzz/fuzz_embedded_decode" -max_total_time="$embedded_seconds" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-embedded" 2>&1 | tail -8
+        -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-embedded" \
+        "$san_dir/seed-corpus-embedded" 2>&1 | tail -8
       rc=${PIPESTATUS[0]}
       if [[ $rc -eq 0 ]]; then record "fuzz (embedded)" 1 0 0; else record "fuzz (embedded)" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
     else
