@@ -94,6 +94,16 @@ class classic_members_test : public ::testing::Test {
     return out.value_or(proto::consumer_group_heartbeat_response{});
   }
 
+  // A KIP-848 member leaves for good (member epoch -1).
+  void leave_848(const std::string& member) {
+    proto::consumer_group_heartbeat_request r;
+    r.group_id = "alerts";
+    r.member_id = member;
+    r.member_epoch = -1;
+    coordinator->consumer_group_heartbeat({"java-848", "/127.0.0.1", 1}, r, [](auto) {});
+    writer.complete_all();
+  }
+
   static std::set<int32_t> assigned(const proto::consumer_group_heartbeat_response& r) {
     std::set<int32_t> out;
     if (!r.assignment) return out;
@@ -354,12 +364,7 @@ TEST_F(classic_members_test, classic_group_with_members_is_upgraded_and_downgrad
 
   // The consumer-protocol member leaves: only classic members remain, and the group goes back to the classic
   // protocol, rebalancing.
-  proto::consumer_group_heartbeat_request leave;
-  leave.group_id = "alerts";
-  leave.member_id = "a";
-  leave.member_epoch = -1;
-  coordinator->consumer_group_heartbeat({"java-848", "/127.0.0.1", 1}, leave, [](auto) {});
-  writer.complete_all();
+  leave_848("a");
   EXPECT_EQ(coordinator->find_consumer_group("alerts"), nullptr);
   const auto* back = coordinator->find_group("alerts");
   ASSERT_NE(back, nullptr);
@@ -389,12 +394,7 @@ TEST_F(classic_members_test, migration_policy_decides_upgrade_and_downgrade) {
   auto a = beat("a", 0);
   ASSERT_EQ(a.error_code, 0);
   ASSERT_NE(coordinator->find_consumer_group("alerts"), nullptr);
-  proto::consumer_group_heartbeat_request leave;
-  leave.group_id = "alerts";
-  leave.member_id = "a";
-  leave.member_epoch = -1;
-  coordinator->consumer_group_heartbeat({"java-848", "/127.0.0.1", 1}, leave, [](auto) {});
-  writer.complete_all();
+  leave_848("a");
   ASSERT_NE(coordinator->find_consumer_group("alerts"), nullptr);
   EXPECT_EQ(coordinator->find_consumer_group("alerts")->members().size(), 2u);
   EXPECT_EQ(coordinator->find_group("alerts"), nullptr);
