@@ -145,6 +145,7 @@ void consumer_group_manager::classic_join(const request_origin& origin, const pr
   consumer_member member;
   bool is_new = false;
   bool replaced_static = false;
+  bool replaced_consumer_member = false;
   if (instance_id) {
     const consumer_member* existing = g.static_member(*instance_id);
     if (unknown) {
@@ -153,8 +154,12 @@ void consumer_group_manager::classic_join(const request_origin& origin, const pr
       } else {
         // A static member back with a new member id takes over the old one's place (KIP-345).
         const std::string old_id = existing->member_id;
+        replaced_consumer_member = !existing->uses_classic_protocol();
         member = *existing;
         member.member_id = member_id;
+        // As Kafka: the copy starts at epoch 0 and reconciles to the target (keeping what it may keep).
+        member.member_epoch = 0;
+        member.previous_member_epoch = 0;
         const topic_partitions target = g.target_of(old_id);
         records.push_back(consumer_group_current_assignment_tombstone(gid, old_id));
         records.push_back(consumer_group_target_member_tombstone(gid, old_id));
@@ -214,6 +219,10 @@ void consumer_group_manager::classic_join(const request_origin& origin, const pr
   }
   g.put_member(next);
   _timers.cancel(rebalance_key(gid, member_id));
+  // A static member of the classic protocol that replaced the last member of the consumer protocol turns the
+  // group back into a classic group, without a rebalance (Kafka's
+  // validateOnlineDowngradeWithReplacedMemberId).
+  if (replaced_consumer_member) maybe_downgrade(g, "", records, /*rebalance=*/false);
 
   proto::join_group_response resp;
   resp.member_id = member_id;
@@ -401,18 +410,20 @@ bool consumer_group_manager::upgrade_classic_group(const std::string& gid,
 }
 
 bool consumer_group_manager::maybe_downgrade(consumer_group& g, const std::string& leaving,
-                                             std::vector<coordinator_record>& records) {
+                                             std::vector<coordinator_record>& records, bool rebalance) {
   const bool allowed = _config.consumer_migration_policy == "downgrade" ||
                        _config.consumer_migration_policy == "bidirectional";
-  if (!allowed || g.members().size() <= 1) return false;
+  const size_t remaining = g.members().size() - (g.member(leaving) ? 1 : 0);
+  if (!allowed || remaining == 0) return false;
   for (const auto& [id, m] : g.members()) {
     if (id != leaving && !m.uses_classic_protocol()) return false;
   }
-  if (g.members().size() - 1 > static_cast<size_t>(_config.max_group_size)) return false;
+  if (remaining > static_cast<size_t>(_config.max_group_size)) return false;
   const std::string gid = g.group_id();
   classic_group_snapshot snapshot;
   snapshot.group_id = gid;
   snapshot.generation = g.group_epoch();
+  snapshot.rebalance = rebalance;
   for (const auto& [id, m] : g.members()) {
     if (id == leaving) continue;
     auto& sm = snapshot.members.emplace_back();
@@ -436,8 +447,10 @@ bool consumer_group_manager::maybe_downgrade(consumer_group& g, const std::strin
   records.push_back(consumer_group_epoch_tombstone(gid));
   remove_group(gid);
   _host.create_classic_group(snapshot, records);
-  _host.log_info("group " + gid + ": downgraded to a classic group (member " + leaving +
-                 " was the last of the consumer protocol)");
+  _host.log_info("group " + gid + ": downgraded to a classic group (" +
+                 (leaving.empty() ? std::string("a classic static member replaced the last member")
+                                  : "member " + leaving + " was the last") +
+                 " of the consumer protocol)");
   return true;
 }
 

@@ -79,6 +79,7 @@ struct classic_group_snapshot {
   int32_t generation = 0;
   std::string protocol_name;
   std::vector<member> members;
+  bool rebalance = true;  // downgrade: the classic group starts a rebalance (not after a static replacement)
 };
 
 // What the manager needs from the group coordinator that owns it.
@@ -168,10 +169,10 @@ class consumer_group_manager {
   void cancel_member_timers(const std::string& gid, const std::string& member_id);
   // Upgrade of a classic group with members into `records`; false when it may not be upgraded.
   bool upgrade_classic_group(const std::string& gid, std::vector<coordinator_record>& records);
-  // Downgrade when `leaving` leaves and every other member speaks the classic protocol; true when done (the
-  // group is gone from here and its records are in `records`).
+  // Downgrade when `leaving` (empty: nobody) leaves and every other member speaks the classic protocol; true
+  // when done (the group is gone from here and its records are in `records`).
   bool maybe_downgrade(consumer_group& g, const std::string& leaving,
-                       std::vector<coordinator_record>& records);
+                       std::vector<coordinator_record>& records, bool rebalance = true);
   // Whether a member with partitions still owned by others must wait (Kafka's waitingOnUnreleasedPartition).
   bool waiting_on_unreleased_partition(const consumer_group& g, const consumer_member& m) const;
   std::string member_key(const char* kind, const std::string& gid, const std::string& member_id) const;

@@ -210,7 +210,8 @@ struct group_coordinator::impl {
   }
 
   // The classic group of a downgrade (ClassicGroup.fromConsumerGroup): the members with their assignments at
-  // the consumer group's epoch, Stable, then a rebalance so that they agree on a new generation.
+  // the consumer group's epoch, Stable, then (unless a static member just
+  // took the place of the last consumer-protocol member) a rebalance so that they agree on a new generation.
   void create_from_snapshot(const classic_group_snapshot& snapshot,
                             std::vector<coordinator_record>& records) {
     const std::string& id = snapshot.group_id;
@@ -239,7 +240,7 @@ struct group_coordinator::impl {
     g.update_subscribed_topics();
     records.push_back(group_metadata_record(id, metadata_value(g, nullptr)));
     for (const auto& [mid, m] : g.members()) reschedule_heartbeat(g, m);
-    prepare_rebalance(g);
+    if (snapshot.rebalance) prepare_rebalance(g);
   }
 
   int64_t now() const { return clock(); }

@@ -400,5 +400,57 @@ TEST_F(classic_members_test, migration_policy_decides_upgrade_and_downgrade) {
   EXPECT_EQ(coordinator->find_group("alerts"), nullptr);
 }
 
+TEST_F(classic_members_test, classic_static_member_replacing_the_last_consumer_member_downgrades_the_group) {
+  // A static KIP-848 member holds every partition, then leaves temporarily (epoch -2).
+  proto::consumer_group_heartbeat_request r;
+  r.group_id = "alerts";
+  r.member_id = "s";
+  r.member_epoch = 0;
+  r.instance_id = "instance-1";
+  r.rebalance_timeout_ms = 30'000;
+  r.subscribed_topic_names = std::vector<std::string>{"bus-events"};
+  r.topic_partitions.emplace();
+  std::optional<proto::consumer_group_heartbeat_response> out;
+  coordinator->consumer_group_heartbeat({"java-848", "/127.0.0.1", 1}, r,
+                                        [&](proto::consumer_group_heartbeat_response resp) { out = resp; });
+  writer.complete_all();
+  ASSERT_TRUE(out && out->error_code == 0);
+  ASSERT_EQ(assigned(*out).size(), 6u);
+  proto::consumer_group_heartbeat_request away;
+  away.group_id = "alerts";
+  away.member_id = "s";
+  away.member_epoch = -2;
+  away.instance_id = "instance-1";
+  coordinator->consumer_group_heartbeat({"java-848", "/127.0.0.1", 1}, away, [](auto) {});
+  writer.complete_all();
+
+  // The same instance comes back speaking the classic protocol: it takes the place of the old member and the
+  // group becomes a Stable classic group with it, keeping its partitions (no rebalance).
+  proto::join_group_request j;
+  j.group_id = "alerts";
+  j.member_id = "";
+  j.group_instance_id = "instance-1";
+  j.session_timeout_ms = 10'000;
+  j.rebalance_timeout_ms = 30'000;
+  j.protocol_type = "consumer";
+  j.protocols.push_back({"range", subscription({"bus-events"})});
+  std::optional<proto::join_group_response> joined;
+  coordinator->join_group({"java-classic", "/127.0.0.1", 9}, j,
+                          [&](proto::join_group_response resp) { joined = resp; });
+  writer.complete_all();
+  ASSERT_TRUE(joined);
+  ASSERT_EQ(joined->error_code, 0);
+  EXPECT_GT(joined->generation_id, 0);
+  EXPECT_EQ(coordinator->find_consumer_group("alerts"), nullptr);
+  const auto* g = coordinator->find_group("alerts");
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(g->in_state(classic_group_state::stable));
+  ASSERT_EQ(g->members().size(), 1u);
+  EXPECT_EQ(g->generation_id(), joined->generation_id);
+  auto [e, partitions] = sync(joined->member_id, joined->generation_id);
+  EXPECT_EQ(e, 0);
+  EXPECT_EQ(count(partitions), 6u);
+}
+
 }  // namespace
 }  // namespace mala::coordinator
