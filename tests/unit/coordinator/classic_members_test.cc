@@ -22,7 +22,7 @@ namespace {
 namespace proto = mala::protocol;
 
 using testing::fake_writer;
-using testing::replay_committed;
+using testing::replayed_coordinator;
 
 // A subscription as the Java consumer sends it (version 3: topics, owned partitions, generation, rack).
 std::vector<uint8_t> subscription(const std::vector<std::string>& topics,
@@ -111,17 +111,24 @@ class classic_members_test : public ::testing::Test {
     return out;
   }
 
-  proto::join_group_response join(const std::string& member, const named_partitions& owned = {},
-                                  int16_t version = 9, std::vector<std::string> protocols = {"range"}) {
+  // A classic JoinGroup of a consumer subscribing to bus-events with the range protocol.
+  static proto::join_group_request join_request(const std::string& member, const named_partitions& owned = {},
+                                                std::optional<std::string> instance = std::nullopt) {
     proto::join_group_request r;
     r.group_id = "alerts";
     r.member_id = member;
+    r.group_instance_id = std::move(instance);
     r.session_timeout_ms = 10'000;
     r.rebalance_timeout_ms = 30'000;
     r.protocol_type = "consumer";
-    for (const auto& p : protocols) r.protocols.push_back({p, subscription({"bus-events"}, owned)});
+    r.protocols.push_back({"range", subscription({"bus-events"}, owned)});
+    return r;
+  }
+
+  proto::join_group_response join(const std::string& member, const named_partitions& owned = {},
+                                  int16_t version = 9) {
     std::optional<proto::join_group_response> out;
-    coordinator->join_group({"java-classic", "/127.0.0.1", version}, std::move(r),
+    coordinator->join_group({"java-classic", "/127.0.0.1", version}, join_request(member, owned),
                             [&](proto::join_group_response resp) { out = resp; });
     writer.complete_all();
     EXPECT_TRUE(out.has_value());
@@ -204,14 +211,7 @@ class classic_members_test : public ::testing::Test {
     for (const auto& entry : {std::pair{m1, &j1}, std::pair{m2, &j2}}) {
       const std::string& id = entry.first;
       auto* slot = entry.second;
-      proto::join_group_request r;
-      r.group_id = "alerts";
-      r.member_id = id;
-      r.session_timeout_ms = 10'000;
-      r.rebalance_timeout_ms = 30'000;
-      r.protocol_type = "consumer";
-      r.protocols.push_back({"range", subscription({"bus-events"})});
-      coordinator->join_group({"java-classic", "/127.0.0.1", 9}, std::move(r),
+      coordinator->join_group({"java-classic", "/127.0.0.1", 9}, join_request(id),
                               [slot](proto::join_group_response resp) { *slot = resp; });
     }
     advance(0);
@@ -327,13 +327,9 @@ TEST_F(classic_members_test, classic_member_metadata_survives_replay) {
   const consumer_group before = *coordinator->find_consumer_group("alerts");
   ASSERT_TRUE(before.member(c)->uses_classic_protocol());
 
-  fake_writer other_writer;
-  group_coordinator other(config, other_writer, [this] { return now; });
-  other.set_topics(catalog);
-  other.begin_loading(0);
-  replay_committed(writer, other);
-  other.complete_loading(0);
-  const auto* after = other.find_consumer_group("alerts");
+  replayed_coordinator other(
+      config, [this] { return now; }, catalog, writer);
+  const auto* after = other.coordinator.find_consumer_group("alerts");
   ASSERT_NE(after, nullptr);
   EXPECT_EQ(after->members(), before.members());
   EXPECT_EQ(after->member(c)->classic->session_timeout_ms, 10'000);
@@ -426,16 +422,8 @@ TEST_F(classic_members_test, classic_static_member_replacing_the_last_consumer_m
 
   // The same instance comes back speaking the classic protocol: it takes the place of the old member and the
   // group becomes a Stable classic group with it, keeping its partitions (no rebalance).
-  proto::join_group_request j;
-  j.group_id = "alerts";
-  j.member_id = "";
-  j.group_instance_id = "instance-1";
-  j.session_timeout_ms = 10'000;
-  j.rebalance_timeout_ms = 30'000;
-  j.protocol_type = "consumer";
-  j.protocols.push_back({"range", subscription({"bus-events"})});
   std::optional<proto::join_group_response> joined;
-  coordinator->join_group({"java-classic", "/127.0.0.1", 9}, j,
+  coordinator->join_group({"java-classic", "/127.0.0.1", 9}, join_request("", {}, "instance-1"),
                           [&](proto::join_group_response resp) { joined = resp; });
   writer.complete_all();
   ASSERT_TRUE(joined);

@@ -19,7 +19,7 @@ namespace {
 namespace proto = mala::protocol;
 
 using testing::fake_writer;
-using testing::replay_committed;
+using testing::replayed_coordinator;
 
 uuid topic_uuid(uint8_t n) {
   uuid u;
@@ -433,13 +433,9 @@ TEST_F(consumer_group_test, records_replay_into_the_same_group) {
   const consumer_group before = *coordinator->find_consumer_group("alerts");
 
   // Every record decodes; replaying the log into a fresh coordinator gives the same group.
-  fake_writer other_writer;
-  group_coordinator other(config, other_writer, [this] { return now; });
-  other.set_topics(catalog);
-  other.begin_loading(0);
-  replay_committed(writer, other);
-  other.complete_loading(0);
-  const auto* after = other.find_consumer_group("alerts");
+  replayed_coordinator other(
+      config, [this] { return now; }, catalog, writer);
+  const auto* after = other.coordinator.find_consumer_group("alerts");
   ASSERT_NE(after, nullptr);
   EXPECT_EQ(after->group_epoch(), before.group_epoch());
   EXPECT_EQ(after->assignment_epoch(), before.assignment_epoch());

@@ -52,4 +52,18 @@ inline void replay_committed(const fake_writer& writer, group_coordinator& into)
   }
 }
 
+// A coordinator restarted from what `writer` committed: partition 0 loaded from those records (a restart).
+struct replayed_coordinator {
+  fake_writer writer;
+  group_coordinator coordinator;
+  replayed_coordinator(const group_coordinator_config& config, std::function<int64_t()> clock,
+                       const topic_catalog& catalog, const fake_writer& committed)
+      : coordinator(config, writer, std::move(clock)) {
+    coordinator.set_topics(catalog);
+    coordinator.begin_loading(0);
+    replay_committed(committed, coordinator);
+    coordinator.complete_loading(0);
+  }
+};
+
 }  // namespace mala::coordinator::testing
