@@ -52,14 +52,20 @@ namespace {
 struct command_line {
   std::optional<std::filesystem::path> config_file;
   std::vector<std::string> overrides;
+  // kafka-storage format's --standalone / --initial-controllers (KIP-853), used when the metadata log is new.
+  bool standalone = false;
+  std::optional<std::string> initial_controllers;
 };
 
 void print_usage() {
   std::fprintf(
       stderr,
-      "usage: mala [--config FILE] [--override key=value]...\n"
+      "usage: mala [--config FILE] [--override key=value]... [--standalone | --initial-controllers LIST]\n"
       "  FILE is YAML (Kafka property names as keys) or a .properties file; without --config mala runs\n"
-      "  a single combined-mode node on localhost:9092 with its embedded default configuration.\n");
+      "  a single combined-mode node on localhost:9092 with its embedded default configuration.\n"
+      "  With controller.quorum.bootstrap.servers (and no controller.quorum.voters), a controller whose\n"
+      "  metadata log is new starts it with the initial voters, as kafka-storage format does:\n"
+      "  --standalone (this node alone) or --initial-controllers id@host:port[:directory-id],...\n");
 }
 
 std::optional<command_line> parse_command_line(int argc, char** argv) {
@@ -76,6 +82,13 @@ std::optional<command_line> parse_command_line(int argc, char** argv) {
       auto v = value("--config");
       if (!v) return std::nullopt;
       cl.config_file = *v;
+    } else if (arg == "--standalone" || arg == "-s") {
+      cl.standalone = true;
+    } else if (arg.rfind("--initial-controllers", 0) == 0 || arg == "-I") {
+      auto v = arg == "-I" && i + 1 < argc ? std::optional<std::string>(argv[++i])
+                                           : value("--initial-controllers");
+      if (!v) return std::nullopt;
+      cl.initial_controllers = *v;
     } else if (arg.rfind("--override", 0) == 0) {
       auto v = value("--override");
       if (!v) return std::nullopt;
@@ -84,6 +97,10 @@ std::optional<command_line> parse_command_line(int argc, char** argv) {
       std::fprintf(stderr, "mala: unknown argument '%s'\n", arg.c_str());
       return std::nullopt;
     }
+  }
+  if (cl.standalone && cl.initial_controllers) {
+    std::fprintf(stderr, "mala: --standalone and --initial-controllers exclude each other\n");
+    return std::nullopt;
   }
   return cl;
 }
@@ -260,7 +277,39 @@ int main(int argc, char** argv) {
   // the broker registers and heartbeats through the controller channel. A single voter keeps the local log.
   std::vector<int32_t> voter_ids;
   for (const auto& v : config.quorum_voters()) voter_ids.push_back(v.id);
-  const bool raft_quorum = voter_ids.size() > 1;
+  // KIP-853: without static voters the quorum is found through controller.quorum.bootstrap.servers and its
+  // voters are in the metadata log, so it always runs Raft (even a --standalone single voter, which
+  // observers may fetch from).
+  const bool dynamic_quorum = voter_ids.empty() && !config.quorum_bootstrap_servers().empty();
+  const bool raft_quorum = voter_ids.size() > 1 || dynamic_quorum;
+  std::optional<std::vector<mala::raft::voter_info>> initial_voters;
+  if ((cl->standalone || cl->initial_controllers) && !(dynamic_quorum && config.has_role("controller"))) {
+    log->critical(
+        "--standalone / --initial-controllers need the controller role, controller.quorum.bootstrap.servers "
+        "and no controller.quorum.voters");
+    return 1;
+  }
+  if (dynamic_quorum && config.has_role("controller")) {
+    const std::string listener_name = config.controller_listener_names().front();
+    if (cl->standalone) {
+      // kafka-storage format --standalone: this node, reached on its first controller listener.
+      mala::raft::voter_info self;
+      self.id = config.node_id();
+      self.directory_id = (separate_metadata_dir ? dirs.dirs.back() : dirs.dirs.front()).directory_id;
+      self.listener_name = listener_name;
+      for (const auto& l : config.listeners()) {
+        if (l.name == listener_name) self.endpoint = {l.host.empty() ? "localhost" : l.host, l.port};
+      }
+      initial_voters = std::vector<mala::raft::voter_info>{self};
+    } else if (cl->initial_controllers) {
+      auto parsed = mala::raft::parse_initial_controllers(*cl->initial_controllers, listener_name);
+      if (auto* err = std::get_if<mala::parse_error>(&parsed)) {
+        log->critical("invalid --initial-controllers: {}", err->message);
+        return 1;
+      }
+      initial_voters = std::get<std::vector<mala::raft::voter_info>>(std::move(parsed));
+    }
+  }
   std::unique_ptr<mala::net::peer_client> peers;
   std::unique_ptr<mala::raft::raft_node> raft;
   std::unique_ptr<mala::controller::metadata_loader> loader;
@@ -282,6 +331,9 @@ int main(int argc, char** argv) {
         static_cast<uint64_t>(wall_clock_ms()) ^ (uint64_t(config.node_id()) << 32);
     raft_options.cluster_id = dirs.cluster_id;
     for (const auto& v : config.quorum_voters()) raft_options.voter_endpoints[v.id] = {v.host, v.port};
+    for (const auto& b : config.quorum_bootstrap_servers())
+      raft_options.bootstrap_servers.push_back({b.host, b.port});
+    raft_options.initial_voters = initial_voters;
     raft_options.metadata_log_dir = metadata_log_dir;
     raft_options.segments.segment_bytes = config.get_int("metadata.log.segment.bytes");
     raft_options.segments.segment_ms = config.get_long("metadata.log.segment.ms");
@@ -291,6 +343,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     raft = std::move(opened_raft.value());
+    if (dynamic_quorum && config.has_role("controller") && raft->voters().empty()) {
+      log->warn(
+          "the metadata log holds no voter set (start a new controller with --standalone or "
+          "--initial-controllers): this controller runs as an observer; Mala does not serve AddRaftVoter");
+    } else if (dynamic_quorum) {
+      log->info("KIP-853 quorum: voters {} from the metadata log, bootstrap servers {}",
+                fmt::join(raft->voters(), ","), config.quorum_bootstrap_servers().size());
+    }
   }
   if (config.has_role("controller")) {
     std::unique_ptr<mala::controller::metadata_log> metadata_log;

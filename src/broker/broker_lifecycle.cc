@@ -43,14 +43,21 @@ void broker_lifecycle::stop() {
 asio::awaitable<bool> broker_lifecycle::register_once() {
   using handler = handlers::broker_registration_handler;
   const auto& req = _options.registration;
+  auto clock = _options.clock_ms;
   auto answer = co_await _channel.call<handler::response>(
       req, registration_version, true,
-      [&req](controller::quorum_controller& c) { return handler::register_on_controller(c, req); },
+      [&req, &clock](controller::quorum_controller& c) {
+        return handler::register_on_controller(c, req, clock ? clock() : 0);
+      },
       _options.heartbeat_interval_ms);
   auto log = subsystem_logger("broker");
-  if (!answer.ok() || answer.response->error_code != 0) {
-    log->debug("broker registration not accepted yet (error {})",
-               answer.ok() ? answer.response->error_code : -1);
+  if (!answer.ok()) {
+    log->debug("broker registration not accepted yet (no controller answer)");
+    co_return false;
+  }
+  if (answer.response->error_code != 0) {
+    // DUPLICATE_BROKER_REGISTRATION after a crash lasts until the controller fences the old session.
+    log->info("broker registration refused with error {}, will retry", answer.response->error_code);
     co_return false;
   }
   _state->epoch = answer.response->broker_epoch;

@@ -99,4 +99,9 @@ std::optional<int64_t> broker_heartbeat_manager::last_contact_ms(int32_t id) con
   return it->second.last_contact_ms;
 }
 
+bool broker_heartbeat_manager::has_valid_session(int32_t id, bool unfenced, int64_t now_ms) const {
+  auto it = _sessions.find(id);
+  return unfenced && it != _sessions.end() && it->second.last_contact_ms + _session_timeout_ms >= now_ms;
+}
+
 }  // namespace mala::controller

@@ -50,7 +50,10 @@ void metadata_loader::maybe_write_snapshot() {
   const auto last = _node.log().read(_next_offset - 1, 1);
   if (last.empty() || last.front().offset != _next_offset - 1) return;
   const raft::offset_and_epoch id{_next_offset, last.front().epoch};
-  auto payload = build_snapshot_payload(*_image, id, _hooks.clock_ms ? _hooks.clock_ms() : 0);
+  std::vector<raft::control_record> raft_records;
+  if (const auto& voters = _node.voter_set()) raft_records = raft::voter_set_control_records(*voters);
+  auto payload = build_snapshot_payload(*_image, id, _hooks.clock_ms ? _hooks.clock_ms() : 0,
+                                        storage::max_metadata_batch_bytes, raft_records);
   auto log = subsystem_logger("controller");
   if (!payload.ok()) {
     log->error("metadata snapshot at {}: {}", id.offset, payload.error().message);

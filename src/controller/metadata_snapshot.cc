@@ -14,6 +14,7 @@
 #include "mala/protocol/record_batch.h"
 #include "mala/protocol/versioned_message.h"
 #include "mala/protocol/wire.h"
+#include "mala/raft/voter_set.h"
 
 namespace mala::controller {
 
@@ -66,7 +67,8 @@ status append_batch(std::vector<uint8_t>& out, std::span<const storage::metadata
 
 result<std::vector<uint8_t>> build_snapshot_payload(const metadata::metadata_image& image,
                                                     raft::offset_and_epoch id, int64_t timestamp_ms,
-                                                    int32_t max_batch_bytes) {
+                                                    int32_t max_batch_bytes,
+                                                    std::span<const raft::control_record> raft_records) {
   max_batch_bytes = std::min(max_batch_bytes, storage::max_metadata_batch_bytes);
   std::vector<uint8_t> out;
   int64_t next_offset = 0;
@@ -76,9 +78,10 @@ result<std::vector<uint8_t>> build_snapshot_payload(const metadata::metadata_ima
   header.last_contained_log_timestamp = timestamp_ms;
   const auto header_key = storage::control_record_key(snapshot_header_control_type);
   const auto header_value = protocol::encode_versioned(header, snapshot_header_version);
-  const storage::metadata_batch_record header_record{std::span<const uint8_t>(header_key), header_value};
-  if (auto st = append_batch(out, std::span(&header_record, 1), timestamp_ms, true, next_offset, id.epoch,
-                             max_batch_bytes);
+  std::vector<storage::metadata_batch_record> header_batch{
+      {std::span<const uint8_t>(header_key), header_value}};
+  for (const auto& r : raft_records) header_batch.push_back({std::span<const uint8_t>(r.key), r.value});
+  if (auto st = append_batch(out, header_batch, timestamp_ms, true, next_offset, id.epoch, max_batch_bytes);
       !st.ok())
     return st;
 
@@ -139,18 +142,27 @@ result<snapshot_header> load_snapshot_payload(
     auto reader = batch.records(decompressed);
 
     if (batch.is_control()) {
-      // A header first, a footer last, each alone in its batch; no other control record.
+      // A header first (followed in its batch by the Raft layer's KRaftVersionRecord and VotersRecord on a
+      // kraft.version 1 quorum, which are not metadata), a footer last and alone; no other control record.
       std::optional<int16_t> type;
       std::optional<std::span<const uint8_t>> value;
       int records = 0;
+      bool other_than_kraft = false;
       for (const auto& record : reader) {
+        const auto record_type = record.key ? storage::control_record_type(*record.key) : std::nullopt;
+        if (records > 0 && record_type != raft::kraft_version_control_type &&
+            record_type != raft::kraft_voters_control_type)
+          other_than_kraft = true;
+        if (records == 0) {
+          type = record_type;
+          value = record.value;
+        }
         ++records;
-        type = record.key ? storage::control_record_type(*record.key) : std::nullopt;
-        value = record.value;
       }
       if (!reader.ok())
         return corrupt(where + ": " + std::string(protocol::batch_status_name(reader.status())));
-      if (records != 1 || !value)
+      const bool kraft_records_allowed = !header && type == snapshot_header_control_type;
+      if (records == 0 || !value || (records > 1 && (!kraft_records_allowed || other_than_kraft)))
         return corrupt(where + ": a control batch of " + std::to_string(records) + " records");
       if (!header) {
         if (type != snapshot_header_control_type)

@@ -885,12 +885,18 @@ void append_unclean_shutdown_records(const metadata_image& image, const controll
 // BrokerRegistration (ClusterControlManager.registerBroker)
 
 result<int64_t> quorum_controller::register_broker(const metadata::broker_registration& registration,
-                                                   int64_t previous_broker_epoch) {
+                                                   int64_t previous_broker_epoch, int64_t now_ms) {
   state& s = *_state;
   const metadata::metadata_image_ptr image = s.image;
   const int32_t id = registration.id;
   if (id < 0) {
     return status::error(error_code::invalid_registration, "Invalid broker id " + std::to_string(id));
+  }
+  auto existing = image->brokers.find(id);
+  if (existing != image->brokers.end() && existing->second.incarnation_id != registration.incarnation_id &&
+      s.sessions().has_valid_session(id, !existing->second.fenced, now_ms)) {
+    return status::error(error_code::duplicate_broker_registration,
+                         "Another broker is registered with that broker id.");
   }
 
   // KIP-858 directory checks.
@@ -948,7 +954,6 @@ result<int64_t> quorum_controller::register_broker(const metadata::broker_regist
 
   // The same incarnation registering again amends its registration and keeps its epoch; a new incarnation (a
   // restart) gets a new epoch: the offset of its RegisterBrokerRecord.
-  auto existing = image->brokers.find(id);
   if (existing != image->brokers.end() && existing->second.incarnation_id == registration.incarnation_id) {
     record.broker_epoch = existing->second.epoch;
     record.fenced = existing->second.fenced;

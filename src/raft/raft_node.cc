@@ -98,6 +98,8 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   int64_t next_inbound_correlation = int64_t{1} << 50;
   std::map<std::pair<int32_t, int64_t>, pending_inbound> inbound;
   std::vector<std::function<void()>> listeners;
+  std::optional<std::vector<voter_info>> voter_set;
+  std::map<int32_t, voter_endpoint> learned_endpoints;  // from Fetch answers' NodeEndpoints
   std::optional<offset_and_epoch> installed_snapshot;
   uint64_t snapshots_installed = 0;
 
@@ -152,6 +154,14 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   }
 
   void deliver(outbound_message m) {
+    if (auto* fetched = std::get_if<fetch_response>(&m.message.body)) {
+      // KIP-853: every Fetch answer names the leader's endpoint (KafkaRaftClient from Fetch v16), so an
+      // observer that asked a bootstrap server can reach the leader.
+      const int32_t leader = fetched->current_leader.leader_id;
+      if (leader >= 0) {
+        if (auto e = address_of(leader)) fetched->node_endpoints.push_back({leader, e->host, e->port});
+      }
+    }
     if (is_response(m.message.body)) {
       auto it = inbound.find({m.destination, m.message.correlation_id});
       if (it == inbound.end()) return;  // timed out already
@@ -173,8 +183,8 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
     const outbound_message& m = *message;
     auto self = weak.lock();
     if (!self) co_return;
-    auto endpoint = self->options.voter_endpoints.find(m.destination);
-    if (endpoint == self->options.voter_endpoints.end()) co_return;
+    const auto endpoint = self->address_of(m.destination);
+    if (!endpoint) co_return;
     const bool pre_vote = std::holds_alternative<vote_request>(m.message.body) &&
                           std::get<vote_request>(m.message.body).pre_vote;
     auto encoded = encode_raft_request(m.message, self->options.config.node_id, self->options.cluster_id);
@@ -183,7 +193,7 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
       co_return;
     }
     encoded_request request = std::move(*encoded);
-    net::peer_address to{endpoint->second.host, endpoint->second.port};
+    net::peer_address to{endpoint->host, endpoint->port};
     const int32_t timeout = self->options.config.request_timeout_ms + self->options.config.fetch_max_wait_ms;
     auto* client = &self->client;
     self.reset();  // the node may go away while the call waits
@@ -205,9 +215,26 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
       self->logger->warn("raft: undecodable answer from node {}: {}", m.destination, body.error().message);
       co_return;
     }
+    if (auto* fetched = std::get_if<fetch_response>(&*body)) {
+      for (const auto& e : fetched->node_endpoints) {
+        if (e.node_id >= 0 && !self->options.voter_endpoints.contains(e.node_id))
+          self->learned_endpoints[e.node_id] = {e.host, e.port};
+      }
+    }
     self->node.tick(steady_now_ms());
     self->node.on_message(m.destination, raft_message{m.message.correlation_id, std::move(*body)});
     self->step_done();
+  }
+
+  // Where a message to `destination` goes: a voter, a node learned from NodeEndpoints, or a bootstrap server.
+  std::optional<voter_endpoint> address_of(int32_t destination) const {
+    if (auto it = options.voter_endpoints.find(destination); it != options.voter_endpoints.end())
+      return it->second;
+    if (auto it = learned_endpoints.find(destination); it != learned_endpoints.end()) return it->second;
+    for (int32_t i = 0; i < static_cast<int32_t>(options.bootstrap_servers.size()); ++i) {
+      if (bootstrap_server_id(i) == destination) return options.bootstrap_servers[static_cast<size_t>(i)];
+    }
+    return std::nullopt;
   }
 
   void schedule_tick() {
@@ -252,10 +279,44 @@ result<std::unique_ptr<raft_node>> raft_node::open(asio::io_context& io, raft_no
   log_options.segments = options.segments;
   auto log = partition_raft_log::open(options.metadata_log_dir, std::move(log_options));
   if (!log.ok()) return log.error();
+  // KIP-853: a freshly formatted controller's log starts with the bootstrap checkpoint naming the initial
+  // voters; a node without static voters reads them back from its latest snapshot.
+  if (options.initial_voters && (*log)->end_offset() == 0 && !(*log)->latest_snapshot()) {
+    auto checkpoint =
+        bootstrap_checkpoint(*options.initial_voters, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                          std::chrono::system_clock::now().time_since_epoch())
+                                                          .count());
+    if (!checkpoint.ok()) return checkpoint.error();
+    if (!(*log)->write_snapshot({0, 0}, *checkpoint)) {
+      return status::error(error_code::kafka_storage_error, "cannot write the bootstrap checkpoint");
+    }
+    subsystem_logger("raft")->info("wrote the bootstrap checkpoint with {} initial voter(s)",
+                                   options.initial_voters->size());
+  } else if (options.initial_voters) {
+    subsystem_logger("raft")->info("the metadata log is not new: the initial voters given are not used");
+  }
+  std::optional<std::vector<voter_info>> voter_set;
+  if (options.config.voters.empty()) {
+    if (auto latest = (*log)->latest_snapshot()) {
+      auto payload = (*log)->read_snapshot(*latest);
+      if (!payload) return status::error(error_code::kafka_storage_error, "cannot read the latest snapshot");
+      auto found = voter_set_in_snapshot(*payload);
+      if (!found.ok()) return found.error();
+      voter_set = std::move(*found);
+    }
+    if (voter_set) {
+      for (const auto& v : *voter_set) {
+        options.config.voters.push_back(v.id);
+        options.voter_endpoints[v.id] = v.endpoint;
+      }
+    }
+  }
+  options.config.bootstrap_servers = static_cast<int32_t>(options.bootstrap_servers.size());
   auto state_file = quorum_state_file::in_dir((*log)->dir(), options.config.voters);
   auto persisted = state_file.read();
   if (!persisted.ok()) return persisted.error();
   auto i = std::make_shared<impl>(io, std::move(options), std::move(*log), std::move(state_file), *persisted);
+  i->voter_set = std::move(voter_set);
   // A restart from a persisted state may have effects (a single voter elects itself at construction).
   i->step_done();
   return std::unique_ptr<raft_node>(new raft_node(std::move(i)));
@@ -320,9 +381,12 @@ const std::string& raft_node::cluster_id() const {
 }
 
 std::optional<voter_endpoint> raft_node::endpoint_of(int32_t node_id) const {
-  auto it = _impl->options.voter_endpoints.find(node_id);
-  if (it == _impl->options.voter_endpoints.end()) return std::nullopt;
-  return it->second;
+  if (node_id < 0) return std::nullopt;
+  return _impl->address_of(node_id);
+}
+
+const std::optional<std::vector<voter_info>>& raft_node::voter_set() const {
+  return _impl->voter_set;
 }
 
 const std::vector<int32_t>& raft_node::voters() const {

@@ -837,12 +837,16 @@ void replica::handle_fetch_response(int32_t from, int64_t correlation_id, const 
     _next_fetch_ms = _now_ms + _config.retry_backoff_ms;
     return;
   }
-  if (response.current_leader.leader_id != from || response.current_leader.leader_epoch != _epoch) return;
+  if (response.current_leader.leader_epoch != _epoch) return;
   if (_role != role::follower) {
-    // An observer that asked a random voter found the leader of its epoch: follow it (and fetch again).
-    observe_epoch(_epoch, from);
+    // An observer that asked a random voter, or a bootstrap server (which may be the leader under another
+    // id), found the leader of its epoch: follow it (and fetch again).
+    const int32_t leader = response.current_leader.leader_id;
+    if (leader != no_leader && (leader == from || from <= bootstrap_server_id(0)))
+      observe_epoch(_epoch, leader);
     return;
   }
+  if (response.current_leader.leader_id != from) return;
   if (from != _leader_id) return;
 
   if (!_leader_resigned) _fetch_deadline_ms = _now_ms + _config.fetch_timeout_ms;
@@ -914,6 +918,8 @@ void replica::maybe_send_fetch() {
     } else {
       send_fetch(_leader_id);
     }
+  } else if (_role == role::unattached && !_is_voter && _config.bootstrap_servers > 0) {
+    send_fetch(bootstrap_server_id(static_cast<int32_t>(random_below(_config.bootstrap_servers))));
   } else if (_role == role::unattached && !_is_voter && !_config.voters.empty()) {
     send_fetch(
         _config.voters[static_cast<size_t>(random_below(static_cast<int64_t>(_config.voters.size())))]);

@@ -270,6 +270,9 @@ result<raft_message_body> decode_raft_response(int16_t api_key, int16_t api_vers
     }
     const auto& part = r->responses[0].partitions[0];
     fetch_response out;
+    for (const auto& e : r->node_endpoints) {
+      if (e.port > 0 && e.port <= 65535) out.node_endpoints.push_back({e.node_id, e.host, e.port});
+    }
     if (part.snapshot_id.end_offset >= 0 || part.snapshot_id.epoch >= 0) {
       out.snapshot_id = offset_and_epoch{part.snapshot_id.end_offset, part.snapshot_id.epoch};
     }
@@ -461,6 +464,13 @@ result<protocol_fetch_response> to_protocol(const fetch_response& response, int6
   topic.topic_id = metadata_topic_id();
   topic.partitions.push_back(std::move(part));
   out.message.responses.push_back(std::move(topic));
+  for (const auto& e : response.node_endpoints) {
+    protocol::fetch_response::node_endpoint endpoint;
+    endpoint.node_id = e.node_id;
+    endpoint.host = e.host;
+    endpoint.port = e.port;
+    out.message.node_endpoints.push_back(std::move(endpoint));
+  }
   return out;
 }
 

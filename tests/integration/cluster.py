@@ -105,6 +105,7 @@ class ClusterNode:
         self.config_path = work_dir / f"{self.name}.yaml"
         self.log_path = work_dir / f"{self.name}.log"
         self.config = {}
+        self.extra_args = []  # after --config FILE (e.g. --initial-controllers)
         self.proc = None
         self.paused = False
         self.expected_exit = True  # False while the node runs; True once the test stopped or killed it
@@ -136,15 +137,23 @@ class ClusterNode:
 
 
 class Cluster:
-    def __init__(self, work_dir: Path, size=CLUSTER_SIZE, extra_config=None, broker_only=()):
+    def __init__(self, work_dir: Path, size=CLUSTER_SIZE, extra_config=None, broker_only=(),
+                 initial_controllers=None):
         """`broker_only`: ids of nodes with process.roles [broker] only (Raft observers); the others are
-        combined-mode voters."""
+        combined-mode voters. `initial_controllers` (KIP-853): no controller.quorum.voters; every node gets
+        controller.quorum.bootstrap.servers (the voters' CONTROLLER listeners) and each voter is launched with
+        `--initial-controllers <the value>` (a format string over the controller ports: {1}, {2}, ... for node
+        ids), as `kafka-storage format --initial-controllers` would format it."""
         self.work_dir = Path(work_dir)
         ports = _free_ports(2 * size)
         self.nodes = {i: ClusterNode(self.work_dir, i, ports[2 * (i - 1)], ports[2 * (i - 1) + 1])
                       for i in range(1, size + 1)}
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values()
-                          if n.node_id not in broker_only)
+        voter_nodes = [n for n in self.nodes.values() if n.node_id not in broker_only]
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in voter_nodes)
+        self.initial_controllers = None
+        if initial_controllers is not None:
+            self.initial_controllers = initial_controllers.format(
+                None, *[n.controller_port for n in self.nodes.values()])
         for n in self.nodes.values():
             n.config = {
                 "node.id": n.node_id,
@@ -170,6 +179,12 @@ class Cluster:
             if n.node_id in broker_only:
                 n.config["process.roles"] = ["broker"]
                 n.config["listeners"] = [f"PLAINTEXT://127.0.0.1:{n.port}"]
+            if self.initial_controllers is not None:
+                n.config["controller.quorum.voters"] = None
+                n.config["controller.quorum.bootstrap.servers"] = ",".join(
+                    f"127.0.0.1:{v.controller_port}" for v in voter_nodes)
+                if n.node_id not in broker_only:
+                    n.extra_args = ["--initial-controllers", self.initial_controllers]
             n.config.update(extra_config or {})
         self._api_versions = {}  # node id -> {api key: (min, max)}, reset at each start
         self.last_probe = {}  # node id -> last DescribeQuorum answer or error (shown when a wait times out)
@@ -208,7 +223,8 @@ class Cluster:
         n._log_file.write(f"=== harness: start #{n.starts} of {n.name} at {time.strftime('%H:%M:%S')} "
                           f"(client port {n.port}, controller port {n.controller_port}) ===\n".encode())
         n._log_file.flush()
-        n.proc = subprocess.Popen([str(MALA_BIN), "--config", str(n.config_path)], stdin=subprocess.DEVNULL,
+        n.proc = subprocess.Popen([str(MALA_BIN), "--config", str(n.config_path), *n.extra_args],
+                                  stdin=subprocess.DEVNULL,
                                   stdout=n._log_file, stderr=n._log_file, cwd=self.work_dir)
         _live_procs.add(n.proc)
         n.paused = False

@@ -335,6 +335,28 @@ def test_controller_sigkill_failover_and_rejoin(running_cluster):
                  what=f"the topic created while node {old} was down in its own Metadata")
 
 
+def test_crashed_broker_restarted_at_once_waits_for_its_old_session(running_cluster):
+    """ClusterControlManager.registerBroker: a new incarnation of a broker whose session is still valid is refused
+    with DUPLICATE_BROKER_REGISTRATION (another process may hold the node id). A node SIGKILLed and restarted at once
+    retries until the controller fences the old session, then registers with a new broker epoch and serves."""
+    c = running_cluster
+    leader, _, _ = c.agreed_leader()
+    wait_brokers(c, c.ids, c.ids)
+    victim = next(i for i in c.ids if i != leader)
+    t0 = time.monotonic()
+    c.kill(victim)
+    c.start(victim, wait=False)
+    c.wait_serving(victim, timeout=40)
+    elapsed = time.monotonic() - t0
+    log = c.node(victim).log_text(400)
+    restarted = log[log.rfind("=== harness: start #2"):]
+    assert "broker registration refused with error 101" in restarted, restarted  # DUPLICATE_BROKER_REGISTRATION
+    print(f"node {victim} SIGKILLed and restarted: serving again after {elapsed:.1f} s")
+    assert elapsed >= SESSION_TIMEOUT_S - HEARTBEAT_INTERVAL_S - POLL_SLACK_S, \
+        f"registered {elapsed:.1f} s after the crash: before its old session could have expired"
+    wait_brokers(c, c.ids, c.ids, timeout=20)
+
+
 def test_full_restart_keeps_every_topic(running_cluster):
     c = running_cluster
     wait_brokers(c, c.ids, c.ids)
@@ -624,6 +646,81 @@ def test_broker_only_node_observes_the_quorum(tmp_path):
         c.wait_until(lambda: "through-broker-only" in c.rdkafka_metadata(4).topics and
                      "through-broker-only" in c.rdkafka_metadata(1).topics,
                      timeout=20, interval=0.25, what="the topic on the broker-only node and a voter")
+    except BaseException:
+        print(c.logs())
+        raise
+    finally:
+        c.close()
+
+
+# KIP-853: node 1 and 3 are formatted with directory ids, node 2 without one (the zero uuid).
+DYNAMIC_DIRECTORY_IDS = {1: "4RspKMKtQmuz0jTYBfO7Bg", 3: "Cvw4bKKMTE2y4ElMCkK2UQ"}
+INITIAL_CONTROLLERS = ",".join(
+    f"{i}@127.0.0.1:{{{i}}}" + (f":{DYNAMIC_DIRECTORY_IDS[i]}" if i in DYNAMIC_DIRECTORY_IDS else "")
+    for i in (1, 2, 3))
+
+
+def test_dynamic_quorum_from_bootstrap_servers(tmp_path):
+    """KIP-853: no node has controller.quorum.voters. The three controllers are started with
+    --initial-controllers (kafka-storage format's option), which writes the voter set into the bootstrap
+    checkpoint of their metadata logs; every node, including a broker-only fourth one, has only
+    controller.quorum.bootstrap.servers. The voters elect a leader, the broker-only node finds it through a
+    bootstrap server (the Fetch answer's NodeEndpoints), registers and forwards CreateTopics, kafka-metadata-quorum
+    shows the voter set with its endpoints and directory ids, a SIGKILLed leader is replaced, and a voter restarted
+    without the option reads its voter set back from its log."""
+    from cluster import Cluster
+
+    c = Cluster(tmp_path, size=4, broker_only=(4,), initial_controllers=INITIAL_CONTROLLERS)
+    try:
+        c.start_all()
+        leader, epoch, _ = c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=20,
+                                        what="a leader of the three voters")
+        for i in (1, 2, 3):
+            text = c.node(i).config_path.read_text()
+            assert "controller.quorum.voters" not in text and "controller.quorum.bootstrap.servers" in text, text
+            assert "KIP-853 quorum: voters 1,2,3 from the metadata log" in c.node(i).log_text(400)
+        wait_brokers(c, [1, 4], [1, 2, 3, 4], timeout=40)
+
+        def observer_listed():
+            q = c.describe_quorum(leader)
+            return q if 4 in q["observers"] else None
+        q = c.wait_until(observer_listed, timeout=20, interval=0.25, what="node 4 among the quorum's observers")
+        assert set(q["voters"]) == {1, 2, 3}, q
+
+        status_out, repl_out = quorum_tool(c, [(4, "--status"), (1, "--replication")])
+        status = parse_quorum_status(status_out)
+        assert (status["LeaderId"], status["LeaderEpoch"]) == (leader, epoch), status_out
+        assert {v: e for v, e in status["CurrentVoters"].items()} == {
+            i: [f"CONTROLLER://127.0.0.1:{c.node(i).controller_port}"] for i in (1, 2, 3)}, status_out
+        assert 4 in status["CurrentObservers"], status_out
+        rows = {r["NodeId"]: r for r in parse_quorum_replication(repl_out)}
+        assert rows[1]["DirectoryId"] == DYNAMIC_DIRECTORY_IDS[1], repl_out
+        assert rows[3]["DirectoryId"] == DYNAMIC_DIRECTORY_IDS[3], repl_out
+        assert rows[2]["DirectoryId"] == "AAAAAAAAAAAAAAAAAAAAAA", repl_out
+        assert rows[4]["Status"] == "Observer", repl_out
+
+        create_topic_retrying(c.bootstrap_of(4), "dynamic-one", partitions=2, replication_factor=3)
+        c.wait_until(lambda: "dynamic-one" in c.rdkafka_metadata(1).topics, timeout=20, interval=0.25,
+                     what="the topic created through the broker-only node on node 1")
+
+        # The leader dies: the other two voters elect a new one and the broker-only node follows it.
+        survivors = [i for i in (1, 2, 3) if i != leader]
+        c.kill(leader)
+        c.wait_until(lambda: c.quorum_leader(ids=survivors, min_epoch=epoch + 1, exclude={leader}), timeout=20,
+                     interval=0.1, what=f"a new leader among {survivors}")
+        create_topic_retrying(c.bootstrap_of(4), "dynamic-two", partitions=1, replication_factor=2, timeout=30)
+
+        # Restarted without --initial-controllers: the voter set comes from its own log.
+        c.node(leader).extra_args = []
+        c.start(leader, wait=False)
+        c.wait_serving(leader, timeout=40)
+        new_leader, _, _ = c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=30,
+                                        what="the three voters to agree again")
+        assert "KIP-853 quorum: voters 1,2,3 from the metadata log" in c.node(leader).log_text(100)
+        c.wait_until(lambda: c.describe_quorum(new_leader)["voters"].get(leader, {}).get("last_fetch", -1) > 0,
+                     timeout=20, interval=0.25, what=f"node {leader} fetching as a voter again")
+        c.wait_until(lambda: "dynamic-two" in c.rdkafka_metadata(leader).topics, timeout=20, interval=0.25,
+                     what=f"the topic created while node {leader} was down in its Metadata")
     except BaseException:
         print(c.logs())
         raise

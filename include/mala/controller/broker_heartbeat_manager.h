@@ -96,6 +96,9 @@ class broker_heartbeat_manager {
   int64_t lowest_offset(const std::vector<int32_t>& active) const;
 
   std::optional<int64_t> last_contact_ms(int32_t id) const;
+  // BrokerHeartbeatManager.hasValidSession: an `unfenced` broker whose last contact + session timeout >=
+  // now_ms. A broker without a session (never heard from by this controller) has none.
+  bool has_valid_session(int32_t id, bool unfenced, int64_t now_ms) const;
 
  private:
   struct session {

@@ -3,7 +3,9 @@
 // / RecordsSnapshotReader):
 //
 //   a control batch holding one SnapshotHeaderRecord   (control record type 3; Version 0,
-//                                                        LastContainedLogTimestamp)
+//                                                        LastContainedLogTimestamp), followed on a
+//                                                        kraft.version 1 quorum by a KRaftVersionRecord and
+//                                                        a VotersRecord (raft/voter_set.h; skipped on load)
 //   data batches of metadata records                    (null keys, MetadataRecordSerde values, as
 //                                                        storage::build_metadata_batch builds them, none
 //                                                        larger than storage::max_metadata_batch_bytes)
@@ -25,6 +27,7 @@
 #include "mala/metadata/metadata_image.h"
 #include "mala/metadata/metadata_records.h"
 #include "mala/raft/log.h"
+#include "mala/raft/voter_set.h"
 #include "mala/storage/metadata_partition.h"
 
 namespace mala::controller {
@@ -41,9 +44,12 @@ inline constexpr int16_t snapshot_footer_version = 0;
 // `timestamp_ms` is the header's LastContainedLogTimestamp (the append time of the last entry the snapshot
 // contains) and every batch's timestamp. `max_batch_bytes` bounds each data batch (tests use small ones).
 // record_list_too_large when one record alone does not fit a batch.
+// `raft_records` (raft::voter_set_control_records on a kraft.version 1 quorum) go into the header's batch
+// after the header, as Kafka's RecordsSnapshotWriter puts them.
 result<std::vector<uint8_t>> build_snapshot_payload(
     const metadata::metadata_image& image, raft::offset_and_epoch id, int64_t timestamp_ms,
-    int32_t max_batch_bytes = storage::max_metadata_batch_bytes);
+    int32_t max_batch_bytes = storage::max_metadata_batch_bytes,
+    std::span<const raft::control_record> raft_records = {});
 
 // What a snapshot's header says.
 struct snapshot_header {

@@ -143,9 +143,12 @@ class quorum_controller {
   // reserved, not repeated, not another broker's (INVALID_REGISTRATION). Log dirs may be empty (new
   // partitions then get MIGRATING directories). A new incarnation whose `previous_broker_epoch` (the epoch in
   // its clean-shutdown markers, -1 after a crash) is not its last registered epoch shut down uncleanly
-  // (KIP-966): it leaves every ISR and ELR first. Returns the epoch.
+  // (KIP-966): it leaves every ISR and ELR first. A new incarnation of a broker that is unfenced and whose
+  // session is still valid at now_ms (last heartbeat + broker.session.timeout.ms >= now_ms) is refused with
+  // DUPLICATE_BROKER_REGISTRATION: another process may be running with that node id (a broker restarted
+  // after a crash registers once the controller has fenced its old session). Returns the epoch.
   result<int64_t> register_broker(const metadata::broker_registration& registration,
-                                  int64_t previous_broker_epoch = -1);
+                                  int64_t previous_broker_epoch = -1, int64_t now_ms = 0);
 
   // CreateTopics (v2-newest): names checked (INVALID_TOPIC_EXCEPTION, incl. the '.'/'_' collision),
   // TOPIC_ALREADY_EXISTS, num_partitions / replication_factor -1 = the defaults, manual assignments

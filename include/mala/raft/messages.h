@@ -119,6 +119,14 @@ struct leader_id_and_epoch {  // FetchResponse.CurrentLeader
   int32_t leader_epoch = -1;
 };
 
+// One node's listener in a Fetch answer's NodeEndpoints (v16+, KIP-853): how an observer that asked a
+// bootstrap server learns where the leader is. Filled by the glue (raft_node), not by the replica.
+struct node_endpoint {
+  int32_t node_id = -1;
+  std::string host;
+  int32_t port = 0;
+};
+
 struct fetch_response {
   mala::error_code error_code = mala::error_code::none;
   int64_t high_watermark = -1;
@@ -126,6 +134,7 @@ struct fetch_response {
   leader_id_and_epoch current_leader;
   std::vector<log_entry> records;
   std::optional<offset_and_epoch> snapshot_id;  // on the wire -1/-1 when absent
+  std::vector<node_endpoint> node_endpoints;
 };
 
 struct fetch_snapshot_request {

@@ -33,6 +33,7 @@
 #include "mala/raft/messages.h"
 #include "mala/raft/partition_raft_log.h"
 #include "mala/raft/replica.h"
+#include "mala/raft/voter_set.h"
 
 namespace asio {
 class io_context;
@@ -40,16 +41,18 @@ class io_context;
 
 namespace mala::raft {
 
-struct voter_endpoint {
-  std::string host;
-  int32_t port = 0;
-};
-
 struct raft_node_options {
   raft_config config;
   std::string cluster_id;
-  // The CONTROLLER listener of every voter (controller.quorum.voters).
+  // The CONTROLLER listener of every voter (controller.quorum.voters). Empty with a KIP-853 quorum: the
+  // voters and their endpoints then come from the voter set in the log (voter_set.h), and config.voters is
+  // filled from it at open().
   std::map<int32_t, voter_endpoint> voter_endpoints;
+  // controller.quorum.bootstrap.servers; config.bootstrap_servers is set from it at open().
+  std::vector<voter_endpoint> bootstrap_servers;
+  // The initial voters given when formatting (--standalone / --initial-controllers): written as the bootstrap
+  // checkpoint when the metadata log is empty and has no snapshot, ignored otherwise.
+  std::optional<std::vector<voter_info>> initial_voters;
   std::filesystem::path metadata_log_dir;
   storage::metadata_segment_settings segments;  // metadata.log.segment.bytes / .ms
   int32_t tick_interval_ms = 10;
@@ -85,8 +88,12 @@ class raft_node {
   const replica& state() const;
   partition_raft_log& log();
   const std::string& cluster_id() const;
+  // A voter's endpoint, or one learned from a Fetch answer's NodeEndpoints (how an observer that started
+  // from bootstrap servers reaches the leader).
   std::optional<voter_endpoint> endpoint_of(int32_t node_id) const;
   const std::vector<int32_t>& voters() const;
+  // The voter set read from the log (kraft.version 1); nullopt with static voters (kraft.version 0).
+  const std::optional<std::vector<voter_info>>& voter_set() const;
 
   // Called after every step that moved the high watermark or changed the role, epoch or leader.
   void add_listener(std::function<void()> on_change);

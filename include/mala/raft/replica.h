@@ -3,13 +3,15 @@
 // the deterministic simulation in tests/unit/raft/ drives it the same way over a simulated clock and network.
 //
 // Protocol: Kafka's KRaft, KIP-595 (Raft for the metadata quorum) with KIP-996 (pre-vote) and Kafka's
-// check-quorum (KAFKA-15489). Voters are fixed by configuration (controller.quorum.voters; KIP-853 dynamic
-// voters are not supported); any other node is an observer that only fetches.
+// check-quorum (KAFKA-15489). Voters are fixed for the replica's life: from controller.quorum.voters, or
+// (KIP-853, kraft.version 1) from the voter set in the log that the glue reads at start-up (voter_set.h);
+// AddRaftVoter / RemoveRaftVoter are not supported. Any other node is an observer that only fetches.
 //
 // Roles (Kafka's EpochState classes):
 //   unattached   knows an epoch but no leader; may have voted in it. A voter becomes prospective when its
 //                randomised election timeout expires (controller.quorum.election.timeout.ms + random jitter
-//                of up to the same); an observer keeps fetching from a random voter to discover the leader.
+//                of up to the same); an observer keeps fetching from a random voter (or, with
+//                controller.quorum.bootstrap.servers, a random bootstrap server) to discover the leader.
 //   prospective  KIP-996: asks every voter for a pre-vote (VoteRequest with PreVote=true and its *current*
 //                epoch) without bumping its epoch or persisting anything. A majority of grants (itself
 //                included) makes it a candidate; a majority of rejections sends it back to the leader it
@@ -96,17 +98,26 @@ namespace mala::raft {
 
 struct raft_config {
   int32_t node_id = -1;
-  std::vector<int32_t> voters;             // controller.quorum.voters (ids); a node not listed is an observer
-  int32_t election_timeout_ms = 1000;      // controller.quorum.election.timeout.ms
-  int32_t fetch_timeout_ms = 2000;         // controller.quorum.fetch.timeout.ms
-  int32_t election_backoff_max_ms = 1000;  // controller.quorum.election.backoff.max.ms
-  int32_t request_timeout_ms = 2000;       // controller.quorum.request.timeout.ms
-  int32_t retry_backoff_ms = 20;           // controller.quorum.retry.backoff.ms
-  int32_t fetch_max_wait_ms = 500;         // KafkaRaftClient's fetchMaxWaitMs (long poll)
-  int32_t fetch_max_entries = 512;         // entries per Fetch response (Kafka bounds bytes instead)
+  std::vector<int32_t> voters;  // controller.quorum.voters (ids); a node not listed is an observer
+  // controller.quorum.bootstrap.servers as destinations (bootstrap_server_id(i)): an observer that knows no
+  // leader fetches from a random one of them (KIP-853) rather than from a random voter.
+  int32_t bootstrap_servers = 0;
+  int32_t election_timeout_ms = 1000;              // controller.quorum.election.timeout.ms
+  int32_t fetch_timeout_ms = 2000;                 // controller.quorum.fetch.timeout.ms
+  int32_t election_backoff_max_ms = 1000;          // controller.quorum.election.backoff.max.ms
+  int32_t request_timeout_ms = 2000;               // controller.quorum.request.timeout.ms
+  int32_t retry_backoff_ms = 20;                   // controller.quorum.retry.backoff.ms
+  int32_t fetch_max_wait_ms = 500;                 // KafkaRaftClient's fetchMaxWaitMs (long poll)
+  int32_t fetch_max_entries = 512;                 // entries per Fetch response (Kafka bounds bytes instead)
   int32_t fetch_snapshot_max_bytes = 1024 * 1024;  // FetchSnapshot MaxBytes: the chunk a follower asks for
   uint64_t random_seed = 0;                        // election jitter and backoff; the only randomness
 };
+
+// The destination id of the i-th bootstrap server (Kafka's QuorumConfig gives them negative ids from -2; -1
+// is "no node").
+constexpr int32_t bootstrap_server_id(int32_t i) {
+  return -2 - i;
+}
 
 // Kafka's QuorumStateData (the quorum-state file): the epoch, the leader if known, the vote cast in the
 // epoch.

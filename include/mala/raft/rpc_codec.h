@@ -101,8 +101,9 @@ result<encoded_request> encode_raft_request(const raft_message& m, int32_t local
 
 // Reads the answer to a request of `api_key` / `api_version`. `pre_vote_request`: the request was a pre-vote
 // (vote_response::pre_vote is not on the wire). Records of a Fetch answer below `fetch_offset` (a batch that
-// starts before it) are dropped. A top-level error, a response for another topic or partition, or malformed
-// bytes are an error status.
+// starts before it) are dropped; its NodeEndpoints (ports outside 1-65535 skipped) become
+// fetch_response::node_endpoints. A top-level error, a response for another topic or partition, or
+// malformed bytes are an error status.
 result<raft_message_body> decode_raft_response(int16_t api_key, int16_t api_version,
                                                std::span<const uint8_t> body, bool pre_vote_request,
                                                int64_t fetch_offset = -1);
@@ -150,8 +151,8 @@ struct protocol_fetch_snapshot_response {
 
 protocol_fetch_snapshot_response to_protocol(fetch_snapshot_response response);
 
-// The records become batches stamped `timestamp_ms`. record_list_too_large when an entry does not fit a
-// metadata batch (max_metadata_batch_bytes).
+// The records become batches stamped `timestamp_ms`; node_endpoints become NodeEndpoints.
+// record_list_too_large when an entry does not fit a metadata batch (max_metadata_batch_bytes).
 result<protocol_fetch_response> to_protocol(const fetch_response& response, int64_t timestamp_ms);
 
 // The answer to a request refused at top level (from_protocol's status code).

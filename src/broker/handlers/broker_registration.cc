@@ -30,13 +30,13 @@ metadata::broker_registration registration_of(const protocol::broker_registratio
 }  // namespace
 
 broker_registration_handler::response broker_registration_handler::register_on_controller(
-    controller::quorum_controller& c, const request& req) {
+    controller::quorum_controller& c, const request& req, int64_t now_ms) {
   response resp;
   if (req.cluster_id != c.image()->cluster_id) {
     resp.error_code = to_wire(error_code::inconsistent_cluster_id);
     return resp;
   }
-  auto epoch = c.register_broker(registration_of(req), req.previous_broker_epoch);
+  auto epoch = c.register_broker(registration_of(req), req.previous_broker_epoch, now_ms);
   if (!epoch.ok()) {
     resp.error_code = to_wire(epoch.error().code);
   } else {
@@ -47,8 +47,11 @@ broker_registration_handler::response broker_registration_handler::register_on_c
 
 asio::awaitable<std::optional<broker_registration_handler::response>>
 broker_registration_handler::handle_async(request_context& ctx, request req, int16_t version) {
-  auto answer = co_await on_controller<response>(
-      ctx, req, version, [&req](controller::quorum_controller& c) { return register_on_controller(c, req); });
+  auto clock = ctx.services.clock_ms;
+  auto answer =
+      co_await on_controller<response>(ctx, req, version, [&req, &clock](controller::quorum_controller& c) {
+        return register_on_controller(c, req, clock ? clock() : 0);
+      });
   if (answer.ok()) co_return std::move(*answer.response);
   response resp;
   resp.error_code = to_wire(answer.failure());

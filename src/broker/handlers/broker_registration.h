@@ -28,7 +28,8 @@ struct broker_registration_handler {
   static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
                                                                int16_t version);
   // The controller's side of a registration (also called by the local broker_lifecycle).
-  static response register_on_controller(controller::quorum_controller& controller, const request& req);
+  static response register_on_controller(controller::quorum_controller& controller, const request& req,
+                                         int64_t now_ms);
 };
 
 }  // namespace mala::broker::handlers

@@ -61,13 +61,25 @@ describe_cluster_handler::response describe_cluster_handler::handle(request_cont
     }
     controller_id = image->controller_id;
   } else {
-    // The controllers of the quorum (controller.quorum.voters); the active one is this node when it runs the
-    // controller (a single-voter quorum elects itself).
-    for (const auto& voter : services.config->quorum_voters()) {
-      auto& b = resp.brokers.emplace_back();
-      b.broker_id = voter.id;
-      b.host = voter.host;
-      b.port = voter.port;
+    // The controllers of the quorum (controller.quorum.voters, or the voter set in the log of a KIP-853
+    // quorum); the active one is this node when it runs the controller (a single-voter quorum elects
+    // itself). The Raft node's voters and their endpoints do not change after it opened.
+    if (services.raft) {
+      for (int32_t id : services.raft->voters()) {
+        auto endpoint = services.raft->endpoint_of(id);
+        if (!endpoint) continue;
+        auto& b = resp.brokers.emplace_back();
+        b.broker_id = id;
+        b.host = endpoint->host;
+        b.port = endpoint->port;
+      }
+    } else {
+      for (const auto& voter : services.config->quorum_voters()) {
+        auto& b = resp.brokers.emplace_back();
+        b.broker_id = voter.id;
+        b.host = voter.host;
+        b.port = voter.port;
+      }
     }
     // The active one: the quorum's leader as the image names it (this node on a single-voter quorum).
     const int32_t leader = services.metadata->current()->controller_id;

@@ -63,13 +63,27 @@ describe_quorum_handler::response describe_on_leader(const broker_services& serv
   }
   const auto listener_names =
       services.config ? services.config->controller_listener_names() : std::vector<std::string>{"CONTROLLER"};
+  std::string listener = listener_names.empty() ? "CONTROLLER" : listener_names.front();
+  // KIP-853: the voters' directory ids and listener names as the voter set in the log has them.
+  const auto& voter_set = node->voter_set();
+  auto voter_info = [&](int32_t id) -> const raft::voter_info* {
+    if (!voter_set) return nullptr;
+    for (const auto& v : *voter_set) {
+      if (v.id == id) return &v;
+    }
+    return nullptr;
+  };
+  for (auto& v : p.current_voters) {
+    if (const auto* info = voter_info(v.replica_id)) v.replica_directory_id = info->directory_id;
+  }
   for (int32_t id : node->voters()) {
     auto endpoint = node->endpoint_of(id);
     if (!endpoint) continue;
     auto& n = resp.nodes.emplace_back();
     n.node_id = id;
-    n.listeners.push_back({listener_names.empty() ? "CONTROLLER" : listener_names.front(), endpoint->host,
-                           static_cast<uint16_t>(endpoint->port)});
+    const auto* info = voter_info(id);
+    n.listeners.push_back({info && !info->listener_name.empty() ? info->listener_name : listener,
+                           endpoint->host, static_cast<uint16_t>(endpoint->port)});
   }
   return resp;
 }

@@ -232,6 +232,43 @@ TEST_F(broker_lifecycle_test, stale_broker_epoch) {
   EXPECT_TRUE(broker(1).fenced);
 }
 
+// ClusterControlManager.registerBroker: a new incarnation of a broker whose session is still valid may be a
+// second process with the same node id; it is refused until that session expires and the broker is fenced.
+TEST_F(broker_lifecycle_test, a_new_incarnation_during_a_valid_session_is_a_duplicate_registration) {
+  open();
+  start_brokers(1, /*now_ms=*/1000);
+  const int64_t first_epoch = _epochs.at(1);
+  metadata::broker_registration again = broker(1);
+  auto same = _controller->register_broker(again, -1, 2000);  // the same incarnation: an amendment
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(*same, first_epoch);
+  metadata::broker_registration other = broker(1);
+  other.incarnation_id = uuid::random();
+  auto refused = _controller->register_broker(other, -1, 1000 + 9000);  // last contact + timeout >= now
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, error_code::duplicate_broker_registration);
+  EXPECT_EQ(refused.error().message, "Another broker is registered with that broker id.");
+  EXPECT_FALSE(broker(1).fenced);
+  EXPECT_EQ(broker(1).epoch, first_epoch);
+  // The session expires, the controller fences the broker, and the new incarnation registers.
+  _controller->fence_stale_brokers(1000 + 9001);
+  ASSERT_TRUE(broker(1).fenced);
+  auto registered = _controller->register_broker(other, -1, 1000 + 9002);
+  ASSERT_TRUE(registered.ok()) << registered.error().message;
+  EXPECT_GT(*registered, first_epoch);
+}
+
+TEST_F(broker_lifecycle_test, a_fenced_broker_registers_again_at_once) {
+  open();
+  start_brokers(1, /*now_ms=*/1000);
+  auto fenced = heartbeat(1, 2000, std::nullopt, /*want_fence=*/true);
+  ASSERT_TRUE(fenced.is_fenced);
+  metadata::broker_registration restarted = broker(1);
+  restarted.incarnation_id = uuid::random();
+  auto registered = _controller->register_broker(restarted, -1, 2001);
+  ASSERT_TRUE(registered.ok()) << registered.error().message;
+}
+
 TEST_F(broker_lifecycle_test, fenced_brokers_lead_nothing_new) {
   open();
   start_brokers(1);

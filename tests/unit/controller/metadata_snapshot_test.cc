@@ -145,6 +145,43 @@ TEST(metadata_snapshot_test, an_empty_image_is_a_header_and_a_footer) {
   EXPECT_EQ(count, 0u);
 }
 
+// KIP-853: a kraft.version 1 quorum's snapshots carry the voter set after the header; the metadata load skips
+// it, reads the same image, and the Raft layer finds the voters in the same bytes.
+TEST(metadata_snapshot_test, the_voter_set_rides_in_the_header_batch) {
+  const std::vector<raft::voter_info> voters{{1, uuid{}, "CONTROLLER", {"node-1", 9093}},
+                                             {2, uuid{}, "CONTROLLER", {"node-2", 9093}}};
+  const auto records = raft::voter_set_control_records(voters);
+  const auto image = metadata::testing::sample_image();
+  auto payload =
+      build_snapshot_payload(image, snapshot_id, timestamp, storage::max_metadata_batch_bytes, records);
+  ASSERT_TRUE(payload.ok());
+  auto loaded = load_snapshot_image(*payload, snapshot_id, image.cluster_id);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  auto plain = build_snapshot_payload(image, snapshot_id, timestamp);
+  ASSERT_TRUE(plain.ok());
+  auto expected = load_snapshot_image(*plain, snapshot_id, image.cluster_id);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(**loaded, **expected);
+  auto found = raft::voter_set_in_snapshot(*payload);
+  ASSERT_TRUE(found.ok());
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ(**found, voters);
+
+  // The bootstrap checkpoint a formatted controller starts from is an empty image.
+  auto checkpoint = raft::bootstrap_checkpoint(voters, timestamp);
+  ASSERT_TRUE(checkpoint.ok());
+  size_t count = 99;
+  EXPECT_TRUE(load_counting(*checkpoint, count).ok());
+  EXPECT_EQ(count, 0u);
+
+  // Other control records after the header stay refused.
+  std::vector<raft::control_record> leader_change{{{0, 0, 0, 2}, {0, 0}}};
+  auto odd =
+      build_snapshot_payload(image, snapshot_id, timestamp, storage::max_metadata_batch_bytes, leader_change);
+  ASSERT_TRUE(odd.ok());
+  EXPECT_FALSE(load_counting(*odd, count).ok());
+}
+
 class metadata_snapshot_corrupt_test : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -89,6 +89,9 @@ struct cluster_options {
   uint64_t seed = 1;
   network_faults faults;
   raft_config base;  // timeouts; node_id, voters and random_seed are filled in per node
+  // KIP-853: observers know no voters, only one bootstrap server per voter (bootstrap_server_id(i) reaches
+  // voter i + 1); the answers come back from the bootstrap id, as raft_node delivers them.
+  bool observers_use_bootstrap = false;
 };
 
 struct sim_node {
@@ -303,6 +306,9 @@ class cluster {
   std::string failure;  // the first invariant violation, with context
 
  private:
+  // (requester, correlation id) -> (the bootstrap id it was sent to, the voter that id reached).
+  std::map<std::pair<int32_t, int64_t>, std::pair<int32_t, int32_t>> _bootstrap_requests;
+
   struct in_flight {
     int64_t deliver_at;
     uint64_t sequence;
@@ -323,6 +329,11 @@ class cluster {
     raft_config config = _options.base;
     config.node_id = n.id;
     config.voters = _voter_ids;
+    if (!n.voter && _options.observers_use_bootstrap) {
+      config.voters.clear();
+      config.bootstrap_servers = _options.voters;
+    }
+    std::erase_if(_bootstrap_requests, [&](const auto& kv) { return kv.first.first == n.id; });
     config.random_seed = _options.seed * 1000003 + static_cast<uint64_t>(n.incarnation);
     n.raft = std::make_unique<replica>(config, n.log, n.disk_state, _now);
     after_step(n);
@@ -335,22 +346,46 @@ class cluster {
     n.raft->tick(_now);
     after_step(n);
     if (!failure.empty()) return;
-    n.raft->on_message(m.from, m.message);
+    // The answer to a request sent to a bootstrap server comes back from that server's id.
+    int32_t from = m.from;
+    if (auto it = _bootstrap_requests.find({m.to, m.message.correlation_id});
+        it != _bootstrap_requests.end() && it->second.second == m.from && is_answer(m.message.body)) {
+      from = it->second.first;
+    }
+    n.raft->on_message(from, m.message);
     after_step(n);
   }
 
   void send(int32_t from, const outbound_message& out) {
     ++_stats.messages_sent;
-    if (out.destination < 1 || out.destination > static_cast<int32_t>(_nodes.size())) {
+    int32_t to = out.destination;
+    if (to <= bootstrap_server_id(0)) {
+      const int32_t index = bootstrap_server_id(0) - to;
+      if (!_options.observers_use_bootstrap || index >= _options.voters) {
+        fail(fmt::format("node {} sent to unknown bootstrap server {}", from, to));
+        return;
+      }
+      to = index + 1;
+      _bootstrap_requests[{from, out.message.correlation_id}] = {out.destination, to};
+    }
+    if (to < 1 || to > static_cast<int32_t>(_nodes.size())) {
       fail(fmt::format("node {} sent to unknown node {}", from, out.destination));
       return;
     }
-    if (!linked(from, out.destination) || _random.chance(_options.faults.drop)) return;
+    if (!linked(from, to) || _random.chance(_options.faults.drop)) return;
     const int copies = _random.chance(_options.faults.duplicate) ? 2 : 1;
     for (int i = 0; i < copies; ++i) {
       const int64_t delay = _random.uniform(_options.faults.min_delay_ms, _options.faults.max_delay_ms);
-      _queue.push(in_flight{_now + delay, _sequence++, from, out.destination, out.message});
+      _queue.push(in_flight{_now + delay, _sequence++, from, to, out.message});
     }
+  }
+
+  static bool is_answer(const raft_message_body& body) {
+    return std::holds_alternative<vote_response>(body) ||
+           std::holds_alternative<begin_quorum_epoch_response>(body) ||
+           std::holds_alternative<end_quorum_epoch_response>(body) ||
+           std::holds_alternative<fetch_response>(body) ||
+           std::holds_alternative<fetch_snapshot_response>(body);
   }
 
   void fail(std::string what) {

@@ -535,10 +535,15 @@ TEST(raft_messages, describe_names_the_kafka_message_and_its_fields) {
 // ---------------------------------------------------------------------------------------------------------
 // Observers
 
-TEST(raft_observers, an_observer_finds_the_leader_replicates_and_never_votes) {
+// An observer that knows the voters, and one that knows only bootstrap servers (KIP-853) and learns the
+// leader's real id from their answers: both end up following the leader, replicated, without ever voting.
+class raft_observer_discovery : public ::testing::TestWithParam<bool> {};
+
+TEST_P(raft_observer_discovery, an_observer_finds_the_leader_replicates_and_never_votes) {
   sim::cluster_options options;
   options.voters = 3;
   options.observers = 1;
+  options.observers_use_bootstrap = GetParam();
   options.faults = {0.02, 0.02, 1, 20};
   sim::cluster c(options);
   const int32_t observer = 4;
@@ -565,6 +570,40 @@ TEST(raft_observers, an_observer_finds_the_leader_replicates_and_never_votes) {
   }
   EXPECT_TRUE(tracked);
   EXPECT_TRUE(c.failure.empty()) << c.failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(raft_observers, raft_observer_discovery, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "bootstrap_servers" : "voters"; });
+
+TEST(raft_observers, a_fresh_observer_asks_a_bootstrap_server_and_follows_the_leader_it_names) {
+  memory_raft_log log;
+  raft_config config;
+  config.node_id = 7;
+  config.bootstrap_servers = 2;
+  config.random_seed = 3;
+  replica observer(config, log, std::nullopt, 0);
+  observer.tick(1);
+  effects sent_effects = observer.take_effects();
+  ASSERT_EQ(sent_effects.messages.size(), 1u);
+  const outbound_message& first = sent_effects.messages[0];
+  const auto* fetch = std::get_if<fetch_request>(&first.message.body);
+  ASSERT_NE(fetch, nullptr);
+  const int32_t bootstrap = first.destination;
+  EXPECT_TRUE(bootstrap == bootstrap_server_id(0) || bootstrap == bootstrap_server_id(1)) << bootstrap;
+  EXPECT_EQ(fetch->current_leader_epoch, 0);
+  // The bootstrap server is in epoch 3: it fences the request and names leader 2.
+  fetch_response fenced;
+  fenced.error_code = error_code::fenced_leader_epoch;
+  fenced.current_leader = {2, 3};
+  observer.on_message(bootstrap, raft_message{first.message.correlation_id, fenced});
+  EXPECT_EQ(observer.current_role(), role::follower);
+  EXPECT_EQ(observer.leader_id(), 2);
+  EXPECT_EQ(observer.epoch(), 3);
+  observer.tick(100);
+  auto next = test::sent<fetch_request>(observer.take_effects());
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].first, 2);
+  EXPECT_EQ(next[0].second.current_leader_epoch, 3);
 }
 
 }  // namespace
