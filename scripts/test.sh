@@ -114,11 +114,14 @@ else
       embedded_seconds=$(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
       mkdir -p "$san_dir/fuzz-corpus-embedded" "$san_dir/seed-corpus-embedded"
       # Seeds (first byte: what to decode): a version-0 subscription of topic "a" with null user data, a
-      # version-0 assignment of partition 0 of "a", and a records region with one 7-byte record.
+      # version-0 assignment of partition 0 of "a", a records region with one 7-byte record, and a VotersRecord.
       printf '\x00\x00\x00\x00\x01\x00\x01a\xff\xff\xff\xff' >"$san_dir/seed-corpus-embedded/subscription"
       printf '\x04\x00\x00\x00\x01\x00\x01a\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff' \
         >"$san_dir/seed-corpus-embedded/assignment"
       printf '\x08\x09\x0e\x00\x00\x00\x01\x02x\x00' >"$san_dir/seed-corpus-embedded/records"
+      # A VotersRecord of voter 1 (zero directory id) on C://h:9093.
+      printf '\x0c\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x02C\x02h\x23\x85\x00\x00\x00\x00\x01\x00\x00\x00' \
+        >"$san_dir/seed-corpus-embedded/voters"
       "$san_dir/tests/fuzz/fuzz_embedded_decode" -max_total_time="$embedded_seconds" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-embedded" \
         "$san_dir/seed-corpus-embedded" 2>&1 | tail -8

@@ -52,17 +52,22 @@ void metadata_loader::maybe_write_snapshot() {
   const raft::offset_and_epoch id{_next_offset, last.front().epoch};
   std::vector<raft::control_record> raft_records;
   if (const auto& voters = _node.voter_set()) raft_records = raft::voter_set_control_records(*voters);
-  auto payload = build_snapshot_payload(*_image, id, _hooks.clock_ms ? _hooks.clock_ms() : 0,
-                                        storage::max_metadata_batch_bytes, raft_records);
-  auto log = subsystem_logger("controller");
-  if (!payload.ok()) {
-    log->error("metadata snapshot at {}: {}", id.offset, payload.error().message);
-    return;
-  }
-  _bytes_since_snapshot = 0;
-  if (_node.create_snapshot(id, *payload)) {
-    log->info("metadata snapshot {}-{} written ({} bytes)", id.offset, id.epoch, payload->size());
-  }
+  // The image is immutable: the payload is built on the raft node's blocking thread, with the file I/O.
+  auto size = std::make_shared<size_t>(0);
+  auto build = [image = _image, id, timestamp = _hooks.clock_ms ? _hooks.clock_ms() : 0,
+                raft_records = std::move(raft_records), size]() -> result<std::vector<uint8_t>> {
+    auto payload =
+        build_snapshot_payload(*image, id, timestamp, storage::max_metadata_batch_bytes, raft_records);
+    if (payload.ok()) *size = payload->size();
+    return payload;
+  };
+  auto done = [id, size](bool stored) {
+    if (stored) {
+      subsystem_logger("controller")
+          ->info("metadata snapshot {}-{} written ({} bytes)", id.offset, id.epoch, *size);
+    }
+  };
+  if (_node.create_snapshot(id, std::move(build), std::move(done))) _bytes_since_snapshot = 0;
 }
 
 void metadata_loader::update() {

@@ -70,6 +70,21 @@ std::optional<std::vector<uint8_t>> memory_raft_log::read_snapshot(offset_and_ep
   return std::nullopt;
 }
 
+std::optional<snapshot_chunk> memory_raft_log::read_snapshot_chunk(offset_and_epoch id, int64_t position,
+                                                                   int64_t max_bytes) const {
+  for (const snapshot& s : _snapshots) {
+    if (s.id != id) continue;
+    snapshot_chunk chunk;
+    chunk.size = static_cast<int64_t>(s.payload.size());
+    if (position >= 0 && position < chunk.size && max_bytes > 0) {
+      const int64_t n = std::min(max_bytes, chunk.size - position);
+      chunk.bytes.assign(s.payload.begin() + position, s.payload.begin() + position + n);
+    }
+    return chunk;
+  }
+  return std::nullopt;
+}
+
 bool memory_raft_log::write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
   if (id.offset < _start_offset || id.offset > end_offset() || id.epoch < 0) return false;
   const int32_t epoch_before = id.offset == _start_offset ? _start_epoch : entry_at(id.offset - 1)->epoch;

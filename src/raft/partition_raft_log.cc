@@ -1,6 +1,7 @@
 #include "mala/raft/partition_raft_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -444,6 +445,13 @@ std::optional<offset_and_epoch> partition_raft_log::latest_snapshot() const {
 }
 
 std::optional<std::vector<uint8_t>> partition_raft_log::read_snapshot(offset_and_epoch id) const {
+  auto whole = read_snapshot_chunk(id, 0, std::numeric_limits<int64_t>::max());
+  if (!whole) return std::nullopt;
+  return std::move(whole->bytes);
+}
+
+std::optional<snapshot_chunk> partition_raft_log::read_snapshot_chunk(offset_and_epoch id, int64_t position,
+                                                                      int64_t max_bytes) const {
   if (std::find(_snapshots.begin(), _snapshots.end(), id) == _snapshots.end()) return std::nullopt;
   const fs::path path = _log->dir() / snapshot_file_name(id);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -451,25 +459,41 @@ std::optional<std::vector<uint8_t>> partition_raft_log::read_snapshot(offset_and
     subsystem_logger("raft")->error("{}", snapshot_io_error("cannot open", path, errno).message);
     return std::nullopt;
   }
-  std::vector<uint8_t> out;
-  uint8_t buffer[64 * 1024];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      subsystem_logger("raft")->error("{}", snapshot_io_error("cannot read", path, errno).message);
-      ::close(fd);
-      return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    subsystem_logger("raft")->error("{}", snapshot_io_error("cannot stat", path, errno).message);
+    ::close(fd);
+    return std::nullopt;
+  }
+  snapshot_chunk chunk;
+  chunk.size = static_cast<int64_t>(st.st_size);
+  if (position >= 0 && position < chunk.size && max_bytes > 0) {
+    chunk.bytes.resize(static_cast<size_t>(std::min(max_bytes, chunk.size - position)));
+    size_t done = 0;
+    while (done < chunk.bytes.size()) {
+      const ssize_t n = ::pread(fd, chunk.bytes.data() + done, chunk.bytes.size() - done,
+                                static_cast<off_t>(position + static_cast<int64_t>(done)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        subsystem_logger("raft")->error("{}",
+                                        snapshot_io_error("cannot read", path, n < 0 ? errno : EIO).message);
+        ::close(fd);
+        return std::nullopt;
+      }
+      done += static_cast<size_t>(n);
     }
-    if (n == 0) break;
-    out.insert(out.end(), buffer, buffer + n);
   }
   ::close(fd);
-  return out;
+  return chunk;
 }
 
 status partition_raft_log::write_snapshot_file(offset_and_epoch id, std::span<const uint8_t> payload) const {
-  const fs::path path = _log->dir() / snapshot_file_name(id);
+  return write_snapshot_file_in(_log->dir(), id, payload);
+}
+
+status partition_raft_log::write_snapshot_file_in(const fs::path& dir, offset_and_epoch id,
+                                                  std::span<const uint8_t> payload) {
+  const fs::path path = dir / snapshot_file_name(id);
   fs::path part = path;
   part += partial_suffix;
   const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -486,15 +510,15 @@ status partition_raft_log::write_snapshot_file(offset_and_epoch id, std::span<co
     ::unlink(part.c_str());
     return snapshot_io_error("cannot rename " + part.string() + " to", path, rename_err);
   }
-  return fsync_dir(_log->dir());
+  return fsync_dir(dir);
 }
 
-bool partition_raft_log::write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
-  if (!_failure.ok()) return false;
+partition_raft_log::new_snapshot partition_raft_log::check_new_snapshot(offset_and_epoch id) const {
+  if (!_failure.ok()) return new_snapshot::refused;
   auto refuse = [&](std::string_view why) {
     subsystem_logger("raft")->error("{}: refusing snapshot {}-{}: {}", _log->dir().string(), id.offset,
                                     id.epoch, why);
-    return false;
+    return new_snapshot::refused;
   };
   if (id.offset < start_offset() || id.offset > end_offset()) return refuse("outside the log");
   // KafkaMetadataLog.createNewSnapshot validates the id against the log: the epoch is the one of the entry
@@ -504,12 +528,39 @@ bool partition_raft_log::write_snapshot(offset_and_epoch id, std::span<const uin
     if (epoch && *epoch != id.epoch)
       return refuse("the entry before its end has epoch " + std::to_string(*epoch));
   }
-  if (std::find(_snapshots.begin(), _snapshots.end(), id) != _snapshots.end()) return true;
+  if (std::find(_snapshots.begin(), _snapshots.end(), id) != _snapshots.end()) return new_snapshot::held;
   if (auto latest = latest_snapshot(); latest && *latest > id)
     return refuse("older than the latest snapshot");
+  return new_snapshot::allowed;
+}
+
+bool partition_raft_log::write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
+  switch (check_new_snapshot(id)) {
+    case new_snapshot::refused:
+      return false;
+    case new_snapshot::held:
+      return true;
+    case new_snapshot::allowed:
+      break;
+  }
   if (auto st = write_snapshot_file(id, payload); !st.ok()) {
     subsystem_logger("raft")->error("{}: cannot write snapshot: {}", _log->dir().string(), st.message);
     return false;
+  }
+  _snapshots.push_back(id);
+  prune_snapshots();
+  return true;
+}
+
+bool partition_raft_log::adopt_snapshot_file(offset_and_epoch id) {
+  switch (check_new_snapshot(id)) {
+    case new_snapshot::refused:
+      remove_snapshot_file(_log->dir() / snapshot_file_name(id));
+      return false;
+    case new_snapshot::held:
+      return true;
+    case new_snapshot::allowed:
+      break;
   }
   _snapshots.push_back(id);
   prune_snapshots();

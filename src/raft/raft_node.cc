@@ -9,8 +9,10 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/thread_pool.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "mala/common/logging.h"
@@ -102,6 +104,9 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   std::map<int32_t, voter_endpoint> learned_endpoints;  // from Fetch answers' NodeEndpoints
   std::optional<offset_and_epoch> installed_snapshot;
   uint64_t snapshots_installed = 0;
+  // create_snapshot: the file is built and written here, one at a time.
+  asio::thread_pool blocking{1};
+  bool snapshot_in_flight = false;
 
   // What listeners last saw.
   role last_role = role::unattached;
@@ -270,6 +275,7 @@ raft_node::~raft_node() {
   if (_impl) {
     _impl->running = false;
     _impl->client.close_all();
+    _impl->blocking.join();  // a snapshot being written finishes first
     (void)_impl->log->close();
   }
 }
@@ -352,11 +358,32 @@ result<append_info> raft_node::append(const std::vector<std::vector<uint8_t>>& r
   return appended;
 }
 
-bool raft_node::create_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
-  const bool written = _impl->node.create_snapshot(id, payload);
-  if (written) _impl->node.delete_before_snapshot();
-  _impl->step_done();
-  return written;
+bool raft_node::create_snapshot(offset_and_epoch id, snapshot_builder build, std::function<void(bool)> done) {
+  impl& i = *_impl;
+  if (i.snapshot_in_flight || !i.node.may_create_snapshot(id)) return false;
+  i.snapshot_in_flight = true;
+  std::weak_ptr<impl> weak = _impl;
+  asio::post(i.blocking, [weak, id, dir = i.log->dir(), build = std::move(build), done = std::move(done),
+                          &io = i.io]() mutable {
+    auto payload = build();
+    status written =
+        payload.ok() ? partition_raft_log::write_snapshot_file_in(dir, id, *payload) : payload.error();
+    asio::post(io, [weak, id, written = std::move(written), done = std::move(done)] {
+      auto self = weak.lock();
+      if (!self) return;
+      self->snapshot_in_flight = false;
+      bool stored = false;
+      if (!written.ok()) {
+        self->logger->error("snapshot {}-{} not written: {}", id.offset, id.epoch, written.message);
+      } else {
+        stored = self->log->adopt_snapshot_file(id);
+        if (stored) self->node.delete_before_snapshot();
+        self->step_done();
+      }
+      if (done) done(stored);
+    });
+  });
+  return true;
 }
 
 uint64_t raft_node::snapshots_installed() const {

@@ -213,7 +213,7 @@ void replica::resign() {
   become_resigned(std::move(successors));
 }
 
-bool replica::create_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
+bool replica::may_create_snapshot(offset_and_epoch id) const {
   // KafkaRaftClient.createSnapshot / KafkaMetadataLog.createNewSnapshot: only a committed prefix, and only
   // one whose id names an entry of this log. A snapshot at 0 holds nothing (Kafka's bootstrap snapshot id).
   if (id.offset <= 0 || id.offset > _high_watermark || id.offset > _log.end_offset()) return false;
@@ -221,8 +221,11 @@ bool replica::create_snapshot(offset_and_epoch id, std::span<const uint8_t> payl
   if (latest && *latest == id) return true;
   if (id.offset <= _log.start_offset()) return false;  // before the entries held: nothing to check it against
   const std::vector<log_entry> last = _log.read(id.offset - 1, 1);
-  if (last.size() != 1 || last[0].epoch != id.epoch) return false;
-  return _log.write_snapshot(id, payload);
+  return last.size() == 1 && last[0].epoch == id.epoch;
+}
+
+bool replica::create_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
+  return may_create_snapshot(id) && _log.write_snapshot(id, payload);
 }
 
 void replica::delete_before_snapshot() {
@@ -731,10 +734,13 @@ void replica::handle_fetch_snapshot_request(int32_t from, int64_t correlation_id
   if (request.current_leader_epoch < _epoch) return reply_error(error_code::fenced_leader_epoch);
   if (request.current_leader_epoch > _epoch) return reply_error(error_code::unknown_leader_epoch);
   if (_role != role::leader) return reply_error(error_code::not_leader_or_follower);
-  const auto payload =
-      request.snapshot_id.offset > 0 ? _log.read_snapshot(request.snapshot_id) : std::nullopt;
-  if (!payload) return reply_error(error_code::snapshot_not_found);
-  const auto size = static_cast<int64_t>(payload->size());
+  // A snapshot at 0 (the bootstrap checkpoint) is never served, as Kafka does not either.
+  const int64_t max_bytes = std::max(request.max_bytes, 1);
+  auto chunk = request.snapshot_id.offset > 0
+                   ? _log.read_snapshot_chunk(request.snapshot_id, request.position, max_bytes)
+                   : std::nullopt;
+  if (!chunk) return reply_error(error_code::snapshot_not_found);
+  const int64_t size = chunk->size;
   // Kafka refuses position >= size; an empty snapshot is served at position 0 here, else it could never be
   // fetched.
   if (request.position < 0 || request.position > size || (request.position == size && size > 0)) {
@@ -745,13 +751,11 @@ void replica::handle_fetch_snapshot_request(int32_t from, int64_t correlation_id
   p.state.last_fetch_ms = _now_ms;
   p.acknowledged = true;
 
-  const int64_t chunk = std::min<int64_t>(std::max(request.max_bytes, 1), size - request.position);
   fetch_snapshot_response response;
   response.snapshot_id = request.snapshot_id;
   response.size = size;
   response.position = request.position;
-  const auto first = payload->begin() + static_cast<std::ptrdiff_t>(request.position);
-  response.bytes.assign(first, first + static_cast<std::ptrdiff_t>(chunk));
+  response.bytes = std::move(chunk->bytes);
   response.current_leader = {_config.node_id, _epoch};
   send(from, correlation_id, std::move(response));
 }

@@ -2,8 +2,10 @@
 // groups (ConsumerProtocolSubscription in JoinGroup metadata, ConsumerProtocolAssignment in SyncGroup),
 // decoded at every version and, when that succeeds, re-encoded and decoded again to the same bytes; and the
 // records region of a produced batch, scanned by the leader's one-pass scan_records and read by
-// record_reader, which must agree on whether the records are well formed and how many there are. The first
-// input byte picks what to do. Any crash, sanitizer report, disagreement or unbounded allocation is a bug.
+// record_reader, which must agree on whether the records are well formed and how many there are; and a
+// KIP-853 VotersRecord, round-tripped and then carried through a bootstrap checkpoint (record batches) and
+// read back by raft::voter_set_in_snapshot, which must return the same voters. The first input byte picks
+// what to do. Any crash, sanitizer report, disagreement or unbounded allocation is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,8 +14,10 @@
 
 #include "mala/protocol/messages/consumer_protocol_assignment.h"
 #include "mala/protocol/messages/consumer_protocol_subscription.h"
+#include "mala/protocol/messages/voters_record.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/protocol/wire.h"
+#include "mala/raft/voter_set.h"
 
 using namespace mala::protocol;
 
@@ -43,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t mode = data[0];
   std::span<const uint8_t> rest(data + 1, size - 1);
   const auto version = static_cast<int16_t>(mode % 4);
-  switch ((mode >> 2) % 3) {
+  switch ((mode >> 2) % 4) {
     case 0:
       round_trip<consumer_protocol_subscription>(rest, version);
       break;
@@ -60,6 +64,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       while (reader.next()) ++n;
       if (scan.status != reader.status()) std::abort();
       if (reader.ok() && scan.records != n) std::abort();
+      break;
+    }
+    case 3: {
+      round_trip<voters_record>(rest, 0);
+      wire_reader r(rest);
+      voters_record decoded;
+      if (decoded.decode(r, 0) != decode_status::ok || !r.ok()) break;
+      std::vector<mala::raft::voter_info> voters;
+      for (const auto& v : decoded.voters) {
+        mala::raft::voter_info info{v.voter_id, v.voter_directory_id, {}, {}};
+        if (!v.endpoints.empty()) {
+          info.listener_name = v.endpoints.front().name;
+          info.endpoint = {v.endpoints.front().host, v.endpoints.front().port};
+        }
+        voters.push_back(std::move(info));
+      }
+      auto checkpoint = mala::raft::bootstrap_checkpoint(voters, 0);
+      if (!checkpoint.ok()) break;  // too large for one metadata batch
+      auto read = mala::raft::voter_set_in_snapshot(*checkpoint);
+      if (!read.ok() || !read->has_value() || **read != voters) std::abort();
       break;
     }
   }

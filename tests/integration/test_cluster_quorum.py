@@ -670,7 +670,11 @@ def test_dynamic_quorum_from_bootstrap_servers(tmp_path):
     without the option reads its voter set back from its log."""
     from cluster import Cluster
 
-    c = Cluster(tmp_path, size=4, broker_only=(4,), initial_controllers=INITIAL_CONTROLLERS)
+    # Small snapshot intervals: the voter set must survive in later snapshots once the bootstrap checkpoint is
+    # pruned.
+    c = Cluster(tmp_path, size=4, broker_only=(4,), initial_controllers=INITIAL_CONTROLLERS,
+                extra_config={"metadata.log.max.record.bytes.between.snapshots": 2000,
+                              "metadata.log.segment.ms": 200})
     try:
         c.start_all()
         leader, epoch, _ = c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=20,
@@ -702,6 +706,13 @@ def test_dynamic_quorum_from_bootstrap_servers(tmp_path):
         create_topic_retrying(c.bootstrap_of(4), "dynamic-one", partitions=2, replication_factor=3)
         c.wait_until(lambda: "dynamic-one" in c.rdkafka_metadata(1).topics, timeout=20, interval=0.25,
                      what="the topic created through the broker-only node on node 1")
+
+        def snapshots(i):
+            return sorted(p.name for p in (c.node(i).log_dir / "__cluster_metadata-0").glob("*.checkpoint"))
+        for k in range(6):
+            create_topic_retrying(c.bootstrap_of(1), f"dynamic-more-{k}", partitions=4, replication_factor=1)
+        c.wait_until(lambda: snapshots(leader) and snapshots(leader)[0] != "00000000000000000000-0000000000.checkpoint",
+                     timeout=30, interval=0.25, what=f"node {leader} to write snapshots past the bootstrap checkpoint")
 
         # The leader dies: the other two voters elect a new one and the broker-only node follows it.
         survivors = [i for i in (1, 2, 3) if i != leader]

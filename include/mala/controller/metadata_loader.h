@@ -14,7 +14,8 @@
 // max_bytes_between_snapshots bytes of applied records the image is written as a snapshot at the applied
 // offset (the raft_node then drops the log segments it covers).
 //
-// Threads: shard 0 only (a raft_node listener).
+// Threads: shard 0 only (a raft_node listener). A snapshot's payload is built from the (immutable) image and
+// written on the raft_node's blocking thread, never on shard 0.
 #pragma once
 
 #include <cstdint>

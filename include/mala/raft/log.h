@@ -54,6 +54,11 @@ struct offset_and_epoch {
   }
 };
 
+struct snapshot_chunk {
+  int64_t size = 0;  // of the whole snapshot
+  std::vector<uint8_t> bytes;
+};
+
 class raft_log {
  public:
   virtual ~raft_log() = default;
@@ -83,6 +88,10 @@ class raft_log {
   virtual std::optional<offset_and_epoch> latest_snapshot() const = 0;
   // The payload of snapshot `id`; nullopt when the log does not hold that snapshot (any more).
   virtual std::optional<std::vector<uint8_t>> read_snapshot(offset_and_epoch id) const = 0;
+  // Up to `max_bytes` of snapshot `id` from `position` (none when position >= its size), and its size: what
+  // one FetchSnapshot answer carries, without reading the rest. nullopt as read_snapshot.
+  virtual std::optional<snapshot_chunk> read_snapshot_chunk(offset_and_epoch id, int64_t position,
+                                                            int64_t max_bytes) const = 0;
   // Stores a snapshot of the prefix before id.offset (start_offset() <= id.offset <= end_offset(), id.epoch
   // the epoch of entry id.offset - 1, or the previous snapshot's epoch when that entry is not held). Durable
   // when it returns success (snapshots are rare; they are written and synced at once). Entries are not
@@ -115,6 +124,8 @@ class memory_raft_log final : public raft_log {
   void truncate_to(int64_t offset) override;
   std::optional<offset_and_epoch> latest_snapshot() const override;
   std::optional<std::vector<uint8_t>> read_snapshot(offset_and_epoch id) const override;
+  std::optional<snapshot_chunk> read_snapshot_chunk(offset_and_epoch id, int64_t position,
+                                                    int64_t max_bytes) const override;
   bool write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;
   void delete_before(int64_t offset) override;
   bool install_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;

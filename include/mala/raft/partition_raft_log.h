@@ -91,9 +91,19 @@ class partition_raft_log final : public raft_log {
   // each snapshot change. A failed snapshot write returns false and leaves the log as it was.
   std::optional<offset_and_epoch> latest_snapshot() const override;
   std::optional<std::vector<uint8_t>> read_snapshot(offset_and_epoch id) const override;
+  // A ranged read of the file (pread), for FetchSnapshot answers.
+  std::optional<snapshot_chunk> read_snapshot_chunk(offset_and_epoch id, int64_t position,
+                                                    int64_t max_bytes) const override;
   bool write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;
   void delete_before(int64_t offset) override;
   bool install_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;
+  // write_snapshot in two halves, so that the file I/O can run away from the log's thread: the file of
+  // snapshot `id` written durably into `dir` (the partition dir; .part, fsync, rename, fsync of the dir) from
+  // any thread, then adopt_snapshot_file(id) on the log's thread, which checks the id against the log as
+  // write_snapshot does and takes the snapshot, or removes the file and returns false.
+  static status write_snapshot_file_in(const std::filesystem::path& dir, offset_and_epoch id,
+                                       std::span<const uint8_t> payload);
+  bool adopt_snapshot_file(offset_and_epoch id);
   // The snapshots held, oldest first.
   const std::vector<offset_and_epoch>& snapshots() const { return _snapshots; }
 
@@ -118,6 +128,9 @@ class partition_raft_log final : public raft_log {
   status recover_snapshots();
   // Writes the snapshot file durably (.part, fsync, rename, fsync of the dir).
   status write_snapshot_file(offset_and_epoch id, std::span<const uint8_t> payload) const;
+  // Whether snapshot `id` may be taken (write_snapshot's checks; a refusal is logged).
+  enum class new_snapshot { refused, held, allowed };
+  new_snapshot check_new_snapshot(offset_and_epoch id) const;
   // Deletes the snapshots no longer needed: all but the newest and, while the log holds its offset, the one
   // before it.
   void prune_snapshots();

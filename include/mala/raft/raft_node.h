@@ -16,7 +16,8 @@
 // with REQUEST_TIMED_OUT.
 //
 // Threads: everything runs on the io_context given to open() (shard 0); every method must be called there.
-// The header keeps asio out (callbacks, not awaitables).
+// Snapshot files are built and written on one blocking thread of the node's own. The header keeps asio out
+// (callbacks, not awaitables).
 #pragma once
 
 #include <cstdint>
@@ -77,8 +78,13 @@ class raft_node {
   // Leader only: appends one entry per record in the current epoch (not committed yet).
   result<append_info> append(const std::vector<std::vector<uint8_t>>& records);
   // KIP-630: stores a snapshot of the state at id.offset (at most the high watermark) and drops the log
-  // segments it covers. False when the replica refuses it (see replica::create_snapshot).
-  bool create_snapshot(offset_and_epoch id, std::span<const uint8_t> payload);
+  // segments it covers, without file I/O on this thread: `build` makes the payload and the file is written
+  // and fsynced on the node's blocking thread; back here the log adopts it (checked against the log again),
+  // the covered segments go, and `done(stored)` is called. False at once (and neither `build` nor `done`
+  // is called) when the replica refuses the id (see replica::create_snapshot) or a snapshot is still being
+  // written.
+  using snapshot_builder = std::function<result<std::vector<uint8_t>>()>;
+  bool create_snapshot(offset_and_epoch id, snapshot_builder build, std::function<void(bool stored)> done);
   // How many snapshots were installed from the leader so far: a listener that sees it change reloads its
   // state from log().latest_snapshot().
   uint64_t snapshots_installed() const;

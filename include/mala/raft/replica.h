@@ -189,6 +189,9 @@ class replica {
   // of the wrong epoch, or the write failed; true (nothing written) when the log already holds that snapshot
   // (KafkaRaftClient.createSnapshot's checks).
   bool create_snapshot(offset_and_epoch id, std::span<const uint8_t> payload);
+  // create_snapshot's checks of `id` without the write (the glue then writes the file elsewhere and has the
+  // log adopt it).
+  bool may_create_snapshot(offset_and_epoch id) const;
   // Drops the entries before the latest snapshot (raft_log::delete_before). Replicas that need them get the
   // snapshot instead. No-op without a snapshot.
   void delete_before_snapshot();

@@ -418,6 +418,40 @@ TEST_F(partition_raft_log_snapshot_test, write_read_and_latest) {
   EXPECT_TRUE(log->write_snapshot({5, 3}, {}));
 }
 
+// The two halves raft_node uses to keep snapshot I/O off its thread: the file written from anywhere, then
+// adopted (checked against the log as write_snapshot does); and FetchSnapshot's ranged reads.
+TEST_F(partition_raft_log_snapshot_test, a_file_written_elsewhere_is_adopted_and_read_in_chunks) {
+  auto log = open();
+  ASSERT_TRUE(log);
+  fill(*log, {1, 1, 2, 2, 3});
+  const auto bytes = payload(1, 5000);
+  ASSERT_TRUE(partition_raft_log::write_snapshot_file_in(partition_dir(), {4, 2}, bytes).ok());
+  EXPECT_FALSE(log->latest_snapshot());  // written, not taken yet
+  ASSERT_TRUE(log->adopt_snapshot_file({4, 2}));
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{4, 2}));
+  EXPECT_EQ(log->read_snapshot({4, 2}), bytes);
+  EXPECT_TRUE(files_ending(".part").empty());
+
+  auto first = log->read_snapshot_chunk({4, 2}, 0, 4096);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->size, static_cast<int64_t>(bytes.size()));
+  EXPECT_EQ(first->bytes, std::vector<uint8_t>(bytes.begin(), bytes.begin() + 4096));
+  auto rest = log->read_snapshot_chunk({4, 2}, 4096, 4096);
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->bytes, std::vector<uint8_t>(bytes.begin() + 4096, bytes.end()));
+  auto past = log->read_snapshot_chunk({4, 2}, static_cast<int64_t>(bytes.size()), 4096);
+  ASSERT_TRUE(past);
+  EXPECT_TRUE(past->bytes.empty());
+  EXPECT_EQ(past->size, static_cast<int64_t>(bytes.size()));
+  EXPECT_FALSE(log->read_snapshot_chunk({3, 2}, 0, 10));
+
+  // An id the log refuses (the entry before it has another epoch): the file is removed.
+  ASSERT_TRUE(partition_raft_log::write_snapshot_file_in(partition_dir(), {5, 2}, payload(2)).ok());
+  EXPECT_FALSE(log->adopt_snapshot_file({5, 2}));
+  EXPECT_FALSE(fs::exists(partition_dir() / "00000000000000000005-0000000002.checkpoint"));
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{4, 2}));
+}
+
 TEST_F(partition_raft_log_snapshot_test, reopen_finds_the_snapshot) {
   {
     auto log = open();
