@@ -737,3 +737,44 @@ def test_dynamic_quorum_from_bootstrap_servers(tmp_path):
         raise
     finally:
         c.close()
+
+
+def test_standalone_controller_and_a_broker_from_bootstrap_servers(tmp_path):
+    """KIP-853 with one voter: node 1 (broker + controller) started with --standalone (kafka-storage format
+    --standalone) is the whole quorum, with the directory id of its metadata log dir; node 2, broker only, knows
+    nothing but controller.quorum.bootstrap.servers. Both serve clients: a topic spread over both is written and
+    read back."""
+    from cluster import Cluster
+
+    c = Cluster(tmp_path, size=2, broker_only=(2,), initial_controllers="1@127.0.0.1:{1}",
+                extra_config={"min.insync.replicas": 1, "offsets.topic.replication.factor": 2,
+                              "default.replication.factor": 2})
+    c.node(1).extra_args = ["--standalone"]
+    try:
+        c.start_all()
+        c.wait_until(lambda: c.agreed_leader(ids=[1, 2]), timeout=20, what="node 1 leading, seen by both nodes")
+        wait_brokers(c, [1, 2], [1, 2], timeout=30)
+        q = c.wait_until(lambda: (lambda q: q if 2 in q["observers"] else None)(c.describe_quorum(1)), timeout=20,
+                         interval=0.25, what="node 2 among the observers")
+        assert (q["leader_id"], set(q["voters"])) == (1, {1}), q
+
+        meta = (c.node(1).log_dir / "meta.properties").read_text()
+        directory_id = re.search(r"^directory\.id=(\S+)$", meta, re.M)[1]
+        status_out, repl_out = quorum_tool(c, [(2, "--status"), (2, "--replication")])
+        status = parse_quorum_status(status_out)
+        assert status["CurrentVoters"] == {1: [f"CONTROLLER://127.0.0.1:{c.node(1).controller_port}"]}, status_out
+        rows = {r["NodeId"]: r for r in parse_quorum_replication(repl_out)}
+        assert rows[1]["DirectoryId"] == directory_id and rows[1]["Status"] == "Leader", repl_out
+        assert rows[2]["Status"] == "Observer", repl_out
+
+        topic = "standalone-data"
+        create_topic_retrying(c.bootstrap_of(2), topic, partitions=2, replication_factor=2)
+        records = [(f"key-{i}", f"value-{i}") for i in range(20)]
+        produced = rdkafka_produce(c.bootstrap_of(2), topic, records, timeout=30, acks="all")
+        consumed = rdkafka_consume(c.bootstrap_of(1), topic, {0: 0, 1: 0}, count=len(records), timeout=30)
+        assert sorted(consumed) == sorted(produced), (consumed, produced)
+    except BaseException:
+        print(c.logs())
+        raise
+    finally:
+        c.close()

@@ -124,3 +124,16 @@ def test_high_watermarks_checkpointed_on_shutdown_and_served_after_restart(mala_
     out = subprocess.run(["kcat", "-C", "-b", node.bootstrap, "-t", "hw-topic", "-o", "beginning", "-e", "-q",
                           "-f", "%k\n"], capture_output=True, text=True, check=True, timeout=30).stdout.split()
     assert out == [f"k{i}" for i in range(25)]
+
+
+def test_initial_voters_need_a_kip_853_controller(mala_factory):
+    # --standalone / --initial-controllers (kafka-storage format's options) only make sense for a controller
+    # without controller.quorum.voters: with static voters Mala refuses to start rather than ignore them.
+    for args in (["--standalone"], ["--initial-controllers", "1@localhost:9093"]):
+        node = mala_factory().launch(extra_args=args)
+        code = node.wait_exit(REFUSE_TIMEOUT_S)
+        log = node.full_log()
+        assert code == 1, log[-5000:]
+        assert "--standalone / --initial-controllers need the controller role" in log, log[-5000:]
+    node = mala_factory().launch(extra_args=["--standalone", "--initial-controllers", "1@localhost:9093"])
+    assert node.wait_exit(REFUSE_TIMEOUT_S) == 2, "the two options exclude each other (usage error)"
