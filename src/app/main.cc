@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <unistd.h>
@@ -43,6 +44,7 @@
 #include "mala/net/peer_client.h"
 #include "mala/net/shard_pool.h"
 #include "mala/raft/raft_node.h"
+#include "mala/raft/voter_set.h"
 #include "mala/replication/replica_manager.h"
 #include "mala/storage/log_dir_format.h"
 #include "mala/storage/log_manager.h"
@@ -103,6 +105,31 @@ std::optional<command_line> parse_command_line(int argc, char** argv) {
     return std::nullopt;
   }
   return cl;
+}
+
+// kafka-storage format's --standalone / --initial-controllers on a KIP-853 controller: the voters the raft
+// node writes into a new metadata log's bootstrap checkpoint (nullopt when neither option was given, or for a
+// node that is no such controller), or what is wrong with the list.
+std::variant<std::optional<std::vector<mala::raft::voter_info>>, std::string> initial_voters(
+    const command_line& cl, const mala::node_config& config, const mala::uuid& metadata_dir_id) {
+  if (!config.has_role("controller") || !config.quorum_voters().empty()) return std::nullopt;
+  const std::string listener_name = config.controller_listener_names().front();
+  if (cl.standalone) {
+    // This node, reached on its first controller listener, with its metadata log dir's directory id.
+    mala::raft::voter_info self;
+    self.id = config.node_id();
+    self.directory_id = metadata_dir_id;
+    self.listener_name = listener_name;
+    for (const auto& l : config.listeners()) {
+      if (l.name == listener_name) self.endpoint = {l.host.empty() ? "localhost" : l.host, l.port};
+    }
+    return std::vector<mala::raft::voter_info>{self};
+  }
+  if (!cl.initial_controllers) return std::nullopt;
+  auto parsed = mala::raft::parse_initial_controllers(*cl.initial_controllers, listener_name);
+  if (auto* err = std::get_if<mala::parse_error>(&parsed))
+    return "invalid --initial-controllers: " + err->message;
+  return std::get<std::vector<mala::raft::voter_info>>(std::move(parsed));
 }
 
 std::string local_host_name() {
@@ -282,33 +309,17 @@ int main(int argc, char** argv) {
   // observers may fetch from).
   const bool dynamic_quorum = voter_ids.empty() && !config.quorum_bootstrap_servers().empty();
   const bool raft_quorum = voter_ids.size() > 1 || dynamic_quorum;
-  std::optional<std::vector<mala::raft::voter_info>> initial_voters;
   if ((cl->standalone || cl->initial_controllers) && !(dynamic_quorum && config.has_role("controller"))) {
     log->critical(
         "--standalone / --initial-controllers need the controller role, controller.quorum.bootstrap.servers "
         "and no controller.quorum.voters");
     return 1;
   }
-  if (dynamic_quorum && config.has_role("controller")) {
-    const std::string listener_name = config.controller_listener_names().front();
-    if (cl->standalone) {
-      // kafka-storage format --standalone: this node, reached on its first controller listener.
-      mala::raft::voter_info self;
-      self.id = config.node_id();
-      self.directory_id = (separate_metadata_dir ? dirs.dirs.back() : dirs.dirs.front()).directory_id;
-      self.listener_name = listener_name;
-      for (const auto& l : config.listeners()) {
-        if (l.name == listener_name) self.endpoint = {l.host.empty() ? "localhost" : l.host, l.port};
-      }
-      initial_voters = std::vector<mala::raft::voter_info>{self};
-    } else if (cl->initial_controllers) {
-      auto parsed = mala::raft::parse_initial_controllers(*cl->initial_controllers, listener_name);
-      if (auto* err = std::get_if<mala::parse_error>(&parsed)) {
-        log->critical("invalid --initial-controllers: {}", err->message);
-        return 1;
-      }
-      initial_voters = std::get<std::vector<mala::raft::voter_info>>(std::move(parsed));
-    }
+  const auto metadata_dir_id = (separate_metadata_dir ? dirs.dirs.back() : dirs.dirs.front()).directory_id;
+  auto initial = initial_voters(*cl, config, metadata_dir_id);
+  if (auto* err = std::get_if<std::string>(&initial)) {
+    log->critical("{}", *err);
+    return 1;
   }
   std::unique_ptr<mala::net::peer_client> peers;
   std::unique_ptr<mala::raft::raft_node> raft;
@@ -333,7 +344,7 @@ int main(int argc, char** argv) {
     for (const auto& v : config.quorum_voters()) raft_options.voter_endpoints[v.id] = {v.host, v.port};
     for (const auto& b : config.quorum_bootstrap_servers())
       raft_options.bootstrap_servers.push_back({b.host, b.port});
-    raft_options.initial_voters = initial_voters;
+    raft_options.initial_voters = std::get<std::optional<std::vector<mala::raft::voter_info>>>(initial);
     raft_options.metadata_log_dir = metadata_log_dir;
     raft_options.segments.segment_bytes = config.get_int("metadata.log.segment.bytes");
     raft_options.segments.segment_ms = config.get_long("metadata.log.segment.ms");
@@ -347,9 +358,12 @@ int main(int argc, char** argv) {
       log->warn(
           "the metadata log holds no voter set (start a new controller with --standalone or "
           "--initial-controllers): this controller runs as an observer; Mala does not serve AddRaftVoter");
-    } else if (dynamic_quorum) {
+    } else if (dynamic_quorum && !raft->voters().empty()) {
       log->info("KIP-853 quorum: voters {} from the metadata log, bootstrap servers {}",
                 fmt::join(raft->voters(), ","), config.quorum_bootstrap_servers().size());
+    } else if (dynamic_quorum) {
+      log->info("KIP-853 quorum: an observer finding the leader through {} bootstrap server(s)",
+                config.quorum_bootstrap_servers().size());
     }
   }
   if (config.has_role("controller")) {

@@ -66,8 +66,9 @@
 // Steps 1-2 before 3 are what Raft's safety needs: a vote or a fetch offset is only announced once it is
 // durable. next_deadline_ms() tells the glue when to tick next if nothing else happens.
 //
-// Snapshots (KIP-630). The glue snapshots its state machine at a committed offset with create_snapshot() and
-// may then drop the entries before it with delete_before_snapshot(). The leader answers a Fetch whose offset
+// Snapshots (KIP-630). The glue snapshots its state machine at a committed offset with create_snapshot() (or
+// checks the id with may_create_snapshot(), writes the snapshot into the log itself, away from this thread,
+// as raft_node does) and may then drop the entries before it with delete_before_snapshot(). The leader answers a Fetch whose offset
 // is below its log start (or whose divergence point falls at or before it) with its latest snapshot id
 // instead of records; the follower then downloads that snapshot in FetchSnapshot chunks of
 // fetch_snapshot_max_bytes (one request in flight, resumed at its byte position), installs it through
