@@ -68,14 +68,14 @@
 //
 // Snapshots (KIP-630). The glue snapshots its state machine at a committed offset with create_snapshot() (or
 // checks the id with may_create_snapshot(), writes the snapshot into the log itself, away from this thread,
-// as raft_node does) and may then drop the entries before it with delete_before_snapshot(). The leader answers a Fetch whose offset
-// is below its log start (or whose divergence point falls at or before it) with its latest snapshot id
-// instead of records; the follower then downloads that snapshot in FetchSnapshot chunks of
-// fetch_snapshot_max_bytes (one request in flight, resumed at its byte position), installs it through
-// raft_log::install_snapshot (durable on return), reports `effects::snapshot_installed` (the glue reloads its
-// state machine from it), takes the snapshot's end offset as its high watermark if that is higher, and
-// fetches on from there (KafkaRaftClient.handleFetchSnapshotResponse). Leaving the follower state abandons a
-// partial download.
+// as raft_node does) and may then drop the entries before it with delete_before_snapshot(). The leader
+// answers a Fetch whose offset is below its log start (or whose divergence point falls at or before it) with
+// its latest snapshot id instead of records; the follower then downloads that snapshot in FetchSnapshot
+// chunks of fetch_snapshot_max_bytes (one request in flight, resumed at its byte position), installs it
+// through raft_log::install_snapshot (durable on return), reports `effects::snapshot_installed` (the glue
+// reloads its state machine from it), takes the snapshot's end offset as its high watermark if that is
+// higher, and fetches on from there (KafkaRaftClient.handleFetchSnapshotResponse). Leaving the follower state
+// abandons a partial download.
 //
 // The persisted quorum state survives a restart together with the log: a restarted replica is constructed
 // from both; everything else (votes received, follower progress, the high watermark) is rebuilt.
