@@ -23,6 +23,7 @@ At teardown every process still running gets SIGTERM, and SIGKILL if it has not 
 """
 
 import atexit
+import contextlib
 import os
 import signal
 import struct
@@ -579,6 +580,20 @@ def cluster(request, tmp_path):
         print(c.logs())
     if failures:
         pytest.fail("; ".join(failures) + "\n" + c.logs(50))
+
+
+@contextlib.contextmanager
+def own_cluster(work_dir, **kwargs):
+    """A Cluster(work_dir, **kwargs) a test builds itself (another size or configuration than the fixtures'), NOT
+    started; closed at the end, with every node's log printed when the test fails inside the block."""
+    c = Cluster(work_dir, **kwargs)
+    try:
+        yield c
+    except BaseException:
+        print(c.logs())
+        raise
+    finally:
+        c.close()
 
 
 @pytest.fixture

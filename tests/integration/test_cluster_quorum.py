@@ -499,11 +499,10 @@ def test_metadata_snapshots_written_loaded_and_fetched(tmp_path):
     every 200 ms, drops the segments they cover; a node that was down while that happened is behind the
     leader's log start, gets the leader's snapshot with FetchSnapshot and installs it; a restarted node loads
     its own snapshot. Every node then shows every topic."""
-    from cluster import Cluster
+    from cluster import own_cluster
 
-    c = Cluster(tmp_path, extra_config={"metadata.log.max.record.bytes.between.snapshots": 2000,
-                                        "metadata.log.segment.ms": 200})
-    try:
+    with own_cluster(tmp_path, extra_config={"metadata.log.max.record.bytes.between.snapshots": 2000,
+                                             "metadata.log.segment.ms": 200}) as c:
         c.start_all()
         c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader")
         wait_brokers(c, c.ids, c.ids)
@@ -545,11 +544,6 @@ def test_metadata_snapshots_written_loaded_and_fetched(tmp_path):
         c.wait_until(lambda: sees_all(survivors[0]), timeout=30, interval=0.5,
                      what=f"node {survivors[0]} knows every topic after a restart")
         assert "metadata loaded from snapshot" in c.node(survivors[0]).log_text(tail_lines=2000)
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.close()
 
 
 def test_replication_factor_3_acks_all_through_follower_fetchers(running_cluster):
@@ -625,10 +619,9 @@ def test_broker_only_node_observes_the_quorum(tmp_path):
     """A fourth node with process.roles [broker] is no voter: it follows the metadata log as a Raft observer
     (DescribeQuorum lists it among the observers), registers and heartbeats with the active controller,
     serves Metadata, and forwards CreateTopics to the active controller."""
-    from cluster import Cluster
+    from cluster import own_cluster
 
-    c = Cluster(tmp_path, size=4, broker_only=(4,))
-    try:
+    with own_cluster(tmp_path, size=4, broker_only=(4,)) as c:
         c.start_all()
         c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=20, what="a leader of the three voters")
         wait_brokers(c, [1, 4], [1, 2, 3, 4], timeout=30)
@@ -646,11 +639,6 @@ def test_broker_only_node_observes_the_quorum(tmp_path):
         c.wait_until(lambda: "through-broker-only" in c.rdkafka_metadata(4).topics and
                      "through-broker-only" in c.rdkafka_metadata(1).topics,
                      timeout=20, interval=0.25, what="the topic on the broker-only node and a voter")
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.close()
 
 
 # KIP-853: node 1 and 3 are formatted with directory ids, node 2 without one (the zero uuid).
@@ -668,14 +656,13 @@ def test_dynamic_quorum_from_bootstrap_servers(tmp_path):
     bootstrap server (the Fetch answer's NodeEndpoints), registers and forwards CreateTopics, kafka-metadata-quorum
     shows the voter set with its endpoints and directory ids, a SIGKILLed leader is replaced, and a voter restarted
     without the option reads its voter set back from its log."""
-    from cluster import Cluster
+    from cluster import own_cluster
 
     # Small snapshot intervals: the voter set must survive in later snapshots once the bootstrap checkpoint is
     # pruned.
-    c = Cluster(tmp_path, size=4, broker_only=(4,), initial_controllers=INITIAL_CONTROLLERS,
-                extra_config={"metadata.log.max.record.bytes.between.snapshots": 2000,
-                              "metadata.log.segment.ms": 200})
-    try:
+    with own_cluster(tmp_path, size=4, broker_only=(4,), initial_controllers=INITIAL_CONTROLLERS,
+                     extra_config={"metadata.log.max.record.bytes.between.snapshots": 2000,
+                                   "metadata.log.segment.ms": 200}) as c:
         c.start_all()
         leader, epoch, _ = c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=20,
                                         what="a leader of the three voters")
@@ -732,11 +719,6 @@ def test_dynamic_quorum_from_bootstrap_servers(tmp_path):
                      timeout=20, interval=0.25, what=f"node {leader} fetching as a voter again")
         c.wait_until(lambda: "dynamic-two" in c.rdkafka_metadata(leader).topics, timeout=20, interval=0.25,
                      what=f"the topic created while node {leader} was down in its Metadata")
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.close()
 
 
 def test_standalone_controller_and_a_broker_from_bootstrap_servers(tmp_path):
@@ -744,13 +726,12 @@ def test_standalone_controller_and_a_broker_from_bootstrap_servers(tmp_path):
     --standalone) is the whole quorum, with the directory id of its metadata log dir; node 2, broker only, knows
     nothing but controller.quorum.bootstrap.servers. Both serve clients: a topic spread over both is written and
     read back."""
-    from cluster import Cluster
+    from cluster import own_cluster
 
-    c = Cluster(tmp_path, size=2, broker_only=(2,), initial_controllers="1@127.0.0.1:{1}",
-                extra_config={"min.insync.replicas": 1, "offsets.topic.replication.factor": 2,
-                              "default.replication.factor": 2})
-    c.node(1).extra_args = ["--standalone"]
-    try:
+    with own_cluster(tmp_path, size=2, broker_only=(2,), initial_controllers="1@127.0.0.1:{1}",
+                     extra_config={"min.insync.replicas": 1, "offsets.topic.replication.factor": 2,
+                                   "default.replication.factor": 2}) as c:
+        c.node(1).extra_args = ["--standalone"]
         c.start_all()
         c.wait_until(lambda: c.agreed_leader(ids=[1, 2]), timeout=20, what="node 1 leading, seen by both nodes")
         wait_brokers(c, [1, 2], [1, 2], timeout=30)
@@ -773,8 +754,3 @@ def test_standalone_controller_and_a_broker_from_bootstrap_servers(tmp_path):
         produced = rdkafka_produce(c.bootstrap_of(2), topic, records, timeout=30, acks="all")
         consumed = rdkafka_consume(c.bootstrap_of(1), topic, {0: 0, 1: 0}, count=len(records), timeout=30)
         assert sorted(consumed) == sorted(produced), (consumed, produced)
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.close()
