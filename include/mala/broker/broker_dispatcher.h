@@ -14,9 +14,10 @@ class broker_dispatcher final : public net::request_dispatcher {
  public:
   explicit broker_dispatcher(const broker_services& services) : _services(services) {}
   asio::awaitable<net::dispatch_result> dispatch(net::connection_info& connection,
-                                                 std::span<const uint8_t> request) override;
+                                                 std::span<uint8_t> request) override;
 
-  // dispatch() run to completion on a private event loop, for unit tests of handlers that do not wait.
+  // dispatch() of a copy of `request` run to completion on a private event loop, for unit tests of handlers
+  // that do not wait.
   net::dispatch_result dispatch_now(net::connection_info& connection, std::span<const uint8_t> request);
 
  private:

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 #include "mala/common/config.h"
@@ -83,9 +84,23 @@ struct request_context {
   const protocol::request_header& header;
   net::connection_info& connection;
   const broker_services& services;
+  // The whole request (header and body), which the decoded request's byte views point into. It is the
+  // handler's until it returns (net::request_dispatcher::dispatch lends it): `writable` gives a view a
+  // handler may rewrite in place.
+  std::span<uint8_t> request;
   // Set by a handler that sends no response but wants the connection closed, with the reason to log (Kafka
   // closes the connection after a failed acks=0 produce so the client refreshes its metadata).
   std::string close_reason = {};
+
+  // The writable bytes of `part`, a view into `request` (a records field of the decoded request); empty when
+  // `part` lies outside it.
+  std::span<uint8_t> writable(std::span<const uint8_t> part) const {
+    if (part.empty() || request.empty() || part.data() < request.data() ||
+        part.data() + part.size() > request.data() + request.size()) {
+      return {};
+    }
+    return request.subspan(static_cast<size_t>(part.data() - request.data()), part.size());
+  }
 };
 
 }  // namespace mala::broker

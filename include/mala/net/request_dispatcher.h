@@ -77,8 +77,11 @@ struct dispatch_result {
 class request_dispatcher {
  public:
   virtual ~request_dispatcher() = default;
+  // `request` is the connection's buffer, lent to the dispatcher until the returned awaitable completes (the
+  // connection reads nothing else meanwhile): handlers may rewrite parts of it in place (Produce stamps
+  // offsets into the record batches it appends, instead of copying them).
   virtual asio::awaitable<dispatch_result> dispatch(connection_info& connection,
-                                                    std::span<const uint8_t> request) = 0;
+                                                    std::span<uint8_t> request) = 0;
 };
 
 }  // namespace mala::net

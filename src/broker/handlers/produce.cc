@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,7 +84,9 @@ struct append_work {
   size_t slot = 0;
   std::string topic;
   int32_t partition = 0;
-  std::vector<uint8_t> records;  // a copy of the request's bytes: the leader stamps offsets into them
+  // The request's own bytes (request_context::writable): the leader stamps offsets into them in place, and
+  // the connection keeps them until the request is answered.
+  std::span<uint8_t> records;
 };
 
 struct append_answer {
@@ -248,8 +251,13 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
       s.answer = error_response(s.partition, error_code::invalid_topic_exception);
       continue;
     }
-    work.push_back(
-        {i, topic, s.partition, std::vector<uint8_t>(s.records->bytes.begin(), s.records->bytes.end())});
+    auto records = ctx.writable(s.records->bytes);
+    if (records.size() != s.records->bytes.size()) {
+      // Not a view into the request (cannot happen with the generated decoder): refused rather than copied.
+      s.answer = error_response(s.partition, error_code::unknown_server_error);
+      continue;
+    }
+    work.push_back({i, topic, s.partition, records});
   }
 
   if (!work.empty()) {

@@ -4,6 +4,7 @@
 // metadata image naming the topics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <asio/co_spawn.hpp>
 #include <asio/use_future.hpp>
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/fetch_sessions.h"
 #include "mala/broker/handler_table.h"
+#include "mala/broker/request_context.h"
 #include "mala/net/shard_pool.h"
 #include "mala/protocol/messages/delete_records_request.h"
 #include "mala/protocol/messages/delete_records_response.h"
@@ -180,7 +182,7 @@ class produce_fetch_test : public ::testing::Test {
     net::connection_info* c = conn ? conn : &connection;
     return asio::co_spawn(
         _pool->context(0),
-        [this, c, b = std::move(bytes)]() -> asio::awaitable<net::dispatch_result> {
+        [this, c, b = std::move(bytes)]() mutable -> asio::awaitable<net::dispatch_result> {
           co_return co_await _dispatcher->dispatch(*c, b);
         },
         asio::use_future);
@@ -354,6 +356,54 @@ TEST_F(produce_fetch_test, acks_zero_gets_no_response) {
   EXPECT_EQ(result.what, net::dispatch_result::action::no_response);
   auto f = fetch(fetch_req({{"orders", 0, 0}}), 12);
   EXPECT_EQ(f.partition().high_watermark, 2);
+}
+
+// The dispatcher lends the connection's buffer to the handler: Produce stamps the leader's fields into the
+// batch where it lies in the request, and appends those bytes without a copy.
+TEST_F(produce_fetch_test, produce_stamps_the_batch_in_the_request_buffer) {
+  ASSERT_EQ(produce("orders", 0, batch(3)).base_offset, 0);
+  const auto records = batch(2);
+  auto bytes = frame(0, 11, produce_req("orders", 0, records));
+  const auto at = std::search(bytes.begin(), bytes.end(), records.begin(), records.end());
+  ASSERT_NE(at, bytes.end());
+  const auto offset = static_cast<size_t>(at - bytes.begin());
+  net::dispatch_result result = asio::co_spawn(
+                                    _pool->context(0),
+                                    [&]() -> asio::awaitable<net::dispatch_result> {
+                                      co_return co_await _dispatcher->dispatch(connection, bytes);
+                                    },
+                                    asio::use_future)
+                                    .get();
+  auto resp = decode<produce_response>(result, 11);
+  ASSERT_EQ(resp.responses.size(), 1u);
+  EXPECT_EQ(resp.responses[0].partition_responses[0].base_offset, 3);
+  auto stamped = parse_batch_header(std::span<const uint8_t>(bytes).subspan(offset));
+  ASSERT_TRUE(stamped);
+  EXPECT_EQ(stamped->base_offset, 3);
+  EXPECT_EQ(stamped->partition_leader_epoch, 3);
+  // The log holds exactly those bytes.
+  auto f = fetch(fetch_req({{"orders", 0, 3}}), 12);
+  const auto& fetched = f.partition().records.bytes;
+  EXPECT_EQ(std::vector<uint8_t>(fetched.begin(), fetched.end()),
+            std::vector<uint8_t>(bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                                 bytes.begin() + static_cast<std::ptrdiff_t>(offset + records.size())));
+}
+
+TEST(request_context, writable_only_inside_the_request) {
+  std::vector<uint8_t> buffer(64, 7);
+  std::span<uint8_t> request(buffer.data(), 32);
+  protocol::request_header header;
+  net::connection_info connection;
+  broker_services services;
+  request_context ctx{header, connection, services, request};
+  const std::span<const uint8_t> all(buffer);
+  auto part = ctx.writable(all.subspan(4, 8));
+  ASSERT_EQ(part.size(), 8u);
+  EXPECT_EQ(part.data(), buffer.data() + 4);
+  EXPECT_EQ(ctx.writable(all.first(32)).size(), 32u);
+  EXPECT_TRUE(ctx.writable({}).empty());
+  EXPECT_TRUE(ctx.writable(all.subspan(28, 8)).empty());  // runs past the request's end
+  EXPECT_TRUE(ctx.writable(all.subspan(40, 8)).empty());  // after it
 }
 
 TEST_F(produce_fetch_test, produce_errors) {
