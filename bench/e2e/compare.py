@@ -97,6 +97,17 @@ def free_port(taken=()):
             return port
 
 
+def parse_cpus(spec):
+    """A CPU list as taskset takes it ("1", "0,2", "2-3"), as a set; None for no list."""
+    if not spec:
+        return None
+    cpus = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
 def kafka_uuid():
     """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (what `kafka-storage random-uuid`
     prints)."""
@@ -201,6 +212,8 @@ class Env:
         self.assign_classes = work / "classes"
         self.go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
         self.franz_load = work / "franzload"
+        self.broker_cpus = parse_cpus(args.broker_cpus)
+        self.client_cpus = parse_cpus(args.client_cpus)
 
     def check(self, brokers):
         problems = []
@@ -268,8 +281,13 @@ class Broker:
 
     def spawn(self):
         self._log = open(self.log_path, "ab")
+        cpus = self.env.broker_cpus
+        # --broker-cpus: the broker runs on those CPUs only (set in the child before exec, so the JVM's
+        # availableProcessors and Mala's default shard count see the narrowed set).
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+                                     stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
+                                     preexec_fn=pin)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -769,6 +787,8 @@ def machine_info(env):
             "mem_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
             "java": jv[0] if jv else "?", "kafka": env.kafka_version(),
             "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0],
+            "broker_cpus": sorted(env.broker_cpus) if env.broker_cpus else None,
+            "client_cpus": sorted(env.client_cpus) if env.client_cpus else None,
             "mala_bin_mtime": datetime.datetime.fromtimestamp(env.mala_bin.stat().st_mtime).isoformat(
                 timespec="seconds") if env.mala_bin.exists() else None}
 
@@ -785,6 +805,8 @@ def main():
     ap.add_argument("--partitions", type=int, default=2, help="partitions per benchmark topic (default 2)")
     ap.add_argument("--rd-procs", type=int, default=2, help="librdkafka producer/consumer processes (default 2)")
     ap.add_argument("--only", choices=["mala", "kafka"], help="run one broker only")
+    ap.add_argument("--broker-cpus", help="run the broker on these CPUs only (taskset syntax, e.g. 1)")
+    ap.add_argument("--client-cpus", help="run this harness and every client on these CPUs only (e.g. 0)")
     ap.add_argument("--mala-bin", default=str(REPO / "build" / "src" / "app" / "mala"))
     ap.add_argument("--kafka-libs", default=str(REPO / "tests" / "integration" / ".deps" / "kafka-libs"))
     ap.add_argument("--work-dir", help="where configs, logs and data go (default: a new temp dir)")
@@ -806,6 +828,8 @@ def main():
     work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="mala-bench-e2e-"))
     work.mkdir(parents=True, exist_ok=True)
     env = Env(args, work)
+    if env.client_cpus:
+        os.sched_setaffinity(0, env.client_cpus)  # inherited by every client process (and go build, javac)
     problems = env.check(brokers)
     if problems:
         for p in problems:
@@ -844,6 +868,8 @@ def print_report(out, json_path, args):
     print(f"Mala vs Apache Kafka {machine['kafka']}, single node, {prof['rounds']} round(s), "
           f"{out['partitions']} partitions per topic; {machine['cpus']} CPUs ({machine['cpu_model']}); "
           f"elapsed {out['elapsed_s'] / 60:.1f} min; load average {load_range(sessions)}")
+    if machine.get("broker_cpus") or machine.get("client_cpus"):
+        print(f"CPUs: broker on {machine.get('broker_cpus') or 'any'}, clients on {machine.get('client_cpus') or 'any'}")
     print()
     print(table)
     all_errors = [(s["broker"], s["round"], e) for s in sessions for e in s["errors"]]

@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
 
   // The shards exist (their threads start later) before anything that lives on shard 0's io_context.
   const size_t shard_count = config.shards() > 0 ? static_cast<size_t>(config.shards())
-                                                 : std::max(1u, std::thread::hardware_concurrency());
+                                                 : mala::net::shard_pool::default_shard_count();
   mala::net::shard_pool shards(shard_count);
 
   auto static_config = [&config](std::string_view property) { return static_property(config, property); };

@@ -93,7 +93,8 @@ std::vector<config_key> build_table() {
      .importance = medium,
      .doc = "The maximum number of total incremental fetch sessions that we will maintain (KIP-227)."},
     {.name = "mala.shards", .type = int32, .default_value = "0", .min = 0, .max = 1024, .importance = high,
-     .doc = "Mala: number of shard threads (one io_context each); 0 means one per core."},
+     .doc = "Mala: number of shard threads (one io_context each); 0 means one per CPU the process may run on "
+             "(its CPU affinity: taskset, cpusets)."},
     {.name = "log.level", .type = string, .default_value = "info",
      .allowed = {"trace", "debug", "info", "warn", "error", "critical", "off"}, .importance = low,
      .doc = "Mala: level of every subsystem logger."},

@@ -1,6 +1,20 @@
 #include "mala/net/shard_pool.h"
 
+#include <sched.h>
+
+#include <algorithm>
+
 namespace mala::net {
+
+size_t shard_pool::default_shard_count() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    const int count = CPU_COUNT(&allowed);
+    if (count > 0) return static_cast<size_t>(count);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 shard_pool::shard_pool(size_t shard_count) {
   if (shard_count == 0) shard_count = 1;

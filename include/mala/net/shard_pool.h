@@ -17,6 +17,10 @@ namespace mala::net {
 
 class shard_pool {
  public:
+  // The shard count of mala.shards=0: the CPUs this process may run on (its affinity mask, which taskset, a
+  // cpuset or `docker run --cpuset-cpus` narrow), else the machine's hardware threads; at least 1.
+  static size_t default_shard_count();
+
   explicit shard_pool(size_t shard_count);
   ~shard_pool();
   shard_pool(const shard_pool&) = delete;

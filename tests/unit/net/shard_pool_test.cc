@@ -1,12 +1,14 @@
 // invoke_on runs work on the target shard's thread and hands the result back to the caller's shard.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <chrono>
 #include <future>
+#include <thread>
 
 #include "mala/net/shard_pool.h"
 
@@ -63,6 +65,26 @@ TEST(shard_pool, invoke_on_async_waits_on_the_target_shard) {
   EXPECT_EQ(value, 42);
   EXPECT_NE(caller, worker);
   EXPECT_EQ(caller, resumed_on);
+}
+
+// mala.shards=0 follows the CPU affinity (taskset, cpusets), as the JVM's availableProcessors and Go's
+// GOMAXPROCS do, not the machine's hardware threads.
+TEST(shard_pool, default_shard_count_follows_the_cpu_affinity) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(shard_pool::default_shard_count(), static_cast<size_t>(CPU_COUNT(&all)));
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  size_t pinned = 0;
+  std::thread([&] {  // the affinity of this thread only
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (sched_setaffinity(0, sizeof one, &one) == 0) pinned = shard_pool::default_shard_count();
+  })
+      .join();
+  EXPECT_EQ(pinned, 1u);
 }
 
 }  // namespace
