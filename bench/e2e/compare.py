@@ -223,6 +223,8 @@ class Env:
             problems.append(f"Apache Kafka jars not found in {self.kafka_libs} (scripts/install-test-clients.sh)")
         if not self.java or not self.javac:
             problems.append("java/javac not on PATH (a JDK 17+)")
+        if self.broker_cpus and not shutil.which("taskset"):
+            problems.append("--broker-cpus needs taskset (util-linux)")
         try:
             import confluent_kafka  # noqa: F401
         except ImportError:
@@ -281,13 +283,13 @@ class Broker:
 
     def spawn(self):
         self._log = open(self.log_path, "ab")
+        # --broker-cpus: the broker runs on those CPUs only. taskset sets the affinity and execs the broker (same
+        # pid), so the JVM's availableProcessors and Mala's default shard count see the narrowed set. (Not a
+        # preexec_fn: the start-up probe's librdkafka threads are alive while the broker is spawned.)
         cpus = self.env.broker_cpus
-        # --broker-cpus: the broker runs on those CPUs only (set in the child before exec, so the JVM's
-        # availableProcessors and Mala's default shard count see the narrowed set).
-        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True,
-                                     preexec_fn=pin)
+        pin = ["taskset", "-c", ",".join(map(str, sorted(cpus)))] if cpus else []
+        self.proc = subprocess.Popen([*pin, *self.command()], stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None

@@ -254,6 +254,8 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     auto records = ctx.writable(s.records->bytes);
     if (records.size() != s.records->bytes.size()) {
       // Not a view into the request (cannot happen with the generated decoder): refused rather than copied.
+      subsystem_logger("broker")->error("produce to {}-{}: records outside the request buffer", topic,
+                                        s.partition);
       s.answer = error_response(s.partition, error_code::unknown_server_error);
       continue;
     }
