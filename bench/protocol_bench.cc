@@ -1,7 +1,8 @@
 // Codec cost of the requests every client sends most: the request header (decoded for every request before
 // dispatch) and Metadata, which clients send on connect and on every metadata.max.age.ms refresh and whose
 // response grows with brokers x topics x partitions x replicas. Sizes follow a small cluster: 3 brokers,
-// 10 topics of 6 partitions with replication factor 3.
+// 10 topics of 6 partitions with replication factor 3. Then the leader's checks of every produced batch:
+// the CRC (validate_batch) and the one-pass record scan (scan_records), per byte and per record.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "mala/protocol/messages/metadata_request.h"
 #include "mala/protocol/messages/metadata_response.h"
+#include "mala/protocol/record_batch.h"
 #include "mala/protocol/request_header.h"
 #include "mala/protocol/wire.h"
 
@@ -153,8 +155,60 @@ void bm_metadata_response_decode_v12(benchmark::State& state) {
   set_counters(state, bytes.size());
 }
 
+// The leader's per-batch work on an uncompressed produce, as bench/e2e's raw load sends it: one batch of
+// about 1 MB of records of state.range(0) bytes (random value, null key, no headers, timestamp delta 0), the
+// shape of franzload rawproduce. Small keyed records with increasing timestamps (the Java producer's shape)
+// differ only in varint lengths.
+std::vector<uint8_t> make_produce_batch(size_t value_size, bool keyed) {
+  std::vector<uint8_t> value(value_size);
+  uint32_t x = 12345;
+  for (auto& b : value) {
+    x = x * 1103515245u + 12345u;
+    b = static_cast<uint8_t>(x >> 16);
+  }
+  const size_t count = 1'000'000 / (value_size + 8);
+  record_batch_builder builder;
+  const int64_t base = 1'764'000'000'000;
+  std::string key;
+  for (size_t i = 0; i < count; ++i) {
+    key = "bus-" + std::to_string(i % 1200);
+    std::optional<std::span<const uint8_t>> k;
+    if (keyed) k = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(key.data()), key.size());
+    builder.add(keyed ? base + static_cast<int64_t>(i / 16) : base, k, std::span<const uint8_t>(value));
+  }
+  return builder.build();
+}
+
+void bm_scan_records(benchmark::State& state) {
+  const auto batch = make_produce_batch(static_cast<size_t>(state.range(0)), state.range(1) != 0);
+  const auto header = *parse_batch_header(batch);
+  const auto records = std::span<const uint8_t>(batch).subspan(batch_layout::header_size);
+  for (auto _ : state) {
+    const auto scan = scan_records(records, header.record_count, header.base_timestamp);
+    benchmark::DoNotOptimize(scan);
+    if (scan.status != batch_status::ok || scan.records != header.record_count) state.SkipWithError("scan");
+  }
+  set_counters(state, batch.size());
+  state.counters["records"] = header.record_count;
+  state.counters["ns_per_record"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * header.record_count,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void bm_validate_batch(benchmark::State& state) {
+  const auto batch = make_produce_batch(static_cast<size_t>(state.range(0)), false);
+  for (auto _ : state) {
+    const auto status = validate_batch(batch);
+    benchmark::DoNotOptimize(status);
+    if (status != batch_status::ok) state.SkipWithError("validate");
+  }
+  set_counters(state, batch.size());
+}
+
 }  // namespace
 
+BENCHMARK(bm_scan_records)->ArgsProduct({{100, 1024}, {0, 1}});
+BENCHMARK(bm_validate_batch)->Arg(100);
 BENCHMARK(bm_request_header_decode_v2);
 BENCHMARK(bm_metadata_request_decode_v12);
 BENCHMARK(bm_metadata_response_encode_v12);

@@ -14,8 +14,9 @@ with the same clients:
     record, so on 2 shared cores these rows show what the broker itself can take.
 Measures produce throughput (1 KiB and 100 B records, acks=1 and acks=all), produce latency at a fixed rate, consume
 throughput, broker CPU seconds per GB (/proc/<pid>/stat), broker peak RSS (VmHWM) and the time from process start to
-the first acknowledged produce. Prints a Markdown table of per-broker medians over the rounds with Mala/Kafka ratios
-and writes every raw number to a JSON file. Nothing is asserted: docs/performance.md explains the numbers.
+the first acknowledged produce. Prints a Markdown table of per-broker medians over the rounds with Mala/Kafka ratios,
+then a second one that shows what limits each throughput row (CPU cores the broker and the clients kept busy, and
+the kernel's share of each broker's CPU), and writes every raw number to a JSON file. Nothing is asserted: docs/performance.md explains the numbers.
 
   bench/e2e/compare.py            # default: 3 rounds, roughly 10-15 minutes on an idle 2-core machine
   bench/e2e/compare.py --quick    # smoke run: small record counts, 1 round (about 2 minutes)
@@ -35,6 +36,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -118,12 +120,18 @@ def clk_tck():
     return os.sysconf("SC_CLK_TCK")
 
 
-def proc_cpu_seconds(pid):
-    """utime + stime of the whole process (all threads, live and exited) from /proc/<pid>/stat."""
+def proc_cpu_times(pid):
+    """(utime, stime) in seconds of the whole process (all threads, live and exited) from /proc/<pid>/stat.
+    stime holds the kernel's work for the process: its system calls (socket reads, page-cache writes, sendfile)
+    and the loopback TCP processing they run."""
     with open(f"/proc/{pid}/stat") as f:
         stat = f.read()
     fields = stat[stat.rfind(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / clk_tck()  # fields 14 and 15 of proc(5)
+    return int(fields[11]) / clk_tck(), int(fields[12]) / clk_tck()  # fields 14 and 15 of proc(5)
+
+
+def proc_cpu_seconds(pid):
+    return sum(proc_cpu_times(pid))
 
 
 def proc_status_kb(pid, key):
@@ -297,6 +305,9 @@ class Broker:
     def cpu_seconds(self):
         return proc_cpu_seconds(self.proc.pid)
 
+    def cpu_times(self):
+        return proc_cpu_times(self.proc.pid)
+
     def peak_rss_kb(self):
         return proc_status_kb(self.proc.pid, "VmHWM")
 
@@ -405,6 +416,12 @@ def create_topics(broker, names, partitions, timeout=60.0):
 PRODUCER_PERF_RE = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max "
     r"latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th")
+
+
+def children_cpu_seconds():
+    """User + system CPU seconds of every child process this harness has waited for (and of theirs)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def run_checked(cmd, timeout, what, broker):
@@ -526,7 +543,8 @@ def run_session(env, broker_cls, round_no, prof, args):
             errors.append(f"{key}: not run, broker exited with code {broker.proc.returncode}")
             return
         log(f"  {broker.name} round {round_no}: {key}")
-        cpu0 = broker.cpu_seconds()
+        user0, sys0 = broker.cpu_times()
+        wall0, children0 = time.monotonic(), children_cpu_seconds()
         try:
             res = fn()
         except Exception as e:  # one failed workload must not hide the others
@@ -538,8 +556,14 @@ def run_session(env, broker_cls, round_no, prof, args):
             return
         if res is None:
             return
-        cpu = broker.cpu_seconds() - cpu0
+        user1, sys1 = broker.cpu_times()
+        cpu = (user1 - user0) + (sys1 - sys0)
         res["broker_cpu_s"] = cpu
+        res["broker_sys_s"] = sys1 - sys0
+        # The clients are this harness's children, each waited for: their CPU (threads and their own children
+        # included) is the growth of RUSAGE_CHILDREN over the step, start-up included.
+        res["step_wall_s"] = time.monotonic() - wall0
+        res["client_cpu_s"] = children_cpu_seconds() - children0
         metrics[key] = res
         if cpu_acc is not None and res.get("bytes"):
             cpu_acc[0] += cpu
@@ -718,6 +742,13 @@ def report_rows(prof, args):
             rows.append((f"Produce latency {q} ms @ {rate:,} rec/s, 1 KiB, acks=all — {cname}",
                          f"{client}_latency", field, "ms-int" if client == "java" else "", "lower",
                          "≤ 0.5" if q == "p99" else "", None))
+    # librdkafka's own split of that latency (statistics, medians of 1 s windows): the broker round trip of its
+    # requests, and the records' wait in the producer's queue before they were sent.
+    for field, what in (("rtt_p50_ms", "broker round trip p50 (median of 1 s windows)"),
+                        ("rtt_p99_ms", "broker round trip p99 (median of 1 s windows)"),
+                        ("rtt_p99_max_ms", "broker round trip p99 (largest 1 s window)"),
+                        ("queue_p99_ms", "wait in the producer's queue p99 (median of 1 s windows)")):
+        rows.append((f"  of which {what}, ms — librdkafka statistics", "rd_latency", field, "", "lower", "", None))
     rows.append(("Consume MB/s — ConsumerPerformance (group, fetch.MB.sec)", "java_consume_group", "mb_per_sec", "",
                  "higher", "≥ 2", None))
     rows.append(("Consume MB/s — Java consumer, assign()", "java_consume_assign", "mb_per_sec", "", "higher", "≥ 2",
@@ -772,6 +803,56 @@ def render_table(sessions, prof, args, brokers):
             ratio = f"{vals['mala'] / vals['kafka']:.2f}"
         lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio} | {better} | {target} |")
     return "\n".join(lines)
+
+
+def measured_seconds(res):
+    """How long the client's measured phase took: its own figure, or bytes over the rate it printed."""
+    if res.get("seconds"):
+        return res["seconds"]
+    if res.get("bytes") and res.get("mb_per_sec"):
+        return res["bytes"] / (res["mb_per_sec"] * MIB)
+    return None
+
+
+def busy_cores(sessions, broker, key):
+    """Medians over the rounds of (broker CPU / measured phase, client CPU / whole step, the kernel's share of
+    the broker's CPU) for one workload."""
+    broker_cores, client_cores, kernel_share = [], [], []
+    for s in sessions:
+        res = s["metrics"].get(key) if s["broker"] == broker else None
+        if not res:
+            continue
+        secs = measured_seconds(res)
+        if secs and "broker_cpu_s" in res:
+            broker_cores.append(res["broker_cpu_s"] / secs)
+        if res.get("step_wall_s") and "client_cpu_s" in res:
+            client_cores.append(res["client_cpu_s"] / res["step_wall_s"])
+        if res.get("broker_cpu_s") and "broker_sys_s" in res:
+            kernel_share.append(res["broker_sys_s"] / res["broker_cpu_s"])
+    return median(broker_cores), median(client_cores), median(kernel_share)
+
+
+def render_bound_table(sessions, prof, args, brokers):
+    """Which side limits each throughput row: CPU cores the broker kept busy during the measured phase, the
+    clients' CPU cores over the whole step (their start-up, e.g. the JVM's, included), and how much of each
+    broker's CPU was the kernel's (system time: socket and page-cache copies, loopback TCP)."""
+    lines = ["| Workload (median of rounds) | Mala broker cores | Kafka broker cores | clients' cores with Mala | "
+             "clients' cores with Kafka | kernel share of Mala's CPU | kernel share of Kafka's CPU |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    any_value = False
+    for label, key, field, unit, better, target, second in report_rows(prof, args):
+        if field != "mb_per_sec":
+            continue
+        cells = {}
+        for b in ("mala", "kafka"):
+            cells[b] = busy_cores(sessions, b, key) if b in brokers else (None, None, None)
+        values = [cells["mala"][0], cells["kafka"][0], cells["mala"][1], cells["kafka"][1], cells["mala"][2],
+                  cells["kafka"][2]]
+        any_value = any_value or any(v is not None for v in values)
+        name = label.replace(", MB/s (records/s)", "").replace(" MB/s", "")
+        lines.append(f"| {name} | " + " | ".join(fmt_num(v) for v in values[:4]) + " | " +
+                     " | ".join("—" if v is None else f"{v:.0%}" for v in values[4:]) + " |")
+    return "\n".join(lines) if any_value else ""
 
 
 def machine_info(env):
@@ -874,6 +955,11 @@ def print_report(out, json_path, args):
         print(f"CPUs: broker on {machine.get('broker_cpus') or 'any'}, clients on {machine.get('client_cpus') or 'any'}")
     print()
     print(table)
+    bound = render_bound_table(sessions, prof, args, out["brokers"])
+    if bound:
+        print("\nCPU cores busy per throughput row (broker: during the measured phase; clients: over the whole "
+              "step, start-up included):\n")
+        print(bound)
     all_errors = [(s["broker"], s["round"], e) for s in sessions for e in s["errors"]]
     if all_errors:
         print("\nFailures:")
@@ -881,7 +967,7 @@ def print_report(out, json_path, args):
             print(f"- {b} round {r}: {e}")
     print(f"\nRaw results: {json_path}")
     if args.markdown:
-        Path(args.markdown).write_text(table + "\n")
+        Path(args.markdown).write_text(table + "\n" + (f"\n{bound}\n" if bound else ""))
     return 0
 
 

@@ -13,7 +13,10 @@ bottleneck). Prints one JSON object on stdout; exits 1 (with the JSON still prin
   rdkafka_load.py latency --bootstrap B --topic T --rate R --seconds D --size S [--acks all]
       one producer at a fixed rate with linger.ms=0; latency of each record from produce() to its delivery report
       (librdkafka's rd_kafka_message_latency, microseconds). The first 10 % of the records are a warm-up and are
-      not counted. Reports p50/p99/p99.9 in ms.
+      not counted. Reports p50/p99/p99.9 in ms, and from librdkafka's statistics (1 s windows after the warm-up)
+      the broker round trip of its requests (rtt: request sent to response read) and the time records waited in
+      the producer's queue before being sent (int_latency): the medians of the windows' p50/p99 and the largest
+      window p99.
 """
 
 import argparse
@@ -21,12 +24,14 @@ import json
 import math
 import multiprocessing as mp
 import os
+import statistics
 import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 IDLE_TIMEOUT_S = 30.0
+STATS_WINDOW_MS = 1000  # librdkafka statistics window of the latency mode
 
 
 def quiet_logger():
@@ -193,9 +198,21 @@ def percentile(sorted_vals, q):
     return sorted_vals[min(k, len(sorted_vals) - 1)]
 
 
+def broker_windows(stats_json):
+    """(rtt, int_latency) summaries of every broker connection in one librdkafka statistics window: rtt is a
+    request's round trip on the wire (sent to answered, the broker's share), int_latency a record's wait in the
+    producer's own queue before it is sent (the client's)."""
+    stats = json.loads(stats_json)
+    return [(b["rtt"], b["int_latency"]) for b in stats.get("brokers", {}).values()
+            if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt", 0) > 0]
+
+
 def run_latency(args):
+    windows = []  # (time, [(rtt, int_latency), ...]) per statistics window of STATS_WINDOW_MS
     p = Producer({"bootstrap.servers": args.bootstrap, "acks": args.acks, "linger.ms": 0,
-                  "client.id": "bench-rd-latency", "logger": quiet_logger()})
+                  "client.id": "bench-rd-latency", "logger": quiet_logger(),
+                  "statistics.interval.ms": STATS_WINDOW_MS,
+                  "stats_cb": lambda js: windows.append((time.perf_counter(), broker_windows(js)))})
     p.list_topics(args.topic, timeout=30)
     payload = os.urandom(args.size)
     total = int(args.rate * args.seconds)
@@ -234,6 +251,17 @@ def run_latency(args):
     for name, q in (("p50_ms", 0.50), ("p99_ms", 0.99), ("p999_ms", 0.999)):
         v = percentile(samples, q)
         res[name] = v * 1000.0 if v is not None else None
+    # librdkafka's own split of the delay, per 1 s window after the warm-up: the broker round trip (rtt) and the
+    # producer queue (int_latency). Its windows cannot be merged into one distribution, so these are the
+    # medians (and the largest) of the windows' percentiles, in ms.
+    measured = [w for t, ws in windows if t >= start + args.seconds / 10 for w in ws]
+    for name, field, pick in (("rtt_p50_ms", "rtt", "p50"), ("rtt_p99_ms", "rtt", "p99"),
+                              ("queue_p99_ms", "int_latency", "p99")):
+        vals = sorted(w[0 if field == "rtt" else 1][pick] / 1000.0 for w in measured)
+        res[name] = statistics.median(vals) if vals else None
+        if name == "rtt_p99_ms":
+            res["rtt_p99_max_ms"] = vals[-1] if vals else None
+    res["stats_windows"] = len(measured)
     if errors[0] or left:
         res["error"] = errors[1] or f"{left} records not delivered"
     return res
