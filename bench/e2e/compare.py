@@ -16,7 +16,8 @@ Measures produce throughput (1 KiB and 100 B records, acks=1 and acks=all), prod
 throughput, broker CPU seconds per GB (/proc/<pid>/stat), broker peak RSS (VmHWM) and the time from process start to
 the first acknowledged produce. Prints a Markdown table of per-broker medians over the rounds with Mala/Kafka ratios,
 then a second one that shows what limits each throughput row (CPU cores the broker and the clients kept busy, and
-the kernel's share of each broker's CPU), and writes every raw number to a JSON file. Nothing is asserted: docs/performance.md explains the numbers.
+the kernel's share of each broker's CPU), and writes every raw number to a JSON file. Nothing is asserted:
+docs/performance.md explains the numbers.
 
   bench/e2e/compare.py            # default: 3 rounds, roughly 10-15 minutes on an idle 2-core machine
   bench/e2e/compare.py --quick    # smoke run: small record counts, 1 round (about 2 minutes)
@@ -957,8 +958,8 @@ def print_report(out, json_path, args):
     print(table)
     bound = render_bound_table(sessions, prof, args, out["brokers"])
     if bound:
-        print("\nCPU cores busy per throughput row (broker: during the measured phase; clients: over the whole "
-              "step, start-up included):\n")
+        print("\nWhat limits each throughput row (broker cores: during the client's measured phase; clients' "
+              "cores: over the whole step, start-up included; kernel share: system time of the broker's CPU):\n")
         print(bound)
     all_errors = [(s["broker"], s["round"], e) for s in sessions for e in s["errors"]]
     if all_errors:

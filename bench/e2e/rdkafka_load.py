@@ -203,12 +203,12 @@ def broker_windows(stats_json):
     request's round trip on the wire (sent to answered, the broker's share), int_latency a record's wait in the
     producer's own queue before it is sent (the client's)."""
     stats = json.loads(stats_json)
-    return [(b["rtt"], b["int_latency"]) for b in stats.get("brokers", {}).values()
+    return [{"rtt": b["rtt"], "int_latency": b["int_latency"]} for b in stats.get("brokers", {}).values()
             if b.get("nodeid", -1) >= 0 and b.get("rtt", {}).get("cnt", 0) > 0]
 
 
 def run_latency(args):
-    windows = []  # (time, [(rtt, int_latency), ...]) per statistics window of STATS_WINDOW_MS
+    windows = []  # (time, [{"rtt": ..., "int_latency": ...} per broker]) per statistics window of STATS_WINDOW_MS
     p = Producer({"bootstrap.servers": args.bootstrap, "acks": args.acks, "linger.ms": 0,
                   "client.id": "bench-rd-latency", "logger": quiet_logger(),
                   "statistics.interval.ms": STATS_WINDOW_MS,
@@ -257,7 +257,7 @@ def run_latency(args):
     measured = [w for t, ws in windows if t >= start + args.seconds / 10 for w in ws]
     for name, field, pick in (("rtt_p50_ms", "rtt", "p50"), ("rtt_p99_ms", "rtt", "p99"),
                               ("queue_p99_ms", "int_latency", "p99")):
-        vals = sorted(w[0 if field == "rtt" else 1][pick] / 1000.0 for w in measured)
+        vals = sorted(w[field][pick] / 1000.0 for w in measured)
         res[name] = statistics.median(vals) if vals else None
         if name == "rtt_p99_ms":
             res["rtt_p99_max_ms"] = vals[-1] if vals else None
