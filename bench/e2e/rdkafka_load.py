@@ -254,7 +254,9 @@ def run_latency(args):
     # librdkafka's own split of the delay, per 1 s window after the warm-up: the broker round trip (rtt) and the
     # producer queue (int_latency). Its windows cannot be merged into one distribution, so these are the
     # medians (and the largest) of the windows' percentiles, in ms.
-    measured = [w for t, ws in windows if t >= start + args.seconds / 10 for w in ws]
+    # A window is stamped when librdkafka emits it, at its end: keep those that began after the warm-up.
+    warm_end = start + args.seconds / 10
+    measured = [w for t, ws in windows if t - STATS_WINDOW_MS / 1000.0 >= warm_end for w in ws]
     for name, field, pick in (("rtt_p50_ms", "rtt", "p50"), ("rtt_p99_ms", "rtt", "p99"),
                               ("queue_p99_ms", "int_latency", "p99")):
         vals = sorted(w[field][pick] / 1000.0 for w in measured)
