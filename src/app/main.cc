@@ -35,6 +35,7 @@
 #include "mala/common/config.h"
 #include "mala/common/logging.h"
 #include "mala/common/uuid.h"
+#include "mala/controller/features.h"
 #include "mala/controller/metadata_loader.h"
 #include "mala/controller/metadata_log.h"
 #include "mala/controller/quorum_controller.h"
@@ -533,9 +534,9 @@ int main(int argc, char** argv) {
       reg.listeners.push_back({e.listener_name, e.host, static_cast<uint16_t>(e.port),
                                static_cast<int16_t>(protocol.value_or(mala::security_protocol::plaintext))});
     }
-    reg.features.push_back({std::string(mala::controller::metadata_version_feature),
-                            mala::controller::minimum_metadata_version,
-                            mala::controller::bootstrap_metadata_version});
+    for (const auto& f : mala::controller::implemented_features) {
+      reg.features.push_back({std::string(f.name), f.min_level, f.max_level});
+    }
     for (size_t i = 0; i < config.log_dirs().size(); ++i) reg.log_dirs.push_back(dirs.dirs[i].directory_id);
     // KIP-966: the broker epoch the clean-shutdown markers hold (-1 after an unclean shutdown), so the
     // controller can tell a clean restart from an unclean one.

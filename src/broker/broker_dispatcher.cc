@@ -9,9 +9,45 @@
 #include <asio/io_context.hpp>
 
 #include "handlers/api_versions.h"
+#include "mala/broker/refused_requests.h"
 #include "mala/common/logging.h"
 
 namespace mala::broker {
+
+namespace {
+
+// The client id of a request header v1/v2 (every request but ControlledShutdown v0), read without knowing the
+// API: printable ASCII, at most 100 characters, for a log line; "" when absent or unreadable.
+std::string client_id_for_log(std::span<const uint8_t> request) {
+  constexpr size_t client_id_at = 8;  // after api key, api version and correlation id
+  if (request.size() < client_id_at + 2) return "";
+  const int16_t length = static_cast<int16_t>((request[client_id_at] << 8) | request[client_id_at + 1]);
+  if (length <= 0) return "";
+  const size_t available = std::min<size_t>(static_cast<size_t>(length), request.size() - client_id_at - 2);
+  std::string id;
+  for (size_t i = 0; i < std::min<size_t>(available, 100); ++i) {
+    const auto c = static_cast<char>(request[client_id_at + 2 + i]);
+    id.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  }
+  return id;
+}
+
+// Closes the connection for a request Mala does not serve, logging it (rate-limited per API, version and
+// client) here rather than as every closed connection is logged.
+net::dispatch_result refuse_unserved(const net::connection_info& connection, std::span<const uint8_t> request,
+                                     int16_t api_key, int16_t api_version, std::string reason) {
+  const std::string client_id = client_id_for_log(request);
+  log_refused_request(
+      fmt::format("api {} v{} client {}", api_key, api_version, client_id),
+      fmt::format("refused a request Mala does not serve: {} from client id '{}' ({}, connection {}); the "
+                  "connection is closed, as Kafka does",
+                  reason, client_id, connection.peer, connection.id));
+  auto result = net::dispatch_result::close(std::move(reason));
+  result.logged = true;
+  return result;
+}
+
+}  // namespace
 
 asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connection_info& connection,
                                                                   std::span<uint8_t> request) {
@@ -19,7 +55,7 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
   protocol::request_header header;
   const handler_entry* entry = nullptr;
   bool flexible = false;
-  if (auto early = parse_header(request, r, header, entry, flexible)) co_return std::move(*early);
+  if (auto early = parse_header(connection, request, r, header, entry, flexible)) co_return std::move(*early);
   // Kafka serves the KRaft and broker-lifecycle RPCs on controller listeners only; elsewhere the API does not
   // exist, and an unknown API closes the connection.
   if (entry->controller_only && !is_controller_listener(_services, connection.listener_name)) {
@@ -57,11 +93,9 @@ net::dispatch_result broker_dispatcher::dispatch_now(net::connection_info& conne
   return result;
 }
 
-std::optional<net::dispatch_result> broker_dispatcher::parse_header(std::span<const uint8_t> request,
-                                                                    protocol::wire_reader& r,
-                                                                    protocol::request_header& header,
-                                                                    const handler_entry*& entry,
-                                                                    bool& flexible) const {
+std::optional<net::dispatch_result> broker_dispatcher::parse_header(
+    const net::connection_info& connection, std::span<const uint8_t> request, protocol::wire_reader& r,
+    protocol::request_header& header, const handler_entry*& entry, bool& flexible) const {
   if (protocol::decode_request_header_prefix(r, header) != protocol::decode_status::ok) {
     return net::dispatch_result::close(
         fmt::format("request of {} bytes is too short for a header", request.size()));
@@ -83,13 +117,14 @@ std::optional<net::dispatch_result> broker_dispatcher::parse_header(std::span<co
   // cannot be parsed, and no response schema exists to carry an error); clients only send what ApiVersions
   // advertised.
   if (!entry) {
-    return net::dispatch_result::close(
-        fmt::format("unknown API key {} (correlation id {})", header.api_key, header.correlation_id));
+    return refuse_unserved(connection, request, header.api_key, header.api_version,
+                           fmt::format("unknown API key {} v{} (correlation id {})", header.api_key,
+                                       header.api_version, header.correlation_id));
   }
   if (header.api_version < entry->min_version || header.api_version > entry->max_version) {
-    return net::dispatch_result::close(fmt::format("unsupported version {} of {} (serves {}-{})",
-                                                   header.api_version, entry->name, entry->min_version,
-                                                   entry->max_version));
+    return refuse_unserved(connection, request, header.api_key, header.api_version,
+                           fmt::format("unsupported version {} of {} (serves {}-{})", header.api_version,
+                                       entry->name, entry->min_version, entry->max_version));
   }
   flexible = entry->flexible_from_known && header.api_version >= entry->first_flexible_version;
   if (protocol::decode_request_header_rest(r, header, protocol::request_header_version(flexible)) !=

@@ -38,6 +38,32 @@ asio::awaitable<controller_outcome> controller_channel::wait_committed(int64_t o
   co_return wait->committed ? controller_outcome::answered : controller_outcome::not_committed;
 }
 
+bool controller_channel::brokers_applied(int64_t offset) const {
+  if (!_node || !_controller) return true;
+  const auto progress = _node->state().progress();
+  const auto image = _controller->image();
+  for (const auto& [id, broker] : image->brokers) {
+    if (broker.fenced || id == _node->state().node_id()) continue;  // this node applies as it commits
+    const auto it = std::find_if(progress.begin(), progress.end(),
+                                 [id](const raft::replica_progress& p) { return p.replica_id == id; });
+    if (it == progress.end() || it->seen_high_watermark <= offset) return false;
+  }
+  return true;
+}
+
+asio::awaitable<void> controller_channel::wait_brokers_applied(int64_t offset, int32_t timeout_ms) {
+  // Followers fetch again as soon as they have applied an answer, so this is a few milliseconds on a healthy
+  // quorum; a short poll keeps the raft node free of a second kind of waiter.
+  constexpr auto poll = std::chrono::milliseconds(2);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!brokers_applied(offset) && std::chrono::steady_clock::now() < deadline) {
+    timer.expires_after(poll);
+    std::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
 void controller_channel::on_commit(int64_t high_watermark) {
   for (auto& w : _waits) {
     if (w->done || w->offset >= high_watermark) continue;

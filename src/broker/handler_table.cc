@@ -6,6 +6,7 @@
 #include <span>
 #include <utility>
 
+#include "handlers/acls.h"
 #include "handlers/allocate_producer_ids.h"
 #include "handlers/alter_configs.h"
 #include "handlers/alter_partition.h"
@@ -145,6 +146,9 @@ handler_table::handler_table() {
       entry<handlers::init_producer_id_handler>("InitProducerId"),
       entry<handlers::describe_configs_handler>("DescribeConfigs"),
       entry<handlers::alter_configs_handler>("AlterConfigs"),
+      entry<handlers::describe_acls_handler>("DescribeAcls"),
+      entry<handlers::create_acls_handler>("CreateAcls"),
+      entry<handlers::delete_acls_handler>("DeleteAcls"),
       entry<handlers::describe_log_dirs_handler>("DescribeLogDirs"),
       entry<handlers::create_partitions_handler>("CreatePartitions"),
       entry<handlers::incremental_alter_configs_handler>("IncrementalAlterConfigs"),

@@ -238,6 +238,21 @@ bool is_literal_ipv4(const std::string& host) {
          std::all_of(host.begin(), host.end(), [](char c) { return std::isdigit(c) || c == '.'; });
 }
 
+// A TLS or SASL setting (`ssl.*`, `sasl.*`, or either under a `listener.name.<name>.` prefix) that Mala would
+// otherwise ignore as unknown: what it configures, or nullopt for any other key.
+std::optional<std::string> unsupported_security_setting(std::string_view key) {
+  std::string_view rest = key;
+  if (rest.starts_with("listener.name.")) {
+    rest.remove_prefix(std::string_view("listener.name.").size());
+    auto dot = rest.find('.');
+    if (dot == std::string_view::npos) return std::nullopt;
+    rest.remove_prefix(dot + 1);
+  }
+  if (rest.starts_with("ssl.")) return "a TLS setting";
+  if (rest.starts_with("sasl.")) return "a SASL setting";
+  return std::nullopt;
+}
+
 [[noreturn]] void invariant_failed(std::string_view name, std::string_view what) {
   std::fprintf(stderr, "mala: configuration invariant failed: %.*s for key %.*s\n",
                static_cast<int>(what.size()), what.data(), static_cast<int>(name.size()), name.data());
@@ -273,6 +288,12 @@ std::variant<node_config, config_error> node_config_loader::build(
 
   node_config config;
   for (const auto& [key, value] : raw) {
+    if (auto reason = unsupported_security_setting(key)) {
+      return error(key, std::string(key) + " (from " + std::string(to_string(value.source)) + ") is " +
+                            *reason +
+                            ", which Mala does not support yet; refusing to start rather than "
+                            "ignore it");
+    }
     if (!find_config_key(key)) {
       warnings.push_back("unknown configuration key '" + key + "' (from " +
                          std::string(to_string(value.source)) + ") is ignored");
@@ -413,11 +434,28 @@ std::optional<config_error> node_config_loader::validate_cross_keys(
     return std::nullopt;
   };
   if (auto err = resolve(endpoints, "listeners", config._listeners)) return err;
+  // Fail closed: Mala does not speak TLS or SASL yet, and serving such a listener as PLAINTEXT would give a
+  // user who asked for encryption or authentication neither (a TLS ClientHello would be read as a request).
+  for (const auto& l : config._listeners) {
+    if (l.protocol != security_protocol::plaintext) {
+      return error("listeners", "listeners: listener " + l.name + " uses security protocol " +
+                                    std::string(to_string(l.protocol)) +
+                                    ", which Mala does not support yet (only PLAINTEXT); refusing to start "
+                                    "rather than serve it without encryption or authentication");
+    }
+  }
   for (const auto& name : config._controller_listener_names) {
     if (!protocol_map.contains(name)) {
       return error("controller.listener.names", "Controller listener with name " + name +
                                                     " defined in controller.listener.names not found in "
                                                     "listener.security.protocol.map");
+    }
+    // A broker-only node reaches the controllers through this listener name: the same rule as above.
+    if (auto protocol = protocol_map.at(name); protocol != security_protocol::plaintext) {
+      return error("controller.listener.names",
+                   "controller.listener.names: controller listener " + name + " uses security protocol " +
+                       std::string(to_string(protocol)) +
+                       ", which Mala does not support yet (only PLAINTEXT); refusing to start");
     }
   }
 

@@ -278,7 +278,8 @@ struct kafka_server::impl {
       state->last_activity = std::chrono::steady_clock::now();
       dispatch_result result = co_await dispatcher.dispatch(state->info, frame);
       if (result.what == dispatch_result::action::close) {
-        log->warn("closing connection {} from {}: {}", state->info.id, state->info.peer, result.close_reason);
+        log->log(result.logged ? spdlog::level::debug : spdlog::level::warn,
+                 "closing connection {} from {}: {}", state->info.id, state->info.peer, result.close_reason);
         break;
       }
       if (result.what == dispatch_result::action::no_response) continue;

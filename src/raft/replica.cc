@@ -656,6 +656,7 @@ void replica::handle_fetch_request(int32_t from, int64_t correlation_id, const f
 
   follower_progress& p = progress_of(from);
   p.state.last_fetch_ms = _now_ms;
+  p.state.seen_high_watermark = std::max(p.state.seen_high_watermark, p.sent_high_watermark);
   p.acknowledged = true;
   // The replica has one fetch in flight: a parked older one is obsolete.
   std::erase_if(_parked_fetches, [&](const parked_fetch& parked) { return parked.replica_id == from; });

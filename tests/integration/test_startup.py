@@ -5,6 +5,7 @@ import re
 import uuid
 
 from clients import kcat_metadata
+from conftest import free_port
 
 REFUSE_TIMEOUT_S = 15
 
@@ -63,6 +64,26 @@ def test_invalid_value_refuses_to_start(mala_factory):
     log = node.full_log()
     assert code != 0, log[-5000:]
     assert "num.partitions" in log, f"the error should name the key\n{log[-5000:]}"
+
+
+def test_security_listener_or_setting_refuses_to_start(mala_factory, tmp_path):
+    """Until TLS and SASL are built, a node asked for them refuses to start and says why: it never serves an SSL or
+    SASL listener as PLAINTEXT, nor ignores an ssl.* / sasl.* setting."""
+    for protocol in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        probe = mala_factory(name=f"probe-{protocol.lower()}")
+        probe.config["listeners"] += f",SECURE://127.0.0.1:{free_port()}"
+        probe.config["listener.security.protocol.map"] = f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SECURE:{protocol}"
+        probe.launch()
+        code = probe.wait_exit(REFUSE_TIMEOUT_S)
+        log = probe.full_log()
+        assert code != 0, f"a {protocol} listener was opened\n{log[-5000:]}"
+        assert "SECURE" in log and protocol in log, f"the error should name the listener and protocol\n{log[-5000:]}"
+    for key in ("ssl.keystore.location", "sasl.enabled.mechanisms"):
+        node = mala_factory(name=f"probe-{key.split('.')[0]}", extra_config={key: "x"}).launch()
+        code = node.wait_exit(REFUSE_TIMEOUT_S)
+        log = node.full_log()
+        assert code != 0, f"{key} was ignored\n{log[-5000:]}"
+        assert key in log, f"the error should name the key\n{log[-5000:]}"
 
 
 def test_override_on_the_command_line(mala_factory):

@@ -23,7 +23,8 @@ class broker_dispatcher final : public net::request_dispatcher {
  private:
   // Parses the header and finds the handler; a result means the request is answered (or the connection
   // closed) without running a handler.
-  std::optional<net::dispatch_result> parse_header(std::span<const uint8_t> request, protocol::wire_reader& r,
+  std::optional<net::dispatch_result> parse_header(const net::connection_info& connection,
+                                                   std::span<const uint8_t> request, protocol::wire_reader& r,
                                                    protocol::request_header& header,
                                                    const handler_entry*& entry, bool& flexible) const;
   net::dispatch_result frame_response(const handler_entry& entry, const protocol::request_header& header,

@@ -40,6 +40,10 @@
 
 namespace mala::broker {
 
+// Whether a write's answer also waits for the other brokers to apply it (CreateTopics and the like: a client
+// that creates a topic through one broker and then asks another must find it there).
+enum class broker_propagation : int8_t { commit_only, every_live_broker };
+
 enum class controller_outcome : int8_t {
   answered,       // the response is the controller's answer
   no_controller,  // no active controller could be reached (not this node, none known, or unreachable)
@@ -74,9 +78,18 @@ class controller_channel {
   // when `may_forward`, sends `request` at `version` to the active controller.
   // `timeout_ms` bounds the wait for the commit and for a forwarded answer (-1: the channel's request
   // timeout).
+  // With broker_propagation::every_live_broker a local write is answered once every unfenced broker of the
+  // quorum has applied it too (the Raft leader sees that in their Fetch requests, raft::replica_progress::
+  // seen_high_watermark), waiting at most `max_propagation_wait` and never past the timeout: a broker that is
+  // unreachable but not yet fenced delays the answer, it does not fail it. Kafka answers at the commit and
+  // lets brokers learn the change afterwards; clients then see UNKNOWN_TOPIC_OR_PARTITION from a broker that
+  // has not yet, and librdkafka keeps that answer until its next metadata refresh.
   template <typename Response, typename Request, typename Local>
-  asio::awaitable<controller_answer<Response>> call(const Request& request, int16_t version, bool may_forward,
-                                                    Local local, int32_t timeout_ms = -1);
+  asio::awaitable<controller_answer<Response>> call(
+      const Request& request, int16_t version, bool may_forward, Local local, int32_t timeout_ms = -1,
+      broker_propagation propagation = broker_propagation::commit_only);
+
+  static constexpr std::chrono::milliseconds max_propagation_wait{3000};
 
   // Home shard: the metadata log committed everything below `high_watermark`.
   void on_commit(int64_t high_watermark);
@@ -95,13 +108,18 @@ class controller_channel {
   // The outcome of waiting for `offset` to commit: answered (committed), not_committed (leadership lost) or
   // timed_out.
   asio::awaitable<controller_outcome> wait_committed(int64_t offset, int32_t timeout_ms);
+  // Waits until every unfenced broker other than this node has seen the high watermark pass `offset`, or
+  // `timeout_ms` passed; polls the Raft leader's view of its followers.
+  asio::awaitable<void> wait_brokers_applied(int64_t offset, int32_t timeout_ms);
+  bool brokers_applied(int64_t offset) const;
   asio::awaitable<result<std::vector<uint8_t>>> forward(int16_t api_key, int16_t version,
                                                         std::vector<uint8_t> body, bool flexible,
                                                         int32_t timeout_ms);
   template <typename Response, typename Request, typename Local>
   asio::awaitable<controller_answer<Response>> call_on_home_shard(const Request& request, int16_t version,
                                                                   bool may_forward, Local& local,
-                                                                  int32_t timeout_ms);
+                                                                  int32_t timeout_ms,
+                                                                  broker_propagation propagation);
 
   net::shard_pool* _shards;
   size_t _home_shard;
@@ -114,14 +132,22 @@ class controller_channel {
 
 template <typename Response, typename Request, typename Local>
 asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_shard(
-    const Request& request, int16_t version, bool may_forward, Local& local, int32_t timeout_ms) {
+    const Request& request, int16_t version, bool may_forward, Local& local, int32_t timeout_ms,
+    broker_propagation propagation) {
   if (timeout_ms < 0) timeout_ms = _request_timeout_ms;
   controller_answer<Response> answer;
   if (local_active()) {
+    const auto start = std::chrono::steady_clock::now();
     answer.response = local(*_controller);
     const int64_t written = _controller->last_written_offset();
     answer.outcome =
         written < 0 ? controller_outcome::answered : co_await wait_committed(written, timeout_ms);
+    if (answer.ok() && written >= 0 && propagation == broker_propagation::every_live_broker) {
+      const auto spent =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+      const auto left = std::min<int64_t>(timeout_ms - spent.count(), max_propagation_wait.count());
+      if (left > 0) co_await wait_brokers_applied(written, static_cast<int32_t>(left));
+    }
     co_return answer;
   }
   if (!may_forward || !_node) co_return answer;
@@ -143,13 +169,17 @@ asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_sh
 template <typename Response, typename Request, typename Local>
 asio::awaitable<controller_answer<Response>> controller_channel::call(const Request& request, int16_t version,
                                                                       bool may_forward, Local local,
-                                                                      int32_t timeout_ms) {
-  if (!_shards)
-    co_return co_await call_on_home_shard<Response>(request, version, may_forward, local, timeout_ms);
+                                                                      int32_t timeout_ms,
+                                                                      broker_propagation propagation) {
+  if (!_shards) {
+    co_return co_await call_on_home_shard<Response>(request, version, may_forward, local, timeout_ms,
+                                                    propagation);
+  }
   // A named callable (GCC bug 100611: a prvalue argument of a coroutine may be destroyed twice).
-  auto on_home = [this, &request, version, may_forward, &local,
-                  timeout_ms]() -> asio::awaitable<controller_answer<Response>> {
-    co_return co_await call_on_home_shard<Response>(request, version, may_forward, local, timeout_ms);
+  auto on_home = [this, &request, version, may_forward, &local, timeout_ms,
+                  propagation]() -> asio::awaitable<controller_answer<Response>> {
+    co_return co_await call_on_home_shard<Response>(request, version, may_forward, local, timeout_ms,
+                                                    propagation);
   };
   co_return co_await _shards->invoke_on_async(_home_shard, std::move(on_home));
 }

@@ -15,8 +15,8 @@
 
 namespace mala {
 
-// Kafka's SecurityProtocol enum. Mala serves PLAINTEXT only for now; the others are accepted in configuration
-// so that a Kafka configuration file loads, and are refused later by the network layer.
+// Kafka's SecurityProtocol enum. Mala serves PLAINTEXT only for now; the others parse (so that the error can
+// name them), and node_config refuses to start with a listener that uses one.
 enum class security_protocol { plaintext, ssl, sasl_plaintext, sasl_ssl };
 
 std::string_view to_string(security_protocol protocol);

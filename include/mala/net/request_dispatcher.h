@@ -56,6 +56,7 @@ struct dispatch_result {
   // Otherwise the response is these pieces in order (and `response` is empty).
   std::vector<response_piece> pieces;
   std::string close_reason;  // logged when what == close
+  bool logged = false;  // the dispatcher logged the reason itself (rate-limited): the server logs it at debug
 
   static dispatch_result respond_with(std::vector<uint8_t> bytes) {
     return {action::respond, std::move(bytes), {}, {}};

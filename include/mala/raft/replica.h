@@ -170,6 +170,11 @@ struct replica_progress {
   bool voter = false;
   int64_t log_end_offset = -1;  // its last valid fetch offset in this epoch; -1 before one
   int64_t last_fetch_ms = -1;
+  // The high watermark of the last answer sent to it before its latest Fetch. A replica has one Fetch in
+  // flight and sends the next only after handling the previous answer (raft_node tells its listeners, the
+  // metadata loader among them, before its next request leaves), so it has applied every entry below this.
+  // Only a Fetch that timed out on the replica's side breaks that; -1 before a second Fetch.
+  int64_t seen_high_watermark = -1;
 };
 
 class replica {

@@ -39,11 +39,15 @@ bool may_forward_to_controller(const request_context& ctx);
 // Runs local(controller) on the active controller, or forwards `req` there (controller_channel.h). Without a
 // controller channel (handler unit tests) the local controller, when there is one, is called directly on the
 // home shard.
+// `propagation`: every_live_broker for changes clients look for on other brokers next (topics, partitions,
+// configs): see controller_channel::call.
 template <typename Response, typename Request, typename Local>
-asio::awaitable<controller_answer<Response>> on_controller(request_context& ctx, const Request& req,
-                                                           int16_t version, Local local) {
+asio::awaitable<controller_answer<Response>> on_controller(
+    request_context& ctx, const Request& req, int16_t version, Local local,
+    broker_propagation propagation = broker_propagation::commit_only) {
   if (auto* link = ctx.services.controller_link) {
-    co_return co_await link->call<Response>(req, version, may_forward_to_controller(ctx), std::move(local));
+    co_return co_await link->call<Response>(req, version, may_forward_to_controller(ctx), std::move(local),
+                                            -1, propagation);
   }
   controller_answer<Response> answer;
   auto* controller = ctx.services.controller;

@@ -166,7 +166,8 @@ asio::awaitable<Response> forward_alter_configs(request_context& ctx, const Requ
   if (!forwarded.resources.empty()) {
     auto answer = co_await on_controller<Response>(
         ctx, forwarded, version,
-        [&forwarded, &call](controller::quorum_controller& c) { return call(c, forwarded); });
+        [&forwarded, &call](controller::quorum_controller& c) { return call(c, forwarded); },
+        broker_propagation::every_live_broker);
     if (answer.ok()) {
       answered = std::move(*answer.response);
     } else {

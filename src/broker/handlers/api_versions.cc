@@ -5,6 +5,8 @@
 #include "mala/broker/handler_table.h"
 #include "mala/common/error_code.h"
 #include "mala/common/logging.h"
+#include "mala/controller/features.h"
+#include "mala/metadata/metadata_image.h"
 
 namespace mala::broker::handlers {
 
@@ -25,6 +27,28 @@ void add_api_keys(const handler_table& table, bool controller_listener, api_vers
     key.max_version = entry.max_version;
   }
 }
+// KIP-584: the features this binary implements and their finalized levels (controller/features.h), as Kafka's
+// ApiVersionsResponse carries them for `kafka-features describe` and the admin client's describeFeatures.
+void add_features(const broker_services& services, api_versions_handler::response& out) {
+  const auto image = services.metadata ? services.metadata->current() : nullptr;
+  const bool kip_853_voters = services.config && services.config->quorum_voters().empty();
+  for (const auto& f : controller::implemented_features) {
+    auto& supported = out.supported_features.emplace_back();
+    supported.name = std::string(f.name);
+    supported.min_version = f.min_level;
+    supported.max_version = f.max_level;
+    int16_t level = f.fixed_level;
+    if (f.name == controller::kraft_version_feature) level = kip_853_voters ? 1 : 0;
+    if (f.name == controller::metadata_version_feature && image)
+      level = image->feature_level(std::string(f.name));
+    if (level <= 0) continue;  // a feature at level 0 is not finalized (Kafka leaves it out)
+    auto& finalized = out.finalized_features.emplace_back();
+    finalized.name = std::string(f.name);
+    finalized.min_version_level = level;
+    finalized.max_version_level = level;
+  }
+  if (image) out.finalized_features_epoch = image->metadata_offset;
+}
 }  // namespace
 
 api_versions_handler::response api_versions_handler::handle(request_context& ctx, const request& req,
@@ -44,6 +68,7 @@ api_versions_handler::response api_versions_handler::handle(request_context& ctx
   }
   add_api_keys(*ctx.services.handlers, is_controller_listener(ctx.services, ctx.connection.listener_name),
                resp);
+  if (version >= 3) add_features(ctx.services, resp);
   return resp;
 }
 

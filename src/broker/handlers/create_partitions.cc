@@ -15,8 +15,9 @@ using topic_result = create_partitions_handler::response::create_partitions_topi
 
 asio::awaitable<std::optional<create_partitions_handler::response>> create_partitions_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
-  auto answer =
-      co_await on_controller<response>(ctx, req, version, [&req, version](controller::quorum_controller& c) {
+  auto answer = co_await on_controller<response>(
+      ctx, req, version,
+      [&req, version](controller::quorum_controller& c) {
         // ControllerApis.createPartitions: duplicate names are answered first, then the controller's results.
         response resp;
         request forwarded;
@@ -35,7 +36,8 @@ asio::awaitable<std::optional<create_partitions_handler::response>> create_parti
           for (auto& r : created.results) resp.results.push_back(std::move(r));
         }
         return resp;
-      });
+      },
+      broker_propagation::every_live_broker);
   if (answer.ok()) co_return std::move(*answer.response);
   response resp;
   resp.results = not_controller_results<topic_result>(req.topics, answer.failure());

@@ -50,7 +50,8 @@ asio::awaitable<std::optional<create_topics_handler::response>> create_topics_ha
     request_context& ctx, request req, int16_t version) {
   auto answer = co_await on_controller<response>(
       ctx, req, version,
-      [&req, version](controller::quorum_controller& c) { return create_on_controller(c, req, version); });
+      [&req, version](controller::quorum_controller& c) { return create_on_controller(c, req, version); },
+      broker_propagation::every_live_broker);
   if (answer.ok()) co_return std::move(*answer.response);
   // CreateTopicsRequest.getErrorResponse: every topic gets the error and its message.
   response resp;

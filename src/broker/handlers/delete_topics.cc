@@ -109,40 +109,43 @@ asio::awaitable<std::optional<delete_topics_handler::response>> delete_topics_ha
   }
   if (unique_names.empty() && unique_ids.empty()) co_return resp;
 
-  auto answer = co_await on_controller<response>(ctx, req, version, [&](controller::quorum_controller& c) {
-    auto* controller = &c;
-    // A name that resolves to an id also given by id is refused once, for both (Kafka answers the name with
-    // the id, and does not delete the topic).
-    const auto image = controller->image();
-    std::vector<topic_result> refused;
-    std::set<uuid, uuid_less> refused_ids;
-    std::vector<std::string> forward_names;
-    for (const auto& name : unique_names) {
-      const auto* topic = image->find_topic(name);
-      if (topic && id_count.count(topic->id)) {
-        refused.push_back(result_for(name, topic->id, error_code::invalid_request,
-                                     "The provided topic name maps to an ID that was already supplied."));
-        refused_ids.insert(topic->id);
-      } else {
-        forward_names.push_back(name);
-      }
-    }
-    request forwarded;
-    forwarded.timeout_ms = req.timeout_ms;
-    if (version >= 6) {
-      for (const auto& name : forward_names) forwarded.topics.emplace_back().name = name;
-      for (const auto& id : unique_ids) {
-        if (!refused_ids.count(id)) forwarded.topics.emplace_back().topic_id = id;
-      }
-    } else {
-      forwarded.topic_names = std::move(forward_names);
-    }
-    response out;
-    if (!forwarded.topics.empty() || !forwarded.topic_names.empty())
-      out = controller->delete_topics(forwarded, version);
-    for (auto& r : refused) out.responses.push_back(std::move(r));
-    return out;
-  });
+  auto answer = co_await on_controller<response>(
+      ctx, req, version,
+      [&](controller::quorum_controller& c) {
+        auto* controller = &c;
+        // A name that resolves to an id also given by id is refused once, for both (Kafka answers the name
+        // with the id, and does not delete the topic).
+        const auto image = controller->image();
+        std::vector<topic_result> refused;
+        std::set<uuid, uuid_less> refused_ids;
+        std::vector<std::string> forward_names;
+        for (const auto& name : unique_names) {
+          const auto* topic = image->find_topic(name);
+          if (topic && id_count.count(topic->id)) {
+            refused.push_back(result_for(name, topic->id, error_code::invalid_request,
+                                         "The provided topic name maps to an ID that was already supplied."));
+            refused_ids.insert(topic->id);
+          } else {
+            forward_names.push_back(name);
+          }
+        }
+        request forwarded;
+        forwarded.timeout_ms = req.timeout_ms;
+        if (version >= 6) {
+          for (const auto& name : forward_names) forwarded.topics.emplace_back().name = name;
+          for (const auto& id : unique_ids) {
+            if (!refused_ids.count(id)) forwarded.topics.emplace_back().topic_id = id;
+          }
+        } else {
+          forwarded.topic_names = std::move(forward_names);
+        }
+        response out;
+        if (!forwarded.topics.empty() || !forwarded.topic_names.empty())
+          out = controller->delete_topics(forwarded, version);
+        for (auto& r : refused) out.responses.push_back(std::move(r));
+        return out;
+      },
+      broker_propagation::every_live_broker);
   if (!answer.ok()) co_return error_response(req, version, answer.failure());
   // A forwarded request comes back whole: the active controller answered the malformed entries too.
   if (answer.forwarded) co_return std::move(*answer.response);

@@ -4,8 +4,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "handlers/admin_common.h"
 #include "handlers/group_common.h"
+#include "mala/broker/refused_requests.h"
 #include "mala/common/error_code.h"
 #include "mala/common/logging.h"
 #include "mala/controller/quorum_controller.h"
@@ -20,8 +23,14 @@ constexpr int8_t group_key_type = 0;
 constexpr int8_t transaction_key_type = 1;
 constexpr int8_t share_key_type = 2;
 
+// What a transactional producer is told until the transaction coordinator is built (issue: transactions).
+constexpr std::string_view transactions_not_supported =
+    "Transactions are not supported by Mala yet: there is no transaction coordinator, so a producer with a "
+    "transactional.id (or Kafka Streams with processing.guarantee=exactly_once_v2) cannot run against it";
+
 struct coordinator_answer {
   error_code error = error_code::none;
+  std::optional<std::string> message;  // the error message; the error's default message when unset
   int32_t node_id = -1;
   std::string host;
   int32_t port = -1;
@@ -60,7 +69,8 @@ asio::awaitable<void> ensure_offsets_topic(request_context& ctx) {
   const auto& request = *create;
   auto answer = co_await on_controller<protocol::create_topics_response>(
       ctx, request, version,
-      [&request](controller::quorum_controller& c) { return c.create_topics(request, version); });
+      [&request](controller::quorum_controller& c) { return c.create_topics(request, version); },
+      broker_propagation::every_live_broker);
   if (!answer.ok()) co_return;
   for (const auto& r : answer.response->topics) {
     if (r.error_code != to_wire(error_code::none) &&
@@ -123,7 +133,16 @@ asio::awaitable<std::optional<find_coordinator_handler::response>> find_coordina
     if (key_type == group_key_type) {
       a = group_coordinator_for(ctx, *image, key);
     } else if (key_type == transaction_key_type) {
-      a.error = error_code::coordinator_not_available;  // no transaction coordinator yet
+      // No transaction coordinator yet. Not COORDINATOR_NOT_AVAILABLE, which clients retry silently until
+      // their own timeout (Streams waited 300 s with no trace anywhere): an error the Java producer treats as
+      // fatal, with a message that says why ("Could not find a coordinator ... due to unexpected error:
+      // ...").
+      a.error = error_code::unsupported_version;
+      a.message = std::string(transactions_not_supported);
+      log_refused_request(
+          "transaction coordinator client " + ctx.header.client_id.value_or(""),
+          fmt::format("FindCoordinator for transactional id '{}' from client id '{}' ({}): {}", key,
+                      ctx.header.client_id.value_or(""), ctx.connection.peer, transactions_not_supported));
     } else if (key_type == share_key_type) {
       a.error = error_code::invalid_request;  // no share coordinator (and v<6 cannot ask for one)
     } else {
@@ -139,7 +158,7 @@ asio::awaitable<std::optional<find_coordinator_handler::response>> find_coordina
     resp.error_code = to_wire(a.error);
     if (a.error != error_code::none) {
       // Kafka's error response for v0-v3: the error's default message and Node.noNode().
-      resp.error_message = std::string(default_error_message(a.error));
+      resp.error_message = a.message.value_or(std::string(default_error_message(a.error)));
       resp.node_id = -1;
       resp.host = "";
       resp.port = -1;
@@ -155,7 +174,7 @@ asio::awaitable<std::optional<find_coordinator_handler::response>> find_coordina
     auto& c = resp.coordinators.emplace_back();
     c.key = keys[i];
     c.error_code = to_wire(answers[i].error);
-    c.error_message = std::nullopt;
+    c.error_message = answers[i].message;
     c.node_id = answers[i].node_id;
     c.host = answers[i].host;
     c.port = answers[i].port;

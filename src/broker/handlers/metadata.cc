@@ -106,7 +106,8 @@ asio::awaitable<std::optional<metadata_handler::response>> metadata_handler::han
       constexpr int16_t create_version = protocol::create_topics_request::max_version;
       auto answer = co_await on_controller<protocol::create_topics_response>(
           ctx, create, create_version,
-          [&create](controller::quorum_controller& c) { return c.create_topics(create, create_version); });
+          [&create](controller::quorum_controller& c) { return c.create_topics(create, create_version); },
+          broker_propagation::every_live_broker);
       if (!answer.ok()) co_return handle(ctx, req, version);
       std::set<std::string> created;
       for (const auto& t : answer.response->topics) {

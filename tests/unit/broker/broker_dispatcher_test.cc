@@ -5,8 +5,17 @@
 
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/handler_table.h"
+#include "mala/broker/refused_requests.h"
 #include "mala/protocol/messages/api_versions_request.h"
 #include "mala/protocol/messages/api_versions_response.h"
+#include "mala/protocol/messages/create_acls_request.h"
+#include "mala/protocol/messages/create_acls_response.h"
+#include "mala/protocol/messages/delete_acls_request.h"
+#include "mala/protocol/messages/delete_acls_response.h"
+#include "mala/protocol/messages/describe_acls_request.h"
+#include "mala/protocol/messages/describe_acls_response.h"
+#include "mala/protocol/messages/find_coordinator_request.h"
+#include "mala/protocol/messages/find_coordinator_response.h"
 #include "mala/protocol/messages/metadata_request.h"
 #include "mala/protocol/messages/metadata_response.h"
 
@@ -109,14 +118,143 @@ TEST_F(dispatcher_test, too_new_api_versions_gets_v0_unsupported_version) {
 
 TEST_F(dispatcher_test, unknown_api_key_closes_the_connection) {
   std::vector<uint8_t> bytes = {0x03, 0xe7, 0, 0, 0, 0, 0, 1, 0xff, 0xff};
-  EXPECT_EQ(send(bytes).what, net::dispatch_result::action::close);
+  auto result = send(bytes);
+  EXPECT_EQ(result.what, net::dispatch_result::action::close);
+  EXPECT_TRUE(result.logged);  // by the dispatcher, rate-limited, with the client id
 }
 
 TEST_F(dispatcher_test, unsupported_version_closes_the_connection) {
   metadata_request req;
   auto bytes = frame(3, 12, req);
   bytes[3] = 99;  // version 99
-  EXPECT_EQ(send(bytes).what, net::dispatch_result::action::close);
+  auto result = send(bytes);
+  EXPECT_EQ(result.what, net::dispatch_result::action::close);
+  EXPECT_TRUE(result.logged);
+  EXPECT_NE(result.close_reason.find("Metadata"), std::string::npos) << result.close_reason;
+}
+
+TEST(refusal_rate_limit_test, logs_the_first_then_one_per_interval_with_the_count_left_out) {
+  using namespace std::chrono_literals;
+  refusal_rate_limit limit(10s);
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  EXPECT_EQ(limit.admit("api 65 v0 client a", t0), std::optional<uint64_t>(0));
+  EXPECT_EQ(limit.admit("api 65 v0 client a", t0 + 1s), std::nullopt);
+  EXPECT_EQ(limit.admit("api 65 v0 client a", t0 + 9s), std::nullopt);
+  EXPECT_EQ(limit.admit("api 65 v0 client b", t0 + 9s), std::optional<uint64_t>(0));  // another client
+  EXPECT_EQ(limit.admit("api 65 v0 client a", t0 + 10s), std::optional<uint64_t>(2));
+  EXPECT_EQ(limit.admit("api 65 v0 client a", t0 + 21s), std::optional<uint64_t>(0));
+}
+
+// KIP-584 features in ApiVersions v3+: what `kafka-features describe` prints. metadata.version is the
+// image's; the behaviours Mala always has (KIP-966 ELR, KIP-848 groups) are finalized at level 1.
+TEST_F(dispatcher_test, api_versions_lists_supported_and_finalized_features) {
+  auto image = std::make_shared<metadata::metadata_image>(*cache.current());
+  image->finalized_features["metadata.version"] = 30;
+  image->metadata_offset = 1234;
+  cache.publish(image);
+  api_versions_request req;
+  req.client_software_name = "apache-kafka-java";
+  req.client_software_version = "4.4.0";
+  for (int16_t version : {int16_t{3}, int16_t{4}}) {
+    auto result = send(frame(18, version, req));
+    ASSERT_EQ(result.what, net::dispatch_result::action::respond);
+    wire_reader r(result.response);
+    r.read_int32();
+    api_versions_response resp;
+    ASSERT_EQ(resp.decode(r, version), decode_status::ok);
+    std::map<std::string, std::pair<int16_t, int16_t>> supported;
+    for (const auto& f : resp.supported_features) supported[f.name] = {f.min_version, f.max_version};
+    EXPECT_EQ(supported["metadata.version"], std::make_pair(int16_t{7}, int16_t{30}));
+    EXPECT_EQ(supported["eligible.leader.replicas.version"], std::make_pair(int16_t{0}, int16_t{1}));
+    EXPECT_EQ(supported["group.version"], std::make_pair(int16_t{0}, int16_t{1}));
+    EXPECT_EQ(supported["kraft.version"], std::make_pair(int16_t{0}, int16_t{1}));
+    EXPECT_FALSE(supported.contains("transaction.version"));
+    std::map<std::string, int16_t> finalized;
+    for (const auto& f : resp.finalized_features) {
+      EXPECT_EQ(f.min_version_level, f.max_version_level) << f.name;
+      finalized[f.name] = f.max_version_level;
+    }
+    EXPECT_EQ(finalized["metadata.version"], 30);
+    EXPECT_EQ(finalized["eligible.leader.replicas.version"], 1);
+    EXPECT_EQ(finalized["group.version"], 1);
+    EXPECT_EQ(resp.finalized_features_epoch, 1234);
+  }
+}
+
+// Without an authorizer Kafka answers the ACL APIs with SECURITY_DISABLED (kafka-acls prints the message).
+TEST_F(dispatcher_test, acl_apis_answer_security_disabled) {
+  constexpr int16_t security_disabled = 54;
+  for (int16_t version = 1; version <= 3; ++version) {
+    describe_acls_request describe;
+    describe.resource_type_filter = 1;  // ANY
+    describe.operation = 1;
+    describe.permission_type = 1;
+    auto d = send(frame(29, version, describe));
+    ASSERT_EQ(d.what, net::dispatch_result::action::respond);
+    wire_reader dr(d.response);
+    dr.read_int32();
+    if (version >= 2) dr.read_uvarint();  // response header v1 tagged fields
+    describe_acls_response dresp;
+    ASSERT_EQ(dresp.decode(dr, version), decode_status::ok);
+    EXPECT_EQ(dresp.error_code, security_disabled);
+    EXPECT_EQ(dresp.error_message, std::optional<std::string>("No Authorizer is configured."));
+
+    create_acls_request create;
+    create.creations.resize(2);
+    auto c = send(frame(30, version, create));
+    wire_reader cr(c.response);
+    cr.read_int32();
+    if (version >= 2) cr.read_uvarint();
+    create_acls_response cresp;
+    ASSERT_EQ(cresp.decode(cr, version), decode_status::ok);
+    ASSERT_EQ(cresp.results.size(), 2u);
+    for (const auto& res : cresp.results) EXPECT_EQ(res.error_code, security_disabled);
+
+    delete_acls_request del;
+    del.filters.resize(3);
+    auto x = send(frame(31, version, del));
+    wire_reader xr(x.response);
+    xr.read_int32();
+    if (version >= 2) xr.read_uvarint();
+    delete_acls_response xresp;
+    ASSERT_EQ(xresp.decode(xr, version), decode_status::ok);
+    ASSERT_EQ(xresp.filter_results.size(), 3u);
+    for (const auto& res : xresp.filter_results) {
+      EXPECT_EQ(res.error_code, security_disabled);
+      EXPECT_TRUE(res.matching_acls.empty());
+    }
+  }
+}
+
+// No transaction coordinator yet: a non-retriable error with a message that says so, rather than
+// COORDINATOR_NOT_AVAILABLE, which producers retry silently until their own timeout.
+TEST_F(dispatcher_test, find_coordinator_for_a_transactional_id_says_transactions_are_not_supported) {
+  find_coordinator_request req;
+  req.key_type = 1;
+  req.key = "txn-1";
+  req.coordinator_keys = {"txn-1", "txn-2"};
+  for (int16_t version : {int16_t{1}, int16_t{3}, int16_t{4}, int16_t{6}}) {
+    auto result = send(frame(10, version, req));
+    ASSERT_EQ(result.what, net::dispatch_result::action::respond);
+    wire_reader r(result.response);
+    r.read_int32();
+    if (find_coordinator_request::is_flexible(version)) r.read_uvarint();
+    find_coordinator_response resp;
+    ASSERT_EQ(resp.decode(r, version), decode_status::ok);
+    if (version < 4) {
+      EXPECT_EQ(resp.error_code, 35);  // UNSUPPORTED_VERSION
+      ASSERT_TRUE(resp.error_message.has_value());
+      EXPECT_NE(resp.error_message->find("Transactions are not supported"), std::string::npos);
+    } else {
+      ASSERT_EQ(resp.coordinators.size(), 2u);
+      for (const auto& c : resp.coordinators) {
+        EXPECT_EQ(c.error_code, 35);
+        ASSERT_TRUE(c.error_message.has_value());
+        EXPECT_NE(c.error_message->find("Transactions are not supported"), std::string::npos);
+        EXPECT_EQ(c.node_id, -1);
+      }
+    }
+  }
 }
 
 TEST_F(dispatcher_test, short_frame_closes_the_connection) {

@@ -333,10 +333,40 @@ TEST(config_test, refuses_bad_listeners) {
                   "listener.security.protocol.map=PLAINTEXT:PLAINTEXT"},
                  "controller.listener.names");
   expect_refused({"listener.security.protocol.map=PLAINTEXT:TLS"}, "listener.security.protocol.map");
-  auto ok = load_ok(base_yaml,
-                    {"listeners=PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
-                     "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:PLAINTEXT"});
-  EXPECT_EQ(ok.listeners()[1].protocol, security_protocol::ssl);
+}
+
+// Until TLS and SASL are built, a listener that asks for them, or a setting of theirs, stops the start:
+// serving it as PLAINTEXT would silently give neither encryption nor authentication.
+TEST(config_test, refuses_security_it_cannot_provide) {
+  for (const char* protocol : {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}) {
+    auto err =
+        load_error(base_yaml, {"listeners=PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
+                               std::string("listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:") +
+                                   protocol + ",CONTROLLER:PLAINTEXT"});
+    EXPECT_EQ(err.key, "listeners");
+    EXPECT_NE(err.message.find("INTERNAL"), std::string::npos) << err.message;
+    EXPECT_NE(err.message.find(protocol), std::string::npos) << err.message;
+  }
+  // A listener named after its protocol, as in Kafka's example configurations.
+  auto named = load_error(base_yaml, {"listeners=SASL_SSL://:9092,CONTROLLER://:9093",
+                                      "listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+                                      "inter.broker.listener.name=SASL_SSL"});
+  EXPECT_EQ(named.key, "listeners");
+  EXPECT_NE(named.message.find("does not support"), std::string::npos) << named.message;
+  // A broker-only node that would reach the controllers over TLS.
+  expect_refused({"process.roles=broker", "node.id=4", "listeners=PLAINTEXT://:9092",
+                  "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"},
+                 "controller.listener.names");
+  for (const char* key :
+       {"ssl.keystore.location", "sasl.enabled.mechanisms", "listener.name.internal.ssl.keystore.location",
+        "listener.name.external.sasl.enabled.mechanisms"}) {
+    auto err = load_error(base_yaml, {std::string(key) + "=x"});
+    EXPECT_EQ(err.key, key) << err.message;
+    EXPECT_NE(err.message.find("does not support"), std::string::npos) << err.message;
+  }
+  // Other unknown keys stay warnings, as before.
+  auto ok = load_ok(base_yaml, {"listener.name.internal.max.connections=5"});
+  EXPECT_FALSE(ok.warnings().empty());
 }
 
 TEST(config_test, refuses_bad_advertised_listeners) {

@@ -360,6 +360,31 @@ TEST(raft_replication, entries_of_earlier_epochs_commit_only_with_one_of_the_lea
   EXPECT_EQ(net[2].high_watermark(), 3);
 }
 
+// What the leader tells controller_channel about its followers: seen_high_watermark never runs ahead of the
+// high watermark a follower has actually handled, and catches up with the leader's once they fetch again.
+TEST(raft_replication, the_leader_knows_which_high_watermark_each_follower_has_seen) {
+  manual_net net;
+  net.add(config_for(1, {1, 2, 3}), {1, 2}, quorum_state{2, no_leader, no_voter});
+  net.add(config_for(2, {1, 2, 3}), {1}, quorum_state{2, no_leader, no_voter});
+  net.add(config_for(3, {1, 2, 3}), {1}, quorum_state{2, no_leader, no_voter});
+  net.tick(1, 5000);
+  while (net[1].current_role() != role::leader && net.step()) {
+  }
+  ASSERT_EQ(net[1].current_role(), role::leader);
+  ASSERT_TRUE(net[1].append({{7}, {8}}).ok());
+  net.collect(1);
+  auto check = [&] {
+    for (const replica_progress& p : net[1].progress()) {
+      ASSERT_LE(p.seen_high_watermark, net[p.replica_id].high_watermark()) << "follower " << p.replica_id;
+    }
+  };
+  for (int i = 0; i < 1000 && net.step(); ++i) check();
+  const int64_t hw = net[1].high_watermark();
+  ASSERT_GE(hw, 3);  // leader_change + both entries
+  // Followers park a fetch once they hold everything; the one that told the leader they saw `hw` has arrived.
+  for (const replica_progress& p : net[1].progress()) EXPECT_EQ(p.seen_high_watermark, hw) << p.replica_id;
+}
+
 TEST(raft_replication, a_single_voter_elects_itself_and_commits_at_once) {
   memory_raft_log log;
   replica r(config_for(1, {1}), log, std::nullopt, 0);

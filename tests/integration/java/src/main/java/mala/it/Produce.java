@@ -4,9 +4,11 @@
 // every record is acknowledged: {"partition": P, "offset": O, "key": K, "value": V}.
 //
 // usage: Produce --bootstrap B --topic T --count N [--key-prefix K] [--key-count C] [--value-prefix V]
-//                [--partition P] [--interval-ms M] [--prop name=value]...
+//                [--partition P] [--interval-ms M] [--prop name=value]... [--init-transactions true]
 //   record i gets key <K><i % C> (C defaults to N; no key when K is absent) and value <V><i>; with --interval-ms
 //   the sends are spread out (M ms between two), so that the producer runs across failures a test injects.
+//   --init-transactions true: initTransactions() first (with --prop transactional.id=...), as a transactional
+//   application does before its first send.
 // Exit code 0 when every record was acknowledged, 1 otherwise (the first error goes to stderr).
 package mala.it;
 
@@ -32,6 +34,7 @@ public final class Produce {
     String valuePrefix = a.get("--value-prefix", "value-");
     int partition = Integer.parseInt(a.get("--partition", "-1"));
     long intervalMs = Long.parseLong(a.get("--interval-ms", "0"));
+    boolean initTransactions = Boolean.parseBoolean(a.get("--init-transactions", "false"));
 
     Properties props = new Properties();
     props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -55,6 +58,7 @@ public final class Produce {
                                  : new ProducerRecord<>(topic, key, value));
     }
     try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+      if (initTransactions) producer.initTransactions();
       List<Future<RecordMetadata>> futures = new ArrayList<>(count);
       for (ProducerRecord<String, String> r : records) {
         futures.add(producer.send(r));

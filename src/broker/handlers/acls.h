@@ -1,0 +1,48 @@
+// DescribeAcls (key 29), CreateAcls (key 30), DeleteAcls (key 31): kafka-acls and AdminClient's ACL calls.
+// Mala has no authorizer yet, and answers as Apache Kafka does without `authorizer.class.name` (AclApis):
+// SECURITY_DISABLED with "No Authorizer is configured." for the request (DescribeAcls) or for every creation
+// and filter (CreateAcls, DeleteAcls), so the tools print that reason instead of failing on an unadvertised
+// API.
+#pragma once
+
+#include "mala/broker/request_context.h"
+#include "mala/protocol/messages/create_acls_request.h"
+#include "mala/protocol/messages/create_acls_response.h"
+#include "mala/protocol/messages/delete_acls_request.h"
+#include "mala/protocol/messages/delete_acls_response.h"
+#include "mala/protocol/messages/describe_acls_request.h"
+#include "mala/protocol/messages/describe_acls_response.h"
+
+namespace mala::broker::handlers {
+
+struct describe_acls_handler {
+  using request = protocol::describe_acls_request;
+  using response = protocol::describe_acls_response;
+  static constexpr int16_t api_key = 29;
+  static constexpr int16_t min_version = 1;
+  static constexpr int16_t max_version = 3;
+
+  static response handle(request_context& ctx, const request& req, int16_t version);
+};
+
+struct create_acls_handler {
+  using request = protocol::create_acls_request;
+  using response = protocol::create_acls_response;
+  static constexpr int16_t api_key = 30;
+  static constexpr int16_t min_version = 1;
+  static constexpr int16_t max_version = 3;
+
+  static response handle(request_context& ctx, const request& req, int16_t version);
+};
+
+struct delete_acls_handler {
+  using request = protocol::delete_acls_request;
+  using response = protocol::delete_acls_response;
+  static constexpr int16_t api_key = 31;
+  static constexpr int16_t min_version = 1;
+  static constexpr int16_t max_version = 3;
+
+  static response handle(request_context& ctx, const request& req, int16_t version);
+};
+
+}  // namespace mala::broker::handlers

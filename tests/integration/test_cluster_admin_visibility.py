@@ -1,0 +1,151 @@
+"""What applications found on a 3-node cluster (issue 18, items 2, 4 and 7), checked with real clients and tools:
+
+- a topic created through one broker is known to every broker when CreateTopics answers (a producer bootstrapped
+  only from another broker writes to it at once, on 20 fresh topics), and CreateTopics sent to the broker that
+  Metadata names as controller works, for a batch of 100 topics too;
+- `kafka-features describe` lists what Mala implements, `kafka-acls` gets Kafka's "No Authorizer is configured"
+  (SECURITY_DISABLED), a transactional producer fails at once with a message that says transactions are not
+  supported, and a request for an API Mala does not serve is logged with its client id.
+
+One cluster serves the whole module (its start is the slow part); every test uses its own topic names."""
+
+import struct
+import time
+
+import pytest
+
+import kafka_wire
+from cluster import Cluster
+from real_clients import step_ok, tool_batch
+
+ACLS_TOOL = "org.apache.kafka.tools.AclCommand"  # kafka-acls.sh
+FEATURES_TOOL = "org.apache.kafka.tools.FeatureCommand"  # kafka-features.sh
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("admin-visibility"))
+    try:
+        c.start_all()
+        c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
+        yield c
+    except BaseException:
+        print(c.logs())
+        raise
+    finally:
+        died, codes = c.close()
+        assert not died, f"nodes died during the module: {died}"
+
+
+def topic_on(c, i, name, partitions):
+    """Whether node i's Metadata lists `name` with all its partitions led (one Metadata round trip)."""
+    md = c.rdkafka_metadata(i, topic=name, timeout=5)
+    t = md.topics.get(name)
+    return t is not None and t.error is None and len(t.partitions) == partitions and all(
+        p.leader >= 0 and p.error is None for p in t.partitions.values())
+
+
+def test_a_created_topic_is_on_every_broker_when_create_topics_answers(shared_cluster):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    c = shared_cluster
+    admins = {i: AdminClient({"bootstrap.servers": c.nodes[i].bootstrap}) for i in c.ids}
+    latencies = []
+    for n in range(20):
+        via = c.ids[n % 3]
+        other = c.ids[(n + 1) % 3]
+        name = f"visible-{n}"
+        started = time.monotonic()
+        admins[via].create_topics([NewTopic(name, 3, 3)], operation_timeout=15)[name].result(timeout=30)
+        # Every broker has applied the creation by the time it is answered: no retry, no wait.
+        missing = [i for i in c.ids if not topic_on(c, i, name, 3)]
+        assert not missing, f"{name} created through node {via} is unknown to nodes {missing} after the answer"
+        # A producer that only knows another broker writes to it at once.
+        producer = Producer({"bootstrap.servers": c.nodes[other].bootstrap, "message.timeout.ms": 5000,
+                             "topic.metadata.refresh.interval.ms": 60000})
+        errors = []
+        producer.produce(name, value=b"first", on_delivery=lambda err, msg: err and errors.append(err))
+        remaining = producer.flush(10)
+        latencies.append(time.monotonic() - started)
+        assert remaining == 0 and not errors, f"{name}: produce through node {other} failed: {errors}"
+        assert latencies[-1] < 5, f"{name}: create + first produce took {latencies[-1]:.2f} s"
+    print(f"create through one broker + first produce through another: max {max(latencies):.3f} s, "
+          f"mean {sum(latencies) / len(latencies):.3f} s over {len(latencies)} topics")
+
+
+def test_create_topics_sent_to_the_metadata_controller_succeeds_for_a_batch_of_100(shared_cluster):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    c = shared_cluster
+    controller = c.rdkafka_metadata(1).controller_id
+    assert controller in c.ids, f"Metadata names controller {controller}"
+    # A client bootstrapped from the controller alone sends CreateTopics there (librdkafka sends admin requests
+    # to the controller Metadata names).
+    admin = AdminClient({"bootstrap.servers": c.nodes[controller].bootstrap})
+    names = [f"batch-{k}" for k in range(100)]
+    futures = admin.create_topics([NewTopic(n, 1, 3) for n in names], operation_timeout=30, request_timeout=60)
+    failures = {}
+    for n, f in futures.items():
+        try:
+            f.result(timeout=90)
+        except Exception as e:  # noqa: BLE001 (the test reports every failure)
+            failures[n] = str(e)
+    assert not failures, f"{len(failures)} of 100 failed, e.g. {list(failures.items())[:3]}"
+    for i in c.ids:
+        listed = set(c.rdkafka_metadata(i).topics)
+        assert set(names) <= listed, f"node {i} lacks {sorted(set(names) - listed)[:5]}"
+
+
+def test_kafka_features_describe_lists_what_mala_implements(shared_cluster):
+    c = shared_cluster
+    out = step_ok(tool_batch((FEATURES_TOOL, "--bootstrap-server", c.bootstrap, "describe"))[0])
+    lines = {l.split()[1]: l for l in out.splitlines() if l.startswith("Feature:")}
+    assert "metadata.version" in lines, out
+    assert "FinalizedVersionLevel: 4.3-IV0" in lines["metadata.version"], out  # level 30, what Mala bootstraps
+    for feature in ("eligible.leader.replicas.version", "group.version"):
+        assert feature in lines, f"{feature} missing:\n{out}"
+        assert "SupportedMaxVersion: 1" in lines[feature] and "FinalizedVersionLevel: 1" in lines[feature], out
+    assert "transaction.version" not in lines or "FinalizedVersionLevel: 0" in lines["transaction.version"], out
+
+
+def test_kafka_acls_is_told_no_authorizer_is_configured(shared_cluster):
+    c = shared_cluster
+    listed, added = tool_batch(
+        (ACLS_TOOL, "--bootstrap-server", c.bootstrap, "--list"),
+        (ACLS_TOOL, "--bootstrap-server", c.bootstrap, "--add", "--allow-principal", "User:alice", "--operation",
+         "Read", "--topic", "acl-topic"))
+    for out in (listed, added):
+        text = out["stdout"] + out["stderr"]
+        assert "No Authorizer is configured" in text, f"exit {out['exit']}\n{text}"
+        assert "UnsupportedVersion" not in text, text
+
+
+def test_a_transactional_producer_is_told_transactions_are_not_supported(shared_cluster):
+    from clients import java
+
+    c = shared_cluster
+    started = time.monotonic()
+    result = java("mala.it.Produce", "--bootstrap", c.bootstrap, "--topic", "txn-topic", "--count", "1",
+                  "--init-transactions", "true", "--prop", "transactional.id=txn-app", timeout=60, check=False)
+    took = time.monotonic() - started
+    assert result.returncode != 0, result.stdout
+    assert "Transactions are not supported by Mala yet" in result.stderr, result.stderr[-3000:]
+    assert took < 30, f"the producer failed only after {took:.1f} s"
+    logs = c.logs(400)
+    assert "transactional id 'txn-app'" in logs, "the refusal is not in any node's log"
+
+
+def test_a_request_for_an_api_mala_does_not_serve_is_logged_with_the_client_id(shared_cluster):
+    c = shared_cluster
+    # AddPartitionsToTxn (key 24) v3, which Mala does not serve: the connection is closed, as Kafka does.
+    with kafka_wire.Connection(c.nodes[1].port, timeout=5) as conn:
+        header = struct.pack(">hhi", 24, 3, 7) + struct.pack(">h", len(b"refusal-probe")) + b"refusal-probe"
+        assert conn.send(kafka_wire.frame(header + b"\x00" * 8)), "connection closed before the request"
+        assert conn.recv_frame() is None, "an unserved API was answered"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and "refusal-probe" not in c.node(1).log_text(400):
+        time.sleep(0.1)
+    line = next((l for l in c.node(1).log_text(400).splitlines() if "refusal-probe" in l), None)
+    assert line is not None, "the refused request is not logged"
+    assert "24" in line and "refused" in line, line
