@@ -340,6 +340,14 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
             }
           }
           p->update_high_watermark_from_leader(part.high_watermark);
+          // Records the leader deleted (DeleteRecords, retention) go here too; our next fetch reports the new
+          // start, which is what the leader's DeleteRecords waits for (its low watermark).
+          if (part.log_start_offset >= 0) {
+            if (auto st = p->update_log_start_offset_from_leader(part.log_start_offset); !st.ok()) {
+              log->error("{}: cannot take the leader's log start offset {}: {}", describe(match->tp),
+                         part.log_start_offset, st.message);
+            }
+          }
           continue;
         }
         switch (error) {

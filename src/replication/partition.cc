@@ -107,6 +107,10 @@ int64_t partition::log_end_offset() const {
   return _log->log_end_offset();
 }
 
+int64_t partition::low_watermark() const {
+  return replication::low_watermark(_log->log_start_offset(), _followers);
+}
+
 follower_state* partition::follower(int32_t replica_id) {
   for (auto& f : _followers) {
     if (f.replica_id == replica_id) return &f;
@@ -515,13 +519,13 @@ status partition::update_follower_fetch_state(const follower_fetch& fetch) {
         describe(tp) + ": cannot record the fetch of replica " + std::to_string(fetch.replica_id));
   }
   int64_t previous_end = f->log_end_offset;
-  int64_t previous_low = low_watermark(_log->log_start_offset(), _followers);
+  int64_t previous_low = low_watermark();
   *f = after_follower_fetch(*f, fetch.fetch_offset, fetch.log_start_offset, fetch.fetch_time_ms,
                             fetch.leader_end_offset);
   // ISR expansion (a caught-up follower reaching the HW) goes through AlterPartition; it comes with the
   // fetchers.
   bool moved = previous_end != f->log_end_offset && maybe_increment_high_watermark(fetch.fetch_time_ms);
-  bool low_moved = low_watermark(_log->log_start_offset(), _followers) > previous_low;
+  bool low_moved = low_watermark() > previous_low;
   if (moved || low_moved) {
     auto fetches = _data_waiters.take_all();
     complete_waiters();
@@ -536,10 +540,13 @@ status partition::update_follower_fetch_state(const follower_fetch& fetch) {
 std::optional<isr_change_proposal> partition::propose_isr_change(
     int64_t now, const std::function<bool(int32_t)>& eligible) {
   if (!_is_leader) return std::nullopt;
-  // Which followers may count for the high watermark outside the ISR (Kafka's isReplicaIsrEligible), and
-  // the high watermark itself: a follower's caught-up time runs out without any event.
+  // Which followers may count for the high watermark outside the ISR (Kafka's isReplicaIsrEligible) and for
+  // the low watermark (a fenced follower no longer holds a DeleteRecords back), and the high watermark
+  // itself: a follower's caught-up time runs out without any event.
+  const int64_t previous_low = low_watermark();
   for (follower_state& f : _followers) f.isr_eligible = !eligible || eligible(f.replica_id);
-  if (maybe_increment_high_watermark(now)) {
+  const bool low_moved = low_watermark() > previous_low;
+  if (maybe_increment_high_watermark(now) || low_moved) {
     auto fetches = _data_waiters.take_all();
     complete_waiters();
     fire(std::move(fetches), error_code::none);
@@ -630,13 +637,39 @@ result<delete_records_outcome> partition::delete_records(int64_t offset) {
                          describe(tp) + ": invalid DeleteRecords offset " + std::to_string(offset));
   }
   int64_t before = _log->log_start_offset();
-  if (auto st = _log->increment_log_start_offset(target, _high_watermark); !st.ok()) return st;
-  if (_producers) _producers->on_log_start_offset_incremented(_log->log_start_offset());
+  if (auto st = increment_log_start_offset(target); !st.ok()) return st;
   if (_log->log_start_offset() != before) {
-    // Fetches parked below the new start must find out they are out of range.
+    // Fetches parked below the new start must find out they are out of range; followers parked on a long
+    // poll answer with the new start, which they take.
     fire(_data_waiters.take_all(), error_code::none);
   }
-  return delete_records_outcome{target, low_watermark(_log->log_start_offset(), _followers)};
+  return delete_records_outcome{target, low_watermark()};
+}
+
+status partition::update_log_start_offset_from_leader(int64_t leader_log_start_offset) {
+  if (_is_leader || !_has_state) return status::success();
+  // The leader's start never passes its high watermark, nor ours once we took its high watermark (bounded by
+  // our log end, which a successful fetch puts at or above the leader's start). Kafka raises
+  // OFFSET_OUT_OF_RANGE past the high watermark; bounding it only delays the rest to a later fetch.
+  const int64_t target = std::min(leader_log_start_offset, _high_watermark);
+  const int64_t before = _log->log_start_offset();
+  if (target <= before) return status::success();
+  if (auto st = increment_log_start_offset(target); !st.ok()) return st;
+  subsystem_logger("replication")
+      ->info("{}: log start offset {} -> {}, as leader {} has it", describe(topic_partition()), before,
+             _log->log_start_offset(), _state.leader);
+  return status::success();
+}
+
+status partition::increment_log_start_offset(int64_t offset) {
+  if (auto st = _log->increment_log_start_offset(offset, _high_watermark); !st.ok()) {
+    // The log start is in memory (the log manager checkpoints it); what fails on disk is the epoch
+    // checkpoint, one of the log's files: its dir goes offline as on a failed append.
+    if (st.code == error_code::kafka_storage_error) return _log->handle_io_error(st);
+    return st;
+  }
+  if (_producers) _producers->on_log_start_offset_incremented(_log->log_start_offset());
+  return status::success();
 }
 
 }  // namespace mala::replication

@@ -92,7 +92,7 @@ fetch_bound fetch_bound_for(int32_t replica_id, isolation_level isolation) {
 int64_t low_watermark(int64_t leader_log_start_offset, std::span<const follower_state> followers) {
   int64_t low = leader_log_start_offset;
   for (const auto& f : followers) {
-    if (f.log_start_offset >= 0) low = std::min(low, f.log_start_offset);
+    if (f.isr_eligible) low = std::min(low, f.log_start_offset);
   }
   return low;
 }

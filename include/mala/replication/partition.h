@@ -7,7 +7,8 @@
 // class applies them to a log.
 //
 // Followers: make_follower records the new leader and state; the broker's follower fetcher finds the
-// divergence point and feeds truncate_to / append_as_follower / update_high_watermark_from_leader. ISR
+// divergence point and feeds truncate_to / append_as_follower / update_high_watermark_from_leader /
+// update_log_start_offset_from_leader. ISR
 // changes: the leader proposes them (propose_isr_change), the broker sends them to the controller with
 // AlterPartition and hands the answer back (isr_change_answered).
 //
@@ -24,8 +25,8 @@
 // Threads: touched only on the partition's owning shard (no locks). The storage::partition_log it wraps is
 // owned by the storage::log_manager and outlives it (replica_manager removes the partition before the log).
 // Waiter callbacks run synchronously on that shard from inside the call that satisfied them (append,
-// update_follower_fetch_state, make_leader, make_follower, delete_records, stop), after the partition's state
-// is updated.
+// update_follower_fetch_state, propose_isr_change, make_leader, make_follower, delete_records, stop), after
+// the partition's state is updated.
 #pragma once
 
 #include <cstdint>
@@ -152,8 +153,8 @@ struct follower_fetch {
 
 struct delete_records_outcome {
   int64_t requested_offset = 0;
-  // Smallest log start offset over the replicas (Kafka's low watermark). DeleteRecords answers with it once
-  // it reaches requested_offset; waiting for followers to catch up comes with the follower fetchers.
+  // partition::low_watermark() after the deletion. DeleteRecords answers once it reaches requested_offset
+  // (the followers take the new log start from their next fetch answer and report it in the fetch after).
   int64_t low_watermark = 0;
 };
 
@@ -202,6 +203,9 @@ class partition {
   int64_t log_start_offset() const;
   int64_t log_end_offset() const;
   const std::vector<follower_state>& followers() const { return _followers; }
+  // Leader: the smallest log start offset over this replica and the followers on live brokers (see
+  // replication::low_watermark in replica_rules.h); what DeleteRecords waits for.
+  int64_t low_watermark() const;
 
   // Produce on the leader (Kafka's appendRecordsToLeader): NOT_LEADER_OR_FOLLOWER on a follower,
   // INVALID_REQUIRED_ACKS, NOT_ENOUGH_REPLICAS for acks=-1 while |ISR| < min ISR (nothing written), then the
@@ -226,6 +230,13 @@ class partition {
   status close();
   // Follower: the leader's high watermark from a fetch response, bounded by our own log end offset.
   void update_high_watermark_from_leader(int64_t leader_high_watermark);
+  // Follower: the leader's log start offset from a fetch response (Kafka's ReplicaFetcherThread
+  // processPartitionData -> maybeIncrementLogStartOffset(LeaderOffsetIncremented)): records the leader
+  // deleted (DeleteRecords, retention) are deleted here too, so that they do not come back when this replica
+  // leads. Raised only, and bounded by our high watermark (call update_high_watermark_from_leader first); the
+  // segments below it go at the next retention pass and the log-start-offset checkpoint keeps it. A failure
+  // to write the epoch checkpoint takes the log offline (KAFKA_STORAGE_ERROR). Nothing on a leader.
+  status update_log_start_offset_from_leader(int64_t leader_log_start_offset);
 
   // Fetch (Kafka's fetchRecords / readRecords): leader epoch check first (FENCED_LEADER_EPOCH /
   // UNKNOWN_LEADER_EPOCH), then NOT_LEADER_OR_FOLLOWER unless leader, NOT_LEADER_OR_FOLLOWER for a replica id
@@ -253,8 +264,10 @@ class partition {
   // unfenced, not shutting down). A leader in RECOVERING state also asks to be RECOVERED. While a change is
   // in flight the ISR the high watermark uses stays the committed one (a shrink is not assumed before the
   // controller wrote it). Each call also records `eligible` per follower (an ineligible follower outside the
-  // ISR no longer holds the high watermark back) and recomputes the high watermark (a follower's caught-up
-  // time runs out without any event), firing the waiters it satisfies. Nothing on a follower.
+  // ISR no longer holds the high watermark back, nor does any ineligible follower hold the low watermark
+  // back) and recomputes the high watermark (a follower's caught-up time runs out without any event), firing
+  // the waiters it satisfies (data waiters too when the low watermark rose: a parked DeleteRecords). Nothing
+  // on a follower.
   std::optional<isr_change_proposal> propose_isr_change(int64_t now_ms,
                                                         const std::function<bool(int32_t)>& eligible);
   // The answer to the change in flight: on success the ISR, partition epoch and recovery state are taken
@@ -293,6 +306,9 @@ class partition {
   void fail_all_waiters(error_code error);
   follower_state* follower(int32_t replica_id);
   void maybe_expire_producers(int64_t now_ms);
+  // Raise the log start offset (DeleteRecords, or a follower taking the leader's) and tell the producer
+  // state.
+  status increment_log_start_offset(int64_t offset);
 
   storage::partition_log* _log;
   uuid _topic_id;

@@ -38,7 +38,8 @@ struct follower_state {
   int64_t last_fetch_time_ms = 0;
   int64_t last_fetch_leader_log_end_offset = -1;  // the leader's log end offset when that fetch was read
   // Whether the broker may join the ISR (Kafka's isReplicaIsrEligible: not fenced, not shutting down,
-  // matching broker epoch), refreshed from the metadata by partition::propose_isr_change.
+  // matching broker epoch), refreshed from the metadata by partition::propose_isr_change. Also whether the
+  // follower counts for the low watermark (see low_watermark).
   bool isr_eligible = true;
   friend bool operator==(const follower_state&, const follower_state&) = default;
 };
@@ -109,8 +110,12 @@ error_code check_current_leader_epoch(std::optional<int32_t> request_epoch, int3
 enum class fetch_bound : uint8_t { log_end, high_watermark, last_stable_offset };
 fetch_bound fetch_bound_for(int32_t replica_id, isolation_level isolation);
 
-// Kafka's lowWatermarkIfLeader: the smallest log start offset among the leader and the followers that
-// reported one (DeleteRecords answers with it once every replica has deleted up to the requested offset).
+// Kafka's Partition.lowWatermarkIfLeader: the smallest log start offset among the leader and the followers on
+// live brokers (Kafka's metadataCache.hasAliveBroker; here isr_eligible, which also leaves out a broker in
+// controlled shutdown). DeleteRecords answers once it reaches the requested offset. A live follower that has
+// not reported its log start under this leader yet (-1) holds it at -1, as in Kafka: the deletion waits for
+// its next fetch. A dead follower stops counting once the controller fences it, so it cannot hold
+// DeleteRecords back until it returns (it takes the leader's log start from its first fetch answer then).
 int64_t low_watermark(int64_t leader_log_start_offset, std::span<const follower_state> followers);
 
 }  // namespace mala::replication

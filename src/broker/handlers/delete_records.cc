@@ -31,13 +31,9 @@ struct deletion {
   int64_t offset = 0;
 };
 
-// Kafka's Partition.lowWatermarkIfLeader.
-int64_t low_watermark_of(const replication::partition& p) {
-  return replication::low_watermark(p.log_start_offset(), p.followers());
-}
-
 // The home-shard part: delete on each leader, then (Kafka's DelayedDeleteRecords) wait until every low
-// watermark reached its requested offset, re-checking whenever one of the partitions changes.
+// watermark reached its requested offset, re-checking whenever one of the partitions changes (an append, a
+// follower's fetch reporting a new log start, a follower fenced).
 asio::awaitable<std::vector<std::pair<size_t, partition_result>>> delete_on_home_shard(
     const broker_services& services, std::vector<deletion> deletions, steady_clock::time_point deadline) {
   std::vector<std::pair<size_t, partition_result>> out;
@@ -80,7 +76,7 @@ asio::awaitable<std::vector<std::pair<size_t, partition_result>>> delete_on_home
         r = error_result(w.partition, error_code::not_leader_or_follower);
         continue;
       }
-      r.low_watermark = low_watermark_of(**hosted);
+      r.low_watermark = (*hosted)->low_watermark();
       if (r.low_watermark < w.requested_offset) still.push_back(std::move(w));
     }
     waits = std::move(still);

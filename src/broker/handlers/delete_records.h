@@ -2,7 +2,8 @@
 // ReplicaManager.deleteRecords answer it: each partition's leader raises its log start offset to the
 // requested offset (-1: the high watermark) through replication::partition::delete_records, then the answer
 // waits (up to timeout_ms, else REQUEST_TIMED_OUT) until the low watermark - the smallest log start offset
-// over the leader and the followers that reported one - reaches it, and carries that low watermark. Errors
+// over the leader and the followers on live brokers, which take the leader's log start from their fetch
+// answers - reaches it, and carries that low watermark. Errors
 // per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE (negative, or beyond
 // the high watermark), POLICY_VIOLATION (cleanup.policy=compact), INVALID_TOPIC_EXCEPTION for an internal
 // topic, KAFKA_STORAGE_ERROR; the low watermark is -1 in error answers.

@@ -47,6 +47,9 @@ struct read_answer {
   int64_t log_start_offset = -1;
   std::optional<storage::file_slice> data;
   std::optional<replication::read_outcome::diverging_epoch> diverging;
+  // A follower that reported a log start offset below ours: it must hear of the new one (DeleteRecords waits
+  // for it to take it, and it must not lead with the deleted records).
+  bool follower_behind_log_start = false;
 
   int64_t bytes() const { return data ? data->size : 0; }
 };
@@ -101,6 +104,8 @@ std::vector<read_answer> read_all(const broker_services& services, const std::ve
     a.log_start_offset = read->log_start_offset;
     a.data = read->data;
     a.diverging = read->diverging;
+    a.follower_behind_log_start = params.replica_id >= 0 && w.params.log_start_offset >= 0 &&
+                                  w.params.log_start_offset < read->log_start_offset;
     if (a.bytes() > 0) min_one_batch = false;
     budget = std::max<int64_t>(0, budget - a.bytes());
     // A follower's fetch tells the leader how far it got (Kafka's updateFollowerFetchState, once per
@@ -115,12 +120,15 @@ std::vector<read_answer> read_all(const broker_services& services, const std::ve
 }
 
 // Kafka's "respond immediately" rule in fetchMessages (and DelayedFetch.tryComplete): no wait wanted, enough
-// bytes, or something the client must hear about at once (an error, a diverging epoch).
+// bytes, or something the client must hear about at once (an error, a diverging epoch). Mala also answers a
+// follower at once whose log start is behind ours (Kafka parks it up to replica.fetch.wait.max.ms): a
+// DeleteRecords completes a long poll sooner, and a restarted follower that joins the ISR from this fetch
+// has the log start before it can be elected.
 bool can_answer(const std::vector<read_answer>& answers, const fetch_params& params) {
   if (params.max_wait_ms <= 0 || answers.empty()) return true;
   int64_t bytes = 0;
   for (const auto& a : answers) {
-    if (a.error != error_code::none || a.diverging) return true;
+    if (a.error != error_code::none || a.diverging || a.follower_behind_log_start) return true;
     bytes += a.bytes();
   }
   return bytes >= params.min_bytes;

@@ -798,5 +798,34 @@ TEST_F(produce_fetch_test, delete_records_waits_for_followers_then_times_out) {
   EXPECT_GE(steady_clock::now() - started, milliseconds(290));
 }
 
+// A follower long-polling at the log end is answered at once when the log start it reported is behind the
+// leader's (here after a DeleteRecords), with the new log start: it takes it from that answer.
+TEST_F(produce_fetch_test, a_follower_behind_the_log_start_is_answered_without_waiting) {
+  produce("replicated", 0, batch(4), 1);
+  auto req = fetch_req({{"replicated", 0, 4}}, /*max_wait_ms=*/1500, 1);
+  req.replica_state.replica_id = 2;
+  req.topics[0].partitions[0].log_start_offset = 0;
+  fetch(req, 15);  // the follower has everything: the high watermark reaches 4
+  ASSERT_EQ(fetch(fetch_req({{"replicated", 0, 0}}), 12).partition().high_watermark, 4);
+  auto started = steady_clock::now();
+  EXPECT_EQ(fetch(req, 15).partition().log_start_offset, 0);  // nothing new: parked for max_wait_ms
+  EXPECT_GE(steady_clock::now() - started, milliseconds(1400));
+
+  EXPECT_EQ(delete_records("replicated", 3, 100).error_code, 7);  // REQUEST_TIMED_OUT: the follower has 0
+  started = steady_clock::now();
+  auto answer = fetch(req, 15);
+  EXPECT_LT(steady_clock::now() - started, milliseconds(1000));
+  EXPECT_EQ(answer.partition().error_code, 0);
+  EXPECT_EQ(answer.partition().log_start_offset, 3);
+  // Once it reports the new start, a fetch at the log end long-polls again, and the deletion is complete.
+  req.topics[0].partitions[0].log_start_offset = 3;
+  started = steady_clock::now();
+  fetch(req, 15);
+  EXPECT_GE(steady_clock::now() - started, milliseconds(1400));
+  auto deleted = delete_records("replicated", 3, 100);
+  EXPECT_EQ(deleted.error_code, 0);
+  EXPECT_EQ(deleted.low_watermark, 3);
+}
+
 }  // namespace
 }  // namespace mala::broker

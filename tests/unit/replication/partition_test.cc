@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "replication_test_util.h"
@@ -14,6 +16,7 @@ using testing::make_batch;
 using testing::start_ms;
 
 constexpr int32_t self = 1;
+const std::function<bool(int32_t)> everyone = [](int32_t) { return true; };
 
 class partition_test : public testing::log_dir_fixture {
  protected:
@@ -66,6 +69,36 @@ class partition_test : public testing::log_dir_fixture {
     auto r = read_ok(p, replica_read(replica, offset));
     auto st = p.update_follower_fetch_state({replica, offset, 0, r.log_end_offset, _now});
     EXPECT_TRUE(st.ok()) << st.message;
+  }
+
+  // Another replica of the partition on node `id` (its own log: the fixture has one log dir for all).
+  std::unique_ptr<partition> make_replica(int32_t id, const std::string& topic) {
+    auto log = _logs->create({topic, 0}, uuid::random(), {});
+    EXPECT_TRUE(log.ok()) << log.error().message;
+    partition_options o;
+    o.local_replica_id = id;
+    o.clock_ms = [this] { return _now; };
+    return std::make_unique<partition>(*log, uuid::random(), o);
+  }
+
+  // One round of the follower fetcher on node `id` against `leader`, as src/broker/follower_fetcher.cc and
+  // the Fetch handler do it: the leader reads and records the fetch (log end and log start the follower
+  // sent), then the follower appends what came and takes the leader's high watermark and log start offset.
+  void replicate(partition& leader, partition& follower, int32_t id) {
+    const int64_t offset = follower.log_end_offset();
+    auto r = read_ok(leader, replica_read(id, offset));
+    auto st =
+        leader.update_follower_fetch_state({id, offset, follower.log_start_offset(), r.log_end_offset, _now});
+    ASSERT_TRUE(st.ok()) << st.message;
+    if (r.data && r.data->size > 0) {
+      auto bytes = r.data->file->read(r.data->position, r.data->size);
+      ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+      auto appended = follower.append_as_follower(*bytes);
+      ASSERT_TRUE(appended.ok()) << appended.error().message;
+    }
+    follower.update_high_watermark_from_leader(r.high_watermark);
+    st = follower.update_log_start_offset_from_leader(r.log_start_offset);
+    ASSERT_TRUE(st.ok()) << st.message;
   }
 
   std::unique_ptr<partition> _partition;
@@ -538,6 +571,117 @@ TEST_F(partition_test, delete_records_bounds) {
   EXPECT_EQ(p.delete_records(6)->low_watermark, 6);
 }
 
+// Issue 18: followers took no log start offset from the leader, so a DeleteRecords on a replicated topic
+// never completed and the deleted records came back on a new leader.
+TEST_F(partition_test, delete_records_completes_once_the_followers_took_the_new_log_start) {
+  auto& leader = make();
+  auto follower = make_replica(2, "orders-on-2");
+  ASSERT_TRUE(leader.make_leader(leader_state({self, 2}, {self, 2}, 1)).ok());
+  ASSERT_TRUE(follower->make_follower(partition_state{self, 1, 1, {self, 2}, {self, 2}, 1}).ok());
+  append_ok(leader, 5, 1);
+  append_ok(leader, 5, 1);
+  for (int i = 0; i < 3; ++i) replicate(leader, *follower, 2);
+  ASSERT_EQ(follower->log_end_offset(), 10);
+  ASSERT_EQ(leader.high_watermark(), 10);
+  ASSERT_EQ(follower->high_watermark(), 10);
+
+  auto deleted = leader.delete_records(8);
+  ASSERT_TRUE(deleted.ok()) << deleted.error().message;
+  EXPECT_EQ(deleted->low_watermark, 0);  // the follower still has offset 0: the request waits
+  int woken = 0;
+  leader.add_data_waiter([&](error_code) { ++woken; });
+  replicate(leader, *follower, 2);  // the answer carries log start 8; the follower takes it
+  EXPECT_EQ(follower->log_start_offset(), 8);
+  EXPECT_EQ(woken, 0);
+  replicate(leader, *follower, 2);  // its next fetch reports it: the low watermark reaches 8
+  EXPECT_EQ(woken, 1);
+  EXPECT_EQ(leader.delete_records(8)->low_watermark, 8);
+
+  // The follower becomes leader: the deleted records stay deleted.
+  ASSERT_TRUE(follower->make_leader(partition_state{2, 2, 2, {self, 2}, {2}, 1}).ok());
+  auto earliest =
+      follower->list_offset(storage::earliest_timestamp, isolation_level::read_uncommitted, std::nullopt);
+  ASSERT_TRUE(earliest.ok()) << earliest.error().message;
+  EXPECT_EQ(earliest->found->offset, 8);
+  auto old = follower->read(consumer_read(7));
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.error().code, error_code::offset_out_of_range);
+}
+
+TEST_F(partition_test, a_follower_raises_its_log_start_up_to_its_high_watermark_only) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_follower(partition_state{2, 1, 1, {self, 2}, {self, 2}, 1}).ok());
+  auto batch = make_batch(10);
+  ASSERT_TRUE(p.append_as_follower(batch).ok());
+  p.update_high_watermark_from_leader(6);
+  ASSERT_TRUE(p.update_log_start_offset_from_leader(8).ok());
+  EXPECT_EQ(p.log_start_offset(), 6);  // bounded by the high watermark; the rest at a later fetch
+  p.update_high_watermark_from_leader(10);
+  ASSERT_TRUE(p.update_log_start_offset_from_leader(8).ok());
+  EXPECT_EQ(p.log_start_offset(), 8);
+  ASSERT_TRUE(p.update_log_start_offset_from_leader(3).ok());  // never lowered
+  EXPECT_EQ(p.log_start_offset(), 8);
+  // Kept by the log-start-offset checkpoint: a restart (even a crash after the checkpoint) starts at 8.
+  ASSERT_TRUE(_logs->checkpoint_log_start_offsets().ok());
+  _partition.reset();
+  _logs.reset();
+  storage::log_manager_options o;
+  o.dirs = {_root / "data"};
+  o.clock_ms = [this] { return _now; };
+  auto reopened = storage::log_manager::open(std::move(o));
+  ASSERT_TRUE(reopened.ok()) << reopened.error().message;
+  _logs = std::move(*reopened);
+  ASSERT_NE(_logs->get({"orders", 0}), nullptr);
+  EXPECT_EQ(_logs->get({"orders", 0})->log_start_offset(), 8);
+}
+
+TEST_F(partition_test, a_leader_ignores_a_log_start_from_a_leader) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
+  append_ok(p, 4, 1);
+  ASSERT_TRUE(p.update_log_start_offset_from_leader(3).ok());
+  EXPECT_EQ(p.log_start_offset(), 0);
+}
+
+// Kafka's lowWatermarkIfLeader counts the replicas on live brokers: a follower that died stops holding the
+// DeleteRecords back once the controller fences it (seen by the leader's next ISR check), not never.
+TEST_F(partition_test, delete_records_stops_waiting_for_a_fenced_follower) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2, 3}, {self, 2, 3}, 2)).ok());
+  append_ok(p, 10, 1);
+  follower_fetches(p, 2, 10);
+  follower_fetches(p, 3, 10);
+  ASSERT_EQ(p.high_watermark(), 10);
+  auto deleted = p.delete_records(8);
+  ASSERT_TRUE(deleted.ok()) << deleted.error().message;
+  EXPECT_EQ(deleted->low_watermark, 0);
+  int woken = 0;
+  p.add_data_waiter([&](error_code) { ++woken; });
+  auto r = read_ok(p, replica_read(2, 10));
+  ASSERT_TRUE(p.update_follower_fetch_state({2, 10, 8, r.log_end_offset, _now}).ok());
+  EXPECT_EQ(woken, 0);  // replica 3 (dead, not fenced yet) still reported 0
+  EXPECT_EQ(p.delete_records(8)->low_watermark, 0);
+  EXPECT_FALSE(p.propose_isr_change(_now, everyone));
+  EXPECT_EQ(woken, 0);
+  EXPECT_FALSE(p.propose_isr_change(_now, [](int32_t id) { return id != 3; }));  // 3 is fenced
+  EXPECT_EQ(woken, 1);  // the parked DeleteRecords re-checks
+  EXPECT_EQ(p.delete_records(8)->low_watermark, 8);
+}
+
+// After a leader change the new leader knows no follower's log start until each fetches (Kafka resets the
+// replica state): a live follower holds the low watermark until then.
+TEST_F(partition_test, a_new_leader_waits_for_each_live_follower_to_report_its_log_start) {
+  auto& p = make();
+  // Replica 2 is out of the ISR (the high watermark moves without it) but its broker is alive.
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self}, 1)).ok());
+  append_ok(p, 10, 1);
+  ASSERT_EQ(p.high_watermark(), 10);
+  EXPECT_EQ(p.delete_records(4)->low_watermark, -1);
+  auto r = read_ok(p, replica_read(2, 10));
+  ASSERT_TRUE(p.update_follower_fetch_state({2, 10, 4, r.log_end_offset, _now}).ok());
+  EXPECT_EQ(p.delete_records(4)->low_watermark, 4);
+}
+
 TEST_F(partition_test, delete_records_refused_on_compacted_topic) {
   storage::log_config config;
   config.cleanup = storage::cleanup_policy::compact;
@@ -586,8 +730,6 @@ TEST_F(partition_test, stop_fails_every_waiter) {
 
 // ---------------------------------------------------------------------------------------------------------------
 // ISR changes proposed by the leader (Partition.maybeShrinkIsr / maybeExpandIsr).
-
-const std::function<bool(int32_t)> everyone = [](int32_t) { return true; };
 
 TEST_F(partition_test, a_follower_behind_for_the_lag_time_is_proposed_out_of_the_isr) {
   auto& p = make();

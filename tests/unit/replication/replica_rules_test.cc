@@ -232,14 +232,39 @@ TEST(replica_rules_test, reset_on_leader_change) {
   EXPECT_EQ(kept_out.last_caught_up_time_ms, 0);
 }
 
-TEST(replica_rules_test, low_watermark_over_known_starts) {
+TEST(replica_rules_test, low_watermark_over_the_followers_on_live_brokers) {
   std::vector<follower_state> followers = {follower(2, 5), follower(3, 5)};
-  EXPECT_EQ(low_watermark(7, followers), 7);  // unknown starts do not count
   followers[0].log_start_offset = 4;
+  followers[1].log_start_offset = 7;
   EXPECT_EQ(low_watermark(7, followers), 4);
+  followers[0].log_start_offset = 7;
+  EXPECT_EQ(low_watermark(7, followers), 7);
+  EXPECT_EQ(low_watermark(1, followers), 1);  // the leader's own start counts too
   followers[1].log_start_offset = 2;
   EXPECT_EQ(low_watermark(7, followers), 2);
-  EXPECT_EQ(low_watermark(1, followers), 1);
+}
+
+// Kafka's lowWatermarkIfLeader counts every replica on a live broker, even one whose log start is still
+// unknown under this leader (-1): a DeleteRecords waits for its first fetch.
+TEST(replica_rules_test, low_watermark_waits_for_a_live_follower_that_has_not_fetched) {
+  std::vector<follower_state> followers = {follower(2, 5), follower(3, 5)};
+  followers[0].log_start_offset = 7;
+  EXPECT_EQ(low_watermark(7, followers), -1);
+  followers[1].log_start_offset = 7;
+  EXPECT_EQ(low_watermark(7, followers), 7);
+}
+
+// A follower whose broker is fenced (dead, or partitioned away) no longer holds the low watermark back,
+// whatever it reported last.
+TEST(replica_rules_test, low_watermark_leaves_out_followers_of_dead_brokers) {
+  std::vector<follower_state> followers = {follower(2, 5), follower(3, 5, 0, /*eligible=*/false)};
+  followers[0].log_start_offset = 8;
+  followers[1].log_start_offset = 0;
+  EXPECT_EQ(low_watermark(8, followers), 8);
+  followers[1].log_start_offset = -1;
+  EXPECT_EQ(low_watermark(8, followers), 8);
+  followers[0].isr_eligible = false;
+  EXPECT_EQ(low_watermark(8, followers), 8);  // the leader alone
 }
 
 }  // namespace
