@@ -480,8 +480,14 @@ const log_config& partition_log::config() const {
   return _impl->config;
 }
 void partition_log::update_config(const log_config& config) {
-  _impl->config = config;
-  _impl->new_jitter();
+  auto& m = *_impl;
+  const bool roll_time_changed =
+      config.segment_ms != m.config.segment_ms || config.segment_jitter_ms != m.config.segment_jitter_ms;
+  m.config = config;
+  // Every segment, not only the active one: a truncation can make an older segment active again.
+  for (auto& [base, segment] : m.segments) segment->update_config(config);
+  // The jitter is drawn again only when its bounds moved: a retention change must not move the next roll.
+  if (roll_time_changed) m.new_jitter();
 }
 const log_recovery_report& partition_log::recovery_report() const {
   return _impl->report;
