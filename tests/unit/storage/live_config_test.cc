@@ -277,6 +277,25 @@ TEST_F(live_config_test, retention_bytes_lowered_deletes_old_segments) {
   EXPECT_EQ(*none, 0);
 }
 
+TEST_F(live_config_test, file_delete_delay_ms_applies_to_the_next_deletion) {
+  _config.segment_bytes = 2 * _batch_size;
+  _config.file_delete_delay_ms = 60'000;
+  auto log = open();
+  for (int i = 0; i < 6; ++i) append_ok(*log, make_batch(1));
+  change(*log, [&](log_config& c) {
+    c.file_delete_delay_ms = 1'000;
+    c.retention_bytes = 2 * _batch_size;
+  });
+  auto removed = log->apply_retention(_now, log->log_end_offset());
+  ASSERT_TRUE(removed.ok());
+  ASSERT_EQ(*removed, 2);
+  EXPECT_EQ(files_with_suffix(".deleted").size(), 8u);  // .log, .index, .timeindex, .txnindex of each
+  log->delete_expired_files(_now + 999);
+  EXPECT_EQ(files_with_suffix(".deleted").size(), 8u);
+  log->delete_expired_files(_now + 1'000);
+  EXPECT_TRUE(files_with_suffix(".deleted").empty());
+}
+
 TEST_F(live_config_test, flush_messages_and_flush_ms_apply_to_the_next_check) {
   auto log = open();
   append_ok(*log, make_batch(3));
