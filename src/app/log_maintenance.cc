@@ -52,12 +52,11 @@ struct log_maintenance::impl {
             std::chrono::milliseconds(config.get_long("log.retention.check.interval.ms").value_or(300'000))),
         checkpoint_interval(std::chrono::milliseconds(std::max<int64_t>(
             1000, config.get_int("log.flush.offset.checkpoint.interval.ms").value_or(60'000)))),
-        // Kafka checks the flush policy every log.flush.scheduler.interval.ms (Long.MAX by default: relying
-        // on replication); with a finite flush.ms or flush.messages a one-second check keeps the policy
-        // honest.
-        flush_check(std::chrono::seconds(1)),
-        flush_configured(config.log_flush_interval_messages() != std::numeric_limits<int64_t>::max() ||
-                         config.log_flush_interval_ms() != std::numeric_limits<int64_t>::max()) {}
+        // Kafka checks flush.ms every log.flush.scheduler.interval.ms (Long.MAX by default: relying on
+        // replication) and flush.messages on every append; a one-second check keeps both honest. It runs
+        // whatever the broker defaults say: any topic may set flush.messages / flush.ms, at creation or later
+        // (an idle log costs a lookup and a few comparisons).
+        flush_check(std::chrono::seconds(1)) {}
 
   asio::io_context& shard0;
   storage::log_manager& logs;
@@ -68,7 +67,6 @@ struct log_maintenance::impl {
   std::chrono::milliseconds retention_interval;
   std::chrono::milliseconds checkpoint_interval;
   std::chrono::milliseconds flush_check;
-  bool flush_configured;
   asio::thread_pool blocking{1};
   bool stopped = false;
   std::shared_ptr<spdlog::logger> log = subsystem_logger("storage");
@@ -137,7 +135,7 @@ log_maintenance::~log_maintenance() {
 void log_maintenance::start() {
   _impl->schedule_retention();
   _impl->schedule_checkpoints();
-  if (_impl->flush_configured) _impl->schedule_flush();
+  _impl->schedule_flush();
 }
 
 void log_maintenance::stop() {

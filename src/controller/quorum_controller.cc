@@ -274,7 +274,8 @@ std::string apply_list_op(int8_t op, const std::optional<std::string>& current,
 }
 
 // The broker properties that can be changed through AlterConfigs on a BROKER resource: the ones Kafka treats
-// as dynamic (DynamicBrokerConfig.AllDynamicConfigs) that Mala's node_config knows and honours. All are
+// as dynamic (DynamicBrokerConfig.AllDynamicConfigs) that Mala honours: node_config's keys, and the broker
+// defaults of topic configs that node_config does not list (validated as their topic config). All are
 // cluster-wide in Kafka (settable at the cluster default "" and per broker); Kafka's per-broker-only ones
 // (listeners, SSL keystores) are not dynamic in Mala.
 struct dynamic_broker_property {
@@ -291,9 +292,12 @@ constexpr dynamic_broker_property dynamic_broker_properties[] = {
     {"log.flush.interval.ms"},
     {"log.index.interval.bytes"},
     {"log.index.size.max.bytes"},
+    {"log.message.timestamp.after.max.ms"},
+    {"log.message.timestamp.before.max.ms"},
     {"log.message.timestamp.type"},
     {"log.retention.bytes"},
     {"log.retention.ms"},
+    {"log.roll.jitter.ms"},
     {"log.roll.ms"},
     {"log.segment.bytes"},
     {"log.segment.delete.delay.ms"},
@@ -316,7 +320,17 @@ const dynamic_broker_property* find_dynamic_broker_property(std::string_view nam
 // node_config's description of a broker property, in the form topic_config's validator takes.
 std::optional<topic_config_key> broker_key_for_validation(std::string_view name) {
   const config_key* key = find_config_key(name);
-  if (!key) return std::nullopt;
+  if (!key) {
+    // A topic default node_config does not list (log.message.timestamp.before.max.ms, log.roll.jitter.ms):
+    // the topic config's type and range, under the broker property's name (Kafka's broker keys share them).
+    for (const auto& t : topic_config_keys()) {
+      if (t.server_default_property != name) continue;
+      topic_config_key out = t;
+      out.name = t.server_default_property;
+      return out;
+    }
+    return std::nullopt;
+  }
   topic_config_key out;
   out.name = key->name;
   out.type = key->type;

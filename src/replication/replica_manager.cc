@@ -47,10 +47,11 @@ result<state_change> replica_manager::apply_leadership(const partition_leadershi
     // A replica whose producer state cannot be loaded would accept duplicates or out-of-order batches.
     if (!created->load_status().ok()) return created->load_status();
     it = _partitions.emplace(tp, std::move(created)).first;
-  } else {
-    // Topic configs change without a restart (retention, segment size, max.message.bytes, ...).
-    it->second->log().update_config(leadership.log_config);
   }
+  // Topic configs change without a restart (segment size, retention, max.message.bytes, ...), and a log that
+  // the log manager loaded at start-up was opened with the broker defaults, before the metadata named its
+  // topic's configs: the log takes the topic's effective config here either way.
+  it->second->log().update_config(leadership.log_config);
   if (leadership.state.leader == _options.local_replica_id) return it->second->make_leader(leadership.state);
   return it->second->make_follower(leadership.state);
 }

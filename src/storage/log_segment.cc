@@ -344,6 +344,9 @@ offset_index& log_segment::offsets() {
 time_index& log_segment::times() {
   return *_impl->times;
 }
+void log_segment::update_config(const log_config& config) {
+  _impl->config = config;
+}
 
 status log_segment::append(std::span<const uint8_t> batch, const appended_batch& info) {
   impl& s = *_impl;

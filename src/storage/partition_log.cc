@@ -132,6 +132,7 @@ struct partition_log::impl {
   // flushed, and when work was last handed out (flush.ms counts from there).
   int64_t flush_pending_offset = 0;
   int64_t last_flush_ms = 0;
+  bool flush_work_handed_out = false;  // flush_work() returned files at least once
 
   // segment.jitter.ms: a random part subtracted from segment.ms for the active segment, so that partitions
   // created together do not all roll at the same moment (Kafka's rollJitterMs).
@@ -480,8 +481,14 @@ const log_config& partition_log::config() const {
   return _impl->config;
 }
 void partition_log::update_config(const log_config& config) {
-  _impl->config = config;
-  _impl->new_jitter();
+  auto& m = *_impl;
+  const bool roll_time_changed =
+      config.segment_ms != m.config.segment_ms || config.segment_jitter_ms != m.config.segment_jitter_ms;
+  m.config = config;
+  // Every segment, not only the active one: a truncation can make an older segment active again.
+  for (auto& [base, segment] : m.segments) segment->update_config(config);
+  // The jitter is drawn again only when its bounds moved: a retention change must not move the next roll.
+  if (roll_time_changed) m.new_jitter();
 }
 const log_recovery_report& partition_log::recovery_report() const {
   return _impl->report;
@@ -997,10 +1004,14 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64
   auto& m = *_impl;
   std::vector<std::shared_ptr<const segment_file>> files;
   if (m.offline() || m.closed) return files;
-  // A background fsync handed out earlier failed: the data it covered may never reach the disk.
-  if (auto failed = m.failed_sync()) {
-    (void)m.fail(*failed);
-    return files;
+  // A background fsync handed out earlier failed: the data it covered may never reach the disk. Only
+  // handed-out work can fail unseen, so a log that never had any (flush.messages / flush.ms unbounded; the
+  // check runs every second for every log) skips the walk over its unflushed segments.
+  if (m.flush_work_handed_out) {
+    if (auto failed = m.failed_sync()) {
+      (void)m.fail(*failed);
+      return files;
+    }
   }
   const int64_t flushed = std::max(m.recovery_point, m.flush_pending_offset);
   if (m.log_end_offset <= flushed) return files;
@@ -1012,6 +1023,7 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64
   for (; it != m.segments.end(); ++it) files.push_back(it->second->file());
   m.flush_pending_offset = m.log_end_offset;
   m.last_flush_ms = now_ms;
+  m.flush_work_handed_out = true;
   return files;
 }
 

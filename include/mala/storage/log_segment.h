@@ -95,6 +95,12 @@ class log_segment {
   std::shared_ptr<const segment_file> file() const;
   offset_index& offsets();
   time_index& times();
+  // A topic config change reaching an open segment (the owning partition_log passes its new config to every
+  // segment). segment.bytes and segment.ms bound the next should_roll(); index.interval.bytes spaces the
+  // index entries of the next appends (and of recover()); segment.index.bytes sizes the indexes the next time
+  // they are resized (the segment becomes active again after a truncation): preallocated indexes keep their
+  // size until the segment rolls, as Kafka's do (a new size takes effect with the next segment).
+  void update_config(const log_config& config);
 
   // Appends one batch whose offsets and CRC are already final. Adds index entries every index.interval.bytes:
   // (batch last offset, batch position) and (max timestamp so far, info.offset_of_max_timestamp) once more

@@ -83,6 +83,12 @@ class partition_log {
   const topic_partition& partition() const;
   const std::filesystem::path& dir() const;
   const log_config& config() const;
+  // A topic or broker-default config change (Kafka's UnifiedLog.updateConfig), applied to the open log at
+  // once: segment.bytes / segment.ms to the active segment's next roll decision, max.message.bytes, the
+  // message.timestamp.* rules and the key check of cleanup.policy=compact to the next append, retention.* and
+  // file.delete.delay.ms to the next apply_retention(), flush.* to the next flush_work(),
+  // index.interval.bytes to the next index entries. segment.index.bytes sizes the indexes of segments created
+  // from now on (Kafka's rule: the active segment's preallocated indexes keep their size until it rolls).
   void update_config(const log_config& config);
   const log_recovery_report& recovery_report() const;
   // Called when an append rolls a new segment, with its base offset, after the roll and before the batches

@@ -1129,6 +1129,35 @@ TEST_F(quorum_controller_test, broker_configs_cluster_default_and_per_broker) {
   EXPECT_EQ(*configs(broker_type, "1"), (metadata::config_map{{"num.replica.fetchers", "2"}}));
 }
 
+TEST_F(quorum_controller_test, broker_defaults_of_topic_configs_missing_from_the_node_key_table_are_dynamic) {
+  open();
+  register_broker(1);
+  using result = std::pair<int16_t, std::optional<std::string>>;
+  EXPECT_EQ(incremental_result(broker_type, "", {{"log.message.timestamp.before.max.ms", set_op, "60000"}}),
+            result(0, std::nullopt));
+  EXPECT_EQ(incremental_result(broker_type, "1", {{"log.roll.jitter.ms", set_op, "1000"}}),
+            result(0, std::nullopt));
+  EXPECT_EQ(incremental_result(broker_type, "", {{"log.message.timestamp.after.max.ms", set_op, "-1"}}),
+            result(42,
+                   "Invalid value -1 for configuration log.message.timestamp.after.max.ms: Value must be at "
+                   "least 0"));
+  ASSERT_EQ(create_one(new_topic("t")).error_code, 0);
+  int found = 0;
+  for (const auto& e : resolve_topic_configs(image(), "t", 1, nullptr)) {
+    if (e.key->name == "message.timestamp.before.max.ms") {
+      ++found;
+      EXPECT_EQ(e.value, "60000");
+      EXPECT_EQ(e.source, config_source_id::dynamic_default_broker_config);
+    }
+    if (e.key->name == "segment.jitter.ms") {
+      ++found;
+      EXPECT_EQ(e.value, "1000");
+      EXPECT_EQ(e.source, config_source_id::dynamic_broker_config);
+    }
+  }
+  EXPECT_EQ(found, 2);
+}
+
 TEST_F(quorum_controller_test, broker_config_errors) {
   _static["num.io.threads"] = "8";
   open();
