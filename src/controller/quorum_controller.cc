@@ -773,8 +773,8 @@ void log_election(const std::string& topic, const metadata::partition_state& p,
     // last had is back. It had every committed record when the ISR emptied; only what its own crash kept
     // from reaching the disk can be missing, hence the ISR restarting from it alone (RECOVERING).
     log->info(
-        "{}-{}: leader {} elected as the last known leader (KIP-966: no ISR or ELR member left after "
-        "unclean shutdowns); the ISR restarts from it",
+        "{}-{}: leader {} elected as the last known leader (KIP-966: every ISR and ELR member restarted "
+        "without a clean shutdown); the ISR restarts from it",
         topic, p.partition, change.leader);
   } else if (change.from_elr) {
     log->info("{}-{}: leader {} elected from the ELR", topic, p.partition, change.leader);
