@@ -81,8 +81,8 @@ partition_change build_partition_change(const metadata::partition_state& partiti
     return (contains(target_isr, r) || (target_isr.empty() && contains(target_elr, r))) && acceptable(r);
   };
   // The last known leader: the leader the partition had when its ISR became empty, tried when neither
-  // the ISR nor the ELR has anyone (Kafka's last known leader in balanced recovery). It counts as unclean:
-  // it may miss what an ELR member that shut down uncleanly had.
+  // the ISR nor the ELR has anyone (Kafka's last known leader in balanced recovery). Its ISR is forced to
+  // it alone, as for an unclean election, but no out-of-sync replica is chosen.
   const auto last_known_leader = [&]() -> int32_t {
     if (!request.elr_enabled || !target_isr.empty() || !target_elr.empty()) return metadata::no_leader;
     if (partition.last_known_elr.size() != 1 || !acceptable(partition.last_known_elr.front())) {
@@ -92,6 +92,7 @@ partition_change build_partition_change(const metadata::partition_state& partiti
   };
   int32_t elected = metadata::no_leader;
   bool unclean = false;
+  bool last_known = false;
   if (request.election == election_type::preferred && !partition_after.replicas.empty() &&
       valid_new_leader(partition_after.replicas.front())) {
     elected = partition_after.replicas.front();
@@ -103,7 +104,7 @@ partition_change build_partition_change(const metadata::partition_state& partiti
     elected = *found;
   } else if (int32_t last = last_known_leader(); last != metadata::no_leader) {
     elected = last;
-    unclean = true;
+    last_known = true;
   } else if (request.election == election_type::unclean) {
     auto any = std::find_if(partition_after.replicas.begin(), partition_after.replicas.end(), acceptable);
     if (any != partition_after.replicas.end()) {
@@ -123,7 +124,7 @@ partition_change build_partition_change(const metadata::partition_state& partiti
       out.from_elr = true;
     }
     record.leader = elected;
-    if (unclean) {
+    if (unclean || last_known) {
       // The ISR is forced to the new leader alone: whatever the others had beyond it may be lost.
       record.isr = std::vector<int32_t>{elected};
       if (partition.leader_recovery_state != metadata::leader_recovering) {
@@ -133,6 +134,7 @@ partition_change build_partition_change(const metadata::partition_state& partiti
   }
   out.leader = elected;
   out.unclean = unclean;
+  out.from_last_known_leader = last_known;
 
   // An unclean election (it set the ISR already) or ELR off: no ELR at all.
   if (record.isr || !request.elr_enabled) target_elr.clear();
@@ -159,7 +161,7 @@ partition_change build_partition_change(const metadata::partition_state& partiti
   }
   if (target_adding != partition.adding_replicas) record.adding_replicas = target_adding;
   if (target_removing != partition.removing_replicas) record.removing_replicas = target_removing;
-  if (!unclean && request.target_leader_recovery_state &&
+  if (!unclean && !last_known && request.target_leader_recovery_state &&
       *request.target_leader_recovery_state != partition.leader_recovery_state) {
     record.leader_recovery_state = *request.target_leader_recovery_state;
   }

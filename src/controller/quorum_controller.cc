@@ -779,30 +779,40 @@ void log_election(const std::string& topic, const metadata::partition_state& p,
   auto log = subsystem_logger("controller");
   if (change.unclean) {
     log->warn(
-        "{}-{}: unclean leader election chose {} (ISR {} and ELR {} unavailable): records the old ISR "
-        "had beyond its log may be lost",
-        topic, p.partition, change.leader, p.isr.size(), p.eligible_leader_replicas.size());
+        "{}-{}: unclean leader election (unclean.leader.election.enable) chose {}, a replica outside the ISR "
+        "[{}] and ELR [{}]: records the old ISR had beyond its log may be lost",
+        topic, p.partition, change.leader, fmt::join(p.isr, ","), fmt::join(p.eligible_leader_replicas, ","));
+  } else if (change.from_last_known_leader) {
+    // KIP-966: every ISR and ELR member registered again after an unclean shutdown, and the leader they
+    // last had is back. It had every committed record when the ISR emptied; only what its own crash kept
+    // from reaching the disk can be missing, hence the ISR restarting from it alone (RECOVERING).
+    log->info(
+        "{}-{}: leader {} elected as the last known leader (KIP-966: every ISR and ELR member restarted "
+        "without a clean shutdown); the ISR restarts from it",
+        topic, p.partition, change.leader);
   } else if (change.from_elr) {
     log->info("{}-{}: leader {} elected from the ELR", topic, p.partition, change.leader);
   }
 }
 
-// generateLeaderAndIsrUpdates for one partition: the target ISR is the ISR without `broker_to_remove` and
+// generateLeaderAndIsrUpdates for one partition: the target ISR is the ISR without `brokers_to_remove` and
 // `broker_with_unclean_shutdown`; an acceptable leader is active (registered, unfenced, not in controlled
-// shutdown) or `broker_to_add` (the broker being unfenced, still fenced in the image), and never
-// `broker_to_remove` or `broker_with_unclean_shutdown`. The topic's unclean.leader.election.enable makes it
-// an unclean election. The ISR shrinking alone does not bump the leader epoch from metadata.version 3.6
-// (KAFKA-15021).
+// shutdown) or `broker_to_add` (the broker being unfenced, still fenced in the image), and never one of
+// `brokers_to_remove` or `broker_with_unclean_shutdown`. Kafka removes one broker at a time; several are
+// removed together only when several sessions expired at once (fence_stale_brokers). The topic's
+// unclean.leader.election.enable makes it an unclean election. The ISR shrinking alone does not bump the
+// leader epoch from metadata.version 3.6 (KAFKA-15021).
 std::optional<protocol::partition_change_record> leader_and_isr_change(
     const metadata_image& image, const controller_options& options, const std::string& topic,
-    const uuid& topic_id, const metadata::partition_state& p, int32_t broker_to_remove, int32_t broker_to_add,
-    int32_t broker_with_unclean_shutdown = metadata::no_leader) {
+    const uuid& topic_id, const metadata::partition_state& p, const std::vector<int32_t>& brokers_to_remove,
+    int32_t broker_to_add, int32_t broker_with_unclean_shutdown = metadata::no_leader) {
   partition_change_request request = change_request_for(image, options, topic, topic_id, p);
-  std::erase_if(request.target_isr,
-                [&](int32_t r) { return r == broker_to_remove || r == broker_with_unclean_shutdown; });
+  const auto removed = [&](int32_t r) {
+    return contains(brokers_to_remove, r) || r == broker_with_unclean_shutdown;
+  };
+  std::erase_if(request.target_isr, removed);
   request.acceptable_leader = [&](int32_t r) {
-    return r != broker_to_remove && r != broker_with_unclean_shutdown &&
-           (r == broker_to_add || is_active(image, r));
+    return !removed(r) && (r == broker_to_add || is_active(image, r));
   };
   if (broker_with_unclean_shutdown != metadata::no_leader) {
     request.unclean_shutdown_replicas.push_back(broker_with_unclean_shutdown);
@@ -815,13 +825,13 @@ std::optional<protocol::partition_change_record> leader_and_isr_change(
 // generateLeaderAndIsrUpdates over the partitions `select` picks.
 template <typename Select>
 void append_leader_and_isr_changes(const metadata_image& image, const controller_options& options,
-                                   int32_t broker_to_remove, int32_t broker_to_add, Select select,
-                                   record_list& records,
+                                   const std::vector<int32_t>& brokers_to_remove, int32_t broker_to_add,
+                                   Select select, record_list& records,
                                    int32_t broker_with_unclean_shutdown = metadata::no_leader) {
   for (const auto& [name, topic] : image.topics) {
     for (const auto& p : topic.partitions) {
       if (!select(p)) continue;
-      if (auto change = leader_and_isr_change(image, options, name, topic.id, p, broker_to_remove,
+      if (auto change = leader_and_isr_change(image, options, name, topic.id, p, brokers_to_remove,
                                               broker_to_add, broker_with_unclean_shutdown))
         records.push_back(versioned(std::move(*change), partition_change_record_version));
     }
@@ -835,18 +845,24 @@ bool leads_any(const metadata_image& image, int32_t id) {
   return false;
 }
 
-// handleBrokerFenced: off every ISR (leaders moved), then BrokerRegistrationChangeRecord Fenced = 1 (Kafka
-// 4.x's form; FenceBrokerRecord is for metadata.version < 3.3-IV2).
-void append_fence_records(const metadata_image& image, const controller_options& options, int32_t id,
-                          int64_t epoch, record_list& records) {
+// handleBrokerFenced for `ids` (registered brokers) together: off every ISR, each partition's leadership
+// moved to an ISR member that is not being fenced, then BrokerRegistrationChangeRecord Fenced = 1 for each
+// (Kafka 4.x's form; FenceBrokerRecord is for metadata.version < 3.3-IV2).
+void append_fence_records(const metadata_image& image, const controller_options& options,
+                          const std::vector<int32_t>& ids, record_list& records) {
   append_leader_and_isr_changes(
-      image, options, id, metadata::no_leader,
-      [id](const metadata::partition_state& p) { return contains(p.isr, id); }, records);
-  protocol::broker_registration_change_record change;
-  change.broker_id = id;
-  change.broker_epoch = epoch;
-  change.fenced = metadata::fencing_change_fence;
-  records.push_back(versioned(change, v0));
+      image, options, ids, metadata::no_leader,
+      [&ids](const metadata::partition_state& p) {
+        return std::any_of(ids.begin(), ids.end(), [&](int32_t id) { return contains(p.isr, id); });
+      },
+      records);
+  for (int32_t id : ids) {
+    protocol::broker_registration_change_record change;
+    change.broker_id = id;
+    change.broker_epoch = image.brokers.at(id).epoch;
+    change.fenced = metadata::fencing_change_fence;
+    records.push_back(versioned(change, v0));
+  }
 }
 
 // handleBrokerUnfenced: BrokerRegistrationChangeRecord Fenced = -1, then leaders for every leaderless
@@ -859,7 +875,7 @@ void append_unfence_records(const metadata_image& image, const controller_option
   change.fenced = metadata::fencing_change_unfence;
   records.push_back(versioned(change, v0));
   append_leader_and_isr_changes(
-      image, options, metadata::no_leader, id,
+      image, options, {}, id,
       [](const metadata::partition_state& p) { return p.leader == metadata::no_leader; }, records);
 }
 
@@ -876,7 +892,7 @@ void append_controlled_shutdown_records(const metadata_image& image, const contr
     records.push_back(versioned(change, controlled_shutdown_change_version));
   }
   append_leader_and_isr_changes(
-      image, options, id, metadata::no_leader,
+      image, options, {id}, metadata::no_leader,
       [id](const metadata::partition_state& p) { return contains(p.isr, id); }, records);
 }
 
@@ -885,7 +901,7 @@ void append_controlled_shutdown_records(const metadata_image& image, const contr
 void append_unclean_shutdown_records(const metadata_image& image, const controller_options& options,
                                      int32_t id, record_list& records) {
   append_leader_and_isr_changes(
-      image, options, metadata::no_leader, metadata::no_leader,
+      image, options, {}, metadata::no_leader,
       [id](const metadata::partition_state& p) {
         // A single replica has no better copy to wait for: it keeps its partition.
         return p.replicas.size() > 1 && (contains(p.isr, id) || contains(p.eligible_leader_replicas, id));
@@ -2017,7 +2033,7 @@ protocol::broker_heartbeat_response quorum_controller::broker_heartbeat(
       case broker_control_state::fenced:
       case broker_control_state::shutdown_now:
         // Kafka writes the fencing again for a fenced broker that shuts down; Mala writes nothing then.
-        if (!broker->second.fenced) append_fence_records(image, s.options, id, epoch, records);
+        if (!broker->second.fenced) append_fence_records(image, s.options, {id}, records);
         break;
       case broker_control_state::unfenced:
         append_unfence_records(image, s.options, id, epoch, records);
@@ -2057,22 +2073,28 @@ void quorum_controller::fence_stale_brokers(int64_t now_ms) {
   std::vector<int32_t> unfenced;
   for (const auto& [id, b] : s.image->brokers)
     if (!b.fenced) unfenced.push_back(id);
-  // One batch per broker, so that each fencing sees the leaders the previous one chose (as Kafka does).
-  for (int32_t id : s.sessions().stale_brokers(unfenced, now_ms)) {
-    const metadata::metadata_image_ptr image = s.image;
-    auto broker = image->brokers.find(id);
-    if (broker == image->brokers.end() || broker->second.fenced) continue;
-    record_list records;
-    append_fence_records(*image, s.options, id, broker->second.epoch, records);
-    if (auto st = s.commit(records); !st.ok()) {
-      subsystem_logger("controller")
-          ->error("cannot fence broker {} after its session timed out: {}", id, st.message);
-      return;
-    }
+  const std::vector<int32_t> stale = s.sessions().stale_brokers(unfenced, now_ms);
+  if (stale.empty()) return;
+  // The brokers whose sessions expired by now are fenced in one batch. Kafka fences one stale broker at a
+  // time (maybeFenceOneStaleBroker), each fencing handing its leaderships to an ISR member that is still
+  // unfenced in the image even when that member's session has expired too and it is fenced next. After a
+  // whole-cluster crash every session expires at once (they all restarted when the new controller became
+  // active), and that cascade made the last broker fenced the last known leader of every partition, so all of
+  // them came back under it. Fenced together, no partition is handed to a broker that is being fenced: each
+  // keeps its own last leader (the last known leader once its ISR is empty), and the ELR keeps every ISR
+  // member that left at once, which all had every committed record.
+  record_list records;
+  append_fence_records(*s.image, s.options, stale, records);
+  if (auto st = s.commit(records); !st.ok()) {
     subsystem_logger("controller")
-        ->info("fenced broker {} because its session has timed out ({} record(s))", id, records.size());
-    s.sessions().fenced(id);
+        ->error("cannot fence broker(s) {} after their sessions timed out: {}", fmt::join(stale, ","),
+                st.message);
+    return;
   }
+  subsystem_logger("controller")
+      ->info("fenced broker(s) {} because their sessions have timed out ({} record(s))",
+             fmt::join(stale, ","), records.size());
+  for (int32_t id : stale) s.sessions().fenced(id);
 }
 
 void quorum_controller::elect_unclean_leaders() {
@@ -2085,8 +2107,7 @@ void quorum_controller::elect_unclean_leaders() {
     if (!leaderless || !election_rules_for(*image, name, s.options).unclean_leader_election) continue;
     for (const auto& p : topic.partitions) {
       if (p.leader != metadata::no_leader) continue;
-      if (auto change = leader_and_isr_change(*image, s.options, name, topic.id, p, metadata::no_leader,
-                                              metadata::no_leader))
+      if (auto change = leader_and_isr_change(*image, s.options, name, topic.id, p, {}, metadata::no_leader))
         records.push_back(versioned(std::move(*change), partition_change_record_version));
     }
   }

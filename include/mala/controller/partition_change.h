@@ -16,10 +16,13 @@
 // empty; below it, members leaving the ISR join the ELR (unless they shut down uncleanly). With ELR on, the
 // ISR may become empty (the last member of a partition whose leader was fenced waits in the ELR); with it
 // off the last ISR member stays. The last known ELR holds the last known leader (Kafka's "balanced
-// recovery" form): set to the leader when the ISR first becomes empty, tried (as an unclean election:
-// ISR = it, RECOVERING) when neither the ISR nor the ELR has an acceptable member, cleared once the
-// partition has a leader. That is what brings a partition back after every replica shut down uncleanly
-// (a whole-cluster kill -9).
+// recovery" form): set to the leader when the ISR first becomes empty, tried when the ISR and the ELR are
+// both empty, cleared once the partition has a leader. That is what brings a partition back after every
+// replica shut down uncleanly (a whole-cluster kill -9: each replica leaves the ISR and ELR as it
+// registers again). It is not an unclean election in the sense of unclean.leader.election.enable (the last
+// known leader had every committed record when the ISR emptied), but Kafka handles it like one: the ISR is
+// forced to it alone and the leader recovery state becomes RECOVERING, since its own unclean shutdown may
+// have cost it records it had not flushed.
 //
 // Reassignments (KIP-455): while `adding` or `removing` replicas are set, the change completes the
 // reassignment as soon as every target replica (replicas - removing) is in the ISR: replicas = target, the
@@ -72,8 +75,11 @@ struct partition_change_request {
 struct partition_change {
   std::optional<protocol::partition_change_record> record;  // nullopt: nothing changes
   int32_t leader = -1;                                      // the leader after the change
-  bool unclean = false;                 // an unclean election chose the leader (records may have been lost)
+  // unclean.leader.election.enable (or ElectLeaders UNCLEAN) let a replica outside the ISR and ELR lead:
+  // records only the old ISR had are lost.
+  bool unclean = false;
   bool from_elr = false;                // the leader came from the ELR
+  bool from_last_known_leader = false;  // the last known leader came back to an empty ISR and ELR (KIP-966)
   bool reassignment_completed = false;  // the replicas became the reassignment's target
 };
 

@@ -225,11 +225,15 @@ class quorum_controller {
   // once. Throttle is always 0.
   protocol::broker_heartbeat_response broker_heartbeat(const protocol::broker_heartbeat_request& request,
                                                        int64_t now_ms);
-  // Fences every unfenced broker whose last heartbeat is older than broker_session_timeout_ms (one batch per
-  // broker, oldest first): BrokerRegistrationChangeRecord Fenced=1, and for each partition whose ISR holds
-  // it a new leader from the active ISR members and the ISR without it, unless it is the last ISR member
-  // (then the partition keeps it in the ISR with no leader, -1). A broker never heard from starts its session
-  // at the first check. Called periodically by the active controller.
+  // Fences every unfenced broker whose last heartbeat is older than broker_session_timeout_ms, all those
+  // found by one check in one batch: BrokerRegistrationChangeRecord Fenced=1 for each, and for each partition
+  // whose ISR holds one of them the ISR without them and, when its leader goes, a new leader among the ISR
+  // members not being fenced; with none left the partition has no leader (-1), the members that left join
+  // the ELR when the ISR falls below min ISR, and an ISR emptied remembers its leader as the last known
+  // leader (KIP-966). Kafka fences one broker per event, moving leaderships onto brokers whose sessions have
+  // expired too; fencing them together keeps each partition's own last leader after a whole-cluster crash.
+  // A broker never heard from starts its session at the first check. Called periodically by the active
+  // controller.
   // Leaderless partitions of topics whose unclean.leader.election.enable is true (topic, broker or cluster
   // level, changeable live) get an unclean election (any live replica; the ISR becomes just it, RECOVERING;
   // logged as a possible loss). Kafka runs this when the config changes and periodically; the node calls it

@@ -144,12 +144,19 @@ class broker_lifecycle_test : public ::testing::Test {
     for (int32_t id = 1; id <= n; ++id) ASSERT_FALSE(heartbeat(id, now_ms).is_fenced);
   }
 
-  void create(const std::string& name, const std::vector<std::vector<int32_t>>& assignment) {
+  void create(const std::string& name, const std::vector<std::vector<int32_t>>& assignment,
+              std::optional<int32_t> min_isr = {}) {
     protocol::create_topics_request request;
     protocol::create_topics_request::creatable_topic t;
     t.name = name;
     t.num_partitions = -1;
     t.replication_factor = -1;
+    if (min_isr) {
+      protocol::create_topics_request::creatable_topic_config c;
+      c.name = "min.insync.replicas";
+      c.value = std::to_string(*min_isr);
+      t.configs.push_back(c);
+    }
     for (size_t p = 0; p < assignment.size(); ++p) {
       protocol::create_topics_request::creatable_replica_assignment a;
       a.partition_index = static_cast<int32_t>(p);
@@ -160,6 +167,36 @@ class broker_lifecycle_test : public ::testing::Test {
     auto response = _controller->create_topics(request, 7);
     ASSERT_EQ(response.topics.size(), 1u);
     ASSERT_EQ(response.topics[0].error_code, 0) << response.topics[0].error_message.value_or("");
+  }
+
+  // The partition's leader shrinks (or expands) its ISR with AlterPartition v3.
+  void alter_isr(const std::string& topic, int32_t index, const std::vector<int32_t>& isr) {
+    const metadata::partition_state p = partition(topic, index);  // a copy: the write publishes a new image
+    protocol::alter_partition_request req;
+    req.broker_id = p.leader;
+    req.broker_epoch = _epochs.at(p.leader);
+    auto& t = req.topics.emplace_back();
+    t.topic_id = image().find_topic(topic)->id;
+    auto& data = t.partitions.emplace_back();
+    data.partition_index = index;
+    data.leader_epoch = p.leader_epoch;
+    data.partition_epoch = p.partition_epoch;
+    for (int32_t id : isr) data.new_isr_with_epochs.push_back({id, _epochs.at(id)});
+    auto resp = _controller->alter_partition(req, 3);
+    ASSERT_EQ(resp.error_code, 0);
+    ASSERT_EQ(resp.topics.at(0).partitions.at(0).error_code, 0);
+    ASSERT_EQ(partition(topic, index).isr, isr);
+  }
+
+  // A broker killed with SIGKILL starts again: a new incarnation without clean-shutdown markers (previous
+  // broker epoch -1), registered once the controller has fenced its old session, then a caught-up heartbeat.
+  void restart_after_crash(int32_t id, int64_t now_ms) {
+    metadata::broker_registration b = broker(id);
+    b.incarnation_id = uuid::random();
+    auto r = _controller->register_broker(b, /*previous_broker_epoch=*/-1, now_ms);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    _epochs[id] = *r;
+    ASSERT_FALSE(heartbeat(id, now_ms).is_fenced);
   }
 
   fs::path _dir;
@@ -515,6 +552,91 @@ TEST_F(broker_lifecycle_test, alter_partition_and_the_periodic_preferred_electio
   EXPECT_EQ(partition("t", 0).leader, 2);
   _controller->maybe_rebalance_leaders(310'000);
   EXPECT_EQ(partition("t", 0).leader, 1);
+}
+
+// A whole-cluster kill -9 (issue 18): the controller that becomes active after the restart starts every
+// session afresh, so every broker's session expires at the same check and they are fenced together; each
+// partition keeps its own leader as the last known leader and its whole ISR in the ELR. The brokers then
+// register as uncleanly shut down (leaving the ISRs and ELRs) and each partition comes back under its own
+// last leader, whatever order the brokers return in, rather than all under the broker fenced last.
+TEST_F(broker_lifecycle_test,
+       after_a_whole_cluster_crash_each_partition_comes_back_under_its_own_last_leader) {
+  open();
+  start_brokers(3, /*now_ms=*/0);
+  create("t", {{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}, /*min_isr=*/2);
+  for (int32_t p = 0; p < 3; ++p) ASSERT_EQ(partition("t", p).leader, p + 1);
+
+  _controller->reset_heartbeat_deadlines(100'000);  // every node died; a controller starts after the restart
+  _controller->fence_stale_brokers(100'000 + 9000);
+  EXPECT_FALSE(broker(1).fenced);
+  _controller->fence_stale_brokers(100'000 + 9001);
+  for (int32_t id = 1; id <= 3; ++id) EXPECT_TRUE(broker(id).fenced);
+  for (int32_t p = 0; p < 3; ++p) {
+    SCOPED_TRACE(p);
+    EXPECT_EQ(partition("t", p).leader, metadata::no_leader);
+    EXPECT_EQ(partition("t", p).isr, (std::vector<int32_t>{}));
+    EXPECT_EQ(partition("t", p).eligible_leader_replicas, partition("t", p).replicas);
+    EXPECT_EQ(partition("t", p).last_known_elr, (std::vector<int32_t>{p + 1}));
+  }
+
+  // Broker 3 comes back first: only the partition it last led may return, and only once the other ELR
+  // members have registered again (each may have had more than it, until its unclean shutdown is known).
+  restart_after_crash(3, 110'000);
+  for (int32_t p = 0; p < 3; ++p) EXPECT_EQ(partition("t", p).leader, metadata::no_leader) << p;
+  restart_after_crash(2, 111'000);
+  EXPECT_EQ(partition("t", 0).leader, metadata::no_leader);  // 1 not back: its ELR still holds 1
+  restart_after_crash(1, 112'000);
+  for (int32_t p = 0; p < 3; ++p) {
+    SCOPED_TRACE(p);
+    EXPECT_EQ(partition("t", p).leader, p + 1);
+    EXPECT_EQ(partition("t", p).isr, (std::vector<int32_t>{p + 1}));
+    EXPECT_EQ(partition("t", p).eligible_leader_replicas, (std::vector<int32_t>{}));
+    EXPECT_EQ(partition("t", p).last_known_elr, (std::vector<int32_t>{}));
+    EXPECT_EQ(partition("t", p).leader_recovery_state, metadata::leader_recovering);
+  }
+}
+
+// The same crash with a stale replica: 3 fell out of the ISR before every node died. Restarted first and
+// alone it must not lead (unclean.leader.election.enable is off): the partition waits for its last leader.
+TEST_F(broker_lifecycle_test, a_stale_replica_back_first_after_a_whole_cluster_crash_does_not_lead) {
+  open();
+  start_brokers(3, /*now_ms=*/0);
+  create("s", {{1, 2, 3}}, /*min_isr=*/2);
+  alter_isr("s", 0, {1, 2});  // 3 lagged: it misses what is acknowledged from now on
+
+  _controller->reset_heartbeat_deadlines(100'000);
+  _controller->fence_stale_brokers(100'000 + 9001);
+  EXPECT_EQ(partition("s", 0).leader, metadata::no_leader);
+  EXPECT_EQ(partition("s", 0).isr, (std::vector<int32_t>{}));
+  EXPECT_EQ(partition("s", 0).eligible_leader_replicas, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(partition("s", 0).last_known_elr, (std::vector<int32_t>{1}));
+
+  restart_after_crash(3, 110'000);
+  EXPECT_EQ(partition("s", 0).leader, metadata::no_leader);
+  restart_after_crash(2, 111'000);
+  EXPECT_EQ(partition("s", 0).leader, metadata::no_leader);  // 2 left the ELR: its shutdown was unclean
+  EXPECT_EQ(partition("s", 0).eligible_leader_replicas, (std::vector<int32_t>{1}));
+  restart_after_crash(1, 112'000);
+  EXPECT_EQ(partition("s", 0).leader, 1);
+  EXPECT_EQ(partition("s", 0).isr, (std::vector<int32_t>{1}));
+}
+
+// Two sessions expiring at one check while a third broker lives: the leadership goes straight to the live
+// ISR member, and both that left join the ELR (the ISR fell below min ISR at once).
+TEST_F(broker_lifecycle_test, brokers_whose_sessions_expire_together_are_fenced_together) {
+  open();
+  start_brokers(3, /*now_ms=*/0);
+  create("t", {{1, 2, 3}}, /*min_isr=*/2);
+  heartbeat(3, 5000);
+  const int64_t before = end_offset();
+  _controller->fence_stale_brokers(9001);
+  EXPECT_EQ(end_offset(), before + 3);  // one PartitionChangeRecord, two fencings
+  EXPECT_TRUE(broker(1).fenced);
+  EXPECT_TRUE(broker(2).fenced);
+  EXPECT_EQ(partition("t", 0).leader, 3);
+  EXPECT_EQ(partition("t", 0).leader_epoch, 1);  // one new leader, not 2 then 3
+  EXPECT_EQ(partition("t", 0).isr, (std::vector<int32_t>{3}));
+  EXPECT_EQ(partition("t", 0).eligible_leader_replicas, (std::vector<int32_t>{1, 2}));
 }
 
 // KIP-966: changing min.insync.replicas clears the ELRs chosen against the old value.

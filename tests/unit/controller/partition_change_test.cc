@@ -139,10 +139,42 @@ TEST(partition_change, the_last_known_leader_returns_when_every_replica_shut_dow
   const auto change = build_partition_change(p, request({}, {1, 2, 3}));
   ASSERT_TRUE(change.record);
   EXPECT_EQ(change.record->leader, 3);
-  EXPECT_TRUE(change.unclean);
+  // Not an unclean election (no replica outside the ISR and ELR was chosen), though handled like one.
+  EXPECT_FALSE(change.unclean);
+  EXPECT_TRUE(change.from_last_known_leader);
   EXPECT_EQ(change.record->isr, (ids{3}));
   EXPECT_EQ(change.record->leader_recovery_state, metadata::leader_recovering);
   EXPECT_EQ(change.record->last_known_elr, (ids{}));
+}
+
+TEST(partition_change, a_stale_replica_never_leads_an_empty_isr_and_elr_without_unclean_election) {
+  // 3 was out of the ISR when every replica crashed; 1 was the leader. Only 3 is back.
+  const auto p = partition({1, 2, 3}, {}, metadata::no_leader, {}, {1});
+  EXPECT_EQ(build_partition_change(p, request({}, {3})).record, std::nullopt);
+  auto r = request({}, {3});
+  r.election = election_type::unclean;
+  const auto change = build_partition_change(p, r);
+  ASSERT_TRUE(change.record);
+  EXPECT_EQ(change.record->leader, 3);
+  EXPECT_TRUE(change.unclean);
+  EXPECT_FALSE(change.from_last_known_leader);
+  // With the last known leader back too, even an unclean election takes it first.
+  r.acceptable_leader = [](int32_t id) { return id == 1 || id == 3; };
+  const auto back = build_partition_change(p, r);
+  ASSERT_TRUE(back.record);
+  EXPECT_EQ(back.record->leader, 1);
+  EXPECT_FALSE(back.unclean);
+  EXPECT_TRUE(back.from_last_known_leader);
+}
+
+TEST(partition_change, the_preferred_replica_leads_when_several_elr_members_are_eligible) {
+  const auto p = partition({2, 1, 3}, {}, metadata::no_leader, {1, 2, 3});
+  const auto change = build_partition_change(p, request({}, {1, 2, 3}));
+  ASSERT_TRUE(change.record);
+  EXPECT_EQ(change.record->leader, 2);
+  EXPECT_TRUE(change.from_elr);
+  EXPECT_EQ(change.record->isr, (ids{2}));
+  EXPECT_EQ(change.record->eligible_leader_replicas, (ids{1, 3}));
 }
 
 TEST(partition_change, a_preferred_election_moves_leadership_to_the_first_replica_when_in_sync) {
