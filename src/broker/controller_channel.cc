@@ -42,8 +42,9 @@ bool controller_channel::brokers_applied(int64_t offset) const {
   if (!_node || !_controller) return true;
   const auto progress = _node->state().progress();
   const auto image = _controller->image();
-  for (const auto& [id, broker] : image->brokers) {
-    if (broker.fenced || id == _node->state().node_id()) continue;  // this node applies as it commits
+  for (const auto& [broker_id, broker] : image->brokers) {
+    if (broker.fenced || broker_id == _node->state().node_id()) continue;  // this node applies as it commits
+    const int32_t id = broker_id;  // a structured binding cannot be captured before C++20 in clang 14
     const auto it = std::find_if(progress.begin(), progress.end(),
                                  [id](const raft::replica_progress& p) { return p.replica_id == id; });
     if (it == progress.end() || it->seen_high_watermark <= offset) return false;

@@ -5,7 +5,9 @@
   Metadata names as controller works, for a batch of 100 topics too;
 - `kafka-features describe` lists what Mala implements, `kafka-acls` gets Kafka's "No Authorizer is configured"
   (SECURITY_DISABLED), a transactional producer fails at once with a message that says transactions are not
-  supported, and a request for an API Mala does not serve is logged with its client id.
+  supported, and a request for an API Mala does not serve is logged with its client id;
+- librdkafka producers get the cluster id on every Metadata path, and CreateTopics sent to a survivor right after
+  the active controller died waits for the new controller (brokers retry forwarding, never answer NOT_CONTROLLER).
 
 One cluster serves the whole module (its start is the slow part); every test uses its own topic names."""
 
@@ -149,3 +151,51 @@ def test_a_request_for_an_api_mala_does_not_serve_is_logged_with_the_client_id(s
     line = next((l for l in c.node(1).log_text(400).splitlines() if "refusal-probe" in l), None)
     assert line is not None, "the refused request is not logged"
     assert "24" in line and "refused" in line, line
+
+
+def test_create_topics_during_a_controller_failover_waits_for_the_new_controller(tmp_path):
+    """Kafka's brokers retry a forwarded request until a controller answers it or it times out; NOT_CONTROLLER
+    never reaches the client. Right after the active controller dies, the survivors still name it (or no one) as
+    leader: CreateTopics sent to a survivor must wait for the election and succeed."""
+    c = Cluster(tmp_path)
+    try:
+        c.start_all()
+        leader, _, _ = c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
+        survivors = [i for i in c.ids if i != leader]
+        c.kill(leader)
+        for n, via in enumerate(survivors):
+            started = time.monotonic()
+            error, message = c.create_topics_raw(via, f"failover-{n}", 3, 2, timeout_ms=20000)
+            assert error == 0, f"CreateTopics through node {via} after {time.monotonic() - started:.1f}s: " \
+                               f"error {error} {message}"
+    except BaseException:
+        print(c.logs())
+        raise
+    finally:
+        died, _ = c.close()
+        assert not died, f"nodes died: {died}"
+
+
+def test_librdkafka_producers_get_the_cluster_id_on_every_metadata_path(shared_cluster):
+    """librdkafka keeps the ClusterId of Metadata v2+ (its rd_kafka_clusterid(), what confluent-kafka's list_topics
+    reports); every broker names the same id, the one DescribeCluster gives. With ApiVersions turned off and a
+    0.9.0 fallback it sends Metadata v0, which has no cluster id and no controller: empty, as on Kafka."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    c = shared_cluster
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    expected = admin.describe_cluster(request_timeout=10).result(timeout=15).cluster_id
+    assert expected, "DescribeCluster gave no cluster id"
+    paths = ({}, {"api.version.request": "false", "broker.version.fallback": "0.10.0"},
+             {"api.version.request": "false", "broker.version.fallback": "2.0.0"})
+    for i in c.ids:
+        for extra in paths:
+            p = Producer({"bootstrap.servers": c.nodes[i].bootstrap, "log_level": 2, **extra})
+            md = p.list_topics(timeout=5)
+            assert md.cluster_id == expected, f"node {i} {extra}: {md.cluster_id!r} != {expected!r}"
+            assert md.controller_id in c.ids, f"node {i} {extra}: controller {md.controller_id}"
+    legacy = Producer({"bootstrap.servers": c.bootstrap, "log_level": 2, "api.version.request": "false",
+                       "broker.version.fallback": "0.9.0"})
+    md = legacy.list_topics(timeout=5)
+    assert md.cluster_id is None and md.controller_id == -1, (md.cluster_id, md.controller_id)

@@ -16,10 +16,16 @@
 // A request that arrived on a controller listener is never forwarded again (a standby answers
 // NOT_CONTROLLER): that keeps two nodes with different views of the leader from bouncing a request.
 //
+// Like Kafka's NodeToControllerChannelManager, a request that found no active controller (none elected yet,
+// this node elected but not yet active, the leader unreachable, or its answer NOT_CONTROLLER because the
+// leadership moved on) is tried again every `forward_retry_backoff` until the timeout, then answered
+// REQUEST_TIMED_OUT: a client never sees NOT_CONTROLLER from a broker, whatever id Metadata named.
+//
 // Threads: call() from any shard; the rest is the home shard's (shard 0), where the controller, the raft
 // node and the peer client live.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -28,7 +34,10 @@
 #include <vector>
 
 #include <asio/awaitable.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 
 #include "mala/common/error_code.h"
 #include "mala/controller/quorum_controller.h"
@@ -50,6 +59,34 @@ enum class controller_outcome : int8_t {
   not_committed,  // this node's controller wrote but lost leadership before the commit
   timed_out,      // this node's controller wrote, and the commit did not come within the timeout
 };
+
+// Whether an answer from the node believed to be the active controller says it is not (any top-level or
+// per-entry error code NOT_CONTROLLER): the request goes to the new active controller.
+template <typename Response>
+bool answers_not_controller(const Response& r) {
+  const int16_t code = to_wire(error_code::not_controller);
+  const auto any_entry = [code](const auto& entries) {
+    for (const auto& e : entries) {
+      if constexpr (requires { e.error_code; }) {
+        if (e.error_code == code) return true;
+      }
+    }
+    return false;
+  };
+  if constexpr (requires { r.error_code; }) {
+    if (r.error_code == code) return true;
+  }
+  if constexpr (requires { r.topics.begin(); }) {
+    if (any_entry(r.topics)) return true;
+  }
+  if constexpr (requires { r.results.begin(); }) {
+    if (any_entry(r.results)) return true;
+  }
+  if constexpr (requires { r.responses.begin(); }) {
+    if (any_entry(r.responses)) return true;
+  }
+  return false;
+}
 
 template <typename Response>
 struct controller_answer {
@@ -90,6 +127,7 @@ class controller_channel {
       broker_propagation propagation = broker_propagation::commit_only);
 
   static constexpr std::chrono::milliseconds max_propagation_wait{3000};
+  static constexpr std::chrono::milliseconds forward_retry_backoff{100};
 
   // Home shard: the metadata log committed everything below `high_watermark`.
   void on_commit(int64_t high_watermark);
@@ -135,35 +173,56 @@ asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_sh
     const Request& request, int16_t version, bool may_forward, Local& local, int32_t timeout_ms,
     broker_propagation propagation) {
   if (timeout_ms < 0) timeout_ms = _request_timeout_ms;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  const auto left_ms = [&deadline] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+        .count();
+  };
   controller_answer<Response> answer;
-  if (local_active()) {
-    const auto start = std::chrono::steady_clock::now();
-    answer.response = local(*_controller);
-    const int64_t written = _controller->last_written_offset();
-    answer.outcome =
-        written < 0 ? controller_outcome::answered : co_await wait_committed(written, timeout_ms);
-    if (answer.ok() && written >= 0 && propagation == broker_propagation::every_live_broker) {
-      const auto spent =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-      const auto left = std::min<int64_t>(timeout_ms - spent.count(), max_propagation_wait.count());
-      if (left > 0) co_await wait_brokers_applied(written, static_cast<int32_t>(left));
+  std::vector<uint8_t> encoded;
+  for (;;) {
+    if (local_active()) {
+      answer.response = local(*_controller);
+      const int64_t written = _controller->last_written_offset();
+      answer.outcome = written < 0 ? controller_outcome::answered
+                                   : co_await wait_committed(
+                                         written, static_cast<int32_t>(std::max<int64_t>(left_ms(), 0)));
+      if (answer.ok() && written >= 0 && propagation == broker_propagation::every_live_broker) {
+        const auto left = std::min<int64_t>(left_ms(), max_propagation_wait.count());
+        if (left > 0) co_await wait_brokers_applied(written, static_cast<int32_t>(left));
+      }
+      co_return answer;
     }
-    co_return answer;
+    if (!may_forward || !_node) co_return answer;
+    if (encoded.empty()) {
+      protocol::wire_writer w(encoded);
+      request.encode(w, version);
+    }
+    if (const int64_t left = left_ms(); left > 0) {
+      auto bytes = co_await forward(Request::api_key, version, encoded, Request::is_flexible(version),
+                                    static_cast<int32_t>(left));
+      if (bytes.ok()) {
+        protocol::wire_reader r(*bytes);
+        Response response;
+        if (response.decode(r, version) == protocol::decode_status::ok && !answers_not_controller(response)) {
+          answer.response = std::move(response);
+          answer.outcome = controller_outcome::answered;
+          answer.forwarded = true;
+          co_return answer;
+        }
+      }
+    }
+    const int64_t left = left_ms();
+    if (left <= 0) {
+      answer.outcome = controller_outcome::timed_out;
+      co_return answer;
+    }
+    asio::steady_timer backoff(co_await asio::this_coro::executor);
+    backoff.expires_after(std::min(forward_retry_backoff, std::chrono::milliseconds(left)));
+    std::error_code ec;
+    co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
-  if (!may_forward || !_node) co_return answer;
-  std::vector<uint8_t> body;
-  protocol::wire_writer w(body);
-  request.encode(w, version);
-  auto bytes =
-      co_await forward(Request::api_key, version, std::move(body), Request::is_flexible(version), timeout_ms);
-  if (!bytes.ok()) co_return answer;
-  protocol::wire_reader r(*bytes);
-  Response response;
-  if (response.decode(r, version) != protocol::decode_status::ok) co_return answer;
-  answer.response = std::move(response);
-  answer.outcome = controller_outcome::answered;
-  answer.forwarded = true;
-  co_return answer;
 }
 
 template <typename Response, typename Request, typename Local>
