@@ -199,3 +199,48 @@ def test_librdkafka_producers_get_the_cluster_id_on_every_metadata_path(shared_c
                        "broker.version.fallback": "0.9.0"})
     md = legacy.list_topics(timeout=5)
     assert md.cluster_id is None and md.controller_id == -1, (md.cluster_id, md.controller_id)
+
+
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_a_regex_subscription_picks_up_a_topic_created_through_another_broker(shared_cluster, group_protocol):
+    """librdkafka's classic protocol matches the regex against its metadata refreshes; the consumer protocol
+    (KIP-848) has the coordinator match it against the metadata image at each heartbeat. Either way a topic
+    created through one broker and written through another is consumed within seconds."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    c = shared_cluster
+    a, b, other = c.ids
+    prefix = f"re-{group_protocol}-"
+    admin = AdminClient({"bootstrap.servers": c.nodes[a].bootstrap})
+    admin.create_topics([NewTopic(prefix + "first", 1, 3)], operation_timeout=15)[prefix + "first"].result(timeout=30)
+    consumer = Consumer({"bootstrap.servers": c.nodes[other].bootstrap, "group.id": prefix + "group",
+                         "group.protocol": group_protocol, "auto.offset.reset": "earliest",
+                         "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
+    try:
+        consumer.subscribe([f"^{prefix}.*"])
+        producer = Producer({"bootstrap.servers": c.nodes[b].bootstrap, "log_level": 2})
+        producer.produce(prefix + "first", b"before")
+        producer.flush(15)
+        seen = set()
+        deadline = time.monotonic() + 30
+        while "before" not in seen and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                seen.add(m.value().decode())
+        assert "before" in seen, f"the existing topic was not consumed ({group_protocol})"
+
+        new = prefix + "second"
+        admin.create_topics([NewTopic(new, 2, 3)], operation_timeout=15)[new].result(timeout=30)
+        created = time.monotonic()
+        for p in (0, 1):
+            producer.produce(new, f"after-{p}".encode(), partition=p)
+        assert producer.flush(15) == 0
+        while len(seen) < 3 and time.monotonic() < created + 30:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                seen.add(m.value().decode())
+        assert {"after-0", "after-1"} <= seen, f"{group_protocol}: got {seen} in 30 s"
+        print(f"{group_protocol}: the new topic was consumed {time.monotonic() - created:.1f}s after creation")
+    finally:
+        consumer.close()

@@ -10,8 +10,8 @@
 // A local write is answered only once the metadata log has committed it (on a Raft quorum the controller
 // applies its writes at once and the high watermark catches up later); a write that is not committed within
 // the request timeout is timed_out (handlers answer REQUEST_TIMED_OUT, as Kafka's controller does); one whose
-// controller lost the leadership meanwhile is not_committed (NOT_CONTROLLER, Kafka's NotControllerException).
-// Clients retry both.
+// controller lost the leadership meanwhile is not_committed (NOT_CONTROLLER, Kafka's NotControllerException,
+// answered only to requests that cannot be forwarded; see below).
 //
 // A request that arrived on a controller listener is never forwarded again (a standby answers
 // NOT_CONTROLLER): that keeps two nodes with different views of the leader from bouncing a request.
@@ -19,7 +19,8 @@
 // Like Kafka's NodeToControllerChannelManager, a request that found no active controller (none elected yet,
 // this node elected but not yet active, the leader unreachable, or its answer NOT_CONTROLLER because the
 // leadership moved on) is tried again every `forward_retry_backoff` until the timeout, then answered
-// REQUEST_TIMED_OUT: a client never sees NOT_CONTROLLER from a broker, whatever id Metadata named.
+// REQUEST_TIMED_OUT: a client never sees NOT_CONTROLLER from a broker, whatever id Metadata named. So is a
+// client's request whose local write lost the leadership before it committed.
 //
 // Threads: call() from any shard; the rest is the home shard's (shard 0), where the controller, the raft
 // node and the peer client live.
@@ -192,7 +193,10 @@ asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_sh
         const auto left = std::min<int64_t>(left_ms(), max_propagation_wait.count());
         if (left > 0) co_await wait_brokers_applied(written, static_cast<int32_t>(left));
       }
-      co_return answer;
+      if (answer.outcome != controller_outcome::not_committed || !may_forward || !_node) co_return answer;
+      // The leadership moved before the commit: like a Kafka broker, try the new active controller (the write
+      // may have committed there after all; then the retry gets that answer, e.g. TOPIC_ALREADY_EXISTS).
+      answer = {};
     }
     if (!may_forward || !_node) co_return answer;
     if (encoded.empty()) {

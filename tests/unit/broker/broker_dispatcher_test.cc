@@ -4,16 +4,22 @@
 #include <gtest/gtest.h>
 
 #include "mala/broker/broker_dispatcher.h"
+#include "mala/broker/controller_channel.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/refused_requests.h"
+#include "mala/protocol/messages/alter_configs_response.h"
 #include "mala/protocol/messages/api_versions_request.h"
 #include "mala/protocol/messages/api_versions_response.h"
 #include "mala/protocol/messages/create_acls_request.h"
 #include "mala/protocol/messages/create_acls_response.h"
+#include "mala/protocol/messages/create_partitions_response.h"
+#include "mala/protocol/messages/create_topics_response.h"
 #include "mala/protocol/messages/delete_acls_request.h"
 #include "mala/protocol/messages/delete_acls_response.h"
+#include "mala/protocol/messages/delete_topics_response.h"
 #include "mala/protocol/messages/describe_acls_request.h"
 #include "mala/protocol/messages/describe_acls_response.h"
+#include "mala/protocol/messages/elect_leaders_response.h"
 #include "mala/protocol/messages/find_coordinator_request.h"
 #include "mala/protocol/messages/find_coordinator_response.h"
 #include "mala/protocol/messages/metadata_request.h"
@@ -362,6 +368,36 @@ TEST_F(dispatcher_test, metadata_reports_a_local_replica_with_an_offline_log_dir
   EXPECT_EQ(parts[1].error_code, 5);  // LEADER_NOT_AVAILABLE
   EXPECT_EQ(parts[1].leader_id, -1);
   EXPECT_EQ(parts[1].offline_replicas, std::vector<int32_t>{1});
+}
+
+// A forwarded answer that says the node reached is not the active controller (any of its codes) makes the
+// broker try the new one instead of relaying NOT_CONTROLLER (Kafka's NodeToControllerChannelManager).
+TEST(controller_forwarding, answers_naming_not_controller_are_retried) {
+  const int16_t not_controller = to_wire(error_code::not_controller);
+  protocol::create_topics_response created;
+  created.topics.emplace_back().error_code = 0;
+  EXPECT_FALSE(answers_not_controller(created));
+  created.topics.emplace_back().error_code = not_controller;
+  EXPECT_TRUE(answers_not_controller(created));
+
+  protocol::create_partitions_response partitions;
+  partitions.results.emplace_back().error_code = to_wire(error_code::invalid_partitions);
+  EXPECT_FALSE(answers_not_controller(partitions));
+  partitions.results.back().error_code = not_controller;
+  EXPECT_TRUE(answers_not_controller(partitions));
+
+  protocol::delete_topics_response deleted;
+  deleted.responses.emplace_back().error_code = not_controller;
+  EXPECT_TRUE(answers_not_controller(deleted));
+
+  protocol::alter_configs_response configs;
+  configs.responses.emplace_back().error_code = to_wire(error_code::invalid_config);
+  EXPECT_FALSE(answers_not_controller(configs));
+
+  protocol::elect_leaders_response elected;
+  EXPECT_FALSE(answers_not_controller(elected));
+  elected.error_code = not_controller;
+  EXPECT_TRUE(answers_not_controller(elected));
 }
 
 }  // namespace
