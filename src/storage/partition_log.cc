@@ -127,6 +127,11 @@ struct partition_log::impl {
   int64_t log_end_offset = 0;
   int64_t recovery_point = 0;
   log_recovery_report report;
+  // The active segment came from disk, its indexes sized by the config given to open(): the log manager opens
+  // the logs it finds at start-up with the broker defaults, before the metadata names their topics' configs.
+  // The first update_config() then sizes them to the topic's segment.index.bytes, as Kafka opens them with
+  // the topic's value; later changes reach only the segments created after them (Kafka's rule).
+  bool active_indexes_sized_by_open = false;
 
   // Flush policy bookkeeping: the offset a handed-out flush_work() will reach once the caller marks it
   // flushed, and when work was last handed out (flush.ms counts from there).
@@ -428,6 +433,7 @@ status partition_log::impl::load(const log_open_options& options) {
     segments.emplace(checkpointed_start, std::move(*segment));
   } else {
     // The active segment's indexes take appends again (they were trimmed by the last roll or close).
+    active_indexes_sized_by_open = true;
     auto& last = active();
     if (auto st = last.offsets().resize(config.segment_index_bytes); !st.ok())
       return storage_error(tp, st.message);
@@ -484,9 +490,20 @@ void partition_log::update_config(const log_config& config) {
   auto& m = *_impl;
   const bool roll_time_changed =
       config.segment_ms != m.config.segment_ms || config.segment_jitter_ms != m.config.segment_jitter_ms;
+  const bool index_size_changed = config.segment_index_bytes != m.config.segment_index_bytes;
   m.config = config;
   // Every segment, not only the active one: a truncation can make an older segment active again.
   for (auto& [base, segment] : m.segments) segment->update_config(config);
+  if (std::exchange(m.active_indexes_sized_by_open, false) && index_size_changed && !m.segments.empty()) {
+    auto& last = m.active();
+    auto resized = last.offsets().resize(config.segment_index_bytes);
+    if (resized.ok()) resized = last.times().resize(config.segment_index_bytes);
+    if (!resized.ok()) {
+      // The indexes keep their size (they still serve and take entries); the next roll applies the value.
+      subsystem_logger("storage")->warn("{}: cannot resize the active segment's indexes to {} bytes: {}",
+                                        describe(m.tp), config.segment_index_bytes, resized.message);
+    }
+  }
   // The jitter is drawn again only when its bounds moved: a retention change must not move the next roll.
   if (roll_time_changed) m.new_jitter();
 }

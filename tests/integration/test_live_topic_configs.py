@@ -353,14 +353,18 @@ def test_broker_dynamic_defaults_reach_existing_topics(mala_factory):
 
 def test_topic_configs_apply_to_logs_loaded_at_restart(mala_factory):
     """A restarted node loads its logs before it knows their topics' configs: each replica takes its topic's
-    config when the metadata is applied, so a topic's segment.bytes and max.message.bytes still hold."""
+    config when the metadata is applied, so a topic's segment.bytes and max.message.bytes still hold, and the
+    active segment's indexes take the topic's segment.index.bytes again (as Kafka opens them), not the default."""
     node = mala_factory(extra_config=FAST_MAINTENANCE).start()
     topic = "live-configs-restart"
-    create_topic(node.bootstrap, topic, config={"segment.bytes": str(MIB), "max.message.bytes": "2000"})
+    create_topic(node.bootstrap, topic, config={"segment.bytes": str(MIB), "max.message.bytes": "2000",
+                                                "segment.index.bytes": "65536"})
     produce_bytes(node.bootstrap, topic, 500_000, record_size=1000, **{"batch.size": 1900})
+    assert segment_files(node, topic, ".index")[-1][1] == 65536
     assert node.stop() == 0
     node.start()
     assert produce_one(node.bootstrap, topic, value="v" * 5000) == KafkaError.MSG_SIZE_TOO_LARGE
+    assert segment_files(node, topic, ".index")[-1][1] == 65536, segment_files(node, topic, ".index")
     produce_bytes(node.bootstrap, topic, 2_000_000, record_size=1000, **{"batch.size": 1900})
     logs = segment_files(node, topic)
     assert len(logs) >= 3, logs

@@ -88,7 +88,10 @@ class partition_log {
   // message.timestamp.* rules and the key check of cleanup.policy=compact to the next append, retention.* and
   // file.delete.delay.ms to the next apply_retention(), flush.* to the next flush_work(),
   // index.interval.bytes to the next index entries. segment.index.bytes sizes the indexes of segments created
-  // from now on (Kafka's rule: the active segment's preallocated indexes keep their size until it rolls).
+  // from now on (Kafka's rule: the active segment's preallocated indexes keep their size until it rolls),
+  // except the first update of a log whose active segment was loaded from disk: that one sizes the active
+  // indexes too (a log loaded at start-up was opened with the broker defaults; Kafka opens it with the
+  // topic's value).
   void update_config(const log_config& config);
   const log_recovery_report& recovery_report() const;
   // Called when an append rolls a new segment, with its base offset, after the roll and before the batches

@@ -184,6 +184,25 @@ TEST_F(live_config_test, segment_index_bytes_sizes_the_indexes_of_the_next_segme
   EXPECT_EQ(fs::file_size(_dir / "00000000000000000002.timeindex"), 4096u / 12 * 12);
 }
 
+// The log manager opens the logs it finds at start-up with the broker defaults; the topic's config follows
+// from the metadata. Kafka opens the active segment's indexes at the topic's segment.index.bytes, so the
+// first config a loaded log takes sizes them; a later change waits for the next segment again.
+TEST_F(live_config_test, a_loaded_log_sizes_its_active_indexes_by_the_first_config_it_takes) {
+  {
+    auto log = open();
+    append_ok(*log, make_batch(1));
+    ASSERT_TRUE(log->close().ok());  // trims the indexes to their entries
+  }
+  auto log = open();  // the broker defaults: 10 MiB indexes
+  EXPECT_EQ(fs::file_size(_dir / "00000000000000000000.index"), 10u * 1024 * 1024);
+  change(*log, [](log_config& c) { c.segment_index_bytes = 4096; });
+  EXPECT_EQ(fs::file_size(_dir / "00000000000000000000.index"), 4096u);
+  EXPECT_EQ(fs::file_size(_dir / "00000000000000000000.timeindex"), 4096u / 12 * 12);
+  change(*log, [](log_config& c) { c.segment_index_bytes = 8192; });
+  EXPECT_EQ(fs::file_size(_dir / "00000000000000000000.index"), 4096u);
+  append_ok(*log, make_batch(1));
+}
+
 TEST_F(live_config_test, max_message_bytes_lowered_refuses_larger_batches) {
   auto log = open();
   append_ok(*log, make_batch(1, start_ms, 2000));
