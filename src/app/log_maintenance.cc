@@ -47,11 +47,14 @@ struct log_maintenance::impl {
         high_watermark(std::move(hw)),
         retention_timer(ctx),
         checkpoint_timer(ctx),
+        start_checkpoint_timer(ctx),
         flush_timer(ctx),
         retention_interval(
             std::chrono::milliseconds(config.get_long("log.retention.check.interval.ms").value_or(300'000))),
         checkpoint_interval(std::chrono::milliseconds(std::max<int64_t>(
             1000, config.get_int("log.flush.offset.checkpoint.interval.ms").value_or(60'000)))),
+        start_checkpoint_interval(std::chrono::milliseconds(std::max<int64_t>(
+            1000, config.get_int("log.flush.start.offset.checkpoint.interval.ms").value_or(60'000)))),
         // Kafka checks flush.ms every log.flush.scheduler.interval.ms (Long.MAX by default: relying on
         // replication) and flush.messages on every append; a one-second check keeps both honest. It runs
         // whatever the broker defaults say: any topic may set flush.messages / flush.ms, at creation or later
@@ -63,9 +66,11 @@ struct log_maintenance::impl {
   log_maintenance::high_watermark_lookup high_watermark;
   asio::steady_timer retention_timer;
   asio::steady_timer checkpoint_timer;
+  asio::steady_timer start_checkpoint_timer;
   asio::steady_timer flush_timer;
   std::chrono::milliseconds retention_interval;
   std::chrono::milliseconds checkpoint_interval;
+  std::chrono::milliseconds start_checkpoint_interval;
   std::chrono::milliseconds flush_check;
   asio::thread_pool blocking{1};
   bool stopped = false;
@@ -86,13 +91,23 @@ struct log_maintenance::impl {
       if (ec || stopped) return;
       if (auto st = logs.checkpoint_recovery_points(); !st.ok())
         log->error("recovery point checkpoint: {}", st.message);
-      if (auto st = logs.checkpoint_log_start_offsets(); !st.ok()) {
-        log->error("log start offset checkpoint: {}", st.message);
-      }
       if (auto st = logs.checkpoint_high_watermarks(high_watermark); !st.ok()) {
         log->error("high watermark checkpoint: {}", st.message);
       }
       schedule_checkpoints();
+    });
+  }
+
+  // Log start offsets (DeleteRecords, retention, a follower taking its leader's) on their own interval, as
+  // Kafka's log.flush.start.offset.checkpoint.interval.ms.
+  void schedule_start_offset_checkpoints() {
+    start_checkpoint_timer.expires_after(start_checkpoint_interval);
+    start_checkpoint_timer.async_wait([this](const std::error_code& ec) {
+      if (ec || stopped) return;
+      if (auto st = logs.checkpoint_log_start_offsets(); !st.ok()) {
+        log->error("log start offset checkpoint: {}", st.message);
+      }
+      schedule_start_offset_checkpoints();
     });
   }
 
@@ -135,6 +150,7 @@ log_maintenance::~log_maintenance() {
 void log_maintenance::start() {
   _impl->schedule_retention();
   _impl->schedule_checkpoints();
+  _impl->schedule_start_offset_checkpoints();
   _impl->schedule_flush();
 }
 
@@ -143,6 +159,7 @@ void log_maintenance::stop() {
   _impl->stopped = true;
   _impl->retention_timer.cancel();
   _impl->checkpoint_timer.cancel();
+  _impl->start_checkpoint_timer.cancel();
   _impl->flush_timer.cancel();
   _impl->blocking.join();
 }
