@@ -13,9 +13,8 @@ import time
 
 import pytest
 
-from cluster import Cluster
 from real_clients import DELETE_RECORDS_TOOL, rdkafka_consume, step_ok, tool_batch
-from test_replication_failover import FAST_FAILOVER, create_replicated_topic, partition_view
+from test_replication_failover import _fast, create_replicated_topic, partition_view
 
 RECORDS = 20
 DELETE_BEFORE = 8
@@ -23,18 +22,7 @@ DELETE_BEFORE = 8
 
 @pytest.fixture
 def fast_cluster(request, tmp_path):
-    c = Cluster(tmp_path, extra_config=FAST_FAILOVER)
-    c.start_all()
-    c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
-    yield c
-    died, codes = c.close()
-    test_failed = any(getattr(getattr(request.node, f"rep_{w}", None), "failed", False) for w in ("setup", "call"))
-    failures = [f"node-{i}: died during the test" for i in died]
-    failures += [f"node-{i}: exit code {code} after SIGTERM" for i, code in codes.items() if code != 0]
-    if failures or test_failed:
-        print(c.logs())
-    if failures:
-        pytest.fail("; ".join(failures))
+    yield from _fast(request, tmp_path)
 
 
 def produce_to(bootstrap, topic, partition, count):
