@@ -1,4 +1,4 @@
-// Start-up cost of the storage layer, the two figures issue 3 asks for:
+// Start-up cost of the storage layer, in two figures:
 //  1. log_manager::open() of 10,000 partitions (one small segment each) after a clean shutdown: no data is
 //  read,
 //     so this is the per-partition fixed cost (directory listing, opening files, mapping indexes). Target < 2

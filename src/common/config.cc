@@ -16,6 +16,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "mala/common/assert.h"
 #include "mala/common/uuid.h"
 
 namespace mala {
@@ -251,12 +252,6 @@ std::optional<std::string> unsupported_security_setting(std::string_view key) {
   if (rest.starts_with("ssl.")) return "a TLS setting";
   if (rest.starts_with("sasl.")) return "a SASL setting";
   return std::nullopt;
-}
-
-[[noreturn]] void invariant_failed(std::string_view name, std::string_view what) {
-  std::fprintf(stderr, "mala: configuration invariant failed: %.*s for key %.*s\n",
-               static_cast<int>(what.size()), what.data(), static_cast<int>(name.size()), name.data());
-  std::abort();
 }
 
 }  // namespace
@@ -765,31 +760,31 @@ int64_t node_config::log_flush_interval_ms() const {
 
 int32_t node_config::int_value(std::string_view name) const {
   auto v = get_int(name);
-  if (!v) invariant_failed(name, "int value missing");
+  MALA_ASSERT(v, "int value missing for key {}", name);
   return *v;
 }
 
 int64_t node_config::long_value(std::string_view name) const {
   auto v = get_long(name);
-  if (!v) invariant_failed(name, "long value missing");
+  MALA_ASSERT(v, "long value missing for key {}", name);
   return *v;
 }
 
 bool node_config::bool_value(std::string_view name) const {
   auto v = get_bool(name);
-  if (!v) invariant_failed(name, "boolean value missing");
+  MALA_ASSERT(v, "boolean value missing for key {}", name);
   return *v;
 }
 
 std::string node_config::string_value(std::string_view name) const {
   auto v = get_string(name);
-  if (!v) invariant_failed(name, "string value missing");
+  MALA_ASSERT(v, "string value missing for key {}", name);
   return *v;
 }
 
 std::vector<std::string> node_config::list_value(std::string_view name) const {
   auto v = get_list(name);
-  if (!v) invariant_failed(name, "list value missing");
+  MALA_ASSERT(v, "list value missing for key {}", name);
   return *v;
 }
 

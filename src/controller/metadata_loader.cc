@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "mala/common/assert.h"
 #include "mala/common/logging.h"
 #include "mala/controller/metadata_snapshot.h"
 #include "mala/metadata/metadata_delta.h"
@@ -23,18 +24,13 @@ void metadata_loader::load_latest_snapshot() {
   auto id = _node.log().latest_snapshot();
   if (!id || id->offset <= _next_offset) return;
   auto payload = _node.log().read_snapshot(*id);
-  if (!payload) {
-    // Applying the records after it to an older image would give this node a view no other node has.
-    log->critical("metadata snapshot {}-{} cannot be read", id->offset, id->epoch);
-    std::abort();
-  }
+  // Applying the records after it to an older image would give this node a view no other node has.
+  MALA_ASSERT(payload, "metadata snapshot {}-{} cannot be read", id->offset, id->epoch);
   auto image = load_snapshot_image(*payload, *id, _image->cluster_id);
-  if (!image.ok()) {
-    // Every node must agree on the state: a snapshot that does not load stops the node rather than serving
-    // a wrong image.
-    log->critical("metadata snapshot {}-{} does not load: {}", id->offset, id->epoch, image.error().message);
-    std::abort();
-  }
+  // Every node must agree on the state: a snapshot that does not load stops the node rather than serving a
+  // wrong image.
+  MALA_ASSERT(image.ok(), "metadata snapshot {}-{} does not load: {}", id->offset, id->epoch,
+              image.ok() ? std::string() : image.error().message);
   auto loaded = std::make_shared<metadata::metadata_image>(**image);
   loaded->controller_id = _image->controller_id;
   _image = std::move(loaded);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "mala/common/assert.h"
 #include "mala/protocol/message_catalog.h"
 #include "mala/protocol/wire.h"
 
@@ -76,12 +77,11 @@ bool is_known_metadata_record_type(int16_t type) {
 
 std::vector<uint8_t> encode_metadata_record(const metadata_record& record, int16_t version) {
   const int16_t type = metadata_record_type(record);
-  if (version < metadata_record_min_version(record) || version > metadata_record_max_version(record)) {
-    // The writer chooses the version from the schema it links; getting it wrong would write a log no one can
-    // read.
-    std::fprintf(stderr, "encode_metadata_record: record type %d has no version %d\n", type, version);
-    std::abort();
-  }
+  // The writer chooses the version from the schema it links; getting it wrong would write a log no one can
+  // read.
+  MALA_ASSERT(
+      version >= metadata_record_min_version(record) && version <= metadata_record_max_version(record),
+      "metadata record type {} has no version {}", type, version);
   std::vector<uint8_t> out;
   const size_t body_size = std::visit([version](const auto& r) { return r.encoded_size(version); }, record);
   out.reserve(protocol::uvarint_size(metadata_record_frame_version) +

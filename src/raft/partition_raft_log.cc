@@ -17,6 +17,7 @@
 #include <system_error>
 #include <utility>
 
+#include "mala/common/assert.h"
 #include "mala/common/logging.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/metadata_partition.h"
@@ -29,13 +30,6 @@ int64_t system_clock_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-[[noreturn]] void log_misuse(const char* what, long long a, long long b) {
-  // As in memory_raft_log: the replica only appends what continues the log and never truncates below the log
-  // start; anything else is a bug in the caller, and writing on would corrupt the log.
-  std::fprintf(stderr, "partition_raft_log: %s (%lld, %lld)\n", what, a, b);
-  std::abort();
 }
 
 // Reads up to this many bytes per partition_log read (at least one batch whatever its size).
@@ -303,11 +297,11 @@ void partition_raft_log::append(std::span<const log_entry> entries) {
       const int64_t first = entries[i].offset;
       for (; i < entries.size() && entries[i].epoch == epoch; ++i) {
         const log_entry& e = entries[i];
-        if (e.offset != expected) log_misuse("append offset does not continue the log", e.offset, expected);
-        if (e.epoch < last_epoch) log_misuse("append epoch goes backwards", e.epoch, last_epoch);
-        if ((e.type == entry_type::leader_change) != control) {
-          log_misuse("a write mixes control and data entries", e.offset, first);
-        }
+        MALA_ASSERT(e.offset == expected, "append at offset {} does not continue the log at {}", e.offset,
+                    expected);
+        MALA_ASSERT(e.epoch >= last_epoch, "append epoch {} goes back from {}", e.epoch, last_epoch);
+        MALA_ASSERT((e.type == entry_type::leader_change) == control,
+                    "the write at {} mixes control and data entries (offset {})", first, e.offset);
         records.push_back(storage::metadata_batch_record{
             control ? std::optional<std::span<const uint8_t>>(key) : std::nullopt, e.payload});
         ++expected;
@@ -318,10 +312,9 @@ void partition_raft_log::append(std::span<const log_entry> entries) {
         }
       }
       auto batch = storage::build_metadata_batch(records, now, control);
-      if (!batch.ok()) {
-        // Only a write over the Raft batch limit gets here; the leader refuses those before appending.
-        log_misuse("write does not fit a metadata batch", first, static_cast<long long>(records.size()));
-      }
+      // Only a write over the Raft batch limit fails here; the leader refuses those before appending.
+      MALA_ASSERT(batch.ok(), "the write at {} ({} records) does not fit a metadata batch", first,
+                  records.size());
       run.insert(run.end(), batch->begin(), batch->end());
     }
     auto appended = storage::append_metadata_batches(*_log, run, epoch);
@@ -334,7 +327,7 @@ void partition_raft_log::append(std::span<const log_entry> entries) {
 
 void partition_raft_log::truncate_to(int64_t offset) {
   if (!_failure.ok()) return;
-  if (offset < start_offset()) log_misuse("truncation below the log start", offset, start_offset());
+  MALA_ASSERT(offset >= start_offset(), "truncation to {} below the log start {}", offset, start_offset());
   if (offset >= end_offset()) return;
   if (auto st = _log->truncate_to(offset); !st.ok()) fail(st);
 }
@@ -570,9 +563,8 @@ bool partition_raft_log::adopt_snapshot_file(offset_and_epoch id) {
 void partition_raft_log::delete_before(int64_t offset) {
   if (!_failure.ok()) return;
   const auto latest = latest_snapshot();
-  if (!latest || offset > latest->offset) {
-    log_misuse("delete_before past the latest snapshot", offset, latest ? latest->offset : -1);
-  }
+  MALA_ASSERT(latest && offset <= latest->offset, "delete_before {} past the latest snapshot {}", offset,
+              latest ? latest->offset : -1);
   offset = std::min(offset, end_offset());
   if (offset > start_offset()) {
     if (auto st = _log->increment_log_start_offset(offset, end_offset()); !st.ok()) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "mala/common/assert.h"
+
 namespace mala::raft {
 
 namespace {
@@ -427,7 +429,8 @@ bool replica::observe_epoch(int32_t epoch, int32_t leader_id) {
     return true;
   }
   if (epoch != _epoch || leader_id == no_leader || leader_id == _config.node_id) return false;
-  if (_led_epoch == _epoch) invariant_failed("another node claims the leadership of an epoch this node led");
+  MALA_ASSERT(_led_epoch != _epoch, "another node claims the leadership of an epoch this node led ({})",
+              state_for_logs());
   switch (_role) {
     case role::unattached:
     case role::candidate:
@@ -438,14 +441,14 @@ bool replica::observe_epoch(int32_t epoch, int32_t leader_id) {
         become_follower(epoch, leader_id);
         return true;
       }
-      if (_leader_id != leader_id) invariant_failed("two leaders named for one epoch");
+      MALA_ASSERT(_leader_id == leader_id, "two leaders named for one epoch ({})", state_for_logs());
       return false;
     case role::follower:
-      if (_leader_id != leader_id) invariant_failed("two leaders named for one epoch");
+      MALA_ASSERT(_leader_id == leader_id, "two leaders named for one epoch ({})", state_for_logs());
       return false;
     case role::leader:
     case role::resigned:
-      invariant_failed("another leader in this node's epoch");
+      MALA_ASSERT(false, "another leader in this node's epoch ({})", state_for_logs());
   }
   return false;
 }
@@ -584,11 +587,11 @@ void replica::handle_begin_quorum_epoch_request(int32_t from, int64_t correlatio
   }
   if (request.leader_epoch > _epoch || _role != role::follower || _leader_id != request.leader_id) {
     if (request.leader_epoch == _epoch) {
-      if (_led_epoch == _epoch) invariant_failed("BeginQuorumEpoch from another leader of this node's epoch");
-      if ((_role == role::follower || _role == role::prospective) && _leader_id != no_leader &&
-          _leader_id != request.leader_id) {
-        invariant_failed("BeginQuorumEpoch from a second leader of the epoch");
-      }
+      MALA_ASSERT(_led_epoch != _epoch, "BeginQuorumEpoch from another leader of this node's epoch ({})",
+                  state_for_logs());
+      MALA_ASSERT(!((_role == role::follower || _role == role::prospective) && _leader_id != no_leader &&
+                    _leader_id != request.leader_id),
+                  "BeginQuorumEpoch from a second leader of the epoch ({})", state_for_logs());
     }
     become_follower(request.leader_epoch, request.leader_id);
   }
@@ -874,7 +877,7 @@ void replica::handle_fetch_response(int32_t from, int64_t correlation_id, const 
     // epoch we wrote more of): cut the whole write, as Kafka truncates whole batches, so that this log never
     // ends inside a write (it could be elected with it and commit part of a write).
     truncate_to = write_start_at_or_before(truncate_to);
-    if (truncate_to < _high_watermark) invariant_failed("divergence below the high watermark");
+    MALA_ASSERT(truncate_to >= _high_watermark, "divergence below the high watermark ({})", state_for_logs());
     truncate_log(truncate_to);
     maybe_send_fetch();
     return;
@@ -1098,11 +1101,9 @@ bool replica::is_voter_id(int32_t id) const {
   return contains(_config.voters, id);
 }
 
-void replica::invariant_failed(std::string_view what) const {
-  std::fprintf(stderr, "raft invariant violated on node %d (%s, epoch %d, leader %d, voted %d): %.*s\n",
-               _config.node_id, std::string(role_name(_role)).c_str(), _epoch, _leader_id, _voted_id,
-               static_cast<int>(what.size()), what.data());
-  std::abort();
+std::string replica::state_for_logs() const {
+  return fmt::format("node {}, {}, epoch {}, leader {}, voted {}", _config.node_id, role_name(_role), _epoch,
+                     _leader_id, _voted_id);
 }
 
 }  // namespace mala::raft

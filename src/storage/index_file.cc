@@ -43,12 +43,6 @@ constexpr int64_t page_size = 4096;
 
 }  // namespace
 
-void index_invariant_failed(const char* what, const std::filesystem::path& path, int64_t value) {
-  std::fprintf(stderr, "mala storage invariant failed: %s (index %s, value %lld)\n", what, path.c_str(),
-               static_cast<long long>(value));
-  std::abort();
-}
-
 index_file::~index_file() {
   unmap();
 }

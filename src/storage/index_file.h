@@ -31,9 +31,6 @@ inline void store_be64(uint8_t* p, int64_t value) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
 }
 
-// Aborts with a message: for broken invariants (a caller bug), never for bad input.
-[[noreturn]] void index_invariant_failed(const char* what, const std::filesystem::path& path, int64_t value);
-
 class index_file {
  public:
   index_file() = default;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "index_file.h"
+#include "mala/common/assert.h"
 #include "mala/storage/segment_files.h"
 
 namespace mala::storage {
@@ -111,7 +112,7 @@ int32_t time_index::max_entries() const {
 }
 
 timestamp_offset time_index::entry(int32_t n) const {
-  if (n < 0 || n >= _impl->file.entries()) detail::index_invariant_failed("entry out of range", path(), n);
+  MALA_ASSERT(n >= 0 && n < _impl->file.entries(), "entry {} out of range in index {}", n, path().string());
   return _impl->at(n);
 }
 

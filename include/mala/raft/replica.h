@@ -1,5 +1,5 @@
 // One member of a KRaft-style Raft quorum as a pure, deterministic state machine: no I/O, no clock, no
-// threads. The network/storage glue (later, issue 6) feeds it events and carries out the effects it returns;
+// threads. The network/storage glue (raft_node) feeds it events and carries out the effects it returns;
 // the deterministic simulation in tests/unit/raft/ drives it the same way over a simulated clock and network.
 //
 // Protocol: Kafka's KRaft, KIP-595 (Raft for the metadata quorum) with KIP-996 (pre-vote) and Kafka's
@@ -316,7 +316,8 @@ class replica {
   int64_t election_backoff_ms();
   leader_id_and_epoch current_leader() const;
   bool is_voter_id(int32_t id) const;
-  [[noreturn]] void invariant_failed(std::string_view what) const;
+  // Node, role, epoch, leader and vote, for the message of a failed invariant check.
+  std::string state_for_logs() const;
 
   raft_config _config;
   raft_log& _log;

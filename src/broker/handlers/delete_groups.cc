@@ -4,11 +4,7 @@
 #include <utility>
 
 #include "handlers/group_common.h"
-
-// GCC 12 false positive with asio coroutine frames (see produce.cc).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 

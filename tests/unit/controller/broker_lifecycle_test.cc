@@ -554,7 +554,7 @@ TEST_F(broker_lifecycle_test, alter_partition_and_the_periodic_preferred_electio
   EXPECT_EQ(partition("t", 0).leader, 1);
 }
 
-// A whole-cluster kill -9 (issue 18): the controller that becomes active after the restart starts every
+// A whole-cluster kill -9: the controller that becomes active after the restart starts every
 // session afresh, so every broker's session expires at the same check and they are fenced together; each
 // partition keeps its own leader as the last known leader and its whole ISR in the ELR. The brokers then
 // register as uncleanly shut down (leaving the ISRs and ELRs) and each partition comes back under its own

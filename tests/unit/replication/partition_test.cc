@@ -571,8 +571,8 @@ TEST_F(partition_test, delete_records_bounds) {
   EXPECT_EQ(p.delete_records(6)->low_watermark, 6);
 }
 
-// Issue 18: followers took no log start offset from the leader, so a DeleteRecords on a replicated topic
-// never completed and the deleted records came back on a new leader.
+// Followers take the leader's log start offset: otherwise a DeleteRecords on a replicated topic never
+// completes and the deleted records come back on a new leader.
 TEST_F(partition_test, delete_records_completes_once_the_followers_took_the_new_log_start) {
   auto& leader = make();
   auto follower = make_replica(2, "orders-on-2");

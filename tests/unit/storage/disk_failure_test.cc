@@ -1,4 +1,4 @@
-// Disk failures (issue 4: "a full disk turns the partition offline with an error to producers, never a crash
+// Disk failures ("a full disk turns the partition offline with an error to producers, never a crash
 // or a half-written batch served"), with faults injected into the storage library's file I/O (io_faults.h): a
 // failed append leaves the log end offset and the files as they were, the log goes offline (Kafka's
 // LogDirFailureChannel) and takes its log dir with it, nothing after the last good batch is ever read, and
