@@ -306,12 +306,16 @@ void replica::become_prospective() {
   start_pre_vote_round();
 }
 
-void replica::start_pre_vote_round() {
+bool replica::open_vote_round() {
   _granted.assign(1, _config.node_id);
   _rejected.clear();
   _backoff_until_ms = -1;
   _election_deadline_ms = _now_ms + randomized_election_timeout();
-  if (static_cast<int>(_granted.size()) >= majority()) {
+  return static_cast<int>(_granted.size()) >= majority();
+}
+
+void replica::start_pre_vote_round() {
+  if (open_vote_round()) {
     become_candidate();
     return;
   }
@@ -325,11 +329,7 @@ void replica::become_candidate() {
   _voted_id = _config.node_id;
   persist();
   ++_election_retries;
-  _granted.assign(1, _config.node_id);
-  _rejected.clear();
-  _backoff_until_ms = -1;
-  _election_deadline_ms = _now_ms + randomized_election_timeout();
-  if (static_cast<int>(_granted.size()) >= majority()) {
+  if (open_vote_round()) {
     become_leader();
     return;
   }

@@ -257,6 +257,9 @@ class replica {
   bool observe_epoch(int32_t epoch, int32_t leader_id);
 
   // elections
+  // Counts this node's own vote and arms the election timer for a new (pre-)vote round; true when that vote
+  // alone is a majority (a single voter).
+  bool open_vote_round();
   void start_pre_vote_round();
   void send_vote_requests(bool pre_vote);
   void count_vote(int32_t from, bool granted);
