@@ -21,7 +21,6 @@ namespace {
 namespace proto = mala::protocol;
 using state = classic_group_state;
 using join_response = proto::join_group_response;
-using sync_response = proto::sync_group_response;
 
 // UUID.randomUUID().toString(): what Kafka appends to a client id to make a member id.
 std::string random_uuid(std::mt19937_64& rng) {
@@ -519,7 +518,7 @@ void classic_group_manager::sync_group(const proto::sync_group_request& req, syn
   if (g.in_state(state::stable)) {
     remove_pending_sync_member(g, req.member_id);
     auto* m = g.member(req.member_id);
-    sync_response r;
+    proto::sync_group_response r;
     r.error_code = to_wire(error_code::none);
     r.protocol_type = g.protocol_type();
     r.protocol_name = g.protocol_name();

@@ -10,12 +10,8 @@
 namespace mala::coordinator {
 
 namespace {
-
 namespace proto = mala::protocol;
 using state = classic_group_state;
-using join_response = proto::join_group_response;
-using sync_response = proto::sync_group_response;
-
 }  // namespace
 
 std::string classic_group_manager::group_prefix(const std::string& group) {
@@ -218,7 +214,7 @@ void classic_group_manager::complete_join(classic_group& g) {
   for (const auto& id : ids) {
     auto* m = g.member(id);
     if (!m) continue;
-    join_response r;
+    proto::join_group_response r;
     r.error_code = to_wire(error_code::none);
     if (g.is_leader(id)) r.members = g.current_member_metadata();
     r.member_id = id;
@@ -273,7 +269,7 @@ void classic_group_manager::remove_pending_sync_member(classic_group& g, const s
 
 void classic_group_manager::propagate_assignment(classic_group& g, error_code e) {
   for (auto& [id, m] : g.members_for_update()) {
-    sync_response r;
+    proto::sync_group_response r;
     r.error_code = to_wire(e);
     if (e == error_code::none) {
       r.protocol_name = g.protocol_name();

@@ -92,6 +92,13 @@ struct group_coordinator::impl {
     consumer = std::make_unique<consumer_group_manager>(runtime, std::move(host));
   }
 
+  // What a classic protocol request for `gid` gets before its group is looked at: NOT_COORDINATOR /
+  // COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID for an empty id, otherwise NONE.
+  error_code classic_request_error(const std::string& gid) const {
+    if (auto e = runtime.partition_error(gid); e != error_code::none) return e;
+    return gid.empty() ? error_code::invalid_group_id : error_code::none;
+  }
+
   // The group a commit or a replayed offset belongs to: offsets without a group belong to a simple group
   // (a group deleted meanwhile comes back as one, as the log replays the same way).
   void ensure_group_for_offsets(const std::string& gid) {
@@ -421,9 +428,8 @@ void group_coordinator::unload(int32_t partition) {
 void group_coordinator::join_group(const request_origin& origin, protocol::join_group_request request,
                                    join_callback done) {
   const std::string& gid = request.group_id;
-  if (auto e = _impl->runtime.partition_error(gid); e != error_code::none)
+  if (auto e = _impl->classic_request_error(gid); e != error_code::none)
     return done(join_error_response(request.member_id, e));
-  if (gid.empty()) return done(join_error_response(request.member_id, error_code::invalid_group_id));
   if (request.session_timeout_ms < _config.min_session_timeout_ms ||
       request.session_timeout_ms > _config.max_session_timeout_ms) {
     return done(join_error_response(request.member_id, error_code::invalid_session_timeout));
@@ -435,40 +441,32 @@ void group_coordinator::join_group(const request_origin& origin, protocol::join_
 void group_coordinator::sync_group(const request_origin& /*origin*/, protocol::sync_group_request request,
                                    sync_callback done) {
   const std::string& gid = request.group_id;
-  if (auto e = _impl->runtime.partition_error(gid); e != error_code::none)
-    return done(sync_error_response(e));
-  if (gid.empty()) return done(sync_error_response(error_code::invalid_group_id));
+  if (auto e = _impl->classic_request_error(gid); e != error_code::none) return done(sync_error_response(e));
   if (_impl->consumer->contains(gid)) return _impl->consumer->classic_sync(request, std::move(done));
   _impl->classic.sync_group(request, std::move(done));
 }
 
 protocol::heartbeat_response group_coordinator::heartbeat(const request_origin& /*origin*/,
                                                           const protocol::heartbeat_request& request) {
-  auto err = [](error_code e) {
-    protocol::heartbeat_response r;
-    r.error_code = to_wire(e);
-    return r;
-  };
   const std::string& gid = request.group_id;
-  if (auto e = _impl->runtime.partition_error(gid); e != error_code::none) {
+  if (auto e = _impl->classic_request_error(gid); e != error_code::none) {
+    protocol::heartbeat_response r;
     // While the group is loading the member is answered as if all were well (Kafka does the same).
-    return err(e == error_code::coordinator_load_in_progress ? error_code::none : e);
+    r.error_code = to_wire(e == error_code::coordinator_load_in_progress ? error_code::none : e);
+    return r;
   }
-  if (gid.empty()) return err(error_code::invalid_group_id);
   if (_impl->consumer->contains(gid)) return _impl->consumer->classic_heartbeat(request);
   return _impl->classic.heartbeat(request);
 }
 
 protocol::leave_group_response group_coordinator::leave_group(const request_origin& /*origin*/,
                                                               const protocol::leave_group_request& request) {
-  auto err = [](error_code e) {
+  const std::string& gid = request.group_id;
+  if (auto e = _impl->classic_request_error(gid); e != error_code::none) {
     protocol::leave_group_response r;
     r.error_code = to_wire(e);
     return r;
-  };
-  const std::string& gid = request.group_id;
-  if (auto e = _impl->runtime.partition_error(gid); e != error_code::none) return err(e);
-  if (gid.empty()) return err(error_code::invalid_group_id);
+  }
   if (_impl->consumer->contains(gid)) return _impl->consumer->classic_leave(request);
   return _impl->classic.leave_group(request);
 }
