@@ -11,13 +11,17 @@
 // the answer leaves once they are committed. The in-memory state changes at once (unlike Kafka's runtime,
 // a failed append is not rolled back: the member retries and the next step writes the state again).
 //
-// Groups of both protocols share one id space: the classic groups stay in the group coordinator, which
-// tells this class whether an id is taken by a classic group, and hands a classic group over on upgrade
-// (group.consumer.migration.policy upgrade / bidirectional): an empty one is dropped; one with members, all
-// of the "consumer" protocol type, becomes a consumer group whose members keep their generation as member
-// epoch and their assignment (Kafka's ConsumerGroup.fromClassicGroup). The other way, when the last member
-// of the consumer protocol leaves a group whose other members all speak the classic protocol, the group goes
-// back to the coordinator as a classic group that rebalances (downgrade / bidirectional).
+// Groups of both protocols share one id space: the classic groups are classic_group_manager's, which tells
+// this class (through consumer_group_host) whether an id is taken by a classic group, and hands a classic
+// group over on upgrade (group.consumer.migration.policy upgrade / bidirectional): an empty one is dropped;
+// one with members, all of the "consumer" protocol type, becomes a consumer group whose members keep their
+// generation as member epoch and their assignment (Kafka's ConsumerGroup.fromClassicGroup). The other way,
+// when the last member of the consumer protocol leaves a group whose other members all speak the classic
+// protocol, the group goes back to classic_group_manager as a classic group that rebalances (downgrade /
+// bidirectional).
+//
+// The owned partitions, the appends, the timers and the clock are the coordinator_runtime it shares with the
+// other parts of the group coordinator; the committed offsets are offset_manager's.
 //
 // Classic members of a consumer group (consumer_group_classic_members.cc, Kafka 4.x's
 // classicGroupJoinToConsumerGroup and friends): their JoinGroup runs the same step as a heartbeat (the

@@ -40,8 +40,8 @@ struct offset_key {
   int32_t partition = 0;
 };
 
-// Committed offsets to delete: their tombstones (first in `records`, the caller may append more records to
-// the same batch) and what is forgotten once the batch is committed.
+// Committed offsets to delete: their tombstones in `records` (where the caller may add its own records, a
+// group's tombstones, to the same batch) and what is forgotten once the batch is committed.
 struct offset_deletion {
   std::vector<coordinator_record> records;
   std::vector<offset_key> offsets;
