@@ -30,10 +30,9 @@ class offset_manager_test : public ::testing::Test {
     runtime.mark_active(0);
   }
 
-  // Commits `offset` for each partition of `topic` and completes the write.
-  proto::offset_commit_response commit(const std::string& group, const std::string& topic,
-                                       std::vector<int32_t> partitions, int64_t offset,
-                                       int64_t retention_ms = -1) {
+  static proto::offset_commit_request commit_request(const std::string& group, const std::string& topic,
+                                                     std::vector<int32_t> partitions, int64_t offset,
+                                                     int64_t retention_ms = -1) {
     proto::offset_commit_request r;
     r.group_id = group;
     r.retention_time_ms = retention_ms;
@@ -44,9 +43,17 @@ class offset_manager_test : public ::testing::Test {
       rp.partition_index = p;
       rp.committed_offset = offset;
     }
+    return r;
+  }
+
+  // Commits `offset` for each partition of `topic` and completes the write.
+  proto::offset_commit_response commit(const std::string& group, const std::string& topic,
+                                       std::vector<int32_t> partitions, int64_t offset,
+                                       int64_t retention_ms = -1) {
     std::optional<proto::offset_commit_response> out;
     offsets.commit(
-        std::move(r), [] {}, [&out](proto::offset_commit_response resp) { out = std::move(resp); });
+        commit_request(group, topic, std::move(partitions), offset, retention_ms), [] {},
+        [&out](proto::offset_commit_response resp) { out = std::move(resp); });
     writer.complete_all();
     EXPECT_TRUE(out);
     return out.value_or(proto::offset_commit_response{});
@@ -76,15 +83,11 @@ class offset_manager_test : public ::testing::Test {
 };
 
 TEST_F(offset_manager_test, a_commit_is_visible_once_its_write_completes) {
-  proto::offset_commit_request r;
-  r.group_id = "g";
-  auto& t = r.topics.emplace_back();
-  t.name = "events";
-  t.partitions.emplace_back().committed_offset = 7;
   bool applied_hook_ran = false;
   std::optional<proto::offset_commit_response> answer;
   offsets.commit(
-      std::move(r), [&] { applied_hook_ran = true; }, [&](auto resp) { answer = std::move(resp); });
+      commit_request("g", "events", {0}, 7), [&] { applied_hook_ran = true; },
+      [&](auto resp) { answer = std::move(resp); });
   EXPECT_EQ(offsets.find("g", "events", 0), nullptr);
   writer.complete_all();
   ASSERT_TRUE(answer);
@@ -95,14 +98,9 @@ TEST_F(offset_manager_test, a_commit_is_visible_once_its_write_completes) {
 }
 
 TEST_F(offset_manager_test, a_failed_commit_changes_nothing_and_answers_the_client_error) {
-  proto::offset_commit_request r;
-  r.group_id = "g";
-  auto& t = r.topics.emplace_back();
-  t.name = "events";
-  t.partitions.emplace_back().committed_offset = 7;
   std::optional<proto::offset_commit_response> answer;
   offsets.commit(
-      std::move(r), [] {}, [&](auto resp) { answer = std::move(resp); });
+      commit_request("g", "events", {0}, 7), [] {}, [&](auto resp) { answer = std::move(resp); });
   writer.complete_all(error_code::not_enough_replicas);
   ASSERT_TRUE(answer);
   EXPECT_EQ(answer->topics[0].partitions[0].error_code, to_wire(error_code::coordinator_not_available));
