@@ -12,7 +12,8 @@
 // A group id may be reused after its group is gone: each group gets a serial, and a timer or a write that
 // completes later acts only on the same incarnation.
 //
-// The rebalance steps are in classic_group_rebalance.cc, the rest in classic_group_manager.cc.
+// JoinGroup and SyncGroup are in classic_group_join.cc, the rebalance steps in classic_group_rebalance.cc,
+// the rest in classic_group_manager.cc.
 //
 // Threads: the group coordinator's (one shard). Internal to src/coordinator.
 #pragma once
@@ -149,7 +150,7 @@ class classic_group_manager {
   void reset_and_propagate_assignment_with_error(classic_group& g, error_code e);
   void set_and_propagate_assignment(classic_group& g, const assignment_map& assignment);
 
-  // JoinGroup (classic_group_manager.cc)
+  // JoinGroup (classic_group_join.cc)
   bool accept_joining_member(const classic_group& g, const std::string& member_id) const;
   void join_new_member(const request_origin& origin, const protocol::join_group_request& req,
                        classic_group& g, const join_callback& done);
