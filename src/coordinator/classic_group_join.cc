@@ -173,15 +173,7 @@ void classic_group_manager::join_existing_member(const request_origin& origin,
   if (g.in_state(state::completing_rebalance)) {
     if (m->matches(protocols)) {
       // Same metadata (it probably missed the JoinGroup answer): the current generation again.
-      join_response r;
-      r.error_code = to_wire(error_code::none);
-      if (g.is_leader(member_id)) r.members = g.current_member_metadata();
-      r.member_id = member_id;
-      r.generation_id = g.generation_id();
-      r.protocol_name = g.protocol_name();
-      r.protocol_type = g.protocol_type();
-      r.leader = g.leader_id().value_or("");
-      return done(std::move(r));
+      return done(current_generation_join_response(g, member_id));
     }
     return update_member_then_rebalance_or_complete_join(req, g, *m, std::move(protocols), done);
   }
@@ -191,14 +183,7 @@ void classic_group_manager::join_existing_member(const request_origin& origin,
     if (g.is_leader(member_id) || !m->matches(protocols)) {
       return update_member_then_rebalance_or_complete_join(req, g, *m, std::move(protocols), done);
     }
-    join_response r;
-    r.error_code = to_wire(error_code::none);
-    r.member_id = member_id;
-    r.generation_id = g.generation_id();
-    r.protocol_name = g.protocol_name();
-    r.protocol_type = g.protocol_type();
-    r.leader = g.leader_id().value_or("");
-    return done(std::move(r));
+    return done(current_generation_join_response(g, member_id));
   }
   // Empty: the member must reset its generation and join from scratch.
   _runtime.log().warn("member {} rejoins group {} in unexpected state {}", member_id, g.group_id(),

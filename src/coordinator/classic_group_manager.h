@@ -122,6 +122,10 @@ class classic_group_manager {
   static std::string join_key(const std::string& group);
   static std::string sync_key(const std::string& group);
 
+  // The JoinGroup answer of a member in the group's current generation (the leader's lists the members).
+  static protocol::join_group_response current_generation_join_response(const classic_group& g,
+                                                                        const std::string& member_id);
+
   // Records (classic_group_rebalance.cc)
   protocol::group_metadata_value metadata_value(const classic_group& g,
                                                 const assignment_map* assignment) const;

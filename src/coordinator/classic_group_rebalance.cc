@@ -14,6 +14,20 @@ namespace proto = mala::protocol;
 using state = classic_group_state;
 }  // namespace
 
+proto::join_group_response classic_group_manager::current_generation_join_response(
+    const classic_group& g, const std::string& member_id) {
+  proto::join_group_response r;
+  r.error_code = to_wire(error_code::none);
+  if (g.is_leader(member_id)) r.members = g.current_member_metadata();
+  r.member_id = member_id;
+  r.generation_id = g.generation_id();
+  r.protocol_name = g.protocol_name();
+  r.protocol_type = g.protocol_type();
+  r.leader = g.leader_id().value_or("");
+  r.skip_assignment = false;
+  return r;
+}
+
 std::string classic_group_manager::group_prefix(const std::string& group) {
   std::string k = group;
   k.push_back('\0');
@@ -214,16 +228,7 @@ void classic_group_manager::complete_join(classic_group& g) {
   for (const auto& id : ids) {
     auto* m = g.member(id);
     if (!m) continue;
-    proto::join_group_response r;
-    r.error_code = to_wire(error_code::none);
-    if (g.is_leader(id)) r.members = g.current_member_metadata();
-    r.member_id = id;
-    r.generation_id = g.generation_id();
-    r.protocol_name = g.protocol_name();
-    r.protocol_type = g.protocol_type();
-    r.leader = g.leader_id().value_or("");
-    r.skip_assignment = false;
-    g.complete_join(*m, std::move(r));
+    g.complete_join(*m, current_generation_join_response(g, id));
     reschedule_heartbeat(g, *m);
     m->is_new = false;
     g.add_pending_sync_member(id);
