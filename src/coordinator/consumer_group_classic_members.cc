@@ -71,7 +71,7 @@ void consumer_group_manager::cancel_member_timers(const std::string& gid, const 
 
 void consumer_group_manager::schedule_classic_sync_timeout(const std::string& gid, const consumer_member& m) {
   const std::string member_id = m.member_id;
-  _timers.schedule(member_key("sync", gid, member_id), _host.now() + std::max(m.rebalance_timeout_ms, 0),
+  _timers.schedule(member_key("sync", gid, member_id), _runtime.now() + std::max(m.rebalance_timeout_ms, 0),
                    [this, gid, member_id] { expire_member(gid, member_id, "no SyncGroup after JoinGroup"); });
 }
 
@@ -80,7 +80,7 @@ void consumer_group_manager::schedule_classic_join_timeout_if_absent(const std::
   const std::string key = member_key("join", gid, m.member_id);
   if (_timers.contains(key)) return;
   const std::string member_id = m.member_id;
-  _timers.schedule(key, _host.now() + std::max(m.rebalance_timeout_ms, 0), [this, gid, member_id] {
+  _timers.schedule(key, _runtime.now() + std::max(m.rebalance_timeout_ms, 0), [this, gid, member_id] {
     expire_member(gid, member_id, "no JoinGroup after being asked to rejoin");
   });
 }
@@ -136,8 +136,8 @@ void consumer_group_manager::classic_join(const request_origin& origin, const pr
   }
   auto subscription = decode_subscription(protocols.front().metadata);
   if (!subscription) {
-    _host.log_info("group " + gid + ": member " + member_id +
-                   " sent a JoinGroup whose consumer protocol subscription does not parse");
+    log_info("group " + gid + ": member " + member_id +
+             " sent a JoinGroup whose consumer protocol subscription does not parse");
     return done(join_error_response(member_id, error_code::unknown_server_error));
   }
 
@@ -170,8 +170,8 @@ void consumer_group_manager::classic_join(const request_origin& origin, const pr
         g.set_target(member_id, target);
         records.push_back(consumer_group_target_member_record(gid, member_id, target));
         replaced_static = true;
-        _host.log_info("group " + gid + ": static member " + *instance_id + " rejoined as " + member_id +
-                       ", replacing " + old_id);
+        log_info("group " + gid + ": static member " + *instance_id + " rejoined as " + member_id +
+                 ", replacing " + old_id);
       }
     } else if (!existing) {
       return done(join_error_response(member_id, error_code::unknown_member_id));
@@ -244,7 +244,7 @@ void consumer_group_manager::classic_join(const request_origin& origin, const pr
     done(std::move(resp));
   };
   if (records.empty()) return respond(error_code::none);
-  _host.write(_host.partition_of(gid), std::move(records), std::move(respond));
+  _runtime.write(_runtime.partition_of(gid), std::move(records), std::move(respond));
 }
 
 // --- SyncGroup
@@ -338,15 +338,15 @@ proto::leave_group_response consumer_group_manager::classic_leave(const proto::l
     }
     const std::string leaving = m->member_id;
     mr.member_id = leaving;
-    _host.log_info("classic member " + leaving + " left consumer group " + gid + " (LeaveGroup)");
+    log_info("classic member " + leaving + " left consumer group " + gid + " (LeaveGroup)");
     // As in Kafka, a classic member's LeaveGroup does not downgrade the group (a consumer-protocol member's
     // leave or any member's expiry does).
     fence_member(g, leaving, records);
   }
   if (!records.empty()) {
-    _host.write(_host.partition_of(gid), std::move(records), [this, gid](error_code e) {
+    _runtime.write(_runtime.partition_of(gid), std::move(records), [this, gid](error_code e) {
       if (e != error_code::none) {
-        _host.log_info("group " + gid + ": writing a LeaveGroup failed: " + std::string(error_name(e)));
+        log_info("group " + gid + ": writing a LeaveGroup failed: " + std::string(error_name(e)));
       }
     });
   }
@@ -370,8 +370,8 @@ bool consumer_group_manager::upgrade_classic_group(const std::string& gid,
     auto subscription = decode_subscription(metadata);
     auto assigned = decode_assignment(cm.assignment);
     if (!subscription || !assigned) {
-      _host.log_info("group " + gid + ": not upgraded, member " + cm.member_id +
-                     " has a malformed consumer protocol subscription or assignment");
+      log_info("group " + gid + ": not upgraded, member " + cm.member_id +
+               " has a malformed consumer protocol subscription or assignment");
       return false;
     }
     consumer_member m;
@@ -402,10 +402,10 @@ bool consumer_group_manager::upgrade_classic_group(const std::string& gid,
   for (const auto& [id, m] : g.members()) records.push_back(consumer_group_current_assignment_record(gid, m));
   _groups.erase(gid);
   _groups.emplace(gid, std::move(g));
-  _partition_of_group[gid] = _host.partition_of(gid);
+  _partition_of_group[gid] = _runtime.partition_of(gid);
   for (const auto& [id, m] : _groups.at(gid).members()) schedule_session(gid, id);
-  _host.log_info("group " + gid + ": classic group with " + std::to_string(snapshot->members.size()) +
-                 " members upgraded to a consumer group at epoch " + std::to_string(snapshot->generation));
+  log_info("group " + gid + ": classic group with " + std::to_string(snapshot->members.size()) +
+           " members upgraded to a consumer group at epoch " + std::to_string(snapshot->generation));
   return true;
 }
 
@@ -447,10 +447,10 @@ bool consumer_group_manager::maybe_downgrade(consumer_group& g, const std::strin
   records.push_back(consumer_group_epoch_tombstone(gid));
   remove_group(gid);
   _host.create_classic_group(snapshot, records);
-  _host.log_info("group " + gid + ": downgraded to a classic group (" +
-                 (leaving.empty() ? std::string("a classic static member replaced the last member")
-                                  : "member " + leaving + " was the last") +
-                 " of the consumer protocol)");
+  log_info("group " + gid + ": downgraded to a classic group (" +
+           (leaving.empty() ? std::string("a classic static member replaced the last member")
+                            : "member " + leaving + " was the last") +
+           " of the consumer protocol)");
   return true;
 }
 

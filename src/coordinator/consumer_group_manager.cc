@@ -70,9 +70,12 @@ bool is_subset(const topic_partitions& a, const topic_partitions& b) {
 
 }  // namespace
 
-consumer_group_manager::consumer_group_manager(const group_coordinator_config& config,
-                                               consumer_group_host host, keyed_timer& timers)
-    : _config(config), _host(std::move(host)), _timers(timers) {}
+consumer_group_manager::consumer_group_manager(coordinator_runtime& runtime, consumer_group_host host)
+    : _runtime(runtime), _config(runtime.config()), _host(std::move(host)), _timers(runtime.timers()) {}
+
+void consumer_group_manager::log_info(const std::string& line) const {
+  _runtime.log().info("{}", line);
+}
 
 std::string consumer_group_manager::session_key(const std::string& gid, const std::string& member_id) const {
   return "cg-session|" + gid + "|" + member_id;
@@ -139,7 +142,7 @@ void consumer_group_manager::heartbeat(const request_origin& origin,
                                                 "."));
     }
   }
-  if (auto e = _host.partition_error(req.group_id); e != error_code::none) return done(hb_error(e));
+  if (auto e = _runtime.partition_error(req.group_id); e != error_code::none) return done(hb_error(e));
 
   if (req.member_epoch == leave_group_member_epoch || req.member_epoch == leave_group_static_member_epoch) {
     return leave(origin, req, std::move(done));
@@ -159,7 +162,7 @@ void consumer_group_manager::heartbeat(const request_origin& origin,
       }
       if (*classic_empty) {
         _host.drop_empty_classic_group(gid, records);
-        _host.log_info("group " + gid + ": empty classic group upgraded to a consumer group");
+        log_info("group " + gid + ": empty classic group upgraded to a consumer group");
       } else if (!upgrade_classic_group(gid, records)) {
         return done(hb_error(error_code::group_id_not_found, "Group " + gid + " is not a consumer group."));
       }
@@ -168,7 +171,7 @@ void consumer_group_manager::heartbeat(const request_origin& origin,
     }
     git = _groups.find(gid);  // an upgraded group is there now
     if (git == _groups.end()) git = _groups.emplace(gid, consumer_group(gid)).first;
-    _partition_of_group[gid] = _host.partition_of(gid);
+    _partition_of_group[gid] = _runtime.partition_of(gid);
   }
   consumer_group& g = git->second;
 
@@ -379,11 +382,11 @@ void consumer_group_manager::respond_after_write(const std::string& gid,
                                                  std::vector<coordinator_record> records, hb_response resp,
                                                  heartbeat_callback done) {
   if (records.empty()) return done(std::move(resp));
-  _host.write(_host.partition_of(gid), std::move(records),
-              [resp = std::move(resp), done = std::move(done)](error_code e) mutable {
-                if (e != error_code::none) return done(hb_error(append_error_to_client_error(e)));
-                done(std::move(resp));
-              });
+  _runtime.write(_runtime.partition_of(gid), std::move(records),
+                 [resp = std::move(resp), done = std::move(done)](error_code e) mutable {
+                   if (e != error_code::none) return done(hb_error(append_error_to_client_error(e)));
+                   done(std::move(resp));
+                 });
 }
 
 void consumer_group_manager::leave(const request_origin& /*origin*/,
@@ -423,9 +426,9 @@ void consumer_group_manager::leave(const request_origin& /*origin*/,
     left.member_epoch = leave_group_static_member_epoch;
     records.push_back(consumer_group_current_assignment_record(gid, left));
     g.put_member(std::move(left));
-    _host.log_info("static member " + req.member_id + " of group " + gid + " left temporarily");
+    log_info("static member " + req.member_id + " of group " + gid + " left temporarily");
   } else {
-    _host.log_info("member " + req.member_id + " left group " + gid);
+    log_info("member " + req.member_id + " left group " + gid);
     if (!maybe_downgrade(g, req.member_id, records)) fence_member(g, req.member_id, records);
   }
   respond_after_write(gid, std::move(records), std::move(resp), std::move(done));
@@ -457,7 +460,7 @@ void consumer_group_manager::schedule_session(const std::string& gid, const std:
     if (const auto* m = git->second.member(member_id); m && m->classic)
       timeout = m->classic->session_timeout_ms;
   }
-  _timers.schedule(session_key(gid, member_id), _host.now() + timeout,
+  _timers.schedule(session_key(gid, member_id), _runtime.now() + timeout,
                    [this, gid, member_id] { expire_member(gid, member_id, "session timeout"); });
 }
 
@@ -465,7 +468,7 @@ void consumer_group_manager::schedule_rebalance_timeout(const std::string& gid, 
   const int32_t timeout =
       m.rebalance_timeout_ms > 0 ? m.rebalance_timeout_ms : _config.consumer_session_timeout_ms;
   const std::string member_id = m.member_id;
-  _timers.schedule(rebalance_key(gid, member_id), _host.now() + timeout, [this, gid, member_id] {
+  _timers.schedule(rebalance_key(gid, member_id), _runtime.now() + timeout, [this, gid, member_id] {
     expire_member(gid, member_id, "rebalance timeout (partitions not revoked)");
   });
 }
@@ -474,13 +477,13 @@ void consumer_group_manager::expire_member(const std::string& gid, const std::st
                                            const char* why) {
   auto git = _groups.find(gid);
   if (git == _groups.end() || !git->second.member(member_id)) return;
-  if (_host.partition_error(gid) != error_code::none) return;
-  _host.log_info("member " + member_id + " of group " + gid + " fenced: " + why);
+  if (_runtime.partition_error(gid) != error_code::none) return;
+  log_info("member " + member_id + " of group " + gid + " fenced: " + why);
   std::vector<coordinator_record> records;
   if (!maybe_downgrade(git->second, member_id, records)) fence_member(git->second, member_id, records);
-  _host.write(_host.partition_of(gid), std::move(records), [this, gid](error_code e) {
+  _runtime.write(_runtime.partition_of(gid), std::move(records), [this, gid](error_code e) {
     if (e != error_code::none) {
-      _host.log_info("group " + gid + ": writing a member's removal failed: " + std::string(error_name(e)));
+      log_info("group " + gid + ": writing a member's removal failed: " + std::string(error_name(e)));
     }
   });
 }
@@ -503,7 +506,7 @@ std::vector<proto::consumer_group_describe_response::described_group> consumer_g
   for (const auto& id : ids) {
     auto& d = out.emplace_back();
     d.group_id = id;
-    if (auto e = _host.partition_error(id); e != error_code::none) {
+    if (auto e = _runtime.partition_error(id); e != error_code::none) {
       d.error_code = to_wire(e);
       continue;
     }
@@ -586,17 +589,25 @@ error_code consumer_group_manager::validate_offset_fetch(const std::string& id,
   return error_code::none;
 }
 
-error_code consumer_group_manager::delete_records(const std::string& id,
-                                                  std::vector<coordinator_record>& records) const {
+result<std::vector<coordinator_record>> consumer_group_manager::delete_records(const std::string& id) const {
   const consumer_group* g = find(id);
-  if (!g) return error_code::group_id_not_found;
-  if (!g->is_empty()) return error_code::non_empty_group;
+  if (!g) return status::error(error_code::group_id_not_found, "group " + id + " does not exist");
+  if (!g->is_empty()) return status::error(error_code::non_empty_group, "group " + id + " has members");
+  std::vector<coordinator_record> records;
   for (const auto& [mid, tp] : g->target())
     records.push_back(consumer_group_target_member_tombstone(id, mid));
   records.push_back(consumer_group_target_epoch_tombstone(id));
   records.push_back(consumer_group_partition_metadata_tombstone(id));
   records.push_back(consumer_group_epoch_tombstone(id));
-  return error_code::none;
+  return records;
+}
+
+std::set<std::string> consumer_group_manager::subscribed_topics_of(const consumer_group& g) const {
+  std::set<std::string> out;
+  for (const auto& [mid, m] : g.members()) {
+    for (const auto& t : subscribed_topics(m, _catalog)) out.insert(t);
+  }
+  return out;
 }
 
 void consumer_group_manager::remove_group(const std::string& id) {
@@ -615,7 +626,7 @@ status consumer_group_manager::replay(int32_t partition, std::span<const uint8_t
   auto decoded = decode_consumer_group_record(key, value);
   if (!decoded) return decoded.error();
   auto& r = *decoded;
-  if (_host.partition_of(r.group_id) != partition) {
+  if (_runtime.partition_of(r.group_id) != partition) {
     return status::error(error_code::corrupt_message,
                          "consumer group " + r.group_id + " in partition " + std::to_string(partition));
   }

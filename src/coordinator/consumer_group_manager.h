@@ -11,13 +11,17 @@
 // the answer leaves once they are committed. The in-memory state changes at once (unlike Kafka's runtime,
 // a failed append is not rolled back: the member retries and the next step writes the state again).
 //
-// Groups of both protocols share one id space: the classic groups stay in the group coordinator, which
-// tells this class whether an id is taken by a classic group, and hands a classic group over on upgrade
-// (group.consumer.migration.policy upgrade / bidirectional): an empty one is dropped; one with members, all
-// of the "consumer" protocol type, becomes a consumer group whose members keep their generation as member
-// epoch and their assignment (Kafka's ConsumerGroup.fromClassicGroup). The other way, when the last member
-// of the consumer protocol leaves a group whose other members all speak the classic protocol, the group goes
-// back to the coordinator as a classic group that rebalances (downgrade / bidirectional).
+// Groups of both protocols share one id space: the classic groups are classic_group_manager's, which tells
+// this class (through consumer_group_host) whether an id is taken by a classic group, and hands a classic
+// group over on upgrade (group.consumer.migration.policy upgrade / bidirectional): an empty one is dropped;
+// one with members, all of the "consumer" protocol type, becomes a consumer group whose members keep their
+// generation as member epoch and their assignment (Kafka's ConsumerGroup.fromClassicGroup). The other way,
+// when the last member of the consumer protocol leaves a group whose other members all speak the classic
+// protocol, the group goes back to classic_group_manager as a classic group that rebalances (downgrade /
+// bidirectional).
+//
+// The owned partitions, the appends, the timers and the clock are the coordinator_runtime it shares with the
+// other parts of the group coordinator; the committed offsets are offset_manager's.
 //
 // Classic members of a consumer group (consumer_group_classic_members.cc, Kafka 4.x's
 // classicGroupJoinToConsumerGroup and friends): their JoinGroup runs the same step as a heartbeat (the
@@ -37,9 +41,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "coordinator_runtime.h"
 #include "mala/common/error_code.h"
 #include "mala/common/result.h"
 #include "mala/coordinator/consumer_group.h"
@@ -82,13 +88,9 @@ struct classic_group_snapshot {
   bool rebalance = true;  // downgrade: the classic group starts a rebalance (not after a static replacement)
 };
 
-// What the manager needs from the group coordinator that owns it.
+// What the manager needs from the classic half of the group coordinator (classic_group_manager), which
+// shares the id space.
 struct consumer_group_host {
-  std::function<int64_t()> now;
-  std::function<int32_t(const std::string&)> partition_of;
-  // NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / NONE.
-  std::function<error_code(const std::string&)> partition_error;
-  std::function<void(int32_t, std::vector<coordinator_record>, std::function<void(error_code)>)> write;
   // A classic group of that id: nullopt when none, otherwise whether it is empty.
   std::function<std::optional<bool>(const std::string&)> classic_group_empty;
   // Drops an empty classic group (upgrade): its GroupMetadata tombstone goes into `records`.
@@ -103,15 +105,13 @@ struct consumer_group_host {
   // Makes a classic group of that id from the snapshot (downgrade) and starts its rebalance; its records go
   // into `records`.
   std::function<void(const classic_group_snapshot&, std::vector<coordinator_record>&)> create_classic_group;
-  std::function<void(const std::string&)> log_info;
 };
 
 class consumer_group_manager {
  public:
   using heartbeat_callback = std::function<void(protocol::consumer_group_heartbeat_response)>;
 
-  consumer_group_manager(const group_coordinator_config& config, consumer_group_host host,
-                         keyed_timer& timers);
+  consumer_group_manager(coordinator_runtime& runtime, consumer_group_host host);
 
   void set_topics(topic_catalog catalog) { _catalog = std::move(catalog); }
   const topic_catalog& topics() const { return _catalog; }
@@ -132,6 +132,8 @@ class consumer_group_manager {
   const consumer_group* find(const std::string& id) const;
   const std::map<std::string, consumer_group>& groups() const { return _groups; }
   bool contains(const std::string& id) const { return _groups.contains(id); }
+  // The topics some member of the group subscribes to (their offsets may not be deleted or expire).
+  std::set<std::string> subscribed_topics_of(const consumer_group& g) const;
   void list(const std::set<std::string>& states, const std::set<std::string>& types,
             std::vector<protocol::list_groups_response::listed_group>& out) const;
 
@@ -143,8 +145,9 @@ class consumer_group_manager {
   // OffsetFetch v9+ with a member id: the member must exist with that epoch (no member id: admin fetch).
   error_code validate_offset_fetch(const std::string& id, const std::optional<std::string>& member_id,
                                    int32_t epoch) const;
-  // DeleteGroups: NON_EMPTY_GROUP while members exist, otherwise the tombstones of the group's records.
-  error_code delete_records(const std::string& id, std::vector<coordinator_record>& records) const;
+  // DeleteGroups: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP while members exist, otherwise the tombstones of the
+  // group's records.
+  result<std::vector<coordinator_record>> delete_records(const std::string& id) const;
   void remove_group(const std::string& id);
 
   status replay(int32_t partition, std::span<const uint8_t> key,
@@ -185,7 +188,9 @@ class consumer_group_manager {
   void maybe_update_target(consumer_group& g, bool bump, std::vector<coordinator_record>& records);
   std::string session_key(const std::string& gid, const std::string& member_id) const;
   std::string rebalance_key(const std::string& gid, const std::string& member_id) const;
+  void log_info(const std::string& line) const;
 
+  coordinator_runtime& _runtime;
   const group_coordinator_config& _config;
   consumer_group_host _host;
   keyed_timer& _timers;

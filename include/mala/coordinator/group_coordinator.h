@@ -28,6 +28,10 @@
 // writes) may run before the call returns or later, always on the coordinator's thread. A callback only
 // delivers its answer; it must not call back into the coordinator.
 //
+// Parts (src/coordinator): this class is the facade over classic_group_manager (classic groups),
+// consumer_group_manager (KIP-848 consumer groups) and offset_manager (committed offsets), which share one
+// coordinator_runtime (the owned partitions, the appends, the timers).
+//
 // Threads: one thread, the home shard's (like the replicas whose logs hold the records). Nothing is locked.
 #pragma once
 

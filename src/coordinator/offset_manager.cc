@@ -1,0 +1,283 @@
+#include "offset_manager.h"
+
+#include <utility>
+
+namespace mala::coordinator {
+
+namespace proto = mala::protocol;
+
+void offset_deletion::add(const std::string& group, const std::string& topic, int32_t partition) {
+  records.push_back(offset_commit_tombstone(group, topic, partition));
+  offsets.push_back({group, topic, partition});
+}
+
+void offset_deletion::add(offset_deletion other) {
+  for (auto& r : other.records) records.push_back(std::move(r));
+  for (auto& k : other.offsets) offsets.push_back(std::move(k));
+  for (auto& g : other.groups) groups.push_back(std::move(g));
+}
+
+const committed_offset* offset_manager::find(const std::string& group, const std::string& topic,
+                                             int32_t partition) const {
+  auto g = _offsets.find(group);
+  if (g == _offsets.end()) return nullptr;
+  auto t = g->second.find(topic);
+  if (t == g->second.end()) return nullptr;
+  auto p = t->second.find(partition);
+  return p == t->second.end() ? nullptr : &p->second;
+}
+
+size_t offset_manager::count(const std::string& group) const {
+  auto g = _offsets.find(group);
+  if (g == _offsets.end()) return 0;
+  size_t n = 0;
+  for (const auto& [topic, parts] : g->second) n += parts.size();
+  return n;
+}
+
+void offset_manager::erase(const std::string& group, const std::string& topic, int32_t partition) {
+  auto g = _offsets.find(group);
+  if (g == _offsets.end()) return;
+  auto t = g->second.find(topic);
+  if (t == g->second.end()) return;
+  t->second.erase(partition);
+  if (t->second.empty()) g->second.erase(t);
+  if (g->second.empty()) _offsets.erase(g);
+}
+
+// --- OffsetCommit
+
+proto::offset_commit_response offset_manager::commit_error(const proto::offset_commit_request& request,
+                                                           error_code e) {
+  proto::offset_commit_response resp;
+  for (const auto& t : request.topics) {
+    auto& rt = resp.topics.emplace_back();
+    rt.name = t.name;
+    for (const auto& p : t.partitions) rt.partitions.push_back({p.partition_index, to_wire(e)});
+  }
+  return resp;
+}
+
+void offset_manager::commit(proto::offset_commit_request request, std::function<void()> before_apply,
+                            offset_commit_callback done) {
+  const std::string gid = request.group_id;
+  const int64_t now_ms = _runtime.now();
+  std::optional<int64_t> expire;
+  if (request.retention_time_ms != -1) expire = now_ms + request.retention_time_ms;
+
+  proto::offset_commit_response resp;
+  std::vector<coordinator_record> records;
+  struct applied {
+    std::string topic;
+    int32_t partition;
+    committed_offset value;
+  };
+  std::vector<applied> pending;
+  const auto max_metadata = static_cast<size_t>(_runtime.config().offset_metadata_max_bytes);
+  for (const auto& t : request.topics) {
+    auto& rt = resp.topics.emplace_back();
+    rt.name = t.name;
+    for (const auto& p : t.partitions) {
+      const std::string metadata = p.committed_metadata.value_or("");
+      if (p.committed_metadata && p.committed_metadata->size() > max_metadata) {
+        rt.partitions.push_back({p.partition_index, to_wire(error_code::offset_metadata_too_large)});
+        continue;
+      }
+      rt.partitions.push_back({p.partition_index, to_wire(error_code::none)});
+      proto::offset_commit_value v;
+      v.offset = p.committed_offset;
+      v.leader_epoch = p.committed_leader_epoch;
+      v.metadata = metadata;
+      v.commit_timestamp = now_ms;
+      v.expire_timestamp = expire.value_or(-1);
+      records.push_back(offset_commit_record(gid, t.name, p.partition_index, v));
+      committed_offset c;
+      c.offset = p.committed_offset;
+      if (p.committed_leader_epoch >= 0) c.leader_epoch = p.committed_leader_epoch;
+      c.metadata = metadata;
+      c.commit_timestamp_ms = now_ms;
+      c.expire_timestamp_ms = expire;
+      pending.push_back({t.name, p.partition_index, std::move(c)});
+    }
+  }
+  if (records.empty()) return done(std::move(resp));
+  _runtime.write(_runtime.partition_of(gid), std::move(records),
+                 [this, gid, resp = std::move(resp), pending = std::move(pending),
+                  before_apply = std::move(before_apply), done = std::move(done)](error_code e) mutable {
+                   if (e != error_code::none) {
+                     const auto client_error = to_wire(append_error_to_client_error(e));
+                     for (auto& t : resp.topics) {
+                       for (auto& p : t.partitions) {
+                         if (p.error_code == to_wire(error_code::none)) p.error_code = client_error;
+                       }
+                     }
+                     return done(std::move(resp));
+                   }
+                   before_apply();
+                   for (auto& a : pending) _offsets[gid][a.topic][a.partition] = std::move(a.value);
+                   done(std::move(resp));
+                 });
+}
+
+// --- OffsetFetch
+
+proto::offset_fetch_response::offset_fetch_response_group offset_manager::fetch(
+    const proto::offset_fetch_request::offset_fetch_request_group& request, bool group_exists) const {
+  proto::offset_fetch_response::offset_fetch_response_group out;
+  out.group_id = request.group_id;
+  const group_offsets* committed = nullptr;
+  if (group_exists) {
+    auto it = _offsets.find(request.group_id);
+    if (it != _offsets.end()) committed = &it->second;
+  }
+  auto fill = [](auto& p, const committed_offset* c) {
+    if (c) {
+      p.committed_offset = c->offset;
+      p.committed_leader_epoch = c->leader_epoch.value_or(-1);
+      p.metadata = c->metadata;
+    } else {
+      p.committed_offset = -1;
+      p.committed_leader_epoch = -1;
+      p.metadata = "";
+    }
+    p.error_code = to_wire(error_code::none);
+  };
+  if (!request.topics) {
+    // Every committed partition of the group (kafka-consumer-groups --describe asks so).
+    if (!committed) return out;
+    for (const auto& [topic, parts] : *committed) {
+      auto& t = out.topics.emplace_back();
+      t.name = topic;
+      for (const auto& [partition, c] : parts) {
+        auto& p = t.partitions.emplace_back();
+        p.partition_index = partition;
+        fill(p, &c);
+      }
+    }
+    return out;
+  }
+  for (const auto& rt : *request.topics) {
+    auto& t = out.topics.emplace_back();
+    t.name = rt.name;
+    const topic_offsets* parts = nullptr;
+    if (committed) {
+      auto it = committed->find(rt.name);
+      if (it != committed->end()) parts = &it->second;
+    }
+    for (int32_t index : rt.partition_indexes) {
+      auto& p = t.partitions.emplace_back();
+      p.partition_index = index;
+      const committed_offset* c = nullptr;
+      if (parts) {
+        auto it = parts->find(index);
+        if (it != parts->end()) c = &it->second;
+      }
+      fill(p, c);
+    }
+  }
+  return out;
+}
+
+// --- Deletion
+
+void offset_manager::delete_offsets(const proto::offset_delete_request& request,
+                                    const subscribed_predicate& subscribed, offset_delete_callback done) {
+  const std::string& gid = request.group_id;
+  proto::offset_delete_response resp;
+  offset_deletion deletion;
+  for (const auto& t : request.topics) {
+    auto& rt = resp.topics.emplace_back();
+    rt.name = t.name;
+    const bool is_subscribed = subscribed(t.name);
+    for (const auto& p : t.partitions) {
+      rt.partitions.push_back(
+          {p.partition_index,
+           to_wire(is_subscribed ? error_code::group_subscribed_to_topic : error_code::none)});
+      if (!is_subscribed && find(gid, t.name, p.partition_index))
+        deletion.add(gid, t.name, p.partition_index);
+    }
+  }
+  if (deletion.empty()) return done(std::move(resp));
+  write_deletion(_runtime.partition_of(gid), std::move(deletion),
+                 [resp = std::move(resp), done = std::move(done)](error_code e) mutable {
+                   if (e != error_code::none) {
+                     proto::offset_delete_response failed;
+                     failed.error_code = to_wire(append_error_to_client_error(e));
+                     return done(std::move(failed));
+                   }
+                   done(std::move(resp));
+                 });
+}
+
+offset_deletion offset_manager::select_all(const std::string& group) const {
+  offset_deletion out;
+  if (auto it = _offsets.find(group); it != _offsets.end()) {
+    for (const auto& [topic, parts] : it->second) {
+      for (const auto& [partition, c] : parts) out.add(group, topic, partition);
+    }
+  }
+  out.groups.push_back(group);
+  return out;
+}
+
+offset_deletion offset_manager::select_expired(const std::string& group,
+                                               const subscribed_predicate& subscribed,
+                                               const std::function<int64_t(const committed_offset&)>& base,
+                                               int64_t now_ms) const {
+  offset_deletion out;
+  auto it = _offsets.find(group);
+  if (it == _offsets.end()) return out;
+  const int64_t retention_ms = _runtime.config().offsets_retention_ms;
+  for (const auto& [topic, parts] : it->second) {
+    if (subscribed(topic)) continue;
+    for (const auto& [partition, c] : parts) {
+      const bool expired =
+          c.expire_timestamp_ms ? now_ms >= *c.expire_timestamp_ms : now_ms - base(c) >= retention_ms;
+      if (expired) out.add(group, topic, partition);
+    }
+  }
+  return out;
+}
+
+void offset_manager::write_deletion(int32_t partition, offset_deletion deletion,
+                                    std::function<void(error_code)> done) {
+  auto records = std::move(deletion.records);
+  deletion.records.clear();
+  _runtime.write(partition, std::move(records),
+                 [this, deletion = std::move(deletion), done = std::move(done)](error_code e) {
+                   if (e == error_code::none) apply(deletion);
+                   done(e);
+                 });
+}
+
+void offset_manager::apply(const offset_deletion& deletion) {
+  for (const auto& k : deletion.offsets) erase(k.group, k.topic, k.partition);
+  for (const auto& g : deletion.groups) _offsets.erase(g);
+}
+
+// --- Load
+
+void offset_manager::replay(const offset_commit_entry& entry, int64_t record_offset) {
+  const auto& key = entry.key;
+  if (!entry.value) {
+    erase(key.group, key.topic, key.partition);
+    return;
+  }
+  const auto& v = *entry.value;
+  committed_offset c;
+  c.offset = v.offset;
+  if (v.leader_epoch >= 0) c.leader_epoch = v.leader_epoch;
+  c.metadata = v.metadata;
+  c.commit_timestamp_ms = v.commit_timestamp;
+  if (entry.value_version == 1 && v.expire_timestamp >= 0) c.expire_timestamp_ms = v.expire_timestamp;
+  c.record_offset = record_offset;
+  _offsets[key.group][key.topic][key.partition] = std::move(c);
+}
+
+void offset_manager::forget_partition(int32_t partition) {
+  for (auto it = _offsets.begin(); it != _offsets.end();) {
+    it = _runtime.partition_of(it->first) == partition ? _offsets.erase(it) : std::next(it);
+  }
+}
+
+}  // namespace mala::coordinator
