@@ -1,3 +1,5 @@
+// replication_control's topic lifecycle: CreateTopics, DeleteTopics and CreatePartitions (the rest of the
+// class is in replication_control.cc).
 #include <map>
 #include <set>
 #include <utility>
