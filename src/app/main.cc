@@ -35,7 +35,7 @@
 #include "mala/common/config.h"
 #include "mala/common/logging.h"
 #include "mala/common/uuid.h"
-#include "mala/controller/features.h"
+#include "mala/controller/feature_control.h"
 #include "mala/controller/metadata_loader.h"
 #include "mala/controller/metadata_log.h"
 #include "mala/controller/quorum_controller.h"

@@ -127,16 +127,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Java's Long.parseLong / Integer.parseInt: optional sign, decimal digits, nothing else.
-std::optional<int64_t> parse_long(std::string_view s) {
-  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-  if (s.empty()) return std::nullopt;
-  int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
 std::optional<double> parse_double(std::string_view s) {
   if (s.empty()) return std::nullopt;
   std::string copy(s);
@@ -192,8 +182,8 @@ status check_range(const topic_config_key& key, std::string_view value, double v
 bool valid_throttled_replica(std::string_view entry) {
   auto colon = entry.find(':');
   if (colon == std::string_view::npos) return false;
-  auto partition = parse_long(trim(entry.substr(0, colon)));
-  auto broker = parse_long(trim(entry.substr(colon + 1)));
+  auto partition = parse_config_long(trim(entry.substr(0, colon)));
+  auto broker = parse_config_long(trim(entry.substr(colon + 1)));
   return partition && broker && *partition >= 0 && *broker >= 0;
 }
 
@@ -211,7 +201,7 @@ status validate_value(const topic_config_key& key, const std::string& raw) {
     case config_type::int16:
     case config_type::int32:
     case config_type::int64: {
-      auto v = parse_long(value);
+      auto v = parse_config_long(value);
       // Java's Short.parseShort / Integer.parseInt refuse values outside their type.
       const int64_t lo = key.type == config_type::int16   ? std::numeric_limits<int16_t>::min()
                          : key.type == config_type::int32 ? std::numeric_limits<int32_t>::min()
@@ -272,6 +262,15 @@ const topic_config_key* find_topic_config_key(std::string_view name) {
   return it != keys.end() && it->name == name ? &*it : nullptr;
 }
 
+std::optional<int64_t> parse_config_long(std::string_view s) {
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return std::nullopt;
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
 std::vector<std::string> parse_config_list(std::string_view value) {
   std::vector<std::string> out;
   value = trim(value);
@@ -323,9 +322,10 @@ status validate_topic_configs(const metadata::config_map& configs) {
   // LogConfig.validate: the compaction lag bounds must be ordered.
   auto min_lag = configs.find("min.compaction.lag.ms");
   auto max_lag = configs.find("max.compaction.lag.ms");
-  const int64_t min_value = min_lag == configs.end() ? 0 : parse_long(trim(min_lag->second)).value_or(0);
+  const int64_t min_value =
+      min_lag == configs.end() ? 0 : parse_config_long(trim(min_lag->second)).value_or(0);
   const int64_t max_value = max_lag == configs.end() ? std::numeric_limits<int64_t>::max()
-                                                     : parse_long(trim(max_lag->second)).value_or(0);
+                                                     : parse_config_long(trim(max_lag->second)).value_or(0);
   if (min_value > max_value) {
     return status::error(error_code::invalid_config,
                          "conflict topic config setting min.compaction.lag.ms (" + std::to_string(min_value) +

@@ -1,16 +1,15 @@
-// The active controller (Kafka's QuorumController): the only writer of the metadata log. It validates
-// administrative requests against the current metadata image, turns them into KRaft metadata records (topics,
-// partitions, configs, broker registrations, producer-id blocks), appends them to the metadata log as one
-// atomic batch, applies them to its image once committed, and hands every new image to the publisher (the
-// broker side: replica manager, metadata cache).
-//
-// This first version sits on a single-voter metadata_log (a majority of one): every node that has the
-// controller role is its own quorum, which is exactly right for a one-node cluster. The Raft quorum of issue
-// 6 replaces the log underneath; the request-level behaviour here stays.
+// The active controller (Kafka's QuorumController): the only writer of the metadata log. It owns the log, the
+// image of everything written and the activation (standby until activated on a Raft quorum; a single-voter
+// log is active from open()), and routes each administrative request to the manager that answers it:
+// cluster_control (broker registration, heartbeats, fencing), replication_control (topics, partitions, ISR,
+// elections, reassignments), configuration_control (AlterConfigs), producer_id_control and feature_control.
+// A manager validates the request against the current image and writes KRaft metadata records through the
+// controller (metadata_writer) as one atomic batch; the controller applies them to its image and hands every
+// committed image to the publisher (the broker side: replica manager, metadata cache).
 //
 // Brokers forward controller-bound requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-// IncrementalAlterConfigs, AllocateProducerIds); the request and response types are the protocol's own, so
-// a forwarded request and a local call are the same thing. Answers follow Apache Kafka 4.x's
+// IncrementalAlterConfigs, AllocateProducerIds, ...); the request and response types are the protocol's own,
+// so a forwarded request and a local call are the same thing. Answers follow Apache Kafka 4.x's
 // ReplicationControlManager / ConfigurationControlManager (error codes and messages).
 //
 // Threads: a quorum_controller is used by one thread only, shard 0's (the Raft/controller thread in
@@ -25,9 +24,10 @@
 #include <string_view>
 
 #include "mala/common/result.h"
-#include "mala/controller/broker_heartbeat_manager.h"
+#include "mala/controller/controller_options.h"
+#include "mala/controller/feature_control.h"
 #include "mala/controller/metadata_log.h"
-#include "mala/controller/topic_config.h"
+#include "mala/controller/producer_id_control.h"
 #include "mala/metadata/metadata_image.h"
 #include "mala/protocol/messages/alter_configs_request.h"
 #include "mala/protocol/messages/alter_configs_response.h"
@@ -51,55 +51,6 @@
 #include "mala/protocol/messages/list_partition_reassignments_response.h"
 
 namespace mala::controller {
-
-// KIP-778's metadata.version feature, the first record of every metadata log.
-inline constexpr std::string_view metadata_version_feature = "metadata.version";
-// The level an empty log is bootstrapped with: what `kafka-storage format` writes by default in the newest
-// stable Kafka release, 4.3 (MetadataVersion.LATEST_PRODUCTION = IBP_4_3_IV0, feature level 30). Records are
-// written at the newest version Mala's schemas define (PartitionRecord v2, RegisterBrokerRecord v3, ...);
-// Kafka reads every version at any metadata.version, 4.3's KIP-1066 field (RegisterBrokerRecord v4
-// CordonedLogDirs) is simply absent.
-inline constexpr int16_t bootstrap_metadata_version = 30;
-// MetadataVersion.MINIMUM_VERSION in Kafka 4.x (IBP_3_3_IV3): the oldest level a 4.x broker supports. Used as
-// the lower bound for a registration that names no metadata.version range.
-inline constexpr int16_t minimum_metadata_version = 7;
-// QuorumController.MAX_RECORDS_PER_USER_OP: a request that would write more records fails as a whole with
-// POLICY_VIOLATION "Unable to perform excessively large batch operation.".
-inline constexpr size_t max_records_per_user_op = 10000;
-
-struct controller_options {
-  int32_t node_id = 0;
-  std::string cluster_id;
-  int32_t num_partitions = 1;  // num.partitions: CreateTopics with num_partitions -1, auto-creation
-  int16_t default_replication_factor = 1;  // default.replication.factor: replication_factor -1
-  bool delete_topic_enable = true;         // delete.topic.enable: false refuses every DeleteTopics
-  // The node's static configuration file, for validating broker-level config changes and resolving
-  // topic-config defaults (topic_config.h).
-  static_broker_config_lookup static_config;
-  // Seeds the generator that picks each placement's starting broker and follower shift (Kafka picks them at
-  // random). 0: a random seed; tests fix a non-zero one.
-  uint64_t placement_seed = 0;
-  std::function<int64_t()> clock_ms;  // wall clock; the system clock when unset
-  // On a Raft quorum (raft_metadata_log) the controller starts as a standby: open() neither replays nor
-  // bootstraps, and the node's metadata_loader activates it with the committed image once this node leads
-  // the quorum. On a single-voter log it is active from open().
-  bool wait_for_activation = false;
-  // A single voter's broker has caught up with the metadata log as soon as it registers, so register_broker
-  // unfences it in the same batch; on a Raft quorum a heartbeat does once the broker has caught up.
-  bool unfence_on_registration = true;
-  int64_t broker_session_timeout_ms = 9000;              // broker.session.timeout.ms
-  bool auto_leader_rebalance = true;                     // auto.leader.rebalance.enable
-  int64_t leader_imbalance_check_interval_ms = 300'000;  // leader.imbalance.check.interval.seconds
-};
-
-// A block of producer ids handed to one broker (AllocateProducerIds, KIP-730): [first_id, first_id + size).
-struct producer_id_block {
-  int32_t assigned_broker_id = -1;
-  int64_t first_id = -1;
-  int32_t size = 0;
-};
-// ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE.
-inline constexpr int32_t producer_id_block_size = 1000;
 
 using image_publisher = std::function<void(const metadata::metadata_image_ptr& image)>;
 

@@ -62,6 +62,9 @@ status validate_config_value(const topic_config_key& key, const std::string& val
 // Mala has no tiered storage, as Kafka refuses it when remote.log.storage.system.enable=false).
 status validate_topic_configs(const metadata::config_map& configs);
 
+// A LONG (or INT) config value: an optional '+' or '-', decimal digits, nothing else.
+std::optional<int64_t> parse_config_long(std::string_view value);
+
 // Java's ConfigDef LIST parsing: trimmed, split on commas, each element trimmed; "" is the empty list.
 std::vector<std::string> parse_config_list(std::string_view value);
 std::string join_config_list(const std::vector<std::string>& values);

@@ -1,32 +1,6 @@
 #include "handlers/admin_common.h"
 
-#include <algorithm>
-#include <charconv>
-
 namespace mala::broker::handlers {
-
-std::optional<std::string> invalid_topic_name_reason(std::string_view name) {
-  const std::string prefix = "Topic name is invalid: ";
-  if (name.empty()) return prefix + "the empty string is not allowed";
-  if (name == ".") return prefix + "'.' is not allowed";
-  if (name == "..") return prefix + "'..' is not allowed";
-  if (name.size() > 249) {
-    return prefix + "the length of '" + std::string(name) + "' is longer than the max allowed length 249";
-  }
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
-    if (!ok) {
-      return prefix + "'" + std::string(name) +
-             "' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'";
-    }
-  }
-  return std::nullopt;
-}
-
-bool is_internal_topic(std::string_view name) {
-  return name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state";
-}
 
 std::string_view default_error_message(error_code code) {
   switch (code) {
@@ -58,18 +32,6 @@ std::string_view default_error_message(error_code code) {
 
 bool is_known_config_resource_type(int8_t type) {
   return type == 2 || type == 4 || type == 8 || type == 16 || type == 32;
-}
-
-std::optional<int32_t> parse_java_int(std::string_view text) {
-  if (!text.empty() && text.front() == '+') {
-    text.remove_prefix(1);
-    if (!text.empty() && (text.front() == '-' || text.front() == '+')) return std::nullopt;
-  }
-  if (text.empty()) return std::nullopt;
-  int32_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
 }
 
 }  // namespace mala::broker::handlers

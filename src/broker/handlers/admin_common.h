@@ -20,6 +20,8 @@
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/request_context.h"
 #include "mala/common/error_code.h"
+#include "mala/controller/configuration_control.h"
+#include "mala/controller/topic_names.h"
 #include "mala/net/shard_pool.h"
 
 namespace mala::broker::handlers {
@@ -73,11 +75,9 @@ inline constexpr int32_t all_cluster_operations =
     acl_operation_bit(10) | acl_operation_bit(11) | acl_operation_bit(12) | acl_operation_bit(13) |
     acl_operation_bit(14);
 
-// Kafka's Topic.validate: nullopt for a legal name, else the InvalidTopicException message
-// ("Topic name is invalid: '.' is not allowed").
-std::optional<std::string> invalid_topic_name_reason(std::string_view name);
-// Topic.isInternal: __consumer_offsets, __transaction_state, __share_group_state.
-bool is_internal_topic(std::string_view name);
+// Kafka's Topic rules (controller/topic_names.h).
+using controller::invalid_topic_name_reason;
+using controller::is_internal_topic;
 // Kafka's metadata topic; CreateTopics refuses it by name.
 inline constexpr std::string_view cluster_metadata_topic = "__cluster_metadata";
 
@@ -128,7 +128,7 @@ void split_duplicate_names(std::vector<Topic>& topics, OnDuplicate on_duplicate,
 // ConfigResource.Type ids a request may carry; anything else is UNKNOWN.
 bool is_known_config_resource_type(int8_t type);
 
-// Java's Integer.parseInt: optional sign and decimal digits, within int32.
-std::optional<int32_t> parse_java_int(std::string_view text);
+// Java's Integer.parseInt (controller/configuration_control.h).
+using controller::parse_java_int;
 
 }  // namespace mala::broker::handlers

@@ -8,10 +8,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
-#include <set>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -20,100 +17,31 @@
 #include "handlers/admin_common.h"
 #include "mala/broker/request_context.h"
 #include "mala/common/result.h"
+#include "mala/controller/configuration_control.h"
 
 namespace mala::broker::handlers {
 
-// ConfigResource.Type ids.
-inline constexpr int8_t config_resource_topic = 2;
-inline constexpr int8_t config_resource_broker = 4;
-inline constexpr int8_t config_resource_broker_logger = 8;
-inline constexpr int8_t config_resource_client_metrics = 16;
-inline constexpr int8_t config_resource_group = 32;
-
-// AlterConfigOp.OpType.DELETE: the one operation that may (and does) carry a null value.
-inline constexpr int8_t config_op_delete = 1;
-
-// ConfigAdminManager.validateResourceNameIsCurrentNodeId.
-inline status check_resource_names_this_node(const std::string& name, int32_t node_id) {
-  const auto id = parse_java_int(name);
-  if (!id)
-    return status::error(error_code::invalid_request, "Node id must be an integer, but it is: " + name);
-  if (*id != node_id) {
-    return status::error(error_code::invalid_request, "Unexpected broker id, expected " +
-                                                          std::to_string(node_id) + ", but received " + name);
-  }
-  return status::success();
-}
-
-template <typename Config>
-std::optional<int8_t> operation_of(const Config& c) {
-  if constexpr (requires { c.config_operation; }) {
-    return c.config_operation;
-  } else {
-    return std::nullopt;
-  }
-}
+using controller::config_op_delete;
+using controller::config_resource_broker;
+using controller::config_resource_broker_logger;
+using controller::config_resource_client_metrics;
+using controller::config_resource_group;
+using controller::config_resource_topic;
 
 // The broker-side verdict on each resource of the request (by position): nullopt = forward to the controller.
-// `local` handles a resource type the broker answers itself (BROKER_LOGGER in IncrementalAlterConfigs); it
-// returns nullopt for types it does not handle.
+// The checks are the controller's own (controller::check_alter_configs_resources); the broker's part is that
+// a BROKER resource must be "" or name this node (node_id; < 0 for a request another node forwarded, which
+// that node checked) and that GROUP and CLIENT_METRICS go on to the controller. `local` handles a resource
+// type the broker answers itself (BROKER_LOGGER in IncrementalAlterConfigs); it returns nullopt for types it
+// does not handle.
 template <typename Resource, typename LocalFn>
 std::vector<std::optional<status>> preprocess_alter_configs(const std::vector<Resource>& resources,
                                                             int32_t node_id, LocalFn local) {
-  std::vector<std::optional<status>> verdict(resources.size());
-  std::map<std::pair<int8_t, std::string>, std::vector<size_t>> positions;
-  for (size_t i = 0; i < resources.size(); ++i) {
-    positions[{resources[i].resource_type, resources[i].resource_name}].push_back(i);
-  }
-  for (const auto& [key, at] : positions) {
-    if (at.size() < 2) continue;
-    for (size_t i : at)
-      verdict[i] = status::error(error_code::invalid_request, "Each resource must appear at most once.");
-  }
-  for (size_t i = 0; i < resources.size(); ++i) {
-    if (verdict[i]) continue;
-    const auto& r = resources[i];
-    std::set<std::string> names;
-    bool duplicate = false;
-    std::string null_updates;
-    for (const auto& c : r.configs) {
-      if (!names.insert(c.name).second) duplicate = true;
-      if (!c.value && operation_of(c) != std::optional<int8_t>(config_op_delete)) {
-        null_updates += (null_updates.empty() ? "" : ", ") + c.name;
-      }
-    }
-    if (duplicate) {
-      verdict[i] = status::error(error_code::invalid_request, "Error due to duplicate config keys");
-      continue;
-    }
-    if (!null_updates.empty()) {
-      verdict[i] =
-          status::error(error_code::invalid_request, "Null value not supported for : " + null_updates);
-      continue;
-    }
-    if (std::optional<status> handled = local(r)) {
-      verdict[i] = std::move(handled);
-      continue;
-    }
-    switch (r.resource_type) {
-      case config_resource_broker:
-        // Blank: a cluster-wide default; otherwise it must name this node (the controller validates the
-        // values themselves). node_id < 0: a request another node forwarded, which that node checked.
-        if (!r.resource_name.empty() && node_id >= 0) {
-          if (auto st = check_resource_names_this_node(r.resource_name, node_id); !st.ok())
-            verdict[i] = std::move(st);
-        }
-        break;
-      case config_resource_topic:
-      case config_resource_client_metrics:
-      case config_resource_group:
-        break;
-      default:
-        verdict[i] = status::error(error_code::invalid_request,
-                                   "Unknown resource type " + std::to_string(int{r.resource_type}));
-    }
-  }
-  return verdict;
+  controller::alter_configs_check_rules rules;
+  rules.check_broker_names = node_id >= 0;
+  rules.this_node = node_id;
+  rules.pass_group_and_client_metrics = true;
+  return controller::check_alter_configs_resources(resources, rules, std::move(local));
 }
 
 // Puts the verdicts and the controller's answers back in request order; a resource the controller did not

@@ -5,7 +5,7 @@
 #include "mala/broker/handler_table.h"
 #include "mala/common/error_code.h"
 #include "mala/common/logging.h"
-#include "mala/controller/features.h"
+#include "mala/controller/feature_control.h"
 #include "mala/metadata/metadata_image.h"
 
 namespace mala::broker::handlers {
@@ -27,7 +27,7 @@ void add_api_keys(const handler_table& table, bool controller_listener, api_vers
     key.max_version = entry.max_version;
   }
 }
-// KIP-584: the features this binary implements and their finalized levels (controller/features.h), as Kafka's
+// KIP-584: the features this binary implements and their finalized levels (controller/feature_control.h), as Kafka's
 // ApiVersionsResponse carries them for `kafka-features describe` and the admin client's describeFeatures.
 void add_features(const broker_services& services, api_versions_handler::response& out) {
   const auto image = services.metadata ? services.metadata->current() : nullptr;

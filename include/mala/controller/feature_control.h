@@ -1,0 +1,72 @@
+// Finalized features (Kafka's FeatureControlManager, KIP-584): the KIP-584 features this binary implements,
+// as ApiVersions v3+ advertises them (SupportedFeatures and FinalizedFeatures, what `kafka-features
+// describe` prints) and as a broker registers them; the metadata.version an empty metadata log is
+// bootstrapped with; and the check that a registering broker supports every finalized level.
+//
+// metadata.version is finalized in the metadata log (FeatureLevelRecord); the others are behaviours Mala has
+// unconditionally, so their finalized level is fixed: the eligible leader replicas of KIP-966 and the
+// consumer group protocol of KIP-848 are always on, and kraft.version is 1 when the voter set lives in the
+// metadata log (KIP-853, controller.quorum.bootstrap.servers) and 0 with static controller.quorum.voters.
+// Transactions are not served, so transaction.version is not listed.
+//
+// Pure data and functions: safe from any thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "mala/common/result.h"
+#include "mala/controller/controller_records.h"
+#include "mala/metadata/metadata_image.h"
+
+namespace mala::controller {
+
+// KIP-778's metadata.version feature, the first record of every metadata log.
+inline constexpr std::string_view metadata_version_feature = "metadata.version";
+inline constexpr std::string_view kraft_version_feature = "kraft.version";
+// The level an empty log is bootstrapped with: what `kafka-storage format` writes by default in the newest
+// stable Kafka release, 4.3 (MetadataVersion.LATEST_PRODUCTION = IBP_4_3_IV0, feature level 30). Records are
+// written at the newest version Mala's schemas define (PartitionRecord v2, RegisterBrokerRecord v3, ...);
+// Kafka reads every version at any metadata.version, 4.3's KIP-1066 field (RegisterBrokerRecord v4
+// CordonedLogDirs) is simply absent.
+inline constexpr int16_t bootstrap_metadata_version = 30;
+// MetadataVersion.MINIMUM_VERSION in Kafka 4.x (IBP_3_3_IV3): the oldest level a 4.x broker supports. Used as
+// the lower bound for a registration that names no metadata.version range.
+inline constexpr int16_t minimum_metadata_version = 7;
+
+struct implemented_feature {
+  std::string_view name;
+  int16_t min_level;
+  int16_t max_level;
+  // The level in force whatever the metadata log says; -1 for metadata.version, which the log finalizes, and
+  // for kraft.version, which depends on how the quorum's voters are configured.
+  int16_t fixed_level;
+};
+
+inline constexpr std::array<implemented_feature, 4> implemented_features{{
+    {metadata_version_feature, minimum_metadata_version, bootstrap_metadata_version, -1},
+    {kraft_version_feature, 0, 1, -1},
+    {"eligible.leader.replicas.version", 0, 1, 1},
+    {"group.version", 0, 1, 1},
+}};
+
+// A freshly formatted cluster's first write: FeatureLevelRecord metadata.version = bootstrap_metadata_version
+// (what `kafka-storage format` puts in bootstrap.checkpoint). Empty when `image` has finalized it already.
+record_list bootstrap_records(const metadata::metadata_image& image);
+
+using supported_feature_map = std::map<std::string, metadata::supported_feature>;
+
+// The feature ranges a registration is recorded with: its own, and for metadata.version, when it names no
+// range, what this binary supports (Kafka assumes only level 1 there, which no 4.x cluster runs; Mala's own
+// node registers without one).
+supported_feature_map registered_features(supported_feature_map supported);
+
+// ClusterControlManager's feature check: every finalized feature must lie within the broker's range
+// (UNSUPPORTED_VERSION "Unable to register because the broker does not support finalized version ...").
+status check_finalized_features_supported(const metadata::metadata_image& image,
+                                          const supported_feature_map& supported);
+
+}  // namespace mala::controller

@@ -1,0 +1,116 @@
+// ClusterControlManager directly, on a plain image: registration (epochs, incarnations, directories,
+// features), heartbeats moving a broker between fenced and unfenced, and session expiry.
+#include "mala/controller/cluster_control.h"
+
+#include <gtest/gtest.h>
+
+#include "image_writer.h"
+#include "mala/controller/replication_control.h"
+
+namespace mala::controller {
+namespace {
+
+class cluster_control_test : public ::testing::Test {
+ protected:
+  controller_options options() {
+    controller_options o;
+    o.node_id = 1;
+    o.placement_seed = 42;
+    o.unfence_on_registration = false;
+    o.broker_session_timeout_ms = 1000;
+    return o;
+  }
+
+  protocol::broker_heartbeat_response heartbeat(int32_t id, int64_t epoch, int64_t now_ms, int64_t offset) {
+    protocol::broker_heartbeat_request request;
+    request.broker_id = id;
+    request.broker_epoch = epoch;
+    request.current_metadata_offset = offset;
+    return _cluster.broker_heartbeat(request, now_ms);
+  }
+
+  image_writer _writer;
+  replication_control _replication{_writer, options()};
+  cluster_control _cluster{_writer, _replication, options()};
+};
+
+TEST_F(cluster_control_test, a_registration_starts_fenced_with_its_offset_as_epoch) {
+  const int64_t next = _writer.next_offset();
+  auto reg = test_registration(1);
+  auto epoch = _cluster.register_broker(reg, -1, 0);
+  ASSERT_TRUE(epoch.ok()) << epoch.error().message;
+  EXPECT_EQ(*epoch, next);
+  const auto& broker = _writer.image()->brokers.at(1);
+  EXPECT_TRUE(broker.fenced);
+  EXPECT_EQ(broker.epoch, next);
+  EXPECT_FALSE(is_active_broker(*_writer.image(), 1));
+  EXPECT_EQ(default_dir(*_writer.image(), 1), reg.log_dirs.front());
+
+  // The same incarnation keeps its epoch; a new one gets a new epoch.
+  EXPECT_EQ(*_cluster.register_broker(reg, -1, 0), next);
+  reg.incarnation_id = uuid::random();
+  auto again = _cluster.register_broker(reg, next, 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_GT(*again, next);
+}
+
+TEST_F(cluster_control_test, registrations_are_checked) {
+  auto negative = test_registration(-1);
+  EXPECT_EQ(_cluster.register_broker(negative, -1, 0).error().code, error_code::invalid_registration);
+  auto reserved = test_registration(1);
+  reserved.log_dirs = {metadata::directory_lost};
+  EXPECT_EQ(_cluster.register_broker(reserved, -1, 0).error().message, "Reserved directory ID in request");
+  auto first = test_registration(1);
+  ASSERT_TRUE(_cluster.register_broker(first, -1, 0).ok());
+  auto shared_dir = test_registration(2);
+  shared_dir.log_dirs = first.log_dirs;
+  EXPECT_EQ(_cluster.register_broker(shared_dir, -1, 0).error().message,
+            "Broker 1 is already registered with directory " + first.log_dirs.front().to_string());
+  auto old_binary = test_registration(3);
+  old_binary.supported_features[std::string(metadata_version_feature)] = {1, 7};
+  EXPECT_EQ(_cluster.register_broker(old_binary, -1, 0).error().code, error_code::unsupported_version);
+}
+
+TEST_F(cluster_control_test, a_caught_up_heartbeat_unfences_and_a_silent_broker_is_fenced) {
+  auto epoch = _cluster.register_broker(test_registration(1), -1, 0);
+  ASSERT_TRUE(epoch.ok());
+  // Behind its registration: stays fenced.
+  auto behind = heartbeat(1, *epoch, 0, *epoch - 1);
+  EXPECT_EQ(behind.error_code, 0);
+  EXPECT_TRUE(behind.is_fenced);
+  EXPECT_FALSE(behind.is_caught_up);
+  auto caught_up = heartbeat(1, *epoch, 100, *epoch);
+  EXPECT_FALSE(caught_up.is_fenced);
+  EXPECT_TRUE(is_active_broker(*_writer.image(), 1));
+
+  EXPECT_EQ(heartbeat(1, *epoch + 1, 100, *epoch).error_code, to_wire(error_code::stale_broker_epoch));
+  EXPECT_EQ(heartbeat(9, 0, 100, 0).error_code, to_wire(error_code::stale_broker_epoch));
+
+  _cluster.fence_stale_brokers(1100);  // last contact + timeout >= now: still valid
+  EXPECT_FALSE(_writer.image()->brokers.at(1).fenced);
+  _cluster.fence_stale_brokers(1101);
+  EXPECT_TRUE(_writer.image()->brokers.at(1).fenced);
+}
+
+TEST_F(cluster_control_test, a_live_session_refuses_another_incarnation) {
+  auto epoch = _cluster.register_broker(test_registration(1), -1, 0);
+  ASSERT_TRUE(epoch.ok());
+  heartbeat(1, *epoch, 0, *epoch);
+  auto other = _cluster.register_broker(test_registration(1), *epoch, 500);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, error_code::duplicate_broker_registration);
+  // Once the session has expired it may register.
+  EXPECT_TRUE(_cluster.register_broker(test_registration(1), *epoch, 1500).ok());
+}
+
+TEST_F(cluster_control_test, reset_gives_every_broker_a_full_session) {
+  auto epoch = _cluster.register_broker(test_registration(1), -1, 0);
+  ASSERT_TRUE(epoch.ok());
+  heartbeat(1, *epoch, 0, *epoch);
+  _cluster.reset_heartbeat_deadlines(5000);
+  _cluster.fence_stale_brokers(5900);
+  EXPECT_FALSE(_writer.image()->brokers.at(1).fenced);
+}
+
+}  // namespace
+}  // namespace mala::controller

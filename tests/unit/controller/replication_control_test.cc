@@ -1,0 +1,171 @@
+// ReplicationControlManager directly, on a plain image: topics created over the active brokers, ISR changes
+// from the leader, elections, and the partition changes of a broker's fencing.
+#include "mala/controller/replication_control.h"
+
+#include <gtest/gtest.h>
+
+#include "image_writer.h"
+#include "mala/controller/cluster_control.h"
+
+namespace mala::controller {
+namespace {
+
+class replication_control_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int32_t id : {1, 2, 3}) {
+      auto epoch = _cluster.register_broker(test_registration(id), -1, 0);
+      ASSERT_TRUE(epoch.ok()) << epoch.error().message;
+      _epochs[id] = *epoch;
+    }
+  }
+
+  static controller_options options() {
+    controller_options o;
+    o.node_id = 1;
+    o.placement_seed = 42;
+    o.default_replication_factor = 3;
+    o.unfence_on_registration = true;
+    return o;
+  }
+
+  protocol::create_topics_response create(const std::string& name, int32_t partitions, int16_t rf) {
+    protocol::create_topics_request request;
+    auto& t = request.topics.emplace_back();
+    t.name = name;
+    t.num_partitions = partitions;
+    t.replication_factor = rf;
+    return _replication.create_topics(request);
+  }
+  const metadata::partition_state& partition(const std::string& topic, int32_t p) {
+    return _writer.image()->find_topic(topic)->partitions.at(static_cast<size_t>(p));
+  }
+
+  image_writer _writer;
+  replication_control _replication{_writer, options()};
+  cluster_control _cluster{_writer, _replication, options()};
+  std::map<int32_t, int64_t> _epochs;
+};
+
+TEST_F(replication_control_test, create_topics_places_replicas_on_active_brokers) {
+  auto response = create("t", 2, 3);
+  ASSERT_EQ(response.topics.size(), 1u);
+  EXPECT_EQ(response.topics[0].error_code, 0);
+  EXPECT_EQ(response.topics[0].num_partitions, 2);
+  EXPECT_EQ(response.topics[0].replication_factor, 3);
+  const auto& p = partition("t", 0);
+  EXPECT_EQ(p.replicas.size(), 3u);
+  EXPECT_EQ(p.isr, p.replicas);
+  EXPECT_EQ(p.leader, p.replicas.front());
+
+  EXPECT_EQ(create("t", 1, 1).topics[0].error_code, to_wire(error_code::topic_already_exists));
+  EXPECT_EQ(create("x", 1, 4).topics[0].error_code, to_wire(error_code::invalid_replication_factor));
+  auto collision = create("t.", 1, 1);
+  EXPECT_EQ(collision.topics[0].error_code, 0);
+  EXPECT_EQ(create("t_", 1, 1).topics[0].error_message, "Topic 't_' collides with existing topic: t.");
+}
+
+TEST_F(replication_control_test, delete_topics_by_name) {
+  create("t", 1, 1);
+  protocol::delete_topics_request request;
+  request.topic_names = {"t", "missing"};
+  auto response = _replication.delete_topics(request, 5);
+  ASSERT_EQ(response.responses.size(), 2u);
+  EXPECT_EQ(response.responses[0].error_code, to_wire(error_code::unknown_topic_or_partition));
+  EXPECT_EQ(response.responses[1].error_code, 0);
+  EXPECT_EQ(_writer.image()->find_topic("t"), nullptr);
+}
+
+TEST_F(replication_control_test, alter_partition_shrinks_the_isr) {
+  create("t", 1, 3);
+  const auto p = partition("t", 0);
+  protocol::alter_partition_request request;
+  request.broker_id = p.leader;
+  request.broker_epoch = _epochs[p.leader];
+  auto& topic = request.topics.emplace_back();
+  topic.topic_id = _writer.image()->find_topic("t")->id;
+  auto& data = topic.partitions.emplace_back();
+  data.partition_index = 0;
+  data.leader_epoch = p.leader_epoch;
+  data.partition_epoch = p.partition_epoch;
+  data.new_isr_with_epochs.push_back({p.leader, _epochs[p.leader]});
+  auto response = _replication.alter_partition(request, 3);
+  EXPECT_EQ(response.error_code, 0);
+  ASSERT_EQ(response.topics.at(0).partitions.size(), 1u);
+  EXPECT_EQ(response.topics[0].partitions[0].error_code, 0);
+  EXPECT_EQ(response.topics[0].partitions[0].isr, std::vector<int32_t>{p.leader});
+  EXPECT_EQ(partition("t", 0).isr, std::vector<int32_t>{p.leader});
+  EXPECT_EQ(partition("t", 0).partition_epoch, p.partition_epoch + 1);
+
+  // The same epoch again is stale.
+  EXPECT_EQ(_replication.alter_partition(request, 3).topics[0].partitions[0].error_code,
+            to_wire(error_code::invalid_update_version));
+  request.broker_epoch = -5;
+  EXPECT_EQ(_replication.alter_partition(request, 3).error_code, to_wire(error_code::stale_broker_epoch));
+}
+
+TEST_F(replication_control_test, fencing_moves_leadership_within_the_isr) {
+  create("t", 1, 3);
+  const auto before = partition("t", 0);
+  record_list records;
+  _replication.append_fence_records(*_writer.image(), {before.leader}, records);
+  ASSERT_TRUE(_writer.write(records).ok());
+  const auto& after = partition("t", 0);
+  EXPECT_NE(after.leader, before.leader);
+  EXPECT_NE(after.leader, metadata::no_leader);
+  EXPECT_EQ(after.isr.size(), 2u);
+  EXPECT_TRUE(_writer.image()->brokers.at(before.leader).fenced);
+  EXPECT_TRUE(leads_any(*_writer.image(), after.leader));
+  EXPECT_FALSE(leads_any(*_writer.image(), before.leader));
+
+  // Unfenced again, it leads nothing until an election; it is back in no ISR.
+  record_list unfence;
+  _replication.append_unfence_records(*_writer.image(), before.leader, _epochs[before.leader], unfence);
+  ASSERT_TRUE(_writer.write(unfence).ok());
+  EXPECT_FALSE(_writer.image()->brokers.at(before.leader).fenced);
+  EXPECT_FALSE(leads_any(*_writer.image(), before.leader));
+}
+
+TEST_F(replication_control_test, preferred_elections) {
+  create("t", 1, 3);
+  protocol::elect_leaders_request request;
+  request.election_type = 0;
+  request.topic_partitions.emplace();
+  auto& tp = request.topic_partitions->emplace_back();
+  tp.topic = "t";
+  tp.partitions = {0, 5};
+  auto response = _replication.elect_leaders(request, 1);
+  ASSERT_EQ(response.replica_election_results.size(), 1u);
+  const auto& results = response.replica_election_results[0].partition_result;
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].error_code, to_wire(error_code::election_not_needed));
+  EXPECT_EQ(results[1].error_code, to_wire(error_code::unknown_topic_or_partition));
+
+  // The preferred replica fenced, then back and in the ISR again: the election moves leadership to it.
+  const int32_t preferred = partition("t", 0).replicas.front();
+  record_list records;
+  _replication.append_fence_records(*_writer.image(), {preferred}, records);
+  _replication.append_unfence_records(*_writer.image(), preferred, _epochs[preferred], records);
+  ASSERT_TRUE(_writer.write(records).ok());
+  EXPECT_NE(partition("t", 0).leader, preferred);
+  tp.partitions = {0};
+  response = _replication.elect_leaders(request, 1);
+  EXPECT_EQ(response.replica_election_results[0].partition_result.at(0).error_code,
+            to_wire(error_code::preferred_leader_not_available));
+}
+
+TEST_F(replication_control_test, a_min_isr_change_clears_the_elr) {
+  create("t", 1, 1);
+  record_list records;
+  protocol::config_record c;
+  c.resource_type = static_cast<int8_t>(metadata::config_resource_type::topic);
+  c.resource_name = "t";
+  c.name = "min.insync.replicas";
+  c.value = "1";
+  records.push_back(versioned(c, record_v0));
+  _replication.append_elr_clears_for_min_isr_changes(*_writer.image(), records);
+  EXPECT_EQ(records.size(), 1u);  // no partition has an ELR
+}
+
+}  // namespace
+}  // namespace mala::controller
