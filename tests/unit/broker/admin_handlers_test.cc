@@ -18,7 +18,7 @@
 #include "mala/broker/handler_table.h"
 #include "mala/broker/producer_id_allocator.h"
 #include "mala/common/logging.h"
-#include "mala/controller/metadata_log.h"
+#include "support/local_metadata_log.h"
 #include "mala/controller/quorum_controller.h"
 #include "mala/controller/topic_config.h"
 #include "mala/net/shard_pool.h"

@@ -1,7 +1,8 @@
-// The single-voter metadata log: appends are one batch each with consecutive offsets and the Raft epoch,
-// replay returns exactly what was committed (from any offset, across a reopen), control batches are skipped,
-// a torn tail left by a crash is cut on open, and malformed appends are refused.
-#include "mala/controller/metadata_log.h"
+// The unit tests' stand-in metadata log (support/local_metadata_log.h): appends are one batch each with
+// consecutive offsets and the epoch, replay returns exactly what was committed (from any offset, across a
+// reopen), control batches are skipped, a torn tail left by a crash is cut on open, malformed appends are
+// refused.
+#include "support/local_metadata_log.h"
 
 #include <gtest/gtest.h>
 
