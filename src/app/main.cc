@@ -19,15 +19,11 @@ int main(int argc, char** argv) {
   auto log = mala::subsystem_logger("main");
   const std::filesystem::path* file = cl->config_file ? &*cl->config_file : nullptr;
   auto loaded = mala::node_config::load(file, cl->overrides);
-  if (auto* err = std::get_if<mala::config_error>(&loaded)) {
-    if (err->key.empty()) {
-      log->critical("invalid configuration: {}", err->message);
-    } else {
-      log->critical("invalid configuration: {}: {}", err->key, err->message);
-    }
+  if (!loaded.ok()) {
+    log->critical("invalid configuration: {}", loaded.error().message);
     return 1;
   }
-  auto& config = std::get<mala::node_config>(loaded);
+  auto& config = loaded.value();
   mala::set_log_level(config.log_level());
   for (const auto& w : config.warnings()) log->warn("{}", w);
   log->info("starting node {} (roles: {}) from {}", config.node_id(), fmt::join(config.process_roles(), ","),
@@ -38,9 +34,5 @@ int main(int argc, char** argv) {
     log->critical("{}", node.error().message);
     return 1;
   }
-  if (auto st = (*node)->run(); !st.ok()) {
-    log->error("{}", st.message);
-    return 1;
-  }
-  return 0;
+  return (*node)->run().ok() ? 0 : 1;
 }

@@ -65,10 +65,9 @@ status node::open_storage() {
       });
   if (separate_metadata_dir) formatted_dirs.push_back(metadata_dir.string());
   auto identity = storage::format_or_check_log_dirs(formatted_dirs, _config.node_id(), _config.cluster_id());
-  if (auto* err = std::get_if<std::string>(&identity)) {
-    return status::error(error_code::kafka_storage_error, "cannot use log dirs: " + *err);
-  }
-  _dirs = std::get<storage::log_dirs_identity>(std::move(identity));
+  if (!identity.ok())
+    return status::error(identity.error().code, "cannot use log dirs: " + identity.error().message);
+  _dirs = std::move(identity.value());
   for (size_t i = 0; i < _dirs.dirs.size(); ++i) {
     const auto& d = _dirs.dirs[i];
     _log->info("{} {} (directory id {}){}", i < _config.log_dirs().size() ? "log dir" : "metadata log dir",
@@ -254,7 +253,10 @@ void node::open_server() {
 }
 
 status node::run() {
-  if (auto st = start(); !st.ok()) return st;
+  if (auto st = start(); !st.ok()) {
+    _log->critical("{}", st.message);
+    return st;
+  }
   _shards->join();
   return close();
 }
@@ -263,16 +265,13 @@ status node::run() {
 status node::start() {
   // 1. Controller listeners accept now; broker listeners are bound (so a port in use fails the start) and
   //    open once the broker has caught up with the metadata log.
-  if (auto err = _server->listen(_listen_now); !err.empty())
-    return status::error(error_code::invalid_config, err);
-  if (auto err = _server->bind(_listen_caught_up); !err.empty()) {
-    return status::error(error_code::invalid_config, err);
-  }
+  if (auto st = _server->listen(_listen_now); !st.ok()) return st;
+  if (auto st = _server->bind(_listen_caught_up); !st.ok()) return st;
   if (!_listen_caught_up.empty()) {
     _lifecycle->set_on_caught_up([this] {
       // As Kafka's BrokerServer, a broker whose listener cannot open stops (nothing was served yet).
-      if (auto err = _server->start(); !err.empty()) {
-        _log->critical("{}", err);
+      if (auto st = _server->start(); !st.ok()) {
+        _log->critical("{}", st.message);
         std::_Exit(1);
       }
     });
@@ -358,7 +357,8 @@ status node::close() {
   // Flushes and closes every log, writes the checkpoints and the clean-shutdown marker, so the next start
   // skips the recovery scan.
   if (auto st = _logs->shutdown(_broker_epoch); !st.ok()) {
-    return status::error(st.code, "log shutdown: " + st.message);
+    _log->error("log shutdown: {}", st.message);
+    return st;
   }
   _log->info("stopped cleanly");
   return status::success();

@@ -75,7 +75,8 @@ class node {
   node(const node&) = delete;
   node& operator=(const node&) = delete;
 
-  // Starts, serves until SIGTERM/SIGINT, stops and closes. Non-ok when the logs could not be closed cleanly.
+  // Starts, serves until SIGTERM/SIGINT, stops and closes. Non-ok (logged) when it could not start or the
+  // logs could not be closed cleanly.
   status run();
 
  private:

@@ -74,11 +74,10 @@ result<std::optional<std::vector<raft::voter_info>>> initial_voters(
   }
   if (!initial_controllers) return std::optional<std::vector<raft::voter_info>>();
   auto parsed = raft::parse_initial_controllers(*initial_controllers, listener_name);
-  if (auto* err = std::get_if<parse_error>(&parsed)) {
-    return status::error(error_code::invalid_config, "invalid --initial-controllers: " + err->message);
+  if (!parsed.ok()) {
+    return status::error(parsed.error().code, "invalid --initial-controllers: " + parsed.error().message);
   }
-  return std::optional<std::vector<raft::voter_info>>(
-      std::get<std::vector<raft::voter_info>>(std::move(parsed)));
+  return std::optional<std::vector<raft::voter_info>>(std::move(parsed.value()));
 }
 
 replication::replica_manager_options replica_manager_options_from(const node_config& config) {
