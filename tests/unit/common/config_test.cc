@@ -32,7 +32,7 @@ node_config load_ok(std::string_view yaml, const std::vector<std::string>& overr
 }
 
 // A refused configuration as the tests check it: the key its message starts with ("key: ..."; empty for a
-// file-level problem) and the whole message.
+// file-level problem) and the message after it.
 struct refusal {
   std::string key;
   std::string message;
@@ -47,7 +47,8 @@ refusal load_error(std::string_view yaml, const std::vector<std::string>& overri
   const std::string& message = r.error().message;
   const size_t colon = message.find(": ");
   const bool keyed = colon != std::string::npos && message.substr(0, colon).find(' ') == std::string::npos;
-  return {keyed ? message.substr(0, colon) : std::string(), message};
+  if (!keyed) return {std::string(), message};
+  return {message.substr(0, colon), message.substr(colon + 2)};
 }
 
 // Loading base_yaml with `overrides` fails on `key`, and the message names it.
