@@ -12,7 +12,7 @@
 namespace mala::broker {
 
 controller_channel::controller_channel(net::shard_pool* shards, size_t home_shard,
-                                       controller::quorum_controller* controller, raft::raft_node* node,
+                                       controller::quorum_controller* controller, raft::raft_node& node,
                                        net::peer_client* client, int32_t request_timeout_ms)
     : _shards(shards),
       _home_shard(home_shard),
@@ -22,8 +22,7 @@ controller_channel::controller_channel(net::shard_pool* shards, size_t home_shar
       _request_timeout_ms(request_timeout_ms) {}
 
 asio::awaitable<controller_outcome> controller_channel::wait_committed(int64_t offset, int32_t timeout_ms) {
-  if (!_node) co_return controller_outcome::answered;  // a single voter commits as it writes
-  if (_node->state().high_watermark() > offset) co_return controller_outcome::answered;
+  if (_node.state().high_watermark() > offset) co_return controller_outcome::answered;
   auto wait = std::make_shared<commit_wait>();
   wait->offset = offset;
   asio::steady_timer timer(co_await asio::this_coro::executor);
@@ -39,11 +38,11 @@ asio::awaitable<controller_outcome> controller_channel::wait_committed(int64_t o
 }
 
 bool controller_channel::brokers_applied(int64_t offset) const {
-  if (!_node || !_controller) return true;
-  const auto progress = _node->state().progress();
+  if (!_controller) return true;
+  const auto progress = _node.state().progress();
   const auto image = _controller->image();
   for (const auto& [broker_id, broker] : image->brokers) {
-    if (broker.fenced || broker_id == _node->state().node_id()) continue;  // this node applies as it commits
+    if (broker.fenced || broker_id == _node.state().node_id()) continue;  // this node applies as it commits
     const int32_t id = broker_id;  // a structured binding cannot be captured before C++20 in clang 14
     const auto it = std::find_if(progress.begin(), progress.end(),
                                  [id](const raft::replica_progress& p) { return p.replica_id == id; });
@@ -86,11 +85,11 @@ void controller_channel::on_deactivated() {
 asio::awaitable<result<std::vector<uint8_t>>> controller_channel::forward(int16_t api_key, int16_t version,
                                                                           std::vector<uint8_t> body,
                                                                           bool flexible, int32_t timeout_ms) {
-  const int32_t leader = _node->state().leader_id();
-  if (leader < 0 || leader == _node->state().node_id() || !_client) {
+  const int32_t leader = _node.state().leader_id();
+  if (leader < 0 || leader == _node.state().node_id() || !_client) {
     co_return status::error(error_code::not_controller, "no active controller known");
   }
-  auto endpoint = _node->endpoint_of(leader);
+  auto endpoint = _node.endpoint_of(leader);
   if (!endpoint) co_return status::error(error_code::not_controller, "the active controller has no address");
   // A named address: GCC 12 mishandles a braced temporary passed to a coroutine.
   net::peer_address to{endpoint->host, endpoint->port};

@@ -21,6 +21,12 @@
 
 namespace mala {
 
+// A refused configuration as the loading steps report it; load() turns it into a status.
+struct config_error {
+  std::string key;  // the offending key; empty for file-level problems (unreadable file, YAML syntax)
+  std::string message;
+};
+
 namespace {
 
 struct raw_value {
@@ -622,8 +628,17 @@ std::optional<config_error> node_config_loader::validate_cross_keys(
   return std::nullopt;
 }
 
-std::variant<node_config, config_error> node_config::load_from_string(
-    std::string_view text, config_format format, const std::vector<std::string>& overrides) {
+namespace {
+
+// The status a refusal becomes: invalid_config, its message led by the key ("key: message") when there is
+// one.
+status refused(const config_error& err) {
+  return status::error(error_code::invalid_config,
+                       err.key.empty() ? err.message : err.key + ": " + err.message);
+}
+
+std::variant<node_config, config_error> load_text(std::string_view text, config_format format,
+                                                  const std::vector<std::string>& overrides) {
   std::vector<std::pair<std::string, raw_value>> raw;
   std::vector<std::string> warnings;
   if (format == config_format::properties) {
@@ -642,20 +657,33 @@ std::variant<node_config, config_error> node_config::load_from_string(
   return node_config_loader::build(std::move(raw), overrides, std::move(warnings));
 }
 
-std::variant<node_config, config_error> node_config::load(const std::filesystem::path* file,
-                                                          const std::vector<std::string>& overrides) {
+}  // namespace
+
+result<node_config> node_config::load_from_string(std::string_view text, config_format format,
+                                                  const std::vector<std::string>& overrides) {
+  auto loaded = load_text(text, format, overrides);
+  if (auto* err = std::get_if<config_error>(&loaded)) return refused(*err);
+  return std::get<node_config>(std::move(loaded));
+}
+
+result<node_config> node_config::load(const std::filesystem::path* file,
+                                      const std::vector<std::string>& overrides) {
   if (file == nullptr) return load_from_string(embedded_default_config(), config_format::yaml, overrides);
   std::ifstream in(*file, std::ios::binary);
-  if (!in) return error("", "cannot read configuration file " + file->string() + ": " + std::strerror(errno));
+  if (!in) {
+    return refused(
+        error("", "cannot read configuration file " + file->string() + ": " + std::strerror(errno)));
+  }
   std::ostringstream contents;
   contents << in.rdbuf();
-  if (in.bad()) return error("", "cannot read configuration file " + file->string());
+  if (in.bad()) return refused(error("", "cannot read configuration file " + file->string()));
   auto format = file->extension() == ".properties" ? config_format::properties : config_format::yaml;
-  auto result = load_from_string(contents.str(), format, overrides);
-  if (auto* err = std::get_if<config_error>(&result)) {
+  auto loaded = load_text(contents.str(), format, overrides);
+  if (auto* err = std::get_if<config_error>(&loaded)) {
     if (err->key.empty()) err->message = file->string() + ": " + err->message;
+    return refused(*err);
   }
-  return result;
+  return std::get<node_config>(std::move(loaded));
 }
 
 // ---- Accessors

@@ -31,6 +31,10 @@ using asio::ip::tcp;
 
 namespace {
 
+status listener_error(std::string message) {
+  return status::error(error_code::unknown_server_error, std::move(message));
+}
+
 std::string endpoint_text(const tcp::endpoint& ep) {
   std::error_code ec;
   auto addr = ep.address();
@@ -300,12 +304,12 @@ kafka_server::kafka_server(shard_pool& shards, request_dispatcher& dispatcher, s
 
 kafka_server::~kafka_server() = default;
 
-std::string kafka_server::listen(const std::vector<listen_endpoint>& endpoints) {
-  if (auto err = bind(endpoints); !err.empty()) return err;
+status kafka_server::listen(const std::vector<listen_endpoint>& endpoints) {
+  if (auto st = bind(endpoints); !st.ok()) return st;
   return start();
 }
 
-std::string kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
+status kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
   auto& ctx = _impl->shards.context(0);
   for (const auto& ep : endpoints) {
     std::error_code ec;
@@ -320,7 +324,8 @@ std::string kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
       tcp::resolver resolver(ctx);
       auto results = resolver.resolve(ep.host, std::to_string(ep.port), ec);
       if (ec || results.empty()) {
-        return "listener " + ep.listener_name + ": cannot resolve host '" + ep.host + "': " + ec.message();
+        return listener_error("listener " + ep.listener_name + ": cannot resolve host '" + ep.host +
+                              "': " + ec.message());
       }
       bind_to = results.begin()->endpoint();
     }
@@ -335,18 +340,19 @@ std::string kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
     }
     if (!ec) acceptor->bind(bind_to, ec);
     if (ec) {
-      return "listener " + ep.listener_name + ": cannot listen on " + endpoint_text(bind_to) + ": " +
-             ec.message();
+      return listener_error("listener " + ep.listener_name + ": cannot listen on " + endpoint_text(bind_to) +
+                            ": " + ec.message());
     }
     const uint16_t port = acceptor->local_endpoint(ec).port();
     _impl->bound_ports[ep.listener_name] = port;
     _impl->idle.push_back({std::move(acceptor), ep.listener_name, tcp::endpoint(bind_to.address(), port)});
   }
-  return {};
+  return status::success();
 }
 
-std::string kafka_server::start() {
-  if (_impl->stopped) return {};  // a late start() (a heartbeat answered during shutdown) opens nothing
+status kafka_server::start() {
+  if (_impl->stopped)
+    return status::success();  // a late start() (a heartbeat answered during shutdown) opens nothing
   auto& ctx = _impl->shards.context(0);
   auto idle = std::move(_impl->idle);
   _impl->idle.clear();
@@ -354,13 +360,13 @@ std::string kafka_server::start() {
     std::error_code ec;
     b.acceptor->listen(asio::socket_base::max_listen_connections, ec);
     if (ec)
-      return "listener " + b.listener_name + ": cannot listen on " + endpoint_text(b.endpoint) + ": " +
-             ec.message();
+      return listener_error("listener " + b.listener_name + ": cannot listen on " +
+                            endpoint_text(b.endpoint) + ": " + ec.message());
     _impl->log->info("listening on {} ({})", endpoint_text(b.endpoint), b.listener_name);
     asio::co_spawn(ctx, _impl->accept_loop(*b.acceptor, b.listener_name), asio::detached);
     _impl->acceptors.push_back(std::move(b.acceptor));
   }
-  return {};
+  return status::success();
 }
 
 void kafka_server::stop() {

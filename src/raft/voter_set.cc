@@ -118,8 +118,11 @@ result<std::optional<std::vector<voter_info>>> voter_set_in_snapshot(std::span<c
   return found;
 }
 
-parse_result<std::vector<voter_info>> parse_initial_controllers(std::string_view text,
-                                                                std::string_view listener_name) {
+result<std::vector<voter_info>> parse_initial_controllers(std::string_view text,
+                                                          std::string_view listener_name) {
+  auto invalid = [](std::string message) {
+    return status::error(error_code::invalid_config, std::move(message));
+  };
   std::vector<voter_info> out;
   std::set<int32_t> ids;
   size_t start = 0;
@@ -138,21 +141,21 @@ parse_result<std::vector<voter_info>> parse_initial_controllers(std::string_view
       if (dir_colon != std::string_view::npos) {
         directory_id = uuid::parse(item.substr(dir_colon + 1));
         if (!directory_id) {
-          return parse_error{"invalid directory id '" + std::string(item.substr(dir_colon + 1)) + "' in '" +
-                             std::string(item) + "'"};
+          return invalid("invalid directory id '" + std::string(item.substr(dir_colon + 1)) + "' in '" +
+                         std::string(item) + "'");
         }
         item = item.substr(0, dir_colon);
       }
     }
     auto parsed = parse_quorum_voters(item);
-    if (auto* err = std::get_if<parse_error>(&parsed)) return *err;
+    if (auto* err = std::get_if<parse_error>(&parsed)) return invalid(err->message);
     const auto& voters = std::get<std::vector<quorum_voter>>(parsed);
-    if (voters.size() != 1) return parse_error{"'" + std::string(item) + "' is not of the form id@host:port"};
+    if (voters.size() != 1) return invalid("'" + std::string(item) + "' is not of the form id@host:port");
     const auto& v = voters.front();
-    if (!ids.insert(v.id).second) return parse_error{"voter id " + std::to_string(v.id) + " appears twice"};
+    if (!ids.insert(v.id).second) return invalid("voter id " + std::to_string(v.id) + " appears twice");
     out.push_back({v.id, directory_id.value_or(uuid{}), std::string(listener_name), {v.host, v.port}});
   }
-  if (out.empty()) return parse_error{"no controllers"};
+  if (out.empty()) return invalid("no controllers");
   return out;
 }
 

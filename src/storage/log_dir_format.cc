@@ -155,7 +155,10 @@ std::optional<std::string> write_meta_properties(const std::string& dir, const m
   return std::nullopt;
 }
 
-std::variant<log_dirs_identity, std::string> format_or_check_log_dirs(
+namespace {
+
+// format_or_check_log_dirs with the refusal as a bare message.
+std::variant<log_dirs_identity, std::string> format_or_check(
     const std::vector<std::string>& dirs, int32_t node_id, std::optional<std::string> configured_cluster_id) {
   if (dirs.empty()) return std::string("no log dirs configured");
   if (configured_cluster_id) {
@@ -233,6 +236,16 @@ std::variant<log_dirs_identity, std::string> format_or_check_log_dirs(
     identity.dirs.push_back(std::move(entry));
   }
   return identity;
+}
+
+}  // namespace
+
+result<log_dirs_identity> format_or_check_log_dirs(const std::vector<std::string>& dirs, int32_t node_id,
+                                                   std::optional<std::string> configured_cluster_id) {
+  auto checked = format_or_check(dirs, node_id, std::move(configured_cluster_id));
+  if (auto* err = std::get_if<std::string>(&checked))
+    return status::error(error_code::kafka_storage_error, *err);
+  return std::get<log_dirs_identity>(std::move(checked));
 }
 
 }  // namespace mala::storage

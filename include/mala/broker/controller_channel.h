@@ -105,10 +105,10 @@ struct controller_answer {
 
 class controller_channel {
  public:
-  // `controller` null: no controller role here. `node` null: a single-voter quorum (the local controller is
-  // always the active one, its writes committed at once). `client` may be null when `node` is.
+  // `controller` null: no controller role here. `node` is this node's replica of the metadata quorum (a
+  // single voter is its own leader); `client` carries forwarded requests (null: nothing is forwarded).
   controller_channel(net::shard_pool* shards, size_t home_shard, controller::quorum_controller* controller,
-                     raft::raft_node* node, net::peer_client* client, int32_t request_timeout_ms);
+                     raft::raft_node& node, net::peer_client* client, int32_t request_timeout_ms);
   controller_channel(const controller_channel&) = delete;
   controller_channel& operator=(const controller_channel&) = delete;
 
@@ -163,7 +163,7 @@ class controller_channel {
   net::shard_pool* _shards;
   size_t _home_shard;
   controller::quorum_controller* _controller;
-  raft::raft_node* _node;
+  raft::raft_node& _node;
   net::peer_client* _client;
   int32_t _request_timeout_ms;
   std::vector<std::shared_ptr<commit_wait>> _waits;
@@ -193,12 +193,12 @@ asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_sh
         const auto left = std::min<int64_t>(left_ms(), max_propagation_wait.count());
         if (left > 0) co_await wait_brokers_applied(written, static_cast<int32_t>(left));
       }
-      if (answer.outcome != controller_outcome::not_committed || !may_forward || !_node) co_return answer;
+      if (answer.outcome != controller_outcome::not_committed || !may_forward) co_return answer;
       // The leadership moved before the commit: like a Kafka broker, try the new active controller (the write
       // may have committed there after all; then the retry gets that answer, e.g. TOPIC_ALREADY_EXISTS).
       answer = {};
     }
-    if (!may_forward || !_node) co_return answer;
+    if (!may_forward) co_return answer;
     if (encoded.empty()) {
       protocol::wire_writer w(encoded);
       request.encode(w, version);

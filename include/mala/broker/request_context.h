@@ -59,7 +59,7 @@ struct broker_services {
   // The way to the active controller, local or remote (controller_channel.h); null in handler unit tests,
   // which then call `controller` directly.
   controller_channel* controller_link = nullptr;
-  // This node's metadata quorum replica (home shard only); null on a single-voter quorum and in tests.
+  // This node's metadata quorum replica (home shard only); null in handler unit tests.
   raft::raft_node* raft = nullptr;
   producer_id_allocator* producer_ids = nullptr;  // home shard only; InitProducerId's id blocks
   // The group coordinator (consumer groups, committed offsets); home shard only. Null: group requests are

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "mala/common/listener.h"
+#include "mala/common/result.h"
 
 namespace mala {
 
@@ -69,11 +70,6 @@ std::string_view embedded_default_config();
 // java.util.Properties, every line that is not blank or a comment is a key with a possibly empty value.
 std::vector<std::pair<std::string, std::string>> parse_java_properties(std::string_view text);
 
-struct config_error {
-  std::string key;  // the offending key; empty for file-level problems (unreadable file, YAML syntax)
-  std::string message;
-};
-
 enum class config_format { yaml, properties };
 
 // A value as DescribeConfigs would show it: nullopt for null, "[hidden]" for passwords.
@@ -86,12 +82,14 @@ struct config_entry {
 class node_config {
  public:
   // Loads `file` (nullptr: the embedded default), picking the format from the extension (`.properties` or
-  // YAML), then applies `overrides` ("key=value", in order; later wins).
-  static std::variant<node_config, config_error> load(const std::filesystem::path* file,
-                                                      const std::vector<std::string>& overrides);
+  // YAML), then applies `overrides` ("key=value", in order; later wins). A refused configuration is
+  // invalid_config whose message starts with the offending key ("log.dirs: ..."), or with the file for
+  // file-level problems (unreadable file, YAML syntax).
+  static result<node_config> load(const std::filesystem::path* file,
+                                  const std::vector<std::string>& overrides);
   // The same from text already in memory (tests, the embedded default).
-  static std::variant<node_config, config_error> load_from_string(std::string_view text, config_format format,
-                                                                  const std::vector<std::string>& overrides);
+  static result<node_config> load_from_string(std::string_view text, config_format format,
+                                              const std::vector<std::string>& overrides);
 
   const std::vector<std::string>& warnings() const { return _warnings; }
 

@@ -1,16 +1,10 @@
 // The metadata log as the controller sees it: an ordered log of KRaft metadata records (the partition
 // __cluster_metadata-0) that only the active controller appends to, one batch per controller write, and that
-// every node replays at start-up. `metadata_log` is the seam where the Raft quorum (KIP-595, issue 6) slots
-// in: the controller asks for an append and learns the committed offset; it never touches segments itself.
+// every node replays at start-up. The controller asks for an append and learns the committed offset; it never
+// touches segments itself. The node's implementation is raft_metadata_log (the Raft quorum, KIP-595), stored
+// in <metadata log dir>/__cluster_metadata-0/ (metadata.log.dir, by default the first log dir).
 //
-// `local_metadata_log` is the single-voter quorum: an append is committed once it is written and fsynced to
-// the local __cluster_metadata-0 log (a majority of one). It is stored through storage::partition_log in
-// <metadata log dir>/__cluster_metadata-0/, the layout Kafka uses (metadata.log.dir, by default the first
-// log dir). Each batch is a v2 record batch stamped with the Raft epoch; each record has a null key and the
-// metadata record envelope (metadata_records.h) as its value, as Kafka's MetadataRecordSerde writes it.
-//
-// Threads: a metadata_log is used by one thread, the controller's (shard 0). Appends block that thread for
-// the write and the fsync; the metadata log is small and written only by administrative requests.
+// Threads: a metadata_log is used by one thread, the controller's (shard 0).
 #pragma once
 
 #include <cstdint>
@@ -66,40 +60,6 @@ class metadata_log {
   // LeaderChangeMessage, KRaftVersion/Voters records) are skipped. A record that does not decode is
   // corrupt_message, a record type Mala does not apply unsupported_version.
   virtual status replay(int64_t from_offset, const metadata_replay_callback& callback) const = 0;
-};
-
-struct local_metadata_log_options {
-  // The Raft epoch stamped on batches. A single voter elects itself once; Kafka's first epoch is 1.
-  int32_t epoch = 1;
-  std::function<int64_t()> clock_ms;  // batch timestamps; the system clock when unset
-};
-
-// Single-voter metadata log on a storage::partition_log.
-class local_metadata_log final : public metadata_log {
- public:
-  // Opens (creating when absent) <metadata_log_dir>/__cluster_metadata-0 and recovers it (a torn tail left by
-  // a crash is cut: it was never acknowledged as committed).
-  static result<std::unique_ptr<local_metadata_log>> open(const std::filesystem::path& metadata_log_dir,
-                                                          local_metadata_log_options options = {});
-  ~local_metadata_log() override;
-
-  int64_t end_offset() const override;
-  int64_t committed_offset() const override;
-  int32_t epoch() const override { return _epoch; }
-  result<metadata_append_result> append(
-      std::span<const metadata::versioned_metadata_record> records) override;
-  status replay(int64_t from_offset, const metadata_replay_callback& callback) const override;
-
-  // Flushes and closes the underlying log (also done by the destructor).
-  status close();
-  const std::filesystem::path& dir() const;
-
- private:
-  local_metadata_log(std::unique_ptr<storage::partition_log> log, local_metadata_log_options options);
-
-  std::unique_ptr<storage::partition_log> _log;
-  int32_t _epoch;
-  std::function<int64_t()> _clock_ms;
 };
 
 // The partition directory of the metadata log inside a log dir.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mala/common/result.h"
 #include "mala/net/request_dispatcher.h"
 #include "mala/net/shard_pool.h"
 
@@ -34,17 +35,17 @@ class kafka_server {
   kafka_server(shard_pool& shards, request_dispatcher& dispatcher, server_limits limits);
   ~kafka_server();
 
-  // Binds every endpoint (on shard 0) and starts accepting on it: bind() then start(). Returns an error
-  // message naming the listener if one cannot be bound.
-  std::string listen(const std::vector<listen_endpoint>& endpoints);
+  // Binds every endpoint (on shard 0) and starts accepting on it: bind() then start(). Errors
+  // (unknown_server_error) name the listener that cannot be bound.
+  status listen(const std::vector<listen_endpoint>& endpoints);
   // Binds every endpoint without listening: connections are refused until start(), so that nothing mistakes
   // an open port for a node ready to serve (Kafka opens a broker's listeners only once it has caught up with
   // the metadata). With SO_REUSEADDR another socket may still bind the port meanwhile: a conflict shows at
   // start().
-  std::string bind(const std::vector<listen_endpoint>& endpoints);
-  // Listens and accepts on every endpoint bound and not yet started. Returns an error message naming the
-  // listener if one cannot listen.
-  std::string start();
+  status bind(const std::vector<listen_endpoint>& endpoints);
+  // Listens and accepts on every endpoint bound and not yet started. Errors (unknown_server_error) name the
+  // listener that cannot listen.
+  status start();
   // Stops accepting and closes every connection; call on shard 0's thread or before the shards run.
   void stop();
 

@@ -74,8 +74,8 @@ result<std::optional<std::vector<voter_info>>> voter_set_in_snapshot(std::span<c
 
 // Kafka's --initial-controllers: "id@host:port[:directory-id],...". The directory id (Kafka's base64 uuid)
 // is optional in Mala: without it the voter has the zero directory id. `listener_name` is the controller
-// listener every voter is reached on.
-parse_result<std::vector<voter_info>> parse_initial_controllers(std::string_view text,
-                                                                std::string_view listener_name);
+// listener every voter is reached on. A malformed list is invalid_config.
+result<std::vector<voter_info>> parse_initial_controllers(std::string_view text,
+                                                          std::string_view listener_name);
 
 }  // namespace mala::raft

@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "mala/common/result.h"
 #include "mala/common/uuid.h"
 
 namespace mala::storage {
@@ -59,8 +60,8 @@ struct log_dirs_identity {
 // dir is not empty but has no meta.properties, when a meta.properties is unreadable or of version 0
 // (ZooKeeper mode), when its node.id differs from `node_id`, when cluster ids differ between dirs or from
 // `configured_cluster_id`, or when two dirs share a directory.id. A version-1 file without directory.id
-// (written before Kafka 3.7) gets one added.
-std::variant<log_dirs_identity, std::string> format_or_check_log_dirs(
-    const std::vector<std::string>& dirs, int32_t node_id, std::optional<std::string> configured_cluster_id);
+// (written before Kafka 3.7) gets one added. A refusal is kafka_storage_error.
+result<log_dirs_identity> format_or_check_log_dirs(const std::vector<std::string>& dirs, int32_t node_id,
+                                                   std::optional<std::string> configured_cluster_id);
 
 }  // namespace mala::storage

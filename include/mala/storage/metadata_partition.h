@@ -1,5 +1,5 @@
-// The KRaft metadata partition __cluster_metadata-0 as storage holds it, shared by the single-voter
-// controller log (controller::local_metadata_log) and the Raft log (raft::partition_raft_log): where it lives
+// The KRaft metadata partition __cluster_metadata-0 as storage holds it, for the Raft log
+// (raft::partition_raft_log) and the unit tests' stand-in metadata log: where it lives
 // (<metadata.log.dir>/__cluster_metadata-0, Kafka's layout), its log settings, and how one write becomes one
 // v2 record batch stamped with the Raft epoch as its partition leader epoch (KafkaRaftClient writes every
 // batch with the epoch of the leader that appended it; followers keep it, so the leader epoch cache of every

@@ -62,8 +62,8 @@ describe_cluster_handler::response describe_cluster_handler::handle(request_cont
     controller_id = image->controller_id;
   } else {
     // The controllers of the quorum (controller.quorum.voters, or the voter set in the log of a KIP-853
-    // quorum); the active one is this node when it runs the controller (a single-voter quorum elects
-    // itself). The Raft node's voters and their endpoints do not change after it opened.
+    // quorum); without a Raft node (handler unit tests) the configured voters, the active one this node when
+    // it runs the controller. The Raft node's voters and their endpoints do not change after it opened.
     if (services.raft) {
       for (int32_t id : services.raft->voters()) {
         auto endpoint = services.raft->endpoint_of(id);
@@ -81,7 +81,7 @@ describe_cluster_handler::response describe_cluster_handler::handle(request_cont
         b.port = voter.port;
       }
     }
-    // The active one: the quorum's leader as the image names it (this node on a single-voter quorum).
+    // The active one: the quorum's leader as the image names it.
     const int32_t leader = services.metadata->current()->controller_id;
     controller_id = services.raft ? leader : (services.controller ? services.node_id : -1);
   }

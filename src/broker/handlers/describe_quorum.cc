@@ -31,16 +31,8 @@ describe_quorum_handler::response describe_on_leader(const broker_services& serv
   auto wall = [&](int64_t steady) { return steady < 0 ? int64_t{-1} : wall_now - (steady_now - steady); };
   const auto* node = services.raft;
   if (!node) {
-    // A single voter: this node is the whole quorum.
-    p.leader_id = services.node_id;
-    p.leader_epoch = 1;
-    auto image = services.metadata->current();
-    p.high_watermark = image->metadata_offset + 1;
-    auto& self = p.current_voters.emplace_back();
-    self.replica_id = services.node_id;
-    self.log_end_offset = p.high_watermark;
-    self.last_fetch_timestamp = wall_now;
-    self.last_caught_up_timestamp = wall_now;
+    // No metadata quorum here (handler unit tests).
+    p.error_code = to_wire(error_code::not_leader_or_follower);
     return resp;
   }
   const auto& state = node->state();

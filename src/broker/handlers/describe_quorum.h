@@ -1,7 +1,7 @@
 // DescribeQuorum (key 55, v0-v2): the metadata quorum as its leader sees it (leader, epoch, high watermark,
 // each voter's and observer's log end offset and last fetch), what `kafka-metadata-quorum.sh describe
 // --status / --replication` print. A broker forwards it to the active controller (Kafka's KafkaApis does);
-// a node on a single-voter quorum answers for itself as the leader.
+// a lone voter is that controller itself.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
 // Vote (key 52, v0-v2, KIP-595): a KRaft RPC between controllers, answered by this node's Raft replica
 // (raft_node) after rpc_codec's checks (cluster id, the one partition __cluster_metadata-0). A node without
-// a Raft replica (single-voter quorum, broker-only) answers INVALID_REQUEST at top level (Kafka's
+// a Raft replica (handler unit tests) answers INVALID_REQUEST at top level (Kafka's
 // brokers do not serve the KRaft RPCs at all), so a misdirected sender backs off.
 #pragma once
 

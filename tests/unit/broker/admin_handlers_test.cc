@@ -18,7 +18,6 @@
 #include "mala/broker/handler_table.h"
 #include "mala/broker/producer_id_allocator.h"
 #include "mala/common/logging.h"
-#include "mala/controller/metadata_log.h"
 #include "mala/controller/quorum_controller.h"
 #include "mala/controller/topic_config.h"
 #include "mala/net/shard_pool.h"
@@ -44,6 +43,7 @@
 #include "mala/protocol/messages/init_producer_id_response.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/log_manager.h"
+#include "support/local_metadata_log.h"
 
 namespace mala::broker {
 namespace {
@@ -119,8 +119,8 @@ class admin_handlers_test : public ::testing::Test {
 
   void load_config(const std::vector<std::string>& overrides) {
     auto loaded = node_config::load_from_string(node_yaml(_root / "data"), config_format::yaml, overrides);
-    ASSERT_TRUE(std::holds_alternative<node_config>(loaded)) << std::get<config_error>(loaded).message;
-    config.emplace(std::get<node_config>(std::move(loaded)));
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    config.emplace(std::move(loaded.value()));
     services.config = &*config;
   }
 

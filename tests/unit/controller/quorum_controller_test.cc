@@ -4,6 +4,7 @@
 // published as a new image; validate_only and failed requests write nothing; a reopened controller replays to
 // the same image.
 #include "mala/controller/quorum_controller.h"
+#include "support/local_metadata_log.h"
 
 #include <gtest/gtest.h>
 

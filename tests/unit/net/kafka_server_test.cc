@@ -91,7 +91,7 @@ class server_test : public ::testing::Test {
  protected:
   void SetUp() override {
     _server = std::make_unique<kafka_server>(_shards, _dispatcher, server_limits{});
-    ASSERT_EQ(_server->listen({{"PLAINTEXT", "127.0.0.1", 0}}), "");
+    ASSERT_TRUE(_server->listen({{"PLAINTEXT", "127.0.0.1", 0}}).ok());
     _port = _server->bound_port("PLAINTEXT");
     _shards.start();
   }
@@ -186,7 +186,7 @@ TEST(server_bind_test, bound_endpoint_refuses_until_started) {
   scripted_dispatcher dispatcher;
   dispatcher.respond = [] { return dispatch_result::respond_with(text("hello")); };
   kafka_server server(shards, dispatcher, server_limits{});
-  ASSERT_EQ(server.bind({{"PLAINTEXT", "127.0.0.1", 0}}), "");
+  ASSERT_TRUE(server.bind({{"PLAINTEXT", "127.0.0.1", 0}}).ok());
   const uint16_t port = server.bound_port("PLAINTEXT");
   ASSERT_NE(port, 0);
   shards.start();
@@ -201,12 +201,12 @@ TEST(server_bind_test, bound_endpoint_refuses_until_started) {
     return ok;
   };
   EXPECT_FALSE(try_connect()) << "connected to a bound endpoint that was not started";
-  ASSERT_EQ(server.start(), "");
+  ASSERT_TRUE(server.start().ok());
   EXPECT_TRUE(try_connect());
   shards.stop();
   shards.join();
   server.stop();
-  EXPECT_EQ(server.start(), "");
+  EXPECT_TRUE(server.start().ok());
   EXPECT_FALSE(try_connect()) << "start() after stop() opened the endpoint again";
 }
 

@@ -94,7 +94,7 @@ class peer_client_test : public ::testing::Test {
  protected:
   void SetUp() override {
     _server = std::make_unique<kafka_server>(_shards, _dispatcher, server_limits{});
-    ASSERT_EQ(_server->listen({{"CONTROLLER", "127.0.0.1", 0}}), "");
+    ASSERT_TRUE(_server->listen({{"CONTROLLER", "127.0.0.1", 0}}).ok());
     _port = _server->bound_port("CONTROLLER");
     _shards.start();
   }

@@ -76,9 +76,8 @@ TEST(voter_set, initial_controllers_take_kafkas_syntax_with_an_optional_director
   auto parsed = parse_initial_controllers(
       "1@node-1:9093:4RspKMKtQmuz0jTYBfO7Bg,2@node-2:9093,3@[::1]:19093:Cvw4bKKMTE2y4ElMCkK2UQ",
       "CONTROLLER");
-  ASSERT_TRUE(std::holds_alternative<std::vector<voter_info>>(parsed))
-      << std::get<parse_error>(parsed).message;
-  const auto& v = std::get<std::vector<voter_info>>(parsed);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const auto& v = parsed.value();
   ASSERT_EQ(v.size(), 3u);
   EXPECT_EQ(v[0], (voter_info{1, *uuid::parse("4RspKMKtQmuz0jTYBfO7Bg"), "CONTROLLER", {"node-1", 9093}}));
   EXPECT_EQ(v[1], (voter_info{2, uuid{}, "CONTROLLER", {"node-2", 9093}}));
@@ -88,7 +87,9 @@ TEST(voter_set, initial_controllers_take_kafkas_syntax_with_an_optional_director
 
   for (const char* bad : {"", "1@node-1", "1@node-1:9093,1@node-2:9093", "x@node:1", "1@node-1:9093:notauuid",
                           "1@node-1:9093,"}) {
-    EXPECT_TRUE(std::holds_alternative<parse_error>(parse_initial_controllers(bad, "CONTROLLER"))) << bad;
+    auto refused = parse_initial_controllers(bad, "CONTROLLER");
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.error().code, error_code::invalid_config) << bad;
   }
 }
 

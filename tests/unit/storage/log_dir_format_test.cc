@@ -21,14 +21,15 @@ class log_dir_format_test : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(_root); }
   std::string dir(const std::string& name) const { return (_root / name).string(); }
-  static log_dirs_identity ok(std::variant<log_dirs_identity, std::string> r) {
-    if (auto* err = std::get_if<std::string>(&r)) ADD_FAILURE() << *err;
-    return std::holds_alternative<log_dirs_identity>(r) ? std::get<log_dirs_identity>(r)
-                                                        : log_dirs_identity{};
+  static log_dirs_identity ok(result<log_dirs_identity> r) {
+    if (!r.ok()) ADD_FAILURE() << r.error().message;
+    return r.ok() ? r.value() : log_dirs_identity{};
   }
-  static std::string fails(std::variant<log_dirs_identity, std::string> r) {
-    EXPECT_TRUE(std::holds_alternative<std::string>(r));
-    return std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : "";
+  static std::string fails(result<log_dirs_identity> r) {
+    EXPECT_FALSE(r.ok());
+    if (r.ok()) return "";
+    EXPECT_EQ(r.error().code, error_code::kafka_storage_error);
+    return r.error().message;
   }
   static void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
   static meta_properties read(const std::string& d) {

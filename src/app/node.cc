@@ -1,0 +1,415 @@
+#include "node.h"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <utility>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "mala/controller/raft_metadata_log.h"
+#include "subsystem_options.h"
+
+namespace mala::app {
+
+namespace {
+
+// How long SIGTERM waits for the controller to move this broker's leaderships (WantShutDown) before the node
+// stops anyway. Kafka's broker waits up to 5 minutes; 5 s keeps a stop prompt when the controller is gone.
+constexpr int32_t controlled_shutdown_timeout_ms = 5'000;
+// How long a resigning Raft leader waits for its EndQuorumEpoch to go out before the node stops.
+constexpr auto resignation_grace = std::chrono::milliseconds(200);
+// How often the active controller fences brokers whose heartbeats stopped and elects leaders.
+constexpr auto controller_work_interval = std::chrono::milliseconds(250);
+
+broker::fetch_session_cache_config fetch_session_options_from(const node_config& config) {
+  broker::fetch_session_cache_config options;
+  options.max_slots = config.get_int("max.incremental.fetch.session.cache.slots")
+                          .value_or(broker::default_fetch_session_cache_slots);
+  return options;
+}
+
+}  // namespace
+
+node::node(node_config config)
+    : _config(std::move(config)),
+      _log(subsystem_logger("main")),
+      _fetch_sessions(fetch_session_options_from(_config)) {}
+
+node::~node() = default;
+
+result<std::unique_ptr<node>> node::open(node_config config, quorum_bootstrap bootstrap) {
+  std::unique_ptr<node> n(new node(std::move(config)));
+  if (auto st = n->open_storage(); !st.ok()) return st;
+  n->open_replicas();
+  if (auto st = n->open_quorum(bootstrap); !st.ok()) return st;
+  n->open_broker();
+  n->open_server();
+  return n;
+}
+
+// Step 1: the log dirs and the logs in them. A separate metadata.log.dir is formatted and checked like the
+// log dirs, as `kafka-storage format` does, but it holds no partitions and is not registered as a log dir.
+status node::open_storage() {
+  const std::filesystem::path metadata_dir = metadata_log_dir(_config);
+  std::vector<std::string> formatted_dirs = _config.log_dirs();
+  const bool separate_metadata_dir =
+      std::none_of(formatted_dirs.begin(), formatted_dirs.end(), [&](const std::string& d) {
+        return std::filesystem::path(d).lexically_normal() == metadata_dir.lexically_normal();
+      });
+  if (separate_metadata_dir) formatted_dirs.push_back(metadata_dir.string());
+  auto identity = storage::format_or_check_log_dirs(formatted_dirs, _config.node_id(), _config.cluster_id());
+  if (!identity.ok())
+    return status::error(identity.error().code, "cannot use log dirs: " + identity.error().message);
+  _dirs = std::move(identity.value());
+  for (size_t i = 0; i < _dirs.dirs.size(); ++i) {
+    const auto& d = _dirs.dirs[i];
+    _log->info("{} {} (directory id {}){}", i < _config.log_dirs().size() ? "log dir" : "metadata log dir",
+               d.path, d.directory_id.to_string(), d.formatted_now ? ", formatted now" : "");
+  }
+  _log->info("cluster id {}", _dirs.cluster_id);
+  _metadata_dir_id = (separate_metadata_dir ? _dirs.dirs.back() : _dirs.dirs.front()).directory_id;
+
+  storage::log_manager_options log_options;
+  for (const auto& d : _config.log_dirs()) log_options.dirs.emplace_back(d);
+  log_options.defaults = log_defaults_from(_config);
+  log_options.recovery_threads_per_dir = _config.get_int("num.recovery.threads.per.data.dir").value_or(1);
+  auto opened = storage::log_manager::open(std::move(log_options));
+  if (!opened.ok())
+    return status::error(opened.error().code, "cannot open the logs: " + opened.error().message);
+  _logs = std::move(opened.value());
+  return status::success();
+}
+
+// Step 2: the shards exist (their threads start later) before anything that lives on shard 0's io_context.
+// Partition replicas live on the home shard (shard 0), like the controller.
+void node::open_replicas() {
+  const size_t shard_count =
+      _config.shards() > 0 ? static_cast<size_t>(_config.shards()) : net::shard_pool::default_shard_count();
+  _shards = std::make_unique<net::shard_pool>(shard_count);
+  auto replica_options = replica_manager_options_from(_config);
+  // A restarted replica resumes from the high watermark it had checkpointed (replication-offset-checkpoint).
+  replica_options.checkpointed_high_watermark = [this](const storage::topic_partition& tp) {
+    return _logs->checkpointed_high_watermark(tp);
+  };
+  _replicas = std::make_unique<replication::replica_manager>(*_logs, replica_options);
+  // A log dir that fails stops its replicas (Kafka's ReplicaManager.handleLogDirFailure).
+  _logs->set_offline_listener(
+      [this](const std::filesystem::path&, const std::vector<storage::topic_partition>& partitions) {
+        _replicas->mark_offline(partitions);
+      });
+  _publisher = std::make_unique<broker::metadata_publisher>(
+      _config.node_id(), *_replicas, _metadata,
+      [this](std::string_view property) { return static_property(_config, property); });
+}
+
+// Step 3: every node runs a Raft replica of the metadata quorum (raft_node on shard 0); with the controller
+// role it is a voter and its controller starts as a standby, activated by the metadata_loader while this node
+// leads the quorum. The loader publishes what the quorum commits to the broker side.
+status node::open_quorum(const quorum_bootstrap& bootstrap) {
+  const bool dynamic = dynamic_quorum(_config);
+  if ((bootstrap.standalone || bootstrap.initial_controllers) &&
+      !(dynamic && _config.has_role("controller"))) {
+    return status::error(error_code::invalid_config,
+                         "--standalone / --initial-controllers need the controller role, "
+                         "controller.quorum.bootstrap.servers and no controller.quorum.voters");
+  }
+  auto initial =
+      initial_voters(_config, bootstrap.standalone, bootstrap.initial_controllers, _metadata_dir_id);
+  if (!initial.ok()) return initial.error();
+
+  _peers =
+      std::make_unique<net::peer_client>(_shards->context(0), "mala-" + std::to_string(_config.node_id()));
+  auto raft_options = raft_node_options_from(_config, _dirs.cluster_id);
+  raft_options.initial_voters = std::move(initial.value());
+  auto opened_raft = raft::raft_node::open(_shards->context(0), std::move(raft_options));
+  if (!opened_raft) {
+    return status::error(opened_raft.error().code,
+                         "cannot open the metadata quorum: " + opened_raft.error().message);
+  }
+  _raft = std::move(opened_raft.value());
+  if (dynamic && _config.has_role("controller") && _raft->voters().empty()) {
+    _log->warn(
+        "the metadata log holds no voter set (start a new controller with --standalone or "
+        "--initial-controllers): this controller runs as an observer; Mala does not serve AddRaftVoter");
+  } else if (dynamic && !_raft->voters().empty()) {
+    _log->info("KIP-853 quorum: voters {} from the metadata log, bootstrap servers {}",
+               fmt::join(_raft->voters(), ","), _config.quorum_bootstrap_servers().size());
+  } else if (dynamic) {
+    _log->info("KIP-853 quorum: an observer finding the leader through {} bootstrap server(s)",
+               _config.quorum_bootstrap_servers().size());
+  }
+
+  if (_config.has_role("controller")) {
+    auto opened = controller::quorum_controller::open(std::make_unique<controller::raft_metadata_log>(*_raft),
+                                                      controller_options_from(_config, _dirs.cluster_id));
+    if (!opened) {
+      return status::error(opened.error().code, "cannot start the controller: " + opened.error().message);
+    }
+    _controller = std::move(opened.value());
+  }
+
+  // Until the quorum has committed something this node serves an image without brokers: clients retry.
+  auto base = std::make_shared<metadata::metadata_image>();
+  base->cluster_id = _dirs.cluster_id;
+  _metadata.publish(base);
+  _controller_link = std::make_unique<broker::controller_channel>(
+      _shards.get(), 0, _controller.get(), *_raft, _peers.get(), controller_request_timeout_ms);
+  controller::metadata_loader_hooks hooks;
+  hooks.publish = [this](const metadata::metadata_image_ptr& image) { publish(image); };
+  hooks.on_activation = [this](bool active) {
+    if (active) {
+      _controller->reset_heartbeat_deadlines(wall_clock_ms());
+      // After the loader's update that activated the controller.
+      asio::post(_shards->context(0), [this] { fence_previous_incarnation(); });
+    } else {
+      _controller_link->on_deactivated();
+    }
+  };
+  hooks.on_commit = [this](int64_t high_watermark) { _controller_link->on_commit(high_watermark); };
+  hooks.clock_ms = wall_clock_ms;
+  hooks.max_bytes_between_snapshots =
+      _config.get_long("metadata.log.max.record.bytes.between.snapshots").value_or(20 * 1024 * 1024);
+  _loader = std::make_unique<controller::metadata_loader>(*_raft, _controller.get(), base, std::move(hooks));
+  return status::success();
+}
+
+// Step 4: the broker role's subsystems, all on shard 0 with the replicas.
+void node::open_broker() {
+  if (!_config.has_role("broker")) return;
+  // The group coordinator follows every image the quorum commits (a newly created __consumer_offsets
+  // partition is loaded at once).
+  auto group_options = broker::group_coordinator_options_from(_config);
+  group_options.clock_ms = wall_clock_ms;
+  _groups = std::make_unique<broker::group_coordinator_driver>(_shards->context(0), *_replicas,
+                                                               std::move(group_options));
+
+  std::vector<uuid> log_dir_ids;  // only log.dirs (a separate metadata.log.dir is last in _dirs.dirs)
+  for (size_t i = 0; i < _config.log_dirs().size(); ++i) log_dir_ids.push_back(_dirs.dirs[i].directory_id);
+  auto lifecycle_options = broker_lifecycle_options_from(_config, _dirs.cluster_id, log_dir_ids,
+                                                         _logs->loaded().previous_broker_epoch);
+  _incarnation_id = lifecycle_options.registration.incarnation_id;
+  lifecycle_options.applied_metadata_offset = [this] { return _loader->applied_offset(); };
+  _lifecycle = std::make_unique<broker::broker_lifecycle>(_shards->context(0), *_controller_link,
+                                                          std::move(lifecycle_options));
+
+  // Follower replicas fetch from their leaders; leaders change their ISRs through AlterPartition.
+  _fetcher = std::make_unique<broker::follower_fetcher>(_shards->context(0), *_replicas, _metadata,
+                                                        follower_fetcher_options_from(_config));
+  broker::alter_partition_manager_options isr_options;
+  isr_options.node_id = _config.node_id();
+  isr_options.broker_epoch = [this] { return _lifecycle->broker_epoch(); };
+  isr_options.clock_ms = wall_clock_ms;
+  _isr_changes = std::make_unique<broker::alter_partition_manager>(_shards->context(0), *_replicas, _metadata,
+                                                                   *_controller_link, std::move(isr_options));
+}
+
+// Step 5: the handlers' view of the node, the server and the maintenance timers.
+void node::open_server() {
+  _services.node_id = _config.node_id();
+  _services.metadata = &_metadata;
+  _services.handlers = &_handlers;
+  _services.local_replica_offline = [this](const std::string& topic, int32_t partition) {
+    return _logs->is_offline({topic, partition});
+  };
+  _services.config = &_config;
+  _services.shards = _shards.get();
+  _services.home_shard = 0;
+  _services.replicas = _replicas.get();
+  _services.logs = _logs.get();
+  _services.controller = _controller.get();
+  _services.controller_link = _controller_link.get();
+  _services.raft = _raft.get();
+  _services.fetch_sessions = &_fetch_sessions;
+  _services.producer_ids = &_producer_ids;
+  _services.groups = _groups ? &_groups->coordinator() : nullptr;
+  _services.clock_ms = wall_clock_ms;
+  _dispatcher = std::make_unique<broker::broker_dispatcher>(_services);
+  _server = std::make_unique<net::kafka_server>(*_shards, *_dispatcher, server_limits_from(_config));
+
+  // Every listener speaks the Kafka protocol. A broker's listeners other than the controller listeners open
+  // only once the controller says it has caught up with the metadata log (Kafka's BrokerServer waits for
+  // that too): before, it would answer clients from an empty or stale image (UNKNOWN_TOPIC_OR_PARTITION, a
+  // leader that moved), and a producer's first batch answered so could be overtaken by its second.
+  const auto& controller_names = _config.controller_listener_names();
+  for (const auto& l : _config.listeners()) {
+    const bool controller_listener =
+        std::find(controller_names.begin(), controller_names.end(), l.name) != controller_names.end();
+    (_lifecycle && !controller_listener ? _listen_caught_up : _listen_now)
+        .push_back({l.name, l.host, l.port});
+  }
+
+  _maintenance = std::make_unique<log_maintenance>(
+      _shards->context(0), *_logs, _config,
+      [this](const storage::topic_partition& tp) { return replica_high_watermark(tp); });
+  _controller_work_timer = std::make_unique<asio::steady_timer>(_shards->context(0));
+  _signals = std::make_unique<asio::signal_set>(_shards->context(0), SIGTERM, SIGINT);
+}
+
+status node::run() {
+  if (auto st = start(); !st.ok()) {
+    _log->critical("{}", st.message);
+    return st;
+  }
+  _shards->join();
+  return close();
+}
+
+// The start sequence. Everything but the shard threads is set up from this thread before they run.
+status node::start() {
+  // 1. Controller listeners accept now; broker listeners are bound (so a port in use fails the start) and
+  //    open once the broker has caught up with the metadata log.
+  if (auto st = _server->listen(_listen_now); !st.ok()) return st;
+  if (auto st = _server->bind(_listen_caught_up); !st.ok()) return st;
+  if (!_listen_caught_up.empty()) {
+    _lifecycle->set_on_caught_up([this] {
+      // As Kafka's BrokerServer, a broker whose listener cannot open stops (nothing was served yet).
+      if (auto st = _server->start(); !st.ok()) {
+        _log->critical("{}", st.message);
+        std::_Exit(1);
+      }
+    });
+  }
+  // 2. The group coordinator replays the __consumer_offsets partitions this node already leads (their groups
+  //    answer COORDINATOR_LOAD_IN_PROGRESS until they are).
+  if (_groups) {
+    _groups->on_metadata(*_metadata.current());
+    _groups->start();
+  }
+  // 3. Log maintenance (retention, checkpoints, flushes).
+  _maintenance->start();
+  // 4. SIGTERM / SIGINT run the stop sequence on shard 0.
+  _signals->async_wait([this](const std::error_code& ec, int signal) {
+    if (ec) return;
+    _log->info("received {}, shutting down", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    asio::co_spawn(_shards->context(0), stop(), asio::detached);
+  });
+  // 5. The metadata quorum: the Raft replica (a single voter elects itself at once), the loader catches up
+  //    with what is committed, and the active controller's periodic work is scheduled.
+  _raft->start();
+  _loader->update();
+  schedule_controller_work();
+  // 6. The broker side: registration and heartbeats, follower fetching, ISR changes.
+  if (_lifecycle) _lifecycle->start();
+  if (_fetcher) _fetcher->start();
+  if (_isr_changes) _isr_changes->start();
+  // 7. The shard threads.
+  std::signal(SIGPIPE, SIG_IGN);
+  _shards->start();
+  _log->info("node {} ready with {} shard(s)", _config.node_id(), _shards->size());
+  return status::success();
+}
+
+// The stop sequence, on shard 0.
+asio::awaitable<void> node::stop() {
+  // 1. Controlled shutdown (KIP-631 WantShutDown): the controller moves this broker's leaderships away.
+  if (_lifecycle) co_await _lifecycle->controlled_shutdown(controlled_shutdown_timeout_ms);
+  // 2. Nothing new is served or scheduled.
+  _server->stop();
+  _maintenance->stop();
+  if (_groups) _groups->stop();
+  _controller_work_timer->cancel();
+  if (_lifecycle) _lifecycle->stop();
+  if (_fetcher) _fetcher->stop();
+  if (_isr_changes) _isr_changes->stop();
+  // 3. The Raft leader resigns (EndQuorumEpoch, so the other voters elect a successor at once rather than
+  //    after their fetch timeout) and is given a moment to send it; then the replica stops.
+  const bool leads = _raft->state().current_role() == raft::role::leader;
+  const bool others = _raft->voters().size() > 1;
+  _raft->resign();
+  if (leads && others) {
+    asio::steady_timer grace(_shards->context(0), resignation_grace);
+    std::error_code ignored;
+    co_await grace.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+  }
+  _raft->stop();
+  // 4. The shard threads end; run() continues with close().
+  _shards->stop();
+}
+
+// After the shards stopped: the objects go in the reverse order of their dependencies, and the logs close.
+status node::close() {
+  _fetcher.reset();
+  _isr_changes.reset();
+  _services.groups = nullptr;
+  _groups.reset();
+  if (_lifecycle) _broker_epoch = _lifecycle->broker_epoch();
+  _lifecycle.reset();
+  // The high watermarks are checkpointed while the replicas still exist; then the replicas stop before their
+  // logs close (parked requests are gone with the shards).
+  if (auto st = _logs->checkpoint_high_watermarks(
+          [this](const storage::topic_partition& tp) { return replica_high_watermark(tp); });
+      !st.ok()) {
+    _log->error("high watermark checkpoint: {}", st.message);
+  }
+  for (const auto& tp : _replicas->partitions()) (void)_replicas->remove_partition(tp, /*delete_log=*/false);
+  _controller.reset();
+  _loader.reset();
+  _controller_link.reset();
+  _raft.reset();
+  _peers.reset();
+  // Flushes and closes every log, writes the checkpoints and the clean-shutdown marker, so the next start
+  // skips the recovery scan.
+  if (auto st = _logs->shutdown(_broker_epoch); !st.ok()) {
+    _log->error("log shutdown: {}", st.message);
+    return st;
+  }
+  _log->info("stopped cleanly");
+  return status::success();
+}
+
+// Every image the quorum commits: to the replicas (through the publisher) and the group coordinator.
+void node::publish(const metadata::metadata_image_ptr& image) {
+  _publisher->publish(image);
+  if (_groups) _groups->on_metadata(*image);
+}
+
+// A lone voter that becomes active finds this node's broker registered by an earlier process of this node
+// when that one stopped without being fenced (a crash, or a stop that skipped the controlled shutdown). No
+// other controller can have kept that session alive, and that process is gone: the controller fences it
+// (a WantFence heartbeat on its behalf) so that this process registers at once rather than being refused
+// DUPLICATE_BROKER_REGISTRATION until broker.session.timeout.ms has passed. With more voters the session is
+// waited out, as Kafka does: the registration may have reached another controller since.
+void node::fence_previous_incarnation() {
+  if (!_lifecycle || !_controller || !_controller->active() || _raft->voters().size() != 1) return;
+  const auto image = _controller->image();
+  const auto it = image->brokers.find(_config.node_id());
+  if (it == image->brokers.end() || it->second.fenced || it->second.incarnation_id == _incarnation_id) return;
+  protocol::broker_heartbeat_request request;
+  request.broker_id = _config.node_id();
+  request.broker_epoch = it->second.epoch;
+  request.current_metadata_offset = image->metadata_offset;
+  request.want_fence = true;
+  const auto answer = _controller->broker_heartbeat(request, wall_clock_ms());
+  _log->info("fenced broker {} of this node's previous process (broker epoch {}): error {}",
+             _config.node_id(), it->second.epoch, answer.error_code);
+}
+
+// The active controller's periodic work: fence brokers whose heartbeats stopped, elect leaders for
+// leaderless partitions when allowed, rebalance preferred leaders.
+void node::schedule_controller_work() {
+  _controller_work_timer->expires_after(controller_work_interval);
+  _controller_work_timer->async_wait([this](const std::error_code& ec) {
+    if (ec) return;
+    if (_controller && _controller->active()) {
+      _controller->fence_stale_brokers(wall_clock_ms());
+      _controller->elect_unclean_leaders();
+      _controller->maybe_rebalance_leaders(wall_clock_ms());
+    }
+    schedule_controller_work();
+  });
+}
+
+// Replicas live on shard 0, where the maintenance timers run.
+std::optional<int64_t> node::replica_high_watermark(const storage::topic_partition& tp) const {
+  if (const auto* p = _replicas->get(tp)) return p->high_watermark();
+  return std::nullopt;
+}
+
+}  // namespace mala::app

@@ -1,0 +1,140 @@
+// One Mala node: owns every subsystem a configuration asks for and runs them in a fixed order.
+//
+// open() builds the node, each step needing the ones before it:
+//   1. log dirs formatted or checked (meta.properties), the logs opened and recovered;
+//   2. the shards (threads not started), the partition replicas, the metadata cache and its publisher;
+//   3. the metadata quorum: the Raft replica of __cluster_metadata-0 (a single voter elects itself at
+//      once, more voters elect one of them), the controller on it (controller role), the controller channel
+//      and the metadata loader that publishes what the quorum commits;
+//   4. the broker side (broker role): the group coordinator, the broker lifecycle (registration and
+//      heartbeats), the follower fetcher and the AlterPartition manager;
+//   5. the request dispatcher and the Kafka server; log maintenance.
+// run() is the start sequence (start()), serving until SIGTERM/SIGINT, the stop sequence (stop(), on shard 0)
+// and then close(), once the shards have stopped:
+//   start: controller listeners open (broker listeners are bound, and open once the broker has caught up
+//          with the metadata log), group coordinator, log maintenance, signals, Raft replica and metadata
+//          loader, the active controller's periodic work, broker lifecycle, follower fetcher, AlterPartition
+//          manager, then the shard threads.
+//   stop:  controlled shutdown (the controller moves this broker's leaderships away), then listeners,
+//          maintenance, group coordinator, periodic work, lifecycle, fetcher and AlterPartition manager stop;
+//          the Raft leader resigns (EndQuorumEpoch) and the Raft replica stops; the shard threads end.
+//   close: broker-side objects go, high watermarks are checkpointed, replicas removed, the quorum objects
+//          go, and the logs are flushed and closed with the clean-shutdown marker.
+//
+// Threads: open() and run() on the main thread; every subsystem then lives on shard 0 (the home shard) except
+// connections, which the Kafka server spreads over the shards.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <asio/awaitable.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "log_maintenance.h"
+#include "mala/broker/alter_partition_manager.h"
+#include "mala/broker/broker_dispatcher.h"
+#include "mala/broker/broker_lifecycle.h"
+#include "mala/broker/controller_channel.h"
+#include "mala/broker/fetch_sessions.h"
+#include "mala/broker/follower_fetcher.h"
+#include "mala/broker/group_coordinator_driver.h"
+#include "mala/broker/handler_table.h"
+#include "mala/broker/metadata_publisher.h"
+#include "mala/broker/producer_id_allocator.h"
+#include "mala/common/config.h"
+#include "mala/common/logging.h"
+#include "mala/common/result.h"
+#include "mala/controller/metadata_loader.h"
+#include "mala/controller/quorum_controller.h"
+#include "mala/net/kafka_server.h"
+#include "mala/net/peer_client.h"
+#include "mala/net/shard_pool.h"
+#include "mala/raft/raft_node.h"
+#include "mala/replication/replica_manager.h"
+#include "mala/storage/log_dir_format.h"
+#include "mala/storage/log_manager.h"
+
+namespace mala::app {
+
+// kafka-storage format's --standalone / --initial-controllers (KIP-853): the initial voters of a new
+// metadata log on a controller found through controller.quorum.bootstrap.servers.
+struct quorum_bootstrap {
+  bool standalone = false;
+  std::optional<std::string> initial_controllers;
+};
+
+class node {
+ public:
+  // Steps 1-5 above; nothing runs yet. Errors name what could not be opened.
+  static result<std::unique_ptr<node>> open(node_config config, quorum_bootstrap bootstrap);
+  ~node();
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  // Starts, serves until SIGTERM/SIGINT, stops and closes. Non-ok (logged) when it could not start or the
+  // logs could not be closed cleanly.
+  status run();
+
+ private:
+  explicit node(node_config config);
+
+  status open_storage();
+  void open_replicas();
+  status open_quorum(const quorum_bootstrap& bootstrap);
+  void open_broker();
+  void open_server();
+
+  status start();
+  asio::awaitable<void> stop();
+  status close();
+
+  void publish(const metadata::metadata_image_ptr& image);
+  void fence_previous_incarnation();
+  void schedule_controller_work();
+  std::optional<int64_t> replica_high_watermark(const storage::topic_partition& tp) const;
+
+  const node_config _config;
+  std::shared_ptr<spdlog::logger> _log;
+
+  // Step 1.
+  storage::log_dirs_identity _dirs;
+  uuid _metadata_dir_id;
+  std::unique_ptr<storage::log_manager> _logs;
+  // Step 2.
+  std::unique_ptr<net::shard_pool> _shards;
+  std::unique_ptr<replication::replica_manager> _replicas;
+  metadata::metadata_cache _metadata;
+  std::unique_ptr<broker::metadata_publisher> _publisher;
+  // Step 3.
+  std::unique_ptr<net::peer_client> _peers;
+  std::unique_ptr<raft::raft_node> _raft;
+  std::unique_ptr<controller::quorum_controller> _controller;  // controller role only
+  std::unique_ptr<broker::controller_channel> _controller_link;
+  std::unique_ptr<controller::metadata_loader> _loader;
+  // Step 4 (broker role only).
+  std::unique_ptr<broker::group_coordinator_driver> _groups;
+  std::unique_ptr<broker::broker_lifecycle> _lifecycle;
+  std::unique_ptr<broker::follower_fetcher> _fetcher;
+  std::unique_ptr<broker::alter_partition_manager> _isr_changes;
+  // Step 5.
+  broker::fetch_session_cache _fetch_sessions;
+  broker::producer_id_allocator _producer_ids;
+  broker::handler_table _handlers;
+  broker::broker_services _services;
+  std::unique_ptr<broker::broker_dispatcher> _dispatcher;
+  std::unique_ptr<net::kafka_server> _server;
+  std::vector<net::listen_endpoint> _listen_now;        // controller listeners (all, without the broker role)
+  std::vector<net::listen_endpoint> _listen_caught_up;  // broker listeners
+  std::unique_ptr<log_maintenance> _maintenance;
+  // Timers and signals on shard 0's io_context: they go before the shards.
+  std::unique_ptr<asio::steady_timer> _controller_work_timer;
+  std::unique_ptr<asio::signal_set> _signals;
+  uuid _incarnation_id;        // this process's broker registration
+  int64_t _broker_epoch = -1;  // at shutdown: written with the clean-shutdown marker
+};
+
+}  // namespace mala::app
