@@ -22,12 +22,10 @@
 #include <asio/use_awaitable.hpp>
 
 #include "log_maintenance.h"
-#include "mala/broker/alter_partition_manager.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/broker_lifecycle.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/fetch_sessions.h"
-#include "mala/broker/follower_fetcher.h"
 #include "mala/broker/group_coordinator_driver.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/metadata_publisher.h"
@@ -46,6 +44,8 @@
 #include "mala/net/shard_pool.h"
 #include "mala/raft/raft_node.h"
 #include "mala/raft/voter_set.h"
+#include "mala/replication/alter_partition_manager.h"
+#include "mala/replication/follower_fetcher.h"
 #include "mala/replication/replica_manager.h"
 #include "mala/storage/log_dir_format.h"
 #include "mala/storage/log_manager.h"
@@ -486,7 +486,6 @@ int main(int argc, char** argv) {
   services.shards = &shards;
   services.home_shard = 0;
   services.replicas = &replicas;
-  services.logs = logs.get();
   services.controller = controller.get();
   services.controller_link = controller_link.get();
   services.raft = raft.get();
@@ -549,9 +548,9 @@ int main(int argc, char** argv) {
   }
   // Follower replicas fetch from their leaders (replication factor > 1 needs more than one node, so only on
   // a Raft quorum). Its loops run on shard 0 with the replicas.
-  std::unique_ptr<mala::broker::follower_fetcher> fetcher;
+  std::unique_ptr<mala::replication::follower_fetcher> fetcher;
   if (raft_quorum && config.has_role("broker")) {
-    mala::broker::follower_fetcher_options fetcher_options;
+    mala::replication::follower_fetcher_options fetcher_options;
     fetcher_options.node_id = config.node_id();
     fetcher_options.listener_name = config.inter_broker_listener_name();
     if (fetcher_options.listener_name.empty() && !config.advertised_listeners().empty()) {
@@ -564,19 +563,20 @@ int main(int argc, char** argv) {
     fetcher_options.backoff_ms = config.get_int("replica.fetch.backoff.ms").value_or(1000);
     fetcher_options.request_timeout_ms = config.get_int("replica.socket.timeout.ms").value_or(30'000);
     fetcher_options.fetchers_per_leader = config.get_int("num.replica.fetchers").value_or(1);
-    fetcher = std::make_unique<mala::broker::follower_fetcher>(shards.context(0), replicas, metadata,
+    fetcher = std::make_unique<mala::replication::follower_fetcher>(shards.context(0), replicas, metadata,
                                                                std::move(fetcher_options));
   }
   // Leaders change their ISRs through AlterPartition (only on a Raft quorum: a single node's replicas are
   // their whole ISR).
-  std::unique_ptr<mala::broker::alter_partition_manager> isr_changes;
+  std::unique_ptr<mala::replication::alter_partition_manager> isr_changes;
   if (raft_quorum && config.has_role("broker") && lifecycle) {
-    mala::broker::alter_partition_manager_options isr_options;
+    mala::replication::alter_partition_manager_options isr_options;
     isr_options.node_id = config.node_id();
     isr_options.broker_epoch = [&lifecycle] { return lifecycle->broker_epoch(); };
     isr_options.clock_ms = wall_clock_ms;
-    isr_changes = std::make_unique<mala::broker::alter_partition_manager>(
-        shards.context(0), replicas, metadata, *controller_link, std::move(isr_options));
+    isr_changes = std::make_unique<mala::replication::alter_partition_manager>(
+        shards.context(0), replicas, metadata, mala::broker::alter_partition_sender(*controller_link),
+        std::move(isr_options));
   }
   mala::broker::broker_dispatcher dispatcher(services);
   mala::net::server_limits limits{config.socket_request_max_bytes(), config.connections_max_idle_ms(),

@@ -46,6 +46,16 @@
 
 namespace mala::replication {
 
+// The storage types and constants this interface speaks in, named here so that its users (the broker) reach
+// storage only through replication.
+using storage::file_slice;
+using storage::log_config;
+using storage::topic_partition;
+using storage::earliest_local_timestamp;
+using storage::earliest_timestamp;
+using storage::latest_timestamp;
+using storage::max_timestamp_query;
+
 // The partition's replication state as the metadata log (PartitionRecord / PartitionChangeRecord) describes
 // it.
 struct partition_state {

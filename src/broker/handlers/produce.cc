@@ -79,7 +79,7 @@ bool has_transactional_batches(const proto::produce_request& req) {
   return false;
 }
 
-// One partition to append on the home shard; `slot` is its place in the answer.
+// One partition to append on its shard; `slot` is its place in the answer.
 struct append_work {
   size_t slot = 0;
   std::string topic;
@@ -94,9 +94,9 @@ struct append_answer {
   partition_response data;
 };
 
-// The home-shard part: append every partition, then (acks=-1) wait until each one's high watermark passes its
-// last offset, or until the request's timeout.
-asio::awaitable<std::vector<append_answer>> append_on_home_shard(
+// The part on the partitions' shard: append every partition, then (acks=-1) wait until each one's high
+// watermark passes its last offset, or until the request's timeout.
+asio::awaitable<std::vector<append_answer>> append_on_shard(
     const broker_services& services, std::vector<append_work> work, int16_t acks,
     std::chrono::steady_clock::time_point deadline) {
   auto log = subsystem_logger("broker");
@@ -155,7 +155,7 @@ asio::awaitable<std::vector<append_answer>> append_on_home_shard(
 
   if (!waits.empty()) {
     // Kafka's DelayedProduce: complete when every partition's high watermark reached its offset.
-    waiter_group group(waits.size(), waits.size());
+    replication::waiter_group group(waits.size(), waits.size());
     for (size_t i = 0; i < waits.size(); ++i) {
       auto handle =
           waits[i].partition->add_high_watermark_waiter(waits[i].required_offset, group.callback(i));
@@ -262,12 +262,14 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     work.push_back({i, topic, s.partition, records});
   }
 
-  if (!work.empty()) {
-    const int16_t acks = req.acks;
-    auto append = [&services, w = std::move(work), acks, deadline]() mutable {
-      return append_on_home_shard(services, std::move(w), acks, deadline);
+  // Each shard's partitions are appended (and, acks=-1, waited for) there in turn; every partition is on one
+  // shard today.
+  const int16_t acks = req.acks;
+  for (auto& [shard, shard_work] : group_by_shard(services, std::move(work))) {
+    auto append = [&services, w = std::move(shard_work), acks, deadline]() mutable {
+      return append_on_shard(services, std::move(w), acks, deadline);
     };
-    auto answers = co_await on_home_shard_async(services, std::move(append));
+    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
     for (auto& a : answers) slots[a.slot].answer = std::move(a.data);
   }
 
