@@ -564,7 +564,7 @@ int main(int argc, char** argv) {
     fetcher_options.request_timeout_ms = config.get_int("replica.socket.timeout.ms").value_or(30'000);
     fetcher_options.fetchers_per_leader = config.get_int("num.replica.fetchers").value_or(1);
     fetcher = std::make_unique<mala::replication::follower_fetcher>(shards.context(0), replicas, metadata,
-                                                               std::move(fetcher_options));
+                                                                    std::move(fetcher_options));
   }
   // Leaders change their ISRs through AlterPartition (only on a Raft quorum: a single node's replicas are
   // their whole ISR).

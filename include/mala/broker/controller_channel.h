@@ -170,8 +170,9 @@ class controller_channel {
   std::vector<std::shared_ptr<commit_wait>> _waits;
 };
 
-// How this node's ISR changes reach the active controller (replication::alter_partition_manager): AlterPartition
-// through `channel`, forwarded when another node is the active controller. `channel` outlives the sender.
+// How this node's ISR changes reach the active controller (replication::alter_partition_manager):
+// AlterPartition through `channel`, forwarded when another node is the active controller. `channel` outlives
+// the sender.
 replication::alter_partition_sender alter_partition_sender(controller_channel& channel);
 
 template <typename Response, typename Request, typename Local>

@@ -36,8 +36,9 @@ inline constexpr int16_t alter_partition_version = 3;
 
 // Sends one AlterPartition request to the active controller and returns its answer; nullopt when no
 // controller answered.
-using alter_partition_sender = std::function<asio::awaitable<std::optional<protocol::alter_partition_response>>(
-    const protocol::alter_partition_request&)>;
+using alter_partition_sender =
+    std::function<asio::awaitable<std::optional<protocol::alter_partition_response>>(
+        const protocol::alter_partition_request&)>;
 
 struct alter_partition_manager_options {
   int32_t node_id = 0;
@@ -51,8 +52,9 @@ struct alter_partition_manager_options {
 
 class alter_partition_manager {
  public:
-  alter_partition_manager(asio::io_context& io, replica_manager& replicas, const metadata::metadata_cache& metadata,
-                          alter_partition_sender send, alter_partition_manager_options options);
+  alter_partition_manager(asio::io_context& io, replica_manager& replicas,
+                          const metadata::metadata_cache& metadata, alter_partition_sender send,
+                          alter_partition_manager_options options);
   alter_partition_manager(const alter_partition_manager&) = delete;
   alter_partition_manager& operator=(const alter_partition_manager&) = delete;
 

@@ -79,7 +79,8 @@ current_leader find_current_leader(const metadata::metadata_image& image, const 
 
 // Where each partition entry of a topics-of-partitions answer (ListOffsets, DeleteRecords) stands. The answer
 // is built in request order, every partition getting its entry at once (its error, or a placeholder); the
-// entries worked out on the partitions' shards come back as (slot, answer) pairs and replace their placeholders.
+// entries worked out on the partitions' shards come back as (slot, answer) pairs and replace their
+// placeholders.
 class answer_slots {
  public:
   // The slot of the entry about to be added to the answer's last topic.

@@ -31,9 +31,9 @@ struct deletion {
   int64_t offset = 0;
 };
 
-// The part on the partitions' shard: delete on each leader, then (Kafka's DelayedDeleteRecords) wait until every low
-// watermark reached its requested offset, re-checking whenever one of the partitions changes (an append, a
-// follower's fetch reporting a new log start, a follower fenced).
+// The part on the partitions' shard: delete on each leader, then (Kafka's DelayedDeleteRecords) wait until
+// every low watermark reached its requested offset, re-checking whenever one of the partitions changes (an
+// append, a follower's fetch reporting a new log start, a follower fenced).
 asio::awaitable<std::vector<std::pair<size_t, partition_result>>> delete_on_shard(
     const broker_services& services, std::vector<deletion> deletions, steady_clock::time_point deadline) {
   std::vector<std::pair<size_t, partition_result>> out;

@@ -20,8 +20,9 @@ int64_t file_system_bytes(uintmax_t bytes) {
              : static_cast<int64_t>(bytes);
 }
 
-describe_log_dirs_handler::response describe(const replication::replica_manager& replicas,
-                                             const std::optional<std::set<replication::topic_partition>>& wanted) {
+describe_log_dirs_handler::response describe(
+    const replication::replica_manager& replicas,
+    const std::optional<std::set<replication::topic_partition>>& wanted) {
   describe_log_dirs_handler::response resp;
   for (const auto& dir : replicas.describe_log_dirs(wanted)) {
     auto& result = resp.results.emplace_back();

@@ -136,8 +136,8 @@ bool can_answer(const std::vector<read_answer>& answers, const fetch_params& par
 // The part on the partitions' shard: read, and while short of min_bytes park on every partition's data
 // waiters until one fires or max_wait_ms passes, then read again.
 asio::awaitable<std::vector<read_answer>> read_on_shard(const broker_services& services,
-                                                             std::vector<read_work> work, fetch_params params,
-                                                             steady_clock::time_point deadline) {
+                                                        std::vector<read_work> work, fetch_params params,
+                                                        steady_clock::time_point deadline) {
   bool first_pass = true;
   while (true) {
     auto answers = read_all(services, work, params, first_pass);

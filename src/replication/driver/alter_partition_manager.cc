@@ -31,7 +31,8 @@ int64_t broker_epoch_of(const metadata::metadata_image& image, int32_t id) {
 }  // namespace
 
 alter_partition_manager::alter_partition_manager(asio::io_context& io, replica_manager& replicas,
-                                                 const metadata::metadata_cache& metadata, alter_partition_sender send,
+                                                 const metadata::metadata_cache& metadata,
+                                                 alter_partition_sender send,
                                                  alter_partition_manager_options options)
     : _io(io),
       _replicas(replicas),
