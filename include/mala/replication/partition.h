@@ -6,11 +6,11 @@
 // follower fetches move the high watermark. The rules themselves are pure functions in replica_rules.h; this
 // class applies them to a log.
 //
-// Followers: make_follower records the new leader and state; the broker's follower fetcher finds the
-// divergence point and feeds truncate_to / append_as_follower / update_high_watermark_from_leader /
-// update_log_start_offset_from_leader. ISR
-// changes: the leader proposes them (propose_isr_change), the broker sends them to the controller with
-// AlterPartition and hands the answer back (isr_change_answered).
+// Followers: make_follower records the new leader and state; the follower fetcher (follower_fetcher.h) finds
+// the divergence point and feeds truncate_to / append_as_follower / update_high_watermark_from_leader /
+// update_log_start_offset_from_leader. ISR changes: the leader proposes them (propose_isr_change), the
+// alter_partition_manager sends them to the controller with AlterPartition and hands the answer back
+// (isr_change_answered).
 //
 // Idempotent producers (storage::producer_state_manager): the state is loaded when the partition is created
 // (latest <offset>.snapshot in the partition directory, then a replay of the log after it). A leader append

@@ -81,9 +81,10 @@ class partition_test : public testing::log_dir_fixture {
     return std::make_unique<partition>(*log, uuid::random(), o);
   }
 
-  // One round of the follower fetcher on node `id` against `leader`, as src/broker/follower_fetcher.cc and
-  // the Fetch handler do it: the leader reads and records the fetch (log end and log start the follower
-  // sent), then the follower appends what came and takes the leader's high watermark and log start offset.
+  // One round of the follower fetcher on node `id` against `leader`, as
+  // src/replication/driver/follower_fetcher.cc and the Fetch handler do it: the leader reads and records the
+  // fetch (log end and log start the follower sent), then the follower appends what came and takes the
+  // leader's high watermark and log start offset.
   void replicate(partition& leader, partition& follower, int32_t id) {
     const int64_t offset = follower.log_end_offset();
     auto r = read_ok(leader, replica_read(id, offset));
