@@ -200,14 +200,15 @@ void node::open_broker() {
                                                           std::move(lifecycle_options));
 
   // Follower replicas fetch from their leaders; leaders change their ISRs through AlterPartition.
-  _fetcher = std::make_unique<broker::follower_fetcher>(_shards->context(0), *_replicas, _metadata,
+  _fetcher = std::make_unique<replication::follower_fetcher>(_shards->context(0), *_replicas, _metadata,
                                                         follower_fetcher_options_from(_config));
-  broker::alter_partition_manager_options isr_options;
+  replication::alter_partition_manager_options isr_options;
   isr_options.node_id = _config.node_id();
   isr_options.broker_epoch = [this] { return _lifecycle->broker_epoch(); };
   isr_options.clock_ms = wall_clock_ms;
-  _isr_changes = std::make_unique<broker::alter_partition_manager>(_shards->context(0), *_replicas, _metadata,
-                                                                   *_controller_link, std::move(isr_options));
+  _isr_changes = std::make_unique<replication::alter_partition_manager>(
+      _shards->context(0), *_replicas, _metadata, broker::alter_partition_sender(*_controller_link),
+      std::move(isr_options));
 }
 
 // Step 5: the handlers' view of the node, the server and the maintenance timers.
@@ -222,7 +223,6 @@ void node::open_server() {
   _services.shards = _shards.get();
   _services.home_shard = 0;
   _services.replicas = _replicas.get();
-  _services.logs = _logs.get();
   _services.controller = _controller.get();
   _services.controller_link = _controller_link.get();
   _services.raft = _raft.get();

@@ -35,12 +35,12 @@
 #include <asio/steady_timer.hpp>
 
 #include "log_maintenance.h"
-#include "mala/broker/alter_partition_manager.h"
+#include "mala/replication/alter_partition_manager.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/broker_lifecycle.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/fetch_sessions.h"
-#include "mala/broker/follower_fetcher.h"
+#include "mala/replication/follower_fetcher.h"
 #include "mala/broker/group_coordinator_driver.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/metadata_publisher.h"
@@ -118,8 +118,8 @@ class node {
   // Step 4 (broker role only).
   std::unique_ptr<broker::group_coordinator_driver> _groups;
   std::unique_ptr<broker::broker_lifecycle> _lifecycle;
-  std::unique_ptr<broker::follower_fetcher> _fetcher;
-  std::unique_ptr<broker::alter_partition_manager> _isr_changes;
+  std::unique_ptr<replication::follower_fetcher> _fetcher;
+  std::unique_ptr<replication::alter_partition_manager> _isr_changes;
   // Step 5.
   broker::fetch_session_cache _fetch_sessions;
   broker::producer_id_allocator _producer_ids;

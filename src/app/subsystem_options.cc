@@ -167,8 +167,8 @@ broker::broker_lifecycle_options broker_lifecycle_options_from(const node_config
   return options;
 }
 
-broker::follower_fetcher_options follower_fetcher_options_from(const node_config& config) {
-  broker::follower_fetcher_options options;
+replication::follower_fetcher_options follower_fetcher_options_from(const node_config& config) {
+  replication::follower_fetcher_options options;
   options.node_id = config.node_id();
   options.listener_name = config.inter_broker_listener_name();
   if (options.listener_name.empty() && !config.advertised_listeners().empty()) {

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "mala/broker/alter_partition_manager.h"
+#include "mala/replication/alter_partition_manager.h"
 #include "mala/broker/broker_lifecycle.h"
-#include "mala/broker/follower_fetcher.h"
+#include "mala/replication/follower_fetcher.h"
 #include "mala/common/config.h"
 #include "mala/common/result.h"
 #include "mala/common/uuid.h"
@@ -60,7 +60,7 @@ broker::broker_lifecycle_options broker_lifecycle_options_from(const node_config
                                                                const std::string& cluster_id,
                                                                const std::vector<uuid>& log_dir_ids,
                                                                int64_t previous_broker_epoch);
-broker::follower_fetcher_options follower_fetcher_options_from(const node_config& config);
+replication::follower_fetcher_options follower_fetcher_options_from(const node_config& config);
 net::server_limits server_limits_from(const node_config& config);
 
 }  // namespace mala::app

@@ -102,4 +102,18 @@ asio::awaitable<result<std::vector<uint8_t>>> controller_channel::forward(int16_
   co_return answer;
 }
 
+replication::alter_partition_sender alter_partition_sender(controller_channel& channel) {
+  return [&channel](const protocol::alter_partition_request& request)
+             -> asio::awaitable<std::optional<protocol::alter_partition_response>> {
+    // A named callable (GCC bug 100611: a prvalue argument of a coroutine may be destroyed twice).
+    auto local = [&request](controller::quorum_controller& c) {
+      return c.alter_partition(request, replication::alter_partition_version);
+    };
+    auto answer = co_await channel.call<protocol::alter_partition_response>(
+        request, replication::alter_partition_version, /*may_forward=*/true, local);
+    if (!answer.ok()) co_return std::nullopt;
+    co_return std::move(answer.response);
+  };
+}
+
 }  // namespace mala::broker

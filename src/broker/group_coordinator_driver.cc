@@ -22,7 +22,7 @@ namespace mala::broker {
 
 namespace {
 
-storage::topic_partition offsets_partition(int32_t partition) {
+replication::topic_partition offsets_partition(int32_t partition) {
   return {std::string(coordinator::offsets_topic_name), partition};
 }
 

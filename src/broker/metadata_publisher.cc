@@ -35,7 +35,7 @@ bool same_state(const metadata::partition_state& a, const metadata::partition_st
          a.replicas == b.replicas && a.isr == b.isr;
 }
 
-bool same_log_config(const storage::log_config& a, const storage::log_config& b) {
+bool same_log_config(const replication::log_config& a, const replication::log_config& b) {
   return a.segment_bytes == b.segment_bytes && a.segment_ms == b.segment_ms &&
          a.segment_jitter_ms == b.segment_jitter_ms && a.segment_index_bytes == b.segment_index_bytes &&
          a.index_interval_bytes == b.index_interval_bytes && a.max_message_bytes == b.max_message_bytes &&
@@ -49,14 +49,14 @@ bool same_log_config(const storage::log_config& a, const storage::log_config& b)
 
 }  // namespace
 
-storage::log_config effective_log_config(const metadata::metadata_image& image, const std::string& topic,
-                                         int32_t node_id, const static_property_lookup& static_config) {
+replication::log_config effective_log_config(const metadata::metadata_image& image, const std::string& topic,
+                                             int32_t node_id, const static_property_lookup& static_config) {
   const auto values = resolved(image, topic, node_id, static_config);
   auto get = [&](std::string_view name) -> std::optional<std::string> {
     auto it = values.find(name);
     return it == values.end() ? std::nullopt : it->second;
   };
-  storage::log_config c;
+  replication::log_config c;
   parse_number(get("segment.bytes"), c.segment_bytes);
   parse_number(get("segment.ms"), c.segment_ms);
   parse_number(get("segment.jitter.ms"), c.segment_jitter_ms);
@@ -75,8 +75,9 @@ storage::log_config effective_log_config(const metadata::metadata_image& image, 
   const auto policy = controller::parse_config_list(get("cleanup.policy").value_or("delete"));
   const bool compact = std::find(policy.begin(), policy.end(), "compact") != policy.end();
   const bool del = std::find(policy.begin(), policy.end(), "delete") != policy.end();
-  c.cleanup = compact ? (del ? storage::cleanup_policy::compact_and_delete : storage::cleanup_policy::compact)
-                      : storage::cleanup_policy::delete_segments;
+  c.cleanup =
+      compact ? (del ? replication::cleanup_policy::compact_and_delete : replication::cleanup_policy::compact)
+              : replication::cleanup_policy::delete_segments;
   return c;
 }
 
@@ -95,11 +96,11 @@ void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
   const metadata::metadata_image_ptr previous = _cache.current();
   auto log = subsystem_logger("broker");
 
-  std::set<storage::topic_partition> hosted;
+  std::set<replication::topic_partition> hosted;
   for (const auto& [name, topic] : image->topics) {
     const metadata::topic_metadata* before = previous ? previous->find_topic(name) : nullptr;
     if (before && before->id != topic.id) before = nullptr;  // deleted and re-created under the same name
-    const storage::log_config log_config = effective_log_config(*image, name, _node_id, _static_config);
+    const replication::log_config log_config = effective_log_config(*image, name, _node_id, _static_config);
     const int32_t min_isr = effective_min_insync_replicas(*image, name, _node_id, _static_config);
     bool config_changed = true;
     if (before) {
@@ -109,7 +110,7 @@ void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
     }
     for (const auto& p : topic.partitions) {
       if (std::find(p.replicas.begin(), p.replicas.end(), _node_id) == p.replicas.end()) continue;
-      storage::topic_partition tp{name, p.partition};
+      replication::topic_partition tp{name, p.partition};
       hosted.insert(tp);
       const bool unchanged = before && p.partition < static_cast<int32_t>(before->partitions.size()) &&
                              same_state(before->partitions[p.partition], p) && !config_changed &&

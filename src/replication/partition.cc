@@ -275,6 +275,22 @@ bool partition::cancel_waiter(waiter_handle handle) {
 // Produce.
 
 result<append_outcome> partition::append(std::span<uint8_t> records, int16_t acks) {
+  return append_as_leader(records, nullptr, acks);
+}
+
+produce_outcome partition::append(produced_batch& batch, int16_t acks) {
+  produce_outcome out{append_as_leader(batch.bytes, &batch, acks), std::nullopt};
+  if (!out.appended) {
+    const error_code code = out.appended.error().code;
+    if (code == error_code::invalid_timestamp || code == error_code::invalid_record) {
+      out.record_errors = storage::validate_record_contents(batch.bytes, _log->config(), now_ms());
+    }
+  }
+  return out;
+}
+
+result<append_outcome> partition::append_as_leader(std::span<uint8_t> records, produced_batch* batch,
+                                                   int16_t acks) {
   // An offline replica answers KAFKA_STORAGE_ERROR before anything else, even a duplicate (Kafka's
   // getPartitionOrException comes first).
   if (_log->is_offline()) return _log->offline_error();
@@ -292,7 +308,12 @@ result<append_outcome> partition::append(std::span<uint8_t> records, int16_t ack
   if (!_producers) return _load_status;
   const int64_t now = now_ms();
   maybe_expire_producers(now);
-  auto checked = _producers->check_records(records, _log->log_end_offset() == 0);
+  const bool log_never_written = _log->log_end_offset() == 0;
+  // Bytes after a produced batch that make no other batch: the record set is refused here as malformed
+  // (CORRUPT_MESSAGE), whatever the producer state would say of the batch.
+  const bool whole_batch = batch && batch->bytes.size() == static_cast<size_t>(batch->header.size_in_bytes());
+  auto checked = whole_batch ? _producers->check(batch->header, log_never_written)
+                             : _producers->check_records(records, log_never_written);
   if (!checked) {
     return status::error(checked.error().code, describe(topic_partition()) + ": " + checked.error().message);
   }
@@ -318,10 +339,16 @@ result<append_outcome> partition::append(std::span<uint8_t> records, int16_t ack
     return out;
   }
 
-  auto appended = _log->append_as_leader(records, _state.leader_epoch);
+  auto appended = batch ? _log->append_as_leader(*batch, _state.leader_epoch)
+                        : _log->append_as_leader(records, _state.leader_epoch);
   if (!appended) return appended.error();
-  // The batches now carry their offsets (stamped in place).
-  _producers->on_append(records);
+  // The batches now carry their offsets (stamped in place); a produced batch's header was stamped with them
+  // (a client batch is never a control batch, which update() leaves to on_append).
+  if (batch) {
+    _producers->update(batch->header, batch->header.base_offset);
+  } else {
+    _producers->on_append(records);
+  }
 
   append_outcome out;
   out.appended = *appended;

@@ -1,5 +1,6 @@
 #include "mala/replication/replica_manager.h"
 
+#include <system_error>
 #include <utility>
 
 #include "mala/common/logging.h"
@@ -108,6 +109,36 @@ int32_t replica_manager::under_min_isr_count() const {
   int32_t n = 0;
   for (const auto& [tp, p] : _partitions) n += p->under_min_isr() ? 1 : 0;
   return n;
+}
+
+namespace {
+
+// Kafka reports paths as Path.toAbsolutePath.
+std::string absolute_path(const std::filesystem::path& p) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(p, ec);
+  return (ec ? p : abs).lexically_normal().string();
+}
+
+}  // namespace
+
+std::vector<log_dir_description> replica_manager::describe_log_dirs(
+    const std::optional<std::set<topic_partition>>& wanted) const {
+  std::map<std::string, std::map<std::string, std::map<int32_t, int64_t>>> by_dir;
+  for (const auto& tp : _logs.partitions()) {
+    if (wanted && !wanted->count(tp)) continue;
+    const auto* log = _logs.get(tp);
+    if (!log) continue;
+    by_dir[absolute_path(log->dir().parent_path())][tp.topic][tp.partition] = log->size_bytes();
+  }
+  std::vector<log_dir_description> out;
+  for (const auto& dir : _logs.dirs()) {
+    auto& d = out.emplace_back();
+    d.path = absolute_path(dir.path);
+    d.online = dir.online;
+    if (auto it = by_dir.find(d.path); it != by_dir.end()) d.log_sizes = it->second;
+  }
+  return out;
 }
 
 }  // namespace mala::replication

@@ -283,8 +283,10 @@ struct partition_log::impl {
   status truncate_to(int64_t offset);
   status truncate_fully_and_start_at(int64_t offset);
   status load(const log_open_options& options);
+  // `parsed`: the header of leader_records' only batch, parsed by the caller; updated by the stamping.
   result<append_result> append(std::span<uint8_t> leader_records, std::span<const uint8_t> follower_records,
-                               std::optional<int32_t> leader_epoch);
+                               std::optional<int32_t> leader_epoch,
+                               proto::record_batch_header* parsed = nullptr);
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -554,7 +556,8 @@ leader_epoch_cache& partition_log::epochs() {
 
 result<append_result> partition_log::impl::append(std::span<uint8_t> leader_records,
                                                   std::span<const uint8_t> follower_records,
-                                                  std::optional<int32_t> leader_epoch) {
+                                                  std::optional<int32_t> leader_epoch,
+                                                  proto::record_batch_header* parsed) {
   const bool as_leader = leader_epoch.has_value();
   std::span<const uint8_t> all = as_leader ? std::span<const uint8_t>(leader_records) : follower_records;
   append_result out;
@@ -583,7 +586,7 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
                                              std::to_string(offset_in_request) +
                                              " is invalid: " + std::string(proto::batch_status_name(st)));
     }
-    check.header = *proto::parse_batch_header(*batch);
+    check.header = parsed && checks.empty() ? *parsed : *proto::parse_batch_header(*batch);
     const auto& h = check.header;
     // Replicas skip max.message.bytes (Kafka's ignoreRecordSize): the leader accepted the batch, possibly
     // under an older limit, and a follower that refused it could never catch up.
@@ -670,20 +673,24 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
     for (auto& c : checks) {
       proto::stamp_base_offset(c.bytes, next);
       proto::stamp_partition_leader_epoch(c.bytes, *leader_epoch);
+      c.header.base_offset = next;
+      c.header.partition_leader_epoch = *leader_epoch;
       if (config.log_append_time) {
         proto::stamp_log_append_time(c.bytes, now);
         c.offset_delta_of_max_timestamp =
             0;  // every record carries the append time; the first one is the max
+        c.header = *proto::parse_batch_header(c.bytes);
       } else if (c.fix_max_timestamp) {
         auto ts = static_cast<uint64_t>(c.record_max_timestamp);
         for (size_t i = 0; i < 8; ++i) {
           c.bytes[proto::batch_layout::max_timestamp + i] = static_cast<uint8_t>(ts >> (56 - 8 * i));
         }
         proto::rewrite_batch_crc(c.bytes);
+        c.header = *proto::parse_batch_header(c.bytes);
       }
-      c.header = *proto::parse_batch_header(c.bytes);
       next = c.header.next_offset();
     }
+    if (parsed) *parsed = checks.front().header;
   }
 
   const int64_t first_offset = checks.front().header.base_offset;
@@ -753,6 +760,10 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
 
 result<append_result> partition_log::append_as_leader(std::span<uint8_t> records, int32_t leader_epoch) {
   return _impl->append(records, {}, leader_epoch);
+}
+
+result<append_result> partition_log::append_as_leader(produced_batch& batch, int32_t leader_epoch) {
+  return _impl->append(batch.bytes, {}, leader_epoch, &batch.header);
 }
 
 result<append_result> partition_log::append_as_follower(std::span<const uint8_t> records) {

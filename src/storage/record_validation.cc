@@ -184,4 +184,32 @@ status validate_client_batch(const proto::record_batch_header& batch) {
   return status::success();
 }
 
+result<produced_batch> validate_produced_records(std::span<uint8_t> records) {
+  proto::batch_splitter splitter(records);
+  auto first = splitter.next();
+  if (!first) {
+    if (splitter.status() == proto::batch_status::too_short) {
+      return status::error(error_code::corrupt_message, "record batch size is smaller than a batch header");
+    }
+    return status::error(error_code::invalid_record,
+                         "Produce requests with version 3 and above must have at least one record batch per "
+                         "partition");
+  }
+  auto header = proto::parse_batch_header(*first);
+  if (!header || header->magic != proto::current_magic) {
+    return status::error(
+        error_code::invalid_record,
+        "Produce requests with version 3 and above are only allowed to contain record batches "
+        "with magic version 2");
+  }
+  if (splitter.next()) {
+    return status::error(error_code::invalid_record,
+                         "Produce requests with version 3 and above are only allowed to contain exactly one "
+                         "record batch per partition");
+  }
+  if (auto st = validate_client_batch(*header); !st.ok()) return st;
+  // The whole field: bytes after the batch that do not make another one are the log's CORRUPT_MESSAGE.
+  return produced_batch{records, *header};
+}
+
 }  // namespace mala::storage

@@ -47,6 +47,7 @@
 #include "mala/protocol/request_header.h"
 #include "mala/protocol/wire.h"
 #include "mala/raft/raft_node.h"
+#include "mala/replication/alter_partition_manager.h"
 
 namespace mala::broker {
 
@@ -168,6 +169,11 @@ class controller_channel {
   int32_t _request_timeout_ms;
   std::vector<std::shared_ptr<commit_wait>> _waits;
 };
+
+// How this node's ISR changes reach the active controller (replication::alter_partition_manager):
+// AlterPartition through `channel`, forwarded when another node is the active controller. `channel` outlives
+// the sender.
+replication::alter_partition_sender alter_partition_sender(controller_channel& channel);
 
 template <typename Response, typename Request, typename Local>
 asio::awaitable<controller_answer<Response>> controller_channel::call_on_home_shard(

@@ -16,7 +16,6 @@
 
 #include "mala/metadata/metadata_image.h"
 #include "mala/replication/replica_manager.h"
-#include "mala/storage/log_config.h"
 
 namespace mala::broker {
 
@@ -25,8 +24,8 @@ using static_property_lookup = std::function<std::optional<std::string>(std::str
 
 // A topic's log settings: topic overrides, then dynamic broker defaults, then the static configuration, then
 // Kafka's defaults (controller/topic_config.h resolves the chain).
-storage::log_config effective_log_config(const metadata::metadata_image& image, const std::string& topic,
-                                         int32_t node_id, const static_property_lookup& static_config);
+replication::log_config effective_log_config(const metadata::metadata_image& image, const std::string& topic,
+                                             int32_t node_id, const static_property_lookup& static_config);
 // min.insync.replicas in effect for a topic, resolved the same way.
 int32_t effective_min_insync_replicas(const metadata::metadata_image& image, const std::string& topic,
                                       int32_t node_id, const static_property_lookup& static_config);

@@ -11,12 +11,10 @@
 #include "mala/metadata/metadata_image.h"
 #include "mala/net/request_dispatcher.h"
 #include "mala/protocol/request_header.h"
+#include "mala/replication/replica_placement.h"
 
 namespace mala::net {
 class shard_pool;
-}
-namespace mala::storage {
-class log_manager;
 }
 namespace mala::replication {
 class replica_manager;
@@ -50,11 +48,13 @@ struct broker_services {
   // The rest may be null in unit tests of handlers that do not use them.
   const node_config* config = nullptr;  // the node's static configuration
   net::shard_pool* shards = nullptr;
-  // The shard that owns every partition replica and the controller (shard 0 in this version): handlers hop
-  // there with `co_await shards->invoke_on(home_shard, ...)` before touching `replicas` or `controller`.
+  // The shard of the controller, the raft node and the coordinators: handlers hop there with
+  // `co_await shards->invoke_on(home_shard, ...)` before touching them.
   size_t home_shard = 0;
-  replication::replica_manager* replicas = nullptr;     // home shard only
-  storage::log_manager* logs = nullptr;                 // home shard only (DescribeLogDirs)
+  // Which shard owns each partition replica (shard_of below): a handler hops there before touching it
+  // through `replicas`.
+  replication::replica_placement placement;
+  replication::replica_manager* replicas = nullptr;     // on the shard owning the partition only
   controller::quorum_controller* controller = nullptr;  // home shard only; null without the controller role
   // The way to the active controller, local or remote (controller_channel.h); null in handler unit tests,
   // which then call `controller` directly.
@@ -67,6 +67,10 @@ struct broker_services {
   coordinator::group_coordinator* groups = nullptr;
   fetch_session_cache* fetch_sessions = nullptr;  // KIP-227 session cache, any shard (own mutex)
   std::function<int64_t()> clock_ms;              // wall clock in ms (tests inject one)
+
+  size_t shard_of(const std::string& topic, int32_t partition) const {
+    return placement.shard_of({topic, partition});
+  }
 };
 
 // Whether `listener` is one of controller.listener.names (every listener is, without a configuration: handler

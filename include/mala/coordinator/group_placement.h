@@ -10,20 +10,15 @@
 #include <cstdint>
 #include <string_view>
 
+#include "mala/common/java_hash.h"
+
 namespace mala::coordinator {
 
 // The internal topic holding group metadata and committed offsets (Kafka's Topic.GROUP_METADATA_TOPIC_NAME).
 inline constexpr std::string_view offsets_topic_name = "__consumer_offsets";
 
-// java.lang.String.hashCode() of the string whose UTF-8 bytes are `s`: s[0]*31^(n-1) + ... + s[n-1] over
-// UTF-16 code units, in 32-bit two's complement arithmetic. Characters beyond the BMP count as their two
-// surrogates; bytes that are not valid UTF-8 count as U+FFFD, as Java's decoder replaces them.
-int32_t java_string_hash(std::string_view s);
-
-// Kafka's Utils.abs: |n|, except that Integer.MIN_VALUE maps to 0 (not to itself).
-inline int32_t kafka_abs(int32_t n) {
-  return n == INT32_MIN ? 0 : (n < 0 ? -n : n);
-}
+using mala::java_string_hash;
+using mala::kafka_abs;
 
 // The __consumer_offsets partition of a group (GroupCoordinatorService.partitionFor).
 inline int32_t group_partition(std::string_view group_id, int32_t num_partitions) {

@@ -57,10 +57,13 @@
 #include "mala/protocol/messages/vote_request.h"
 #include "mala/protocol/messages/vote_response.h"
 #include "mala/raft/messages.h"
+#include "mala/storage/metadata_partition.h"
 
 namespace mala::raft {
 
-// Kafka's Uuid.METADATA_TOPIC_ID (most significant bits 0, least significant 1; "AAAAAAAAAAAAAAAAAAAAAQ").
+// The metadata partition as its RPCs name it: by topic name (Fetch before v13, DescribeQuorum) or by Kafka's
+// Uuid.METADATA_TOPIC_ID (most significant bits 0, least significant 1; "AAAAAAAAAAAAAAAAAAAAAQ").
+using storage::metadata_topic_name;
 uuid metadata_topic_id();
 
 // API keys and the versions Mala sends.

@@ -6,11 +6,11 @@
 // follower fetches move the high watermark. The rules themselves are pure functions in replica_rules.h; this
 // class applies them to a log.
 //
-// Followers: make_follower records the new leader and state; the broker's follower fetcher finds the
-// divergence point and feeds truncate_to / append_as_follower / update_high_watermark_from_leader /
-// update_log_start_offset_from_leader. ISR
-// changes: the leader proposes them (propose_isr_change), the broker sends them to the controller with
-// AlterPartition and hands the answer back (isr_change_answered).
+// Followers: make_follower records the new leader and state; the follower fetcher (follower_fetcher.h) finds
+// the divergence point and feeds truncate_to / append_as_follower / update_high_watermark_from_leader /
+// update_log_start_offset_from_leader. ISR changes: the leader proposes them (propose_isr_change), the
+// alter_partition_manager sends them to the controller with AlterPartition and hands the answer back
+// (isr_change_answered).
 //
 // Idempotent producers (storage::producer_state_manager): the state is loaded when the partition is created
 // (latest <offset>.snapshot in the partition directory, then a replay of the log after it). A leader append
@@ -45,6 +45,20 @@
 #include "mala/storage/producer_state.h"
 
 namespace mala::replication {
+
+// The storage types and constants this interface speaks in, named here so that its users (the broker) reach
+// storage only through replication.
+using storage::cleanup_policy;
+using storage::earliest_local_timestamp;
+using storage::earliest_timestamp;
+using storage::file_slice;
+using storage::latest_timestamp;
+using storage::log_config;
+using storage::max_timestamp_query;
+using storage::produced_batch;
+using storage::record_validation_failure;
+using storage::topic_partition;
+using storage::validate_produced_records;
 
 // The partition's replication state as the metadata log (PartitionRecord / PartitionChangeRecord) describes
 // it.
@@ -106,6 +120,14 @@ struct append_outcome {
   int64_t required_offset = -1;
   bool done = true;
   error_code error = error_code::none;
+};
+
+// A Produce append (partition::append of a produced_batch): the outcome, or the error; for INVALID_RECORD and
+// INVALID_TIMESTAMP also Kafka's message and the records at fault (KIP-467 RecordErrors), listed from the
+// batch as the producer sent it (a failed append stamps nothing).
+struct produce_outcome {
+  result<append_outcome> appended;
+  std::optional<record_validation_failure> record_errors;
 };
 
 struct read_request {
@@ -214,8 +236,13 @@ class partition {
   // RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP, KAFKA_STORAGE_ERROR) as they come. Kafka checks
   // the producer state after validating the records; here it comes first, which only changes which error a
   // batch that breaks both kinds of rule gets. If the outcome is not done, the caller parks the request with
-  // add_high_watermark_waiter(required_offset).
+  // add_high_watermark_waiter(required_offset). `records` may hold several batches (the coordinators'
+  // writes); no client rules apply to them.
   result<append_outcome> append(std::span<uint8_t> records, int16_t acks);
+  // Produce: the same for one batch from a client, checked and parsed once by validate_produced_records; its
+  // header is used as it is from there to the log (producer-state checks, the log's validation and stamping,
+  // the producer-state update).
+  produce_outcome append(produced_batch& batch, int16_t acks);
   // Follower append of records fetched from the leader (offsets already assigned); updates the producer
   // state without checking it (Kafka's AppendOrigin.REPLICATION).
   result<storage::append_result> append_as_follower(std::span<const uint8_t> records);
@@ -297,6 +324,8 @@ class partition {
 
  private:
   int64_t now_ms() const;
+  // Both appends: `batch` set for a produced batch (its header parsed), else `records` split here.
+  result<append_outcome> append_as_leader(std::span<uint8_t> records, produced_batch* batch, int16_t acks);
   int64_t bound_offset(fetch_bound bound) const;
   // Recompute the high watermark (leader); true if it moved.
   bool maybe_increment_high_watermark(int64_t now_ms);

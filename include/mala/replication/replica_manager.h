@@ -3,18 +3,19 @@
 // through the storage::log_manager, and removes them (stopping their waiters, deleting the log when asked).
 // The broker's Produce, Fetch, ListOffsets and DeleteRecords handlers find a partition here and call it.
 //
-// Threads: in this first version every partition, and the manager itself, lives on one shard (shard 0) and
-// the broker hops there (`co_await shards.invoke_on(0, ...)`) for any partition operation;
-// storage::log_manager is also used from there. Per-partition shard ownership (a partition on the shard its
-// hash picks, one manager per shard) comes with the shard router; nothing here may then be shared between
-// shards.
+// Threads: every partition, and the manager itself, lives on the shard replica_placement::shard_of names
+// (shard 0 for all of them today) and callers hop there for any partition operation; storage::log_manager is
+// also used from there. Once partitions spread over the shards (one manager per shard), nothing here may be
+// shared between shards.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,15 @@ struct partition_leadership {
   storage::log_config log_config;
 };
 
+// One log dir as DescribeLogDirs reports it (Kafka's ReplicaManager.describeLogDirs): its absolute path,
+// whether it is online, and the size in bytes of every partition log in it, by topic and partition (every
+// log of the dir, whether a replica of it is hosted or not).
+struct log_dir_description {
+  std::string path;
+  bool online = true;
+  std::map<std::string, std::map<int32_t, int64_t>> log_sizes;
+};
+
 class replica_manager {
  public:
   replica_manager(storage::log_manager& logs, replica_manager_options options);
@@ -77,6 +87,9 @@ class replica_manager {
   // Counts for the UnderReplicatedPartitions / UnderMinIsrPartitionCount metrics (led partitions only).
   int32_t under_replicated_count() const;
   int32_t under_min_isr_count() const;
+  // The log dirs of this node; only the partitions in `wanted` when given.
+  std::vector<log_dir_description> describe_log_dirs(
+      const std::optional<std::set<topic_partition>>& wanted) const;
 
  private:
   storage::log_manager& _logs;

@@ -22,6 +22,7 @@
 #include "mala/storage/leader_epoch_cache.h"
 #include "mala/storage/log_config.h"
 #include "mala/storage/log_segment.h"
+#include "mala/storage/record_validation.h"
 #include "mala/storage/segment_files.h"
 
 namespace mala::storage {
@@ -131,6 +132,9 @@ class partition_log {
   // gets its base offset and partition leader epoch stamped in place (the CRC does not cover them); with
   // LogAppendTime the timestamps are rewritten and the CRC recomputed.
   result<append_result> append_as_leader(std::span<uint8_t> records, int32_t leader_epoch);
+  // The same for a produced batch whose header was parsed on its way in (validate_produced_records): the
+  // header is not parsed again, and the stamping updates it along with the bytes.
+  result<append_result> append_as_leader(produced_batch& batch, int32_t leader_epoch);
   // Follower / replay append: offsets are already assigned and must start at log_end_offset().
   result<append_result> append_as_follower(std::span<const uint8_t> records);
 

@@ -54,6 +54,19 @@ bool record_contents_need_check(const protocol::record_batch_header& header,
 std::optional<record_validation_failure> validate_record_contents(std::span<const uint8_t> batch,
                                                                   const log_config& config, int64_t now_ms);
 
+// One batch of a Produce request (v3+: exactly one v2 batch per partition) whose framing was checked and
+// header parsed once, carried down to the log: its bytes (the request's own: the leader stamps its offsets in
+// place) and its header, which the leader's stamping keeps in step with the bytes.
+struct produced_batch {
+  std::span<uint8_t> bytes;
+  protocol::record_batch_header header;
+};
+
+// ProduceRequest.validateRecords for v3+ then validate_client_batch: a first batch whose size field is
+// impossible is CORRUPT_MESSAGE (Kafka's CorruptRecordException from the batch iterator); no whole batch, a
+// second one or another magic is INVALID_RECORD; then the batch rules for clients.
+result<produced_batch> validate_produced_records(std::span<uint8_t> records);
+
 // LogValidator.validateBatch for AppendOrigin.CLIENT: no control batches (only coordinators write transaction
 // markers), a record count that is positive and agrees with lastOffsetDelta, and a sequence number on every
 // batch that carries a producer id. INVALID_RECORD otherwise.

@@ -31,10 +31,10 @@ struct deletion {
   int64_t offset = 0;
 };
 
-// The home-shard part: delete on each leader, then (Kafka's DelayedDeleteRecords) wait until every low
-// watermark reached its requested offset, re-checking whenever one of the partitions changes (an append, a
-// follower's fetch reporting a new log start, a follower fenced).
-asio::awaitable<std::vector<std::pair<size_t, partition_result>>> delete_on_home_shard(
+// The part on the partitions' shard: delete on each leader, then (Kafka's DelayedDeleteRecords) wait until
+// every low watermark reached its requested offset, re-checking whenever one of the partitions changes (an
+// append, a follower's fetch reporting a new log start, a follower fenced).
+asio::awaitable<std::vector<std::pair<size_t, partition_result>>> delete_on_shard(
     const broker_services& services, std::vector<deletion> deletions, steady_clock::time_point deadline) {
   std::vector<std::pair<size_t, partition_result>> out;
   struct pending {
@@ -85,7 +85,7 @@ asio::awaitable<std::vector<std::pair<size_t, partition_result>>> delete_on_home
       for (auto& w : waits) out[w.answer].second.error_code = to_wire(error_code::request_timed_out);
       break;
     }
-    waiter_group group(waits.size(), 1);
+    replication::waiter_group group(waits.size(), 1);
     for (size_t i = 0; i < waits.size(); ++i) {
       auto hosted = hosted_partition(services, waits[i].topic, waits[i].partition);
       if (!hosted) continue;
@@ -127,11 +127,11 @@ asio::awaitable<std::optional<delete_records_handler::response>> delete_records_
     }
   }
 
-  if (!deletions.empty()) {
-    auto remove = [&services, d = std::move(deletions), deadline]() mutable {
-      return delete_on_home_shard(services, std::move(d), deadline);
+  for (auto& [shard, shard_deletions] : group_by_shard(services, std::move(deletions))) {
+    auto remove = [&services, d = std::move(shard_deletions), deadline]() mutable {
+      return delete_on_shard(services, std::move(d), deadline);
     };
-    auto answers = co_await on_home_shard_async(services, std::move(remove));
+    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(remove));
     slots.fill(resp, answers);
   }
   co_return resp;

@@ -2,8 +2,8 @@
 // (KAFKA_STORAGE_ERROR when offline), total and usable bytes of its file system (v4+), and the partitions it
 // holds with their size on disk, offset lag 0 (this node has no future replicas; a replica's high watermark
 // never exceeds its log end offset) and is_future false. Topics null means every partition; otherwise only
-// the partitions named (topics with none left are omitted). Reads the log manager on the home shard.
-// Mirrors Kafka's ReplicaManager.describeLogDirs.
+// the partitions named (topics with none left are omitted). Reads the log dirs through the replica manager on
+// the home shard. Mirrors Kafka's ReplicaManager.describeLogDirs.
 #pragma once
 
 #include <optional>

@@ -5,7 +5,7 @@
 
 #include "handlers/admin_common.h"
 #include "mala/raft/raft_node.h"
-#include "mala/storage/metadata_partition.h"
+#include "mala/raft/rpc_codec.h"
 
 namespace mala::broker::handlers {
 
@@ -22,7 +22,7 @@ int64_t steady_now_ms() {
 describe_quorum_handler::response describe_on_leader(const broker_services& services) {
   describe_quorum_handler::response resp;
   auto& topic = resp.topics.emplace_back();
-  topic.topic_name = std::string(storage::metadata_topic_name);
+  topic.topic_name = std::string(raft::metadata_topic_name);
   auto& p = topic.partitions.emplace_back();
   p.partition_index = 0;
   p.error_message = std::nullopt;
@@ -87,7 +87,7 @@ asio::awaitable<std::optional<describe_quorum_handler::response>> describe_quoru
   response resp;
   resp.error_message = std::nullopt;
   const bool asks_for_metadata =
-      req.topics.size() == 1 && req.topics[0].topic_name == storage::metadata_topic_name &&
+      req.topics.size() == 1 && req.topics[0].topic_name == raft::metadata_topic_name &&
       req.topics[0].partitions.size() == 1 && req.topics[0].partitions[0].partition_index == 0;
   if (!asks_for_metadata) {
     resp.error_code = to_wire(error_code::invalid_request);

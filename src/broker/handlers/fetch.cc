@@ -2,7 +2,6 @@
 
 #include "handlers/raft_common.h"
 #include "mala/raft/rpc_codec.h"
-#include "mala/storage/metadata_partition.h"
 
 #include <algorithm>
 #include <chrono>
@@ -31,7 +30,7 @@ struct fetch_params {
   int32_t max_bytes = 0;
 };
 
-// A partition the metadata knows, to be read on the home shard; `result` is its place in the answer.
+// A partition the metadata knows, to be read on its shard; `result` is its place in the answer.
 struct read_work {
   size_t result = 0;
   std::string topic;
@@ -45,7 +44,7 @@ struct read_answer {
   int64_t high_watermark = -1;
   int64_t last_stable_offset = -1;
   int64_t log_start_offset = -1;
-  std::optional<storage::file_slice> data;
+  std::optional<replication::file_slice> data;
   std::optional<replication::read_outcome::diverging_epoch> diverging;
   // A follower that reported a log start offset below ours: it must hear of the new one (DeleteRecords waits
   // for it to take it, and it must not lead with the deleted records).
@@ -134,17 +133,17 @@ bool can_answer(const std::vector<read_answer>& answers, const fetch_params& par
   return bytes >= params.min_bytes;
 }
 
-// The home-shard part: read, and while short of min_bytes park on every partition's data waiters until one
-// fires or max_wait_ms passes, then read again.
-asio::awaitable<std::vector<read_answer>> read_on_home_shard(const broker_services& services,
-                                                             std::vector<read_work> work, fetch_params params,
-                                                             steady_clock::time_point deadline) {
+// The part on the partitions' shard: read, and while short of min_bytes park on every partition's data
+// waiters until one fires or max_wait_ms passes, then read again.
+asio::awaitable<std::vector<read_answer>> read_on_shard(const broker_services& services,
+                                                        std::vector<read_work> work, fetch_params params,
+                                                        steady_clock::time_point deadline) {
   bool first_pass = true;
   while (true) {
     auto answers = read_all(services, work, params, first_pass);
     first_pass = false;
     if (can_answer(answers, params) || steady_clock::now() >= deadline) co_return answers;
-    waiter_group group(work.size(), 1);
+    replication::waiter_group group(work.size(), 1);
     for (size_t i = 0; i < work.size(); ++i) {
       auto hosted = hosted_partition(services, work[i].topic, work[i].partition);
       if (!hosted) continue;
@@ -173,7 +172,7 @@ namespace {
 bool is_raft_fetch(const fetch_handler::request& req, int16_t version) {
   if (req.topics.size() != 1) return false;
   const auto& t = req.topics.front();
-  return version >= 13 ? t.topic_id == raft::metadata_topic_id() : t.topic == storage::metadata_topic_name;
+  return version >= 13 ? t.topic_id == raft::metadata_topic_id() : t.topic == raft::metadata_topic_name;
 }
 
 asio::awaitable<std::optional<fetch_handler::response>> raft_fetch(request_context& ctx,
@@ -263,11 +262,13 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
   }
 
   fetch_reply reply;
-  if (!work.empty()) {
-    auto read = [&services, w = std::move(work), params, deadline]() mutable {
-      return read_on_home_shard(services, std::move(w), params, deadline);
+  // Each shard's partitions are read (and waited for) there in turn. Every partition is on one shard today,
+  // so the response's byte budget and the wait for any partition span the whole request, as in Kafka.
+  for (auto& [shard, shard_work] : group_by_shard(services, std::move(work))) {
+    auto read = [&services, w = std::move(shard_work), params, deadline]() mutable {
+      return read_on_shard(services, std::move(w), params, deadline);
     };
-    auto answers = co_await on_home_shard_async(services, std::move(read));
+    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(read));
     for (auto& a : answers) {
       auto& d = results[a.result].data;
       if (a.error != error_code::none) {

@@ -23,12 +23,12 @@ constexpr int64_t latest_tiered_timestamp = -5;
 bool timestamp_unsupported(int64_t timestamp, int16_t version) {
   if (timestamp >= 0) return false;
   switch (timestamp) {
-    case storage::latest_timestamp:
-    case storage::earliest_timestamp:
+    case replication::latest_timestamp:
+    case replication::earliest_timestamp:
       return version < 1;
-    case storage::max_timestamp_query:
+    case replication::max_timestamp_query:
       return version < 7;
-    case storage::earliest_local_timestamp:
+    case replication::earliest_local_timestamp:
       return version < 8;
     case latest_tiered_timestamp:
       return version < 9;
@@ -55,8 +55,8 @@ struct lookup {
   int32_t current_leader_epoch = -1;
 };
 
-// The home-shard part: Kafka's fetchOffsetForTimestamp on each leader.
-std::vector<std::pair<size_t, partition_response>> look_up_on_home_shard(
+// The part on the partitions' shard: Kafka's fetchOffsetForTimestamp on each leader.
+std::vector<std::pair<size_t, partition_response>> look_up_on_shard(
     const broker_services& services, const std::vector<lookup>& lookups,
     std::optional<replication::isolation_level> isolation, int16_t version) {
   std::vector<std::pair<size_t, partition_response>> out;
@@ -71,7 +71,7 @@ std::vector<std::pair<size_t, partition_response>> look_up_on_home_shard(
     if (l.current_leader_epoch >= 0) epoch = l.current_leader_epoch;
     if (l.timestamp == latest_tiered_timestamp) {
       // Without tiered storage Kafka answers no offset, with leader epoch -1; the leader checks still apply.
-      auto checked = (*hosted)->list_offset(storage::latest_timestamp, isolation, epoch);
+      auto checked = (*hosted)->list_offset(replication::latest_timestamp, isolation, epoch);
       if (!checked && checked.error().code != error_code::offset_not_available) {
         out.emplace_back(l.slot, error_response(l.partition, checked.error().code));
       } else {
@@ -139,12 +139,12 @@ asio::awaitable<std::optional<list_offsets_handler::response>> list_offsets_hand
     }
   }
 
-  if (!lookups.empty()) {
-    auto look_up = [&services, l = std::move(lookups), isolation,
+  for (auto& [shard, shard_lookups] : group_by_shard(services, std::move(lookups))) {
+    auto look_up = [&services, l = std::move(shard_lookups), isolation,
                     version]() -> asio::awaitable<std::vector<std::pair<size_t, partition_response>>> {
-      co_return look_up_on_home_shard(services, l, isolation, version);
+      co_return look_up_on_shard(services, l, isolation, version);
     };
-    auto answers = co_await on_home_shard_async(services, std::move(look_up));
+    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(look_up));
     slots.fill(resp, answers);
   }
   co_return resp;

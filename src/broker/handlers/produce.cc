@@ -12,7 +12,6 @@
 #include "handlers/data_path.h"
 #include "mala/common/logging.h"
 #include "mala/protocol/record_batch.h"
-#include "mala/storage/record_validation.h"
 
 namespace mala::broker::handlers {
 
@@ -35,40 +34,36 @@ partition_response error_response(int32_t index, error_code code) {
   return r;
 }
 
-// ProduceRequest.validateRecords for v3+: exactly one batch of magic 2. A first batch whose size field is
-// impossible is CORRUPT_MESSAGE (Kafka's CorruptRecordException from the batch iterator); no whole batch, a
-// second one or another magic is INVALID_RECORD. Then the batch rules for clients (control batches, counts,
-// sequences).
-status check_request_records(const proto::records_view& records) {
-  proto::batch_splitter splitter(records.bytes);
-  auto first = splitter.next();
-  if (!first) {
-    if (splitter.status() == proto::batch_status::too_short) {
-      return status::error(error_code::corrupt_message, "record batch size is smaller than a batch header");
-    }
-    return status::error(error_code::invalid_record,
-                         "Produce requests with version 3 and above must have at least one record batch per "
-                         "partition");
+// A partition's records as the request sent them, checked once (ProduceRequest.validateRecords and the batch
+// rules for clients): the batch to append, or the error to answer.
+struct checked_records {
+  result<replication::produced_batch> batch = status::error(error_code::unknown_server_error, "not checked");
+  bool in_request = true;  // false: not a view into the request buffer (refused rather than copied)
+};
+
+checked_records check_records(const request_context& ctx, const proto::records_view& records) {
+  checked_records out;
+  auto writable = ctx.writable(records.bytes);
+  if (writable.size() != records.bytes.size()) {
+    out.in_request = false;
+    return out;
   }
-  auto header = proto::parse_batch_header(*first);
-  if (!header || header->magic != proto::current_magic) {
-    return status::error(
-        error_code::invalid_record,
-        "Produce requests with version 3 and above are only allowed to contain record batches "
-        "with magic version 2");
-  }
-  if (splitter.next()) {
-    return status::error(error_code::invalid_record,
-                         "Produce requests with version 3 and above are only allowed to contain exactly one "
-                         "record batch per partition");
-  }
-  return storage::validate_client_batch(*header);
+  out.batch = replication::validate_produced_records(writable);
+  return out;
 }
 
-// Kafka's RequestUtils.hasTransactionalRecords.
-bool has_transactional_batches(const proto::produce_request& req) {
+// Kafka's RequestUtils.hasTransactionalRecords, over every partition entry of the request (`checked` parallel
+// to them): a checked batch answers from its header; the rest are split here.
+bool has_transactional_batches(const proto::produce_request& req,
+                               const std::vector<checked_records>& checked) {
+  size_t entry = 0;
   for (const auto& topic : req.topic_data) {
     for (const auto& p : topic.partition_data) {
+      const auto& c = checked[entry++];
+      if (c.batch) {
+        if (c.batch->header.is_transactional()) return true;
+        continue;
+      }
       proto::batch_splitter splitter(p.records.bytes);
       while (auto batch = splitter.next()) {
         auto header = proto::parse_batch_header(*batch);
@@ -79,14 +74,14 @@ bool has_transactional_batches(const proto::produce_request& req) {
   return false;
 }
 
-// One partition to append on the home shard; `slot` is its place in the answer.
+// One partition to append on its shard; `slot` is its place in the answer.
 struct append_work {
   size_t slot = 0;
   std::string topic;
   int32_t partition = 0;
-  // The request's own bytes (request_context::writable): the leader stamps offsets into them in place, and
-  // the connection keeps them until the request is answered.
-  std::span<uint8_t> records;
+  // Over the request's own bytes (request_context::writable): the leader stamps offsets into them in place,
+  // and the connection keeps them until the request is answered.
+  replication::produced_batch batch;
 };
 
 struct append_answer {
@@ -94,11 +89,11 @@ struct append_answer {
   partition_response data;
 };
 
-// The home-shard part: append every partition, then (acks=-1) wait until each one's high watermark passes its
-// last offset, or until the request's timeout.
-asio::awaitable<std::vector<append_answer>> append_on_home_shard(
-    const broker_services& services, std::vector<append_work> work, int16_t acks,
-    std::chrono::steady_clock::time_point deadline) {
+// The part on the partitions' shard: append every partition, then (acks=-1) wait until each one's high
+// watermark passes its last offset, or until the request's timeout.
+asio::awaitable<std::vector<append_answer>> append_on_shard(const broker_services& services,
+                                                            std::vector<append_work> work, int16_t acks,
+                                                            std::chrono::steady_clock::time_point deadline) {
   auto log = subsystem_logger("broker");
   std::vector<append_answer> answers;
   answers.reserve(work.size());
@@ -118,19 +113,15 @@ asio::awaitable<std::vector<append_answer>> append_on_home_shard(
       continue;
     }
     replication::partition* p = *hosted;
-    auto appended = p->append(w.records, acks);
+    auto produced = p->append(w.batch, acks);
+    auto& appended = produced.appended;
     if (!appended) {
       const error_code code = appended.error().code;
       a.data = error_response(w.partition, code);
-      if (code == error_code::invalid_timestamp || code == error_code::invalid_record) {
-        // A failed append stamped nothing, so the bytes are as the producer sent them: list the records at
-        // fault (KIP-467 RecordErrors) with Kafka's message.
-        if (auto failure =
-                storage::validate_record_contents(w.records, p->log().config(), now_ms(services))) {
-          a.data.error_message = failure->message;
-          for (auto& e : failure->record_errors) {
-            a.data.record_errors.push_back({e.batch_index, std::move(e.message)});
-          }
+      if (auto& failure = produced.record_errors) {
+        a.data.error_message = failure->message;
+        for (auto& e : failure->record_errors) {
+          a.data.record_errors.push_back({e.batch_index, std::move(e.message)});
         }
       }
       // A producer-state rejection says which sequence or epoch the partition expected: worth a line (an
@@ -155,7 +146,7 @@ asio::awaitable<std::vector<append_answer>> append_on_home_shard(
 
   if (!waits.empty()) {
     // Kafka's DelayedProduce: complete when every partition's high watermark reached its offset.
-    waiter_group group(waits.size(), waits.size());
+    replication::waiter_group group(waits.size(), waits.size());
     for (size_t i = 0; i < waits.size(); ++i) {
       auto handle =
           waits[i].partition->add_high_watermark_waiter(waits[i].required_offset, group.callback(i));
@@ -182,19 +173,26 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
   const bool acks_valid = req.acks == -1 || req.acks == 0 || req.acks == 1;
   const bool internal_allowed = ctx.header.client_id && *ctx.header.client_id == admin_client_id;
 
+  // Every partition entry's records are checked once, here; the batch goes down to the log as it was parsed.
+  std::vector<checked_records> checked;
+  for (const auto& topic : req.topic_data) {
+    for (const auto& p : topic.partition_data) checked.push_back(check_records(ctx, p.records));
+  }
   // One answer per partition, in the order the request first names them; a partition named twice takes its
   // last records (Kafka collects the request into a map by partition).
   struct slot {
     size_t topic_entry = 0;  // which response topic it is listed under
     int32_t partition = 0;
-    const proto::records_view* records = nullptr;
+    checked_records* records = nullptr;
     std::optional<partition_response> answer;
   };
   std::vector<slot> slots;
   std::vector<std::string> topic_names;
   std::map<std::pair<std::string, int32_t>, size_t> slot_of;
+  size_t entry_index = 0;
   for (const auto& topic : req.topic_data) {
     for (const auto& p : topic.partition_data) {
+      checked_records* records = &checked[entry_index++];
       auto [it, inserted] = slot_of.try_emplace({topic.name, p.index}, slots.size());
       if (inserted) {
         size_t entry = topic_names.size();
@@ -202,16 +200,16 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
           if (topic_names[i] == topic.name) entry = i;
         }
         if (entry == topic_names.size()) topic_names.push_back(topic.name);
-        slots.push_back({entry, p.index, &p.records, std::nullopt});
+        slots.push_back({entry, p.index, records, std::nullopt});
       } else {
-        slots[it->second].records = &p.records;
+        slots[it->second].records = records;
       }
     }
   }
 
   // Transactional batches need a transactional id the producer may write with (no authorizer: any); Kafka
   // refuses the whole request otherwise.
-  if (!req.transactional_id && has_transactional_batches(req)) {
+  if (!req.transactional_id && has_transactional_batches(req, checked)) {
     if (req.acks == 0) {
       ctx.close_reason = "acks=0 produce refused: transactional batches without a transactional id";
       co_return std::nullopt;
@@ -239,8 +237,8 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     }
     // KafkaApis validates the records first; ReplicaManager.appendRecords then checks acks, and
     // appendToLocalLog internal topics.
-    if (auto st = check_request_records(*s.records); !st.ok()) {
-      s.answer = error_response(s.partition, st.code);
+    if (s.records->in_request && !s.records->batch) {
+      s.answer = error_response(s.partition, s.records->batch.error().code);
       continue;
     }
     if (!acks_valid) {
@@ -251,23 +249,24 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
       s.answer = error_response(s.partition, error_code::invalid_topic_exception);
       continue;
     }
-    auto records = ctx.writable(s.records->bytes);
-    if (records.size() != s.records->bytes.size()) {
+    if (!s.records->in_request) {
       // Not a view into the request (cannot happen with the generated decoder): refused rather than copied.
       subsystem_logger("broker")->error("produce to {}-{}: records outside the request buffer", topic,
                                         s.partition);
       s.answer = error_response(s.partition, error_code::unknown_server_error);
       continue;
     }
-    work.push_back({i, topic, s.partition, records});
+    work.push_back({i, topic, s.partition, *s.records->batch});
   }
 
-  if (!work.empty()) {
-    const int16_t acks = req.acks;
-    auto append = [&services, w = std::move(work), acks, deadline]() mutable {
-      return append_on_home_shard(services, std::move(w), acks, deadline);
+  // Each shard's partitions are appended (and, acks=-1, waited for) there in turn; every partition is on one
+  // shard today.
+  const int16_t acks = req.acks;
+  for (auto& [shard, shard_work] : group_by_shard(services, std::move(work))) {
+    auto append = [&services, w = std::move(shard_work), acks, deadline]() mutable {
+      return append_on_shard(services, std::move(w), acks, deadline);
     };
-    auto answers = co_await on_home_shard_async(services, std::move(append));
+    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
     for (auto& a : answers) slots[a.slot].answer = std::move(a.data);
   }
 

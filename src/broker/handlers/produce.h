@@ -6,12 +6,12 @@
 //   NOT_LEADER_OR_FOLLOWER (with the current leader and its endpoint from v10, KIP-951), an internal topic
 //   INVALID_TOPIC_EXCEPTION unless the client id is "__admin_client";
 // - v3+ records must be exactly one magic-2 batch (INVALID_RECORD), and a client may not write control
-//   batches or leave out the sequence of an idempotent batch (storage::validate_client_batch);
+//   batches or leave out the sequence of an idempotent batch (replication::validate_produced_records, which
+//   parses the batch header once; partition::append takes the parsed batch down to the log);
 // - idempotent producers: INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, and a retried batch answered
 //   with its original base offset without being written again;
 // - storage errors (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
-// INVALID_TIMESTAMP
-//   with RecordErrors and ErrorMessage, KAFKA_STORAGE_ERROR), NOT_ENOUGH_REPLICAS;
+//   INVALID_TIMESTAMP with RecordErrors and ErrorMessage, KAFKA_STORAGE_ERROR), NOT_ENOUGH_REPLICAS;
 // - acks=-1 waits up to timeout_ms for the high watermark to pass each partition's last offset
 //   (REQUEST_TIMED_OUT, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below min.insync.replicas);
 // - acks=0 gets no response at all.

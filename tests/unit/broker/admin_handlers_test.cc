@@ -42,6 +42,7 @@
 #include "mala/protocol/messages/init_producer_id_request.h"
 #include "mala/protocol/messages/init_producer_id_response.h"
 #include "mala/protocol/record_batch.h"
+#include "mala/replication/replica_manager.h"
 #include "mala/storage/log_manager.h"
 #include "support/local_metadata_log.h"
 
@@ -862,7 +863,8 @@ TEST_F(admin_handlers_test, describe_log_dirs_lists_dirs_and_partitions) {
   auto opened = storage::log_manager::open(std::move(options));
   ASSERT_TRUE(opened.ok()) << opened.error().message;
   logs = std::move(opened.value());
-  services.logs = logs.get();
+  replication::replica_manager replicas(*logs, {});
+  services.replicas = &replicas;
   const uuid id = uuid::random();
   for (int32_t p = 0; p < 3; ++p) ASSERT_TRUE(logs->create({"logs", p}, id, {}).ok());
   auto* log = logs->get({"logs", 0});

@@ -126,7 +126,6 @@ class produce_fetch_test : public ::testing::Test {
     services.shards = _pool.get();
     services.home_shard = 0;
     services.replicas = _replicas.get();
-    services.logs = _logs.get();
     services.fetch_sessions = _sessions.get();
     services.clock_ms = [this] { return _now.load(); };
     _dispatcher = std::make_unique<broker_dispatcher>(services);

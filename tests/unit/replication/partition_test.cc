@@ -81,9 +81,10 @@ class partition_test : public testing::log_dir_fixture {
     return std::make_unique<partition>(*log, uuid::random(), o);
   }
 
-  // One round of the follower fetcher on node `id` against `leader`, as src/broker/follower_fetcher.cc and
-  // the Fetch handler do it: the leader reads and records the fetch (log end and log start the follower
-  // sent), then the follower appends what came and takes the leader's high watermark and log start offset.
+  // One round of the follower fetcher on node `id` against `leader`, as
+  // src/replication/driver/follower_fetcher.cc and the Fetch handler do it: the leader reads and records the
+  // fetch (log end and log start the follower sent), then the follower appends what came and takes the
+  // leader's high watermark and log start offset.
   void replicate(partition& leader, partition& follower, int32_t id) {
     const int64_t offset = follower.log_end_offset();
     auto r = read_ok(leader, replica_read(id, offset));
@@ -805,6 +806,46 @@ TEST_F(partition_test, a_recovering_leader_asks_to_be_recovered) {
   auto next = p.propose_isr_change(_now, everyone);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->new_isr, (std::vector<int32_t>{self, 2}));
+}
+
+TEST_F(partition_test, a_produced_batch_is_appended_as_checked) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
+  append_ok(p, 2, 1);
+  auto bytes = make_batch(3);
+  auto produced = validate_produced_records(bytes);
+  ASSERT_TRUE(produced.ok()) << produced.error().message;
+  auto out = p.append(*produced, -1);
+  ASSERT_TRUE(out.appended.ok()) << out.appended.error().message;
+  EXPECT_FALSE(out.record_errors);
+  EXPECT_EQ(out.appended->appended.first_offset, 2);
+  EXPECT_EQ(out.appended->appended.last_offset, 4);
+  EXPECT_TRUE(out.appended->done);
+  EXPECT_EQ(produced->header.base_offset, 2);
+  EXPECT_EQ(p.log_end_offset(), 5);
+  EXPECT_EQ(p.high_watermark(), 5);
+}
+
+TEST_F(partition_test, a_refused_produced_batch_lists_its_records_at_fault) {
+  storage::log_config config;
+  config.message_timestamp_after_max_ms = 1000;
+  auto& p = make(config);
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
+  _now = start_ms;
+  auto bytes = make_batch(3, start_ms);  // timestamps start_ms, +1, +2: all within the bounds
+  auto late = make_batch(2, start_ms + 10'000);
+  auto produced = validate_produced_records(late);
+  ASSERT_TRUE(produced.ok());
+  auto out = p.append(*produced, 1);
+  ASSERT_FALSE(out.appended.ok());
+  EXPECT_EQ(out.appended.error().code, error_code::invalid_timestamp);
+  ASSERT_TRUE(out.record_errors);
+  ASSERT_EQ(out.record_errors->record_errors.size(), 2u);
+  EXPECT_EQ(out.record_errors->record_errors[1].batch_index, 1);
+  EXPECT_EQ(p.log_end_offset(), 0);
+  auto good = validate_produced_records(bytes);
+  ASSERT_TRUE(good.ok());
+  EXPECT_TRUE(p.append(*good, 1).appended.ok());
 }
 
 }  // namespace

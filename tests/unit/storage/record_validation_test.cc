@@ -134,28 +134,89 @@ TEST(record_validation_test, client_batch_rules) {
   EXPECT_EQ(validate_client_batch(header(bad_delta)).code, error_code::invalid_record);
 }
 
-TEST(record_validation_test, partition_log_refuses_the_whole_append) {
-  auto root = std::filesystem::temp_directory_path() /
-              ("mala-record-validation-test-" + std::to_string(std::random_device{}()));
-  {
+// orders-0 in a fresh temporary directory, its clock at now_ms; the directory goes with it.
+struct temp_log {
+  std::filesystem::path root = std::filesystem::temp_directory_path() /
+                               ("mala-record-validation-test-" + std::to_string(std::random_device{}()));
+  result<std::unique_ptr<partition_log>> log = open();
+  ~temp_log() {
+    if (log.ok()) log->reset();
+    std::filesystem::remove_all(root);
+  }
+  result<std::unique_ptr<partition_log>> open() {
     log_open_options o;
     o.clock_ms = [] { return now_ms; };
-    auto log = partition_log::open(root / "orders-0", {"orders", 0}, log_config{}, std::move(o));
-    ASSERT_TRUE(log.ok()) << log.error().message;
-    auto good = batch({now_ms});
-    auto bad = batch({now_ms + 2 * hour_ms});
-    std::vector<uint8_t> both = good;
-    both.insert(both.end(), bad.begin(), bad.end());
-    auto appended = (*log)->append_as_leader(both, 0);
-    ASSERT_FALSE(appended.ok());
-    EXPECT_EQ(appended.error().code, error_code::invalid_timestamp);
-    EXPECT_EQ((*log)->log_end_offset(), 0);
-    // Replicas do not re-check what their leader accepted.
-    proto::stamp_base_offset(bad, 0);
-    EXPECT_TRUE((*log)->append_as_follower(bad).ok());
-    ASSERT_TRUE((*log)->close().ok());
+    return partition_log::open(root / "orders-0", {"orders", 0}, log_config{}, std::move(o));
   }
-  std::filesystem::remove_all(root);
+};
+
+TEST(record_validation_test, produced_records_are_one_client_batch) {
+  auto good = batch({now_ms, now_ms + 1});
+  auto checked = validate_produced_records(good);
+  ASSERT_TRUE(checked.ok()) << checked.error().message;
+  EXPECT_EQ(checked->bytes.data(), good.data());
+  EXPECT_EQ(checked->bytes.size(), good.size());
+  EXPECT_EQ(checked->header.record_count, 2);
+  EXPECT_EQ(checked->header.crc, proto::parse_batch_header(good)->crc);
+
+  std::vector<uint8_t> none;
+  EXPECT_EQ(validate_produced_records(none).error().code, error_code::invalid_record);
+  std::vector<uint8_t> two = good;
+  two.insert(two.end(), good.begin(), good.end());
+  EXPECT_EQ(validate_produced_records(two).error().code, error_code::invalid_record);
+  std::vector<uint8_t> short_size = good;
+  short_size[11] = 10;  // batchLength below a header's
+  short_size[10] = short_size[9] = short_size[8] = 0;
+  EXPECT_EQ(validate_produced_records(short_size).error().code, error_code::corrupt_message);
+  std::vector<uint8_t> old_magic = good;
+  old_magic[proto::batch_layout::magic] = 1;
+  EXPECT_EQ(validate_produced_records(old_magic).error().code, error_code::invalid_record);
+  proto::record_batch_builder control;
+  const std::string v = "v";
+  control.control().add(now_ms, std::nullopt, std::optional(bytes_of(v)));
+  auto control_bytes = control.build();
+  EXPECT_EQ(validate_produced_records(control_bytes).error().code, error_code::invalid_record);
+}
+
+TEST(record_validation_test, a_produced_batch_is_stamped_with_its_header) {
+  temp_log t;
+  ASSERT_TRUE(t.log.ok()) << t.log.error().message;
+  auto& log = t.log;
+  auto first = batch({now_ms});
+  ASSERT_TRUE((*log)->append_as_leader(first, 3).ok());
+  auto second = batch({now_ms, now_ms + 5});
+  auto produced = validate_produced_records(second);
+  ASSERT_TRUE(produced.ok());
+  auto appended = (*log)->append_as_leader(*produced, 4);
+  ASSERT_TRUE(appended.ok()) << appended.error().message;
+  EXPECT_EQ(appended->first_offset, 1);
+  EXPECT_EQ(appended->last_offset, 2);
+  const auto stamped = *proto::parse_batch_header(second);
+  EXPECT_EQ(stamped.base_offset, 1);
+  EXPECT_EQ(stamped.partition_leader_epoch, 4);
+  EXPECT_EQ(produced->header.base_offset, stamped.base_offset);
+  EXPECT_EQ(produced->header.partition_leader_epoch, stamped.partition_leader_epoch);
+  EXPECT_EQ(produced->header.max_timestamp, stamped.max_timestamp);
+  EXPECT_EQ(produced->header.crc, stamped.crc);
+  ASSERT_TRUE((*log)->close().ok());
+}
+
+TEST(record_validation_test, partition_log_refuses_the_whole_append) {
+  temp_log t;
+  ASSERT_TRUE(t.log.ok()) << t.log.error().message;
+  auto& log = t.log;
+  auto good = batch({now_ms});
+  auto bad = batch({now_ms + 2 * hour_ms});
+  std::vector<uint8_t> both = good;
+  both.insert(both.end(), bad.begin(), bad.end());
+  auto appended = (*log)->append_as_leader(both, 0);
+  ASSERT_FALSE(appended.ok());
+  EXPECT_EQ(appended.error().code, error_code::invalid_timestamp);
+  EXPECT_EQ((*log)->log_end_offset(), 0);
+  // Replicas do not re-check what their leader accepted.
+  proto::stamp_base_offset(bad, 0);
+  EXPECT_TRUE((*log)->append_as_follower(bad).ok());
+  ASSERT_TRUE((*log)->close().ok());
 }
 
 TEST(record_validation_test, roll_listener_sees_the_new_segment_base_offset) {

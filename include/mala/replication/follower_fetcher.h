@@ -6,8 +6,8 @@
 //
 // Which partitions: every poll_interval_ms the replica manager is scanned for follower replicas; they are
 // grouped by leader node and, within a leader, by fetcher id (Kafka's getFetcherId over num.replica.fetchers,
-// default 1), and each (leader, fetcher id) gets one fetch loop, all on the home shard (Kafka runs each
-// fetcher on a thread of its own). A loop re-reads its partition set before every request,
+// default 1), and each (leader, fetcher id) gets one fetch loop, all on the fetcher's shard (Kafka runs
+// each fetcher on a thread of its own). A loop re-reads its partition set before every request,
 // so a partition whose leader changed, or that stopped being a follower, is dropped by the next request, and
 // a loop with no partitions ends.
 //
@@ -25,7 +25,8 @@
 // OffsetsForLeaderEpoch for leaders below Fetch v12 (every Mala node serves v17), fetch sessions (every
 // request is a full, sessionless fetch), throttling.
 //
-// Threads: everything runs on one io_context, the replicas' home shard (shard 0); the object and the replica
+// Threads: one fetcher per shard, for the follower replicas replica_placement::shard_of puts there (today
+// one, on shard 0, for all of them); everything runs on that shard's io_context. The object and the replica
 // manager must outlive the loops, so stop() (which closes the fetcher's own peer_client and wakes the
 // timers) comes before the io_context stops, and the object is destroyed after the context's thread ended.
 #pragma once
@@ -42,8 +43,9 @@
 #include "mala/metadata/metadata_image.h"
 #include "mala/net/peer_client.h"
 #include "mala/replication/replica_manager.h"
+#include "mala/replication/replica_placement.h"
 
-namespace mala::broker {
+namespace mala::replication {
 
 struct follower_fetcher_options {
   int32_t node_id = 0;
@@ -58,12 +60,14 @@ struct follower_fetcher_options {
   int32_t request_timeout_ms = 30'000;        // replica.socket.timeout.ms (added to max_wait_ms)
   int32_t poll_interval_ms = 100;             // how often the follower replicas are re-read
   int32_t fetchers_per_leader = 1;            // num.replica.fetchers
+  size_t shard = 0;                           // the shard it runs on: it follows the partitions placed there
+  replica_placement placement;
 };
 
 class follower_fetcher {
  public:
-  follower_fetcher(asio::io_context& io, replication::replica_manager& replicas,
-                   const metadata::metadata_cache& metadata, follower_fetcher_options options);
+  follower_fetcher(asio::io_context& io, replica_manager& replicas, const metadata::metadata_cache& metadata,
+                   follower_fetcher_options options);
   ~follower_fetcher();
   follower_fetcher(const follower_fetcher&) = delete;
   follower_fetcher& operator=(const follower_fetcher&) = delete;
@@ -85,22 +89,24 @@ class follower_fetcher {
   // One fetcher: the partitions led by `leader` whose fetcher id (fetcher_id_of) is `fetcher`.
   asio::awaitable<void> fetch_from(int32_t leader, int32_t fetcher, std::shared_ptr<shared_state> state,
                                    std::shared_ptr<loop_state> loop);
-  asio::awaitable<std::optional<int64_t>> list_offset(net::peer_address to, storage::topic_partition tp,
+  asio::awaitable<std::optional<int64_t>> list_offset(net::peer_address to, topic_partition tp,
                                                       int32_t leader_epoch, int64_t timestamp);
   // Starts a loop for every leader of a local follower replica that has none.
   void start_missing_loops();
+  // The replica of `tp` if it is placed on this fetcher's shard and follows another node.
+  partition* follower_replica(const topic_partition& tp) const;
 
   asio::io_context& _io;
-  replication::replica_manager& _replicas;
+  replica_manager& _replicas;
   const metadata::metadata_cache& _metadata;
   follower_fetcher_options _options;
   net::peer_client _client;
   std::shared_ptr<shared_state> _state;
   // Kafka's AbstractFetcherManager.getFetcherId: abs(31 * topic.hashCode() + partition) %
   // num.replica.fetchers.
-  int32_t fetcher_id_of(const storage::topic_partition& tp) const;
+  int32_t fetcher_id_of(const topic_partition& tp) const;
   std::map<std::pair<int32_t, int32_t>, std::shared_ptr<loop_state>>
       _loops;  // by (leader node id, fetcher id)
 };
 
-}  // namespace mala::broker
+}  // namespace mala::replication

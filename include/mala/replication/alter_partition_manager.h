@@ -11,21 +11,34 @@
 // controlled shutdown (Kafka's isReplicaIsrEligible), sent with its broker epoch so the controller can refuse
 // a replica that restarted since (INELIGIBLE_REPLICA).
 //
-// Threads: runs on the replicas' home shard (shard 0); stop() before that io_context stops.
+// Threads: one manager per shard, for the partitions replica_placement::shard_of puts there (today one, on
+// shard 0, for all of them); it runs on that shard's io_context and must be stopped before it stops.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include <asio/awaitable.hpp>
 #include <asio/io_context.hpp>
 
-#include "mala/broker/controller_channel.h"
 #include "mala/metadata/metadata_image.h"
+#include "mala/protocol/messages/alter_partition_request.h"
+#include "mala/protocol/messages/alter_partition_response.h"
 #include "mala/replication/replica_manager.h"
+#include "mala/replication/replica_placement.h"
 
-namespace mala::broker {
+namespace mala::replication {
+
+// The AlterPartition version the leader speaks (v3: topic ids and NewIsrWithEpochs, KIP-903).
+inline constexpr int16_t alter_partition_version = 3;
+
+// Sends one AlterPartition request to the active controller and returns its answer; nullopt when no
+// controller answered.
+using alter_partition_sender =
+    std::function<asio::awaitable<std::optional<protocol::alter_partition_response>>(
+        const protocol::alter_partition_request&)>;
 
 struct alter_partition_manager_options {
   int32_t node_id = 0;
@@ -33,12 +46,14 @@ struct alter_partition_manager_options {
   // This broker's epoch (from its registration); < 0 while not registered (nothing is sent).
   std::function<int64_t()> broker_epoch;
   std::function<int64_t()> clock_ms;  // wall clock; the system clock when unset
+  size_t shard = 0;                   // the shard it runs on: it handles the partitions placed there
+  replica_placement placement;
 };
 
 class alter_partition_manager {
  public:
-  alter_partition_manager(asio::io_context& io, replication::replica_manager& replicas,
-                          const metadata::metadata_cache& metadata, controller_channel& controller,
+  alter_partition_manager(asio::io_context& io, replica_manager& replicas,
+                          const metadata::metadata_cache& metadata, alter_partition_sender send,
                           alter_partition_manager_options options);
   alter_partition_manager(const alter_partition_manager&) = delete;
   alter_partition_manager& operator=(const alter_partition_manager&) = delete;
@@ -55,11 +70,11 @@ class alter_partition_manager {
   int64_t now_ms() const;
 
   asio::io_context& _io;
-  replication::replica_manager& _replicas;
+  replica_manager& _replicas;
   const metadata::metadata_cache& _metadata;
-  controller_channel& _controller;
+  alter_partition_sender _send;
   alter_partition_manager_options _options;
   std::shared_ptr<shared_state> _state;
 };
 
-}  // namespace mala::broker
+}  // namespace mala::replication

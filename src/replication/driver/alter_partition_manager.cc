@@ -1,4 +1,4 @@
-#include "mala/broker/alter_partition_manager.h"
+#include "mala/replication/alter_partition_manager.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,14 +14,9 @@
 #include <asio/use_awaitable.hpp>
 
 #include "mala/common/logging.h"
-#include "mala/controller/quorum_controller.h"
-#include "mala/protocol/messages/alter_partition_request.h"
-#include "mala/protocol/messages/alter_partition_response.h"
 
-namespace mala::broker {
+namespace mala::replication {
 namespace {
-
-constexpr int16_t alter_partition_version = 3;
 
 bool isr_eligible(const metadata::metadata_image& image, int32_t id) {
   auto it = image.brokers.find(id);
@@ -35,14 +30,14 @@ int64_t broker_epoch_of(const metadata::metadata_image& image, int32_t id) {
 
 }  // namespace
 
-alter_partition_manager::alter_partition_manager(asio::io_context& io, replication::replica_manager& replicas,
+alter_partition_manager::alter_partition_manager(asio::io_context& io, replica_manager& replicas,
                                                  const metadata::metadata_cache& metadata,
-                                                 controller_channel& controller,
+                                                 alter_partition_sender send,
                                                  alter_partition_manager_options options)
     : _io(io),
       _replicas(replicas),
       _metadata(metadata),
-      _controller(controller),
+      _send(std::move(send)),
       _options(std::move(options)),
       _state(std::make_shared<shared_state>()) {}
 
@@ -84,8 +79,9 @@ asio::awaitable<void> alter_partition_manager::send_round() {
   request.broker_epoch = broker_epoch;
   std::map<std::string, size_t> topic_index;  // by name
   std::vector<std::pair<uuid, std::string>> topic_names;
-  std::vector<storage::topic_partition> proposed;
+  std::vector<topic_partition> proposed;
   for (const auto& tp : _replicas.partitions()) {
+    if (_options.placement.shard_of(tp) != _options.shard) continue;
     auto* p = _replicas.get(tp);
     if (!p || !p->is_leader()) continue;
     auto proposal = p->propose_isr_change(now, eligible);
@@ -112,33 +108,27 @@ asio::awaitable<void> alter_partition_manager::send_round() {
   }
   if (proposed.empty()) co_return;
 
-  // A named callable (GCC bug 100611: a prvalue argument of a coroutine may be destroyed twice).
-  auto local = [&request](controller::quorum_controller& c) {
-    return c.alter_partition(request, alter_partition_version);
-  };
-  auto answer =
-      co_await _controller.call<protocol::alter_partition_response>(request, alter_partition_version,
-                                                                    /*may_forward=*/true, local);
+  auto answer = co_await _send(request);
   if (_state->stopped) co_return;
-  std::map<storage::topic_partition, replication::isr_change_answer> answers;
+  std::map<topic_partition, isr_change_answer> answers;
   error_code request_error = error_code::none;
-  if (!answer.ok()) {
+  if (!answer) {
     request_error = error_code::not_controller;
-  } else if (answer.response->error_code != 0) {
-    request_error = static_cast<error_code>(answer.response->error_code);
+  } else if (answer->error_code != 0) {
+    request_error = static_cast<error_code>(answer->error_code);
   } else {
-    for (const auto& topic : answer.response->topics) {
+    for (const auto& topic : answer->topics) {
       auto name = std::find_if(topic_names.begin(), topic_names.end(),
                                [&topic](const auto& t) { return t.first == topic.topic_id; });
       if (name == topic_names.end()) continue;
       for (const auto& part : topic.partitions) {
-        replication::isr_change_answer a;
+        isr_change_answer a;
         a.error = static_cast<error_code>(part.error_code);
         a.leader_epoch = part.leader_epoch;
         a.partition_epoch = part.partition_epoch;
         a.isr = part.isr;
         a.leader_recovery_state = part.leader_recovery_state;
-        answers[storage::topic_partition{name->second, part.partition_index}] = std::move(a);
+        answers[topic_partition{name->second, part.partition_index}] = std::move(a);
       }
     }
   }
@@ -150,7 +140,7 @@ asio::awaitable<void> alter_partition_manager::send_round() {
   for (const auto& tp : proposed) {
     auto* p = _replicas.get(tp);
     if (!p) continue;
-    replication::isr_change_answer a;
+    isr_change_answer a;
     if (auto it = answers.find(tp); it != answers.end()) {
       a = it->second;
     } else {
@@ -160,4 +150,4 @@ asio::awaitable<void> alter_partition_manager::send_round() {
   }
 }
 
-}  // namespace mala::broker
+}  // namespace mala::replication

@@ -1,8 +1,8 @@
-#include "mala/coordinator/group_placement.h"
+#include "mala/common/java_hash.h"
 
 #include <cstddef>
 
-namespace mala::coordinator {
+namespace mala {
 
 namespace {
 
@@ -69,4 +69,4 @@ int32_t java_string_hash(std::string_view s) {
   return static_cast<int32_t>(h);
 }
 
-}  // namespace mala::coordinator
+}  // namespace mala

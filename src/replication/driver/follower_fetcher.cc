@@ -1,6 +1,4 @@
-#include "mala/broker/follower_fetcher.h"
-
-#include "mala/coordinator/group_placement.h"
+#include "mala/replication/follower_fetcher.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +13,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "mala/common/error_code.h"
+#include "mala/common/java_hash.h"
 #include "mala/common/logging.h"
 #include "mala/protocol/messages/fetch_request.h"
 #include "mala/protocol/messages/fetch_response.h"
@@ -24,12 +23,12 @@
 #include "mala/protocol/wire.h"
 
 // GCC 12 takes asio coroutine frames for mismatched allocations (GCC bug 109224; see
-// src/broker/handlers/data_path.h).
+// include/mala/replication/delayed_operation.h).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
-namespace mala::broker {
+namespace mala::replication {
 
 namespace {
 
@@ -40,10 +39,8 @@ using steady_clock = std::chrono::steady_clock;
 constexpr int16_t fetch_version = proto::fetch_request::max_version;
 // ListOffsets v9 (flexible; v10 only adds TimeoutMs).
 constexpr int16_t list_offsets_version = 9;
-constexpr int64_t earliest_timestamp = -2;
-constexpr int64_t latest_timestamp = -1;
 
-std::string describe(const storage::topic_partition& tp) {
+std::string describe(const topic_partition& tp) {
   return tp.topic + "-" + std::to_string(tp.partition);
 }
 
@@ -81,7 +78,7 @@ std::optional<net::peer_address> endpoint_of(const metadata::metadata_image& ima
 // an answer is applied only if the replica is still a follower of the same leader in the same epoch, with
 // its log end where the request started.
 struct sent_partition {
-  storage::topic_partition tp;
+  topic_partition tp;
   int64_t fetch_offset = 0;
   int32_t leader_epoch = 0;
 };
@@ -92,14 +89,14 @@ struct follower_fetcher::loop_state {
   explicit loop_state(asio::io_context& io) : timer(io) {}
   asio::steady_timer timer;
   // Partitions answered with a retriable error: not fetched again before this time.
-  std::map<storage::topic_partition, steady_clock::time_point> delayed;
+  std::map<topic_partition, steady_clock::time_point> delayed;
   // FENCED_LEADER_EPOCH: our leader epoch is older than the leader's; skipped until the metadata gives this
   // replica another epoch (Kafka's onPartitionFenced removes it until the next leader change).
-  std::map<storage::topic_partition, int32_t> fenced;
+  std::map<topic_partition, int32_t> fenced;
   bool failing = false;  // the last request failed (log the first failure and the recovery only)
 };
 
-follower_fetcher::follower_fetcher(asio::io_context& io, replication::replica_manager& replicas,
+follower_fetcher::follower_fetcher(asio::io_context& io, replica_manager& replicas,
                                    const metadata::metadata_cache& metadata, follower_fetcher_options options)
     : _io(io),
       _replicas(replicas),
@@ -131,10 +128,17 @@ asio::awaitable<void> follower_fetcher::poll(std::shared_ptr<shared_state> state
   }
 }
 
+partition* follower_fetcher::follower_replica(const topic_partition& tp) const {
+  if (_options.placement.shard_of(tp) != _options.shard) return nullptr;
+  auto* p = _replicas.get(tp);
+  if (!p || p->is_leader()) return nullptr;
+  return p;
+}
+
 void follower_fetcher::start_missing_loops() {
   for (const auto& tp : _replicas.partitions()) {
-    auto* p = _replicas.get(tp);
-    if (!p || p->is_leader() || p->leader_id() < 0 || p->leader_id() == _options.node_id) continue;
+    auto* p = follower_replica(tp);
+    if (!p || p->leader_id() < 0 || p->leader_id() == _options.node_id) continue;
     const int32_t leader = p->leader_id();
     const int32_t fetcher = fetcher_id_of(tp);
     if (_loops.contains({leader, fetcher})) continue;
@@ -148,7 +152,7 @@ void follower_fetcher::start_missing_loops() {
 // Kafka's fetchEarliestOffsetFromLeader / fetchLatestOffsetFromLeader: ListOffsets as a replica (ReplicaId =
 // node.id, so the latest offset is the leader's log end, not its high watermark).
 asio::awaitable<std::optional<int64_t>> follower_fetcher::list_offset(net::peer_address to,
-                                                                      storage::topic_partition tp,
+                                                                      topic_partition tp,
                                                                       int32_t leader_epoch,
                                                                       int64_t timestamp) {
   const int32_t timeout_ms = _options.max_wait_ms + _options.request_timeout_ms;
@@ -181,12 +185,12 @@ asio::awaitable<std::optional<int64_t>> follower_fetcher::list_offset(net::peer_
   co_return std::nullopt;
 }
 
-int32_t follower_fetcher::fetcher_id_of(const storage::topic_partition& tp) const {
+int32_t follower_fetcher::fetcher_id_of(const topic_partition& tp) const {
   const int32_t n = std::max(1, _options.fetchers_per_leader);
   if (n == 1) return 0;
-  const auto h = static_cast<int32_t>(31u * static_cast<uint32_t>(coordinator::java_string_hash(tp.topic)) +
+  const auto h = static_cast<int32_t>(31u * static_cast<uint32_t>(java_string_hash(tp.topic)) +
                                       static_cast<uint32_t>(tp.partition));
-  return coordinator::kafka_abs(h) % n;
+  return kafka_abs(h) % n;
 }
 
 asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetcher,
@@ -212,8 +216,8 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
     std::vector<std::vector<sent_partition>> sent;
     bool any_follower = false;
     for (const auto& tp : _replicas.partitions()) {
-      auto* p = _replicas.get(tp);
-      if (!p || p->is_leader() || p->leader_id() != leader || fetcher_id_of(tp) != fetcher) continue;
+      auto* p = follower_replica(tp);
+      if (!p || p->leader_id() != leader || fetcher_id_of(tp) != fetcher) continue;
       any_follower = true;
       if (!p->load_status().ok() || p->log().is_offline()) continue;
       if (auto f = loop->fenced.find(tp); f != loop->fenced.end()) {
@@ -307,8 +311,8 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
           return x.tp.partition == part.partition_index;
         });
         if (match == s.end()) continue;
-        auto* p = _replicas.get(match->tp);
-        if (!p || p->is_leader() || p->leader_id() != leader || p->leader_epoch() != match->leader_epoch ||
+        auto* p = follower_replica(match->tp);
+        if (!p || p->leader_id() != leader || p->leader_epoch() != match->leader_epoch ||
             p->log_end_offset() != match->fetch_offset) {
           continue;  // the replica changed while the fetch was in flight
         }
@@ -380,8 +384,8 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
         leader_start = co_await list_offset(address, oor.tp, oor.leader_epoch, earliest_timestamp);
         if (state->stopped) co_return;
       }
-      auto* p = _replicas.get(oor.tp);
-      if (!p || p->is_leader() || p->leader_id() != leader || p->leader_epoch() != oor.leader_epoch) continue;
+      auto* p = follower_replica(oor.tp);
+      if (!p || p->leader_id() != leader || p->leader_epoch() != oor.leader_epoch) continue;
       status st = status::success();
       if (!leader_end || !leader_start) {
         loop->delayed[oor.tp] = steady_clock::now() + std::chrono::milliseconds(_options.backoff_ms);
@@ -408,4 +412,4 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
   log->info("replica fetcher {} for leader {} stopped: no partition follows it", fetcher, leader);
 }
 
-}  // namespace mala::broker
+}  // namespace mala::replication

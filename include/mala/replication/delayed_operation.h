@@ -1,0 +1,80 @@
+// Kafka's delayed-operation purgatories, for requests that wait on partitions: waiter_group parks a request
+// (acks=all Produce, Fetch short of fetch.min.bytes, DeleteRecords) on waiters of one or more partitions
+// until they fire or a deadline passes, and run_on_shard_async takes the work to the shard that owns the
+// partitions (replica_placement::shard_of) and back.
+//
+// Threads: a waiter_group lives on the shard owning the partitions it waits on; run_on_shard_async is called
+// from any shard.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "mala/common/error_code.h"
+#include "mala/net/shard_pool.h"
+#include "mala/replication/partition.h"
+
+// GCC 12 takes the frames of asio's coroutines (allocated and freed by awaitable_frame_base's own operator
+// new/delete) for mismatched allocations once it inlines enough of them into one function: a false positive
+// (GCC bug 109224; seen with asio by others too, e.g. erigontech/silkworm#2046). Every file that includes
+// this header runs such coroutines (run_on_shard_async, waiter_group), so the warning is silenced here for
+// all of them; the pragma holds to the end of the including file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace mala::replication {
+
+// Runs the coroutine fn() returns on `shard` and resumes the caller on its own shard with its result
+// (net::shard_pool::invoke_on_async); without a shard pool (single-threaded tests) it runs in place. fn owns
+// what the coroutine needs (captures or by-value parameters of the coroutine it calls). Pass it as a named
+// variable (std::move(fn)), never as a lambda expression: GCC 12 destroys a prvalue argument of a coroutine
+// twice (GCC bug 100611).
+template <typename Fn>
+auto run_on_shard_async(net::shard_pool* shards, size_t shard, Fn fn) -> decltype(fn()) {
+  if (!shards) co_return co_await fn();
+  co_return co_await shards->invoke_on_async(shard, std::move(fn));
+}
+
+// A request parked on waiters of one or more partitions. callback(i) is what waiter i registers; once
+// `wake_after` of them have fired, wait_until() returns (Produce acks=all waits for all of its partitions,
+// Fetch for any one). The group lives in the waiting coroutine's frame; the callbacks share its state, so one
+// that fires after the wait ended (or after the frame is gone) does no harm. Owning shard only.
+class waiter_group {
+ public:
+  waiter_group(size_t count, size_t wake_after);
+  waiter_group(const waiter_group&) = delete;
+  waiter_group& operator=(const waiter_group&) = delete;
+
+  waiter_callback callback(size_t i);
+  // Remembers where waiter i was registered, for cancel_unfired.
+  void track(size_t i, partition* p, waiter_handle handle);
+  bool fired(size_t i) const { return _state->fired[i]; }
+  error_code error(size_t i) const { return _state->errors[i]; }
+  bool woken() const { return _state->fired_count >= _state->wake_after; }
+
+  // Sleeps until enough waiters fired or `deadline`; returns at once if they already have.
+  asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline);
+  // Withdraws the waiters that did not fire. Their partitions still exist: a partition that stops serving
+  // (removal, role change) fires all of its waiters first.
+  void cancel_unfired();
+
+ private:
+  struct state {
+    std::vector<bool> fired;
+    std::vector<error_code> errors;
+    size_t fired_count = 0;
+    size_t wake_after = 1;
+    asio::steady_timer* timer = nullptr;  // the sleeping coroutine's timer, null while nobody sleeps
+  };
+  std::shared_ptr<state> _state;
+  std::vector<std::pair<partition*, waiter_handle>> _handles;
+};
+
+}  // namespace mala::replication

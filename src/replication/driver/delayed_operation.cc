@@ -1,0 +1,54 @@
+#include "mala/replication/delayed_operation.h"
+
+#include <system_error>
+
+#include <asio/redirect_error.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+namespace mala::replication {
+
+waiter_group::waiter_group(size_t count, size_t wake_after) : _state(std::make_shared<state>()) {
+  _state->fired.assign(count, false);
+  _state->errors.assign(count, error_code::none);
+  _state->wake_after = wake_after;
+  _handles.resize(count);
+}
+
+waiter_callback waiter_group::callback(size_t i) {
+  return [s = _state, i](error_code error) {
+    if (s->fired[i]) return;
+    s->fired[i] = true;
+    s->errors[i] = error;
+    ++s->fired_count;
+    if (s->fired_count >= s->wake_after && s->timer) s->timer->cancel();
+  };
+}
+
+void waiter_group::track(size_t i, partition* p, waiter_handle handle) {
+  _handles[i] = {p, handle};
+}
+
+asio::awaitable<void> waiter_group::wait_until(std::chrono::steady_clock::time_point deadline) {
+  if (woken()) co_return;
+  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+  _state->timer = &timer;
+  // Also when the coroutine is destroyed mid-wait (its shard shutting down): no callback may touch the timer.
+  struct forget_timer {
+    state* s;
+    ~forget_timer() { s->timer = nullptr; }
+  } guard{_state.get()};
+  std::error_code ec;  // operation_aborted when woken, success at the deadline: both just end the wait
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+void waiter_group::cancel_unfired() {
+  for (size_t i = 0; i < _handles.size(); ++i) {
+    auto& [p, handle] = _handles[i];
+    if (p && handle.valid() && !_state->fired[i]) p->cancel_waiter(handle);
+    p = nullptr;
+    handle = {};
+  }
+}
+
+}  // namespace mala::replication
