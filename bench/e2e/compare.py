@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end comparison of one Mala node with one Apache Kafka 4.x node (issue 4, "Performance").
+"""End-to-end comparison of one Mala node with one Apache Kafka 4.x node .
 
 Starts each broker in turn on this machine (fresh temp data dir, free ports, KRaft combined mode, the same
 server.properties apart from the broker-specific lines), alternating the order over several rounds, and drives both

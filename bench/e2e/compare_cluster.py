@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Three-node comparison of Mala with Apache Kafka 4.x on this machine (issue 7, "Performance").
+"""Three-node comparison of Mala with Apache Kafka 4.x on this machine.
 
 Runs one cluster at a time: three Kafka nodes, then three Mala nodes (or the other order on alternate rounds), each
 node in KRaft combined mode with the same server.properties apart from node id and ports (static voters, default

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Consumer-group comparison of one Mala node with one Apache Kafka 4.x node on this machine (issue 5).
+"""Consumer-group comparison of one Mala node with one Apache Kafka 4.x node on this machine.
 
 Starts each broker in turn with compare.py's machinery (the same server.properties, fresh temp data dir, free ports,
 KRaft combined mode), alternating the order over the rounds, and drives both with librdkafka through

@@ -20,14 +20,8 @@
 #include "mala/net/shard_pool.h"
 #include "mala/replication/partition.h"
 
-// GCC 12 takes the frames of asio's coroutines (allocated and freed by awaitable_frame_base's own operator
-// new/delete) for mismatched allocations once it inlines enough of them into one function: a false positive
-// (GCC bug 109224; seen with asio by others too, e.g. erigontech/silkworm#2046). Every file that includes
-// this header runs such coroutines (run_on_shard_async, waiter_group), so the warning is silenced here for
-// all of them; the pragma holds to the end of the including file.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+// Every file that includes this header runs asio coroutines (run_on_shard_async, waiter_group).
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::replication {
 

@@ -50,9 +50,4 @@ current_leader find_current_leader(const metadata::metadata_image& image, const 
   return out;
 }
 
-result<std::vector<uint8_t>> read_slice(const replication::file_slice& slice) {
-  if (!slice.file || slice.size <= 0) return std::vector<uint8_t>{};
-  return slice.file->read(slice.position, slice.size);
-}
-
 }  // namespace mala::broker::handlers

@@ -102,8 +102,4 @@ class answer_slots {
   std::vector<std::pair<size_t, size_t>> _at;  // by slot: (topic, partition) index in the answer
 };
 
-// Copies the bytes of a read out of the segment file (the handlers send copies for now; sending them with
-// sendfile(2) straight from the segment is a later step). Any shard: segment files are read with pread.
-result<std::vector<uint8_t>> read_slice(const replication::file_slice& slice);
-
 }  // namespace mala::broker::handlers

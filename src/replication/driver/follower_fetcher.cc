@@ -20,13 +20,8 @@
 #include "mala/protocol/messages/list_offsets_request.h"
 #include "mala/protocol/messages/list_offsets_response.h"
 #include "mala/protocol/request_header.h"
+#include "mala/net/coroutine_frame_warning.h"
 #include "mala/protocol/wire.h"
-
-// GCC 12 takes asio coroutine frames for mismatched allocations (GCC bug 109224; see
-// include/mala/replication/delayed_operation.h).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
 
 namespace mala::replication {
 
