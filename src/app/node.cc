@@ -201,7 +201,7 @@ void node::open_broker() {
 
   // Follower replicas fetch from their leaders; leaders change their ISRs through AlterPartition.
   _fetcher = std::make_unique<replication::follower_fetcher>(_shards->context(0), *_replicas, _metadata,
-                                                        follower_fetcher_options_from(_config));
+                                                             follower_fetcher_options_from(_config));
   replication::alter_partition_manager_options isr_options;
   isr_options.node_id = _config.node_id();
   isr_options.broker_epoch = [this] { return _lifecycle->broker_epoch(); };

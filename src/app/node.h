@@ -35,12 +35,10 @@
 #include <asio/steady_timer.hpp>
 
 #include "log_maintenance.h"
-#include "mala/replication/alter_partition_manager.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/broker_lifecycle.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/fetch_sessions.h"
-#include "mala/replication/follower_fetcher.h"
 #include "mala/broker/group_coordinator_driver.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/metadata_publisher.h"
@@ -54,6 +52,8 @@
 #include "mala/net/peer_client.h"
 #include "mala/net/shard_pool.h"
 #include "mala/raft/raft_node.h"
+#include "mala/replication/alter_partition_manager.h"
+#include "mala/replication/follower_fetcher.h"
 #include "mala/replication/replica_manager.h"
 #include "mala/storage/log_dir_format.h"
 #include "mala/storage/log_manager.h"

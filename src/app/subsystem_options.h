@@ -10,15 +10,15 @@
 #include <string_view>
 #include <vector>
 
-#include "mala/replication/alter_partition_manager.h"
 #include "mala/broker/broker_lifecycle.h"
-#include "mala/replication/follower_fetcher.h"
 #include "mala/common/config.h"
 #include "mala/common/result.h"
 #include "mala/common/uuid.h"
 #include "mala/controller/quorum_controller.h"
 #include "mala/net/kafka_server.h"
 #include "mala/raft/raft_node.h"
+#include "mala/replication/alter_partition_manager.h"
+#include "mala/replication/follower_fetcher.h"
 #include "mala/replication/replica_manager.h"
 
 namespace mala::app {

@@ -572,17 +572,22 @@ void replica::handle_vote_response(int32_t from, const vote_response& response) 
   }
 }
 
+error_code replica::check_leader_notice(int32_t from, int32_t leader_id, int32_t leader_epoch) const {
+  if (leader_epoch < _epoch) return error_code::fenced_leader_epoch;
+  if (from != leader_id || !is_voter_id(leader_id) || leader_id == _config.node_id) {
+    return error_code::inconsistent_voter_set;
+  }
+  return error_code::none;
+}
+
 void replica::handle_begin_quorum_epoch_request(int32_t from, int64_t correlation_id,
                                                 const begin_quorum_epoch_request& request) {
   auto reply = [&](error_code code) {
     send(from, correlation_id, begin_quorum_epoch_response{code, current_leader().leader_id, _epoch});
   };
-  if (request.leader_epoch < _epoch) {
-    reply(error_code::fenced_leader_epoch);
-    return;
-  }
-  if (from != request.leader_id || !is_voter_id(request.leader_id) || request.leader_id == _config.node_id) {
-    reply(error_code::inconsistent_voter_set);
+  if (auto refused = check_leader_notice(from, request.leader_id, request.leader_epoch);
+      refused != error_code::none) {
+    reply(refused);
     return;
   }
   if (request.leader_epoch > _epoch || _role != role::follower || _leader_id != request.leader_id) {
@@ -612,12 +617,9 @@ void replica::handle_end_quorum_epoch_request(int32_t from, int64_t correlation_
   auto reply = [&](error_code code) {
     send(from, correlation_id, end_quorum_epoch_response{code, current_leader().leader_id, _epoch});
   };
-  if (request.leader_epoch < _epoch) {
-    reply(error_code::fenced_leader_epoch);
-    return;
-  }
-  if (from != request.leader_id || !is_voter_id(request.leader_id) || request.leader_id == _config.node_id) {
-    reply(error_code::inconsistent_voter_set);
+  if (auto refused = check_leader_notice(from, request.leader_id, request.leader_epoch);
+      refused != error_code::none) {
+    reply(refused);
     return;
   }
   observe_epoch(request.leader_epoch, request.leader_id);

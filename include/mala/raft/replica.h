@@ -260,6 +260,10 @@ class replica {
   // Counts this node's own vote and arms the election timer for a new (pre-)vote round; true when that vote
   // alone is a majority (a single voter).
   bool open_vote_round();
+  // What a BeginQuorumEpoch or EndQuorumEpoch from `from` is refused with: FENCED_LEADER_EPOCH for an older
+  // epoch, INCONSISTENT_VOTER_SET unless the sender is the voter it names as leader (and not this node);
+  // NONE.
+  error_code check_leader_notice(int32_t from, int32_t leader_id, int32_t leader_epoch) const;
   void start_pre_vote_round();
   void send_vote_requests(bool pre_vote);
   void count_vote(int32_t from, bool granted);

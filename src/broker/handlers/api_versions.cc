@@ -27,8 +27,9 @@ void add_api_keys(const handler_table& table, bool controller_listener, api_vers
     key.max_version = entry.max_version;
   }
 }
-// KIP-584: the features this binary implements and their finalized levels (controller/feature_control.h), as Kafka's
-// ApiVersionsResponse carries them for `kafka-features describe` and the admin client's describeFeatures.
+// KIP-584: the features this binary implements and their finalized levels (controller/feature_control.h), as
+// Kafka's ApiVersionsResponse carries them for `kafka-features describe` and the admin client's
+// describeFeatures.
 void add_features(const broker_services& services, api_versions_handler::response& out) {
   const auto image = services.metadata ? services.metadata->current() : nullptr;
   const bool kip_853_voters = services.config && services.config->quorum_voters().empty();

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <asio/awaitable.hpp>
 #include <asio/redirect_error.hpp>
@@ -26,6 +27,18 @@
 #include "mala/coordinator/group_coordinator.h"
 
 namespace mala::broker::handlers {
+
+// The answer's entry for topic `name` (OffsetCommit, OffsetDelete), added at the end when it has none yet:
+// Kafka's response builders list topics in the order they are first answered.
+template <typename Topic>
+Topic& topic_entry(std::vector<Topic>& topics, const std::string& name) {
+  for (auto& t : topics) {
+    if (t.name == name) return t;
+  }
+  auto& t = topics.emplace_back();
+  t.name = name;
+  return t;
+}
 
 // Where a coordinator callback leaves its answer for the coroutine that waits for it. The callback may run
 // before the wait starts (the answer was ready at once) or later from a timer or another request of the same

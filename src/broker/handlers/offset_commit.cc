@@ -7,28 +7,12 @@
 
 namespace mala::broker::handlers {
 
-namespace {
-
-using topic_response = offset_commit_handler::response::offset_commit_response_topic;
-
-// OffsetCommitResponse.Builder: one entry per topic in the order topics are first answered.
-topic_response& topic_entry(offset_commit_handler::response& resp, const std::string& name) {
-  for (auto& t : resp.topics) {
-    if (t.name == name) return t;
-  }
-  auto& t = resp.topics.emplace_back();
-  t.name = name;
-  return t;
-}
-
-}  // namespace
-
 asio::awaitable<std::optional<offset_commit_handler::response>> offset_commit_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
   response resp;
   if (!ctx.services.groups) {
     for (const auto& t : req.topics) {
-      auto& rt = topic_entry(resp, t.name);
+      auto& rt = topic_entry(resp.topics, t.name);
       for (const auto& p : t.partitions) {
         rt.partitions.push_back({p.partition_index, to_wire(error_code::coordinator_not_available)});
       }
@@ -45,7 +29,7 @@ asio::awaitable<std::optional<offset_commit_handler::response>> offset_commit_ha
       if (partition_exists(ctx.services, t.name, p.partition_index)) {
         kept.partitions.push_back(std::move(p));
       } else {
-        topic_entry(resp, t.name)
+        topic_entry(resp.topics, t.name)
             .partitions.push_back({p.partition_index, to_wire(error_code::unknown_topic_or_partition)});
       }
     }
@@ -60,7 +44,7 @@ asio::awaitable<std::optional<offset_commit_handler::response>> offset_commit_ha
   };
   auto committed = co_await call_group_coordinator<response>(ctx.services, std::move(commit));
   for (auto& t : committed.topics) {
-    auto& rt = topic_entry(resp, t.name);
+    auto& rt = topic_entry(resp.topics, t.name);
     for (auto& p : t.partitions) rt.partitions.push_back(p);
   }
   co_return resp;

@@ -7,21 +7,6 @@
 
 namespace mala::broker::handlers {
 
-namespace {
-
-using topic_response = offset_delete_handler::response::offset_delete_response_topic;
-
-topic_response& topic_entry(offset_delete_handler::response& resp, const std::string& name) {
-  for (auto& t : resp.topics) {
-    if (t.name == name) return t;
-  }
-  auto& t = resp.topics.emplace_back();
-  t.name = name;
-  return t;
-}
-
-}  // namespace
-
 asio::awaitable<std::optional<offset_delete_handler::response>> offset_delete_handler::handle_async(
     request_context& ctx, request req, int16_t /*version*/) {
   response resp;
@@ -38,7 +23,7 @@ asio::awaitable<std::optional<offset_delete_handler::response>> offset_delete_ha
       if (partition_exists(ctx.services, t.name, p.partition_index)) {
         kept.partitions.push_back(p);
       } else {
-        topic_entry(resp, t.name)
+        topic_entry(resp.topics, t.name)
             .partitions.push_back({p.partition_index, to_wire(error_code::unknown_topic_or_partition)});
       }
     }
@@ -52,7 +37,7 @@ asio::awaitable<std::optional<offset_delete_handler::response>> offset_delete_ha
   // OffsetDeleteResponse.Builder.merge: a top-level error replaces everything.
   if (answer.error_code != to_wire(error_code::none)) co_return answer;
   for (auto& t : answer.topics) {
-    auto& rt = topic_entry(resp, t.name);
+    auto& rt = topic_entry(resp.topics, t.name);
     for (auto& p : t.partitions) rt.partitions.push_back(p);
   }
   co_return resp;

@@ -15,12 +15,12 @@
 #include "mala/common/error_code.h"
 #include "mala/common/java_hash.h"
 #include "mala/common/logging.h"
+#include "mala/net/coroutine_frame_warning.h"
 #include "mala/protocol/messages/fetch_request.h"
 #include "mala/protocol/messages/fetch_response.h"
 #include "mala/protocol/messages/list_offsets_request.h"
 #include "mala/protocol/messages/list_offsets_response.h"
 #include "mala/protocol/request_header.h"
-#include "mala/net/coroutine_frame_warning.h"
 #include "mala/protocol/wire.h"
 
 namespace mala::replication {

@@ -16,8 +16,8 @@
 
 #include "mala/controller/broker_heartbeat_manager.h"
 #include "mala/controller/quorum_controller.h"
-#include "support/local_metadata_log.h"
 #include "mala/metadata/metadata_delta.h"
+#include "support/local_metadata_log.h"
 
 namespace mala::controller {
 namespace {
