@@ -370,17 +370,16 @@ std::optional<config_error> node_config_loader::validate_cross_keys(
   // --- Listeners and their security protocols
   auto map_text = config.get_string("listener.security.protocol.map").value_or("");
   auto parsed_map = parse_security_protocol_map(map_text);
-  if (auto* err = std::get_if<parse_error>(&parsed_map))
+  if (const auto* err = parsed_map.ok() ? nullptr : &parsed_map.error())
     return invalid("listener.security.protocol.map", map_text, err->message);
   std::map<std::string, security_protocol> protocol_map;
-  for (const auto& m : std::get<std::vector<listener_protocol_mapping>>(parsed_map))
-    protocol_map[m.listener_name] = m.protocol;
+  for (const auto& m : parsed_map.value()) protocol_map[m.listener_name] = m.protocol;
 
   auto listeners_text = join(*config.get_list("listeners"));
   auto parsed_listeners = parse_listeners(listeners_text);
-  if (auto* err = std::get_if<parse_error>(&parsed_listeners))
+  if (const auto* err = parsed_listeners.ok() ? nullptr : &parsed_listeners.error())
     return invalid("listeners", listeners_text, err->message);
-  const auto& endpoints = std::get<std::vector<listener_endpoint>>(parsed_listeners);
+  const auto& endpoints = parsed_listeners.value();
   if (endpoints.empty()) return error("listeners", "listeners must define at least one listener");
   // Kafka: each listener needs its own port, except one IPv4 and one IPv6 listener sharing it (KIP-797).
   for (size_t i = 0; i < endpoints.size(); ++i) {
@@ -471,9 +470,9 @@ std::optional<config_error> node_config_loader::validate_cross_keys(
                    "The advertised.listeners config must be empty when process.roles=controller");
     }
     auto parsed = parse_listeners(advertised_text);
-    if (auto* err = std::get_if<parse_error>(&parsed))
+    if (const auto* err = parsed.ok() ? nullptr : &parsed.error())
       return invalid("advertised.listeners", advertised_text, err->message);
-    advertised = std::get<std::vector<listener_endpoint>>(parsed);
+    advertised = parsed.value();
     for (const auto& a : advertised) {
       if (is_controller_listener(a.name)) {
         return error("advertised.listeners",
@@ -538,14 +537,14 @@ std::optional<config_error> node_config_loader::validate_cross_keys(
   // --- KRaft quorum
   auto voters_text = join(*config.get_list("controller.quorum.voters"));
   auto voters = parse_quorum_voters(voters_text);
-  if (auto* err = std::get_if<parse_error>(&voters))
+  if (const auto* err = voters.ok() ? nullptr : &voters.error())
     return invalid("controller.quorum.voters", voters_text, err->message);
-  config._quorum_voters = std::get<std::vector<quorum_voter>>(voters);
+  config._quorum_voters = voters.value();
   auto bootstrap_text = join(*config.get_list("controller.quorum.bootstrap.servers"));
   auto bootstrap = parse_host_ports(bootstrap_text);
-  if (auto* err = std::get_if<parse_error>(&bootstrap))
+  if (const auto* err = bootstrap.ok() ? nullptr : &bootstrap.error())
     return invalid("controller.quorum.bootstrap.servers", bootstrap_text, err->message);
-  config._quorum_bootstrap_servers = std::get<std::vector<host_port>>(bootstrap);
+  config._quorum_bootstrap_servers = bootstrap.value();
   if (config._quorum_voters.empty() && config._quorum_bootstrap_servers.empty()) {
     return error(
         "controller.quorum.voters",

@@ -9,6 +9,10 @@ namespace mala {
 
 namespace {
 
+status invalid_list_error(std::string message) {
+  return status::error(error_code::invalid_config, std::move(message));
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -50,35 +54,36 @@ std::optional<uint16_t> parse_port(std::string_view text, int min_port) {
 }
 
 // Splits `host:port` or `[v6]:port`. The host may be empty (all interfaces) only where allowed.
-parse_result<host_port> split_host_port(std::string_view text, int min_port, bool allow_empty_host) {
+result<host_port> split_host_port(std::string_view text, int min_port, bool allow_empty_host) {
   std::string_view host;
   std::string_view port;
   if (!text.empty() && text.front() == '[') {
     auto close = text.find(']');
-    if (close == std::string_view::npos) return parse_error{"unterminated '[' in " + quoted(text)};
+    if (close == std::string_view::npos) return invalid_list_error("unterminated '[' in " + quoted(text));
     host = text.substr(1, close - 1);
     auto rest = text.substr(close + 1);
-    if (rest.empty() || rest.front() != ':') return parse_error{"missing port in " + quoted(text)};
+    if (rest.empty() || rest.front() != ':') return invalid_list_error("missing port in " + quoted(text));
     port = rest.substr(1);
-    if (host.empty()) return parse_error{"empty IPv6 address in " + quoted(text)};
+    if (host.empty()) return invalid_list_error("empty IPv6 address in " + quoted(text));
   } else {
     auto colon = text.rfind(':');
-    if (colon == std::string_view::npos) return parse_error{"missing port in " + quoted(text)};
+    if (colon == std::string_view::npos) return invalid_list_error("missing port in " + quoted(text));
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
     if (host.find(':') != std::string_view::npos)
-      return parse_error{"IPv6 addresses must be written in brackets, e.g. [::1]:9092, in " + quoted(text)};
+      return invalid_list_error("IPv6 addresses must be written in brackets, e.g. [::1]:9092, in " +
+                                quoted(text));
   }
-  if (port.empty()) return parse_error{"missing port in " + quoted(text)};
-  if (host.empty() && !allow_empty_host) return parse_error{"missing host in " + quoted(text)};
+  if (port.empty()) return invalid_list_error("missing port in " + quoted(text));
+  if (host.empty() && !allow_empty_host) return invalid_list_error("missing host in " + quoted(text));
   for (char c : host) {
     if (std::isspace(static_cast<unsigned char>(c)) || c == '/' || c == '@' || c == '[' || c == ']')
-      return parse_error{"invalid host in " + quoted(text)};
+      return invalid_list_error("invalid host in " + quoted(text));
   }
   auto parsed_port = parse_port(port, min_port);
   if (!parsed_port) {
-    return parse_error{"invalid port " + quoted(port) + " in " + quoted(text) + " (expected " +
-                       std::to_string(min_port) + "-65535)"};
+    return invalid_list_error("invalid port " + quoted(port) + " in " + quoted(text) + " (expected " +
+                              std::to_string(min_port) + "-65535)");
   }
   return host_port{std::string(host), *parsed_port};
 }
@@ -121,78 +126,81 @@ std::string format_listener(const listener_config& listener) {
   return listener.name + "://" + host + ":" + std::to_string(listener.port);
 }
 
-parse_result<std::vector<listener_endpoint>> parse_listeners(std::string_view csv) {
+result<std::vector<listener_endpoint>> parse_listeners(std::string_view csv) {
   std::vector<listener_endpoint> out;
   std::set<std::string> names;
   for (auto item : split_csv(csv)) {
-    if (item.empty()) return parse_error{"empty listener in list"};
+    if (item.empty()) return invalid_list_error("empty listener in list");
     auto sep = item.find("://");
     if (sep == std::string_view::npos)
-      return parse_error{"listener " + quoted(item) + " is not of the form NAME://host:port"};
+      return invalid_list_error("listener " + quoted(item) + " is not of the form NAME://host:port");
     auto name = item.substr(0, sep);
     if (!valid_listener_name(name))
-      return parse_error{"invalid listener name " + quoted(name) + " in " + quoted(item)};
+      return invalid_list_error("invalid listener name " + quoted(name) + " in " + quoted(item));
     auto hp = split_host_port(item.substr(sep + 3), 0, true);
-    if (auto* err = std::get_if<parse_error>(&hp)) return *err;
-    auto& address = std::get<host_port>(hp);
+    if (!hp.ok()) return hp.error();
+    auto& address = hp.value();
     listener_endpoint endpoint{upper(name), std::move(address.host), address.port};
     // Kafka: "Each listener must have a different name".
     if (!names.insert(endpoint.name).second)
-      return parse_error{"listener name " + endpoint.name + " is used twice"};
+      return invalid_list_error("listener name " + endpoint.name + " is used twice");
     out.push_back(std::move(endpoint));
   }
   return out;
 }
 
-parse_result<std::vector<listener_protocol_mapping>> parse_security_protocol_map(std::string_view csv) {
+result<std::vector<listener_protocol_mapping>> parse_security_protocol_map(std::string_view csv) {
   std::vector<listener_protocol_mapping> out;
   std::set<std::string> names;
   for (auto item : split_csv(csv)) {
     auto colon = item.find(':');
     if (item.empty() || colon == std::string_view::npos)
-      return parse_error{"entry " + quoted(item) + " is not of the form LISTENER_NAME:SECURITY_PROTOCOL"};
+      return invalid_list_error("entry " + quoted(item) +
+                                " is not of the form LISTENER_NAME:SECURITY_PROTOCOL");
     auto name = trim(item.substr(0, colon));
     auto protocol_name = trim(item.substr(colon + 1));
-    if (!valid_listener_name(name)) return parse_error{"invalid listener name " + quoted(name)};
+    if (!valid_listener_name(name)) return invalid_list_error("invalid listener name " + quoted(name));
     auto protocol = parse_security_protocol(protocol_name);
     if (!protocol)
-      return parse_error{"invalid security protocol " + quoted(protocol_name) + " for " + quoted(name)};
+      return invalid_list_error("invalid security protocol " + quoted(protocol_name) + " for " +
+                                quoted(name));
     auto normalised = upper(name);
     if (!names.insert(normalised).second)
-      return parse_error{"listener name " + normalised + " is mapped twice"};
+      return invalid_list_error("listener name " + normalised + " is mapped twice");
     out.push_back({normalised, *protocol});
   }
   return out;
 }
 
-parse_result<std::vector<quorum_voter>> parse_quorum_voters(std::string_view csv) {
+result<std::vector<quorum_voter>> parse_quorum_voters(std::string_view csv) {
   std::vector<quorum_voter> out;
   std::set<int32_t> ids;
   for (auto item : split_csv(csv)) {
     auto at = item.find('@');
     if (item.empty() || at == std::string_view::npos)
-      return parse_error{"voter " + quoted(item) + " is not of the form id@host:port"};
+      return invalid_list_error("voter " + quoted(item) + " is not of the form id@host:port");
     auto id_text = item.substr(0, at);
     int32_t id = 0;
     auto [end, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
     if (id_text.empty() || ec != std::errc{} || end != id_text.data() + id_text.size() || id < 0)
-      return parse_error{"invalid voter id " + quoted(id_text) + " in " + quoted(item)};
+      return invalid_list_error("invalid voter id " + quoted(id_text) + " in " + quoted(item));
     auto hp = split_host_port(item.substr(at + 1), 1, false);
-    if (auto* err = std::get_if<parse_error>(&hp)) return *err;
-    if (!ids.insert(id).second) return parse_error{"voter id " + std::to_string(id) + " appears twice"};
-    auto& address = std::get<host_port>(hp);
+    if (!hp.ok()) return hp.error();
+    if (!ids.insert(id).second)
+      return invalid_list_error("voter id " + std::to_string(id) + " appears twice");
+    auto& address = hp.value();
     out.push_back({id, std::move(address.host), address.port});
   }
   return out;
 }
 
-parse_result<std::vector<host_port>> parse_host_ports(std::string_view csv) {
+result<std::vector<host_port>> parse_host_ports(std::string_view csv) {
   std::vector<host_port> out;
   for (auto item : split_csv(csv)) {
-    if (item.empty()) return parse_error{"empty address in list"};
+    if (item.empty()) return invalid_list_error("empty address in list");
     auto hp = split_host_port(item, 1, false);
-    if (auto* err = std::get_if<parse_error>(&hp)) return *err;
-    out.push_back(std::move(std::get<host_port>(hp)));
+    if (!hp.ok()) return hp.error();
+    out.push_back(std::move(hp.value()));
   }
   return out;
 }

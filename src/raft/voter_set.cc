@@ -148,8 +148,8 @@ result<std::vector<voter_info>> parse_initial_controllers(std::string_view text,
       }
     }
     auto parsed = parse_quorum_voters(item);
-    if (auto* err = std::get_if<parse_error>(&parsed)) return invalid(err->message);
-    const auto& voters = std::get<std::vector<quorum_voter>>(parsed);
+    if (!parsed.ok()) return invalid(parsed.error().message);
+    const auto& voters = parsed.value();
     if (voters.size() != 1) return invalid("'" + std::string(item) + "' is not of the form id@host:port");
     const auto& v = voters.front();
     if (!ids.insert(v.id).second) return invalid("voter id " + std::to_string(v.id) + " appears twice");

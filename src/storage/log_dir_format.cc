@@ -19,6 +19,12 @@ namespace mala::storage {
 
 namespace {
 
+// Every refusal of a log dir (unreadable, foreign, inconsistent) is a storage error, as Kafka's start-up
+// check fails with a KafkaException naming the dir.
+status storage_refusal(std::string message) {
+  return status::error(error_code::kafka_storage_error, std::move(message));
+}
+
 namespace fs = std::filesystem;
 
 constexpr std::string_view temp_suffix = ".tmp";
@@ -57,25 +63,25 @@ bool ignorable_entry(const std::string& name) {
          name == std::string(meta_properties_file_name) + std::string(temp_suffix);
 }
 
-std::variant<dir_scan, std::string> scan_dir(const std::string& dir) {
+result<dir_scan> scan_dir(const std::string& dir) {
   std::error_code ec;
   auto status = fs::status(dir, ec);
   if (ec && ec != std::errc::no_such_file_or_directory)
-    return "cannot access log dir " + dir + ": " + ec.message();
+    return storage_refusal("cannot access log dir " + dir + ": " + ec.message());
   if (!fs::exists(status)) return dir_scan{dir_state::missing, {}};
-  if (!fs::is_directory(status)) return "log dir " + dir + " exists but is not a directory";
+  if (!fs::is_directory(status)) return storage_refusal("log dir " + dir + " exists but is not a directory");
   auto read = read_meta_properties(dir);
-  if (auto* err = std::get_if<std::string>(&read)) return *err;
-  auto& meta = std::get<std::optional<meta_properties>>(read);
+  if (!read.ok()) return read.error();
+  auto& meta = read.value();
   if (meta) return dir_scan{dir_state::formatted, *meta};
   fs::directory_iterator it(dir, ec);
-  if (ec) return "cannot list log dir " + dir + ": " + ec.message();
+  if (ec) return storage_refusal("cannot list log dir " + dir + ": " + ec.message());
   for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) return "cannot list log dir " + dir + ": " + ec.message();
+    if (ec) return storage_refusal("cannot list log dir " + dir + ": " + ec.message());
     auto name = it->path().filename().string();
     if (!ignorable_entry(name)) {
-      return "log dir " + dir + " is not empty but has no meta.properties (found '" + name +
-             "'); refusing to format it. Use an empty directory or remove its contents.";
+      return storage_refusal("log dir " + dir + " is not empty but has no meta.properties (found '" + name +
+                             "'); refusing to format it. Use an empty directory or remove its contents.");
     }
   }
   return dir_scan{dir_state::empty, {}};
@@ -99,14 +105,14 @@ std::string format_meta_properties(const meta_properties& meta) {
   return out;
 }
 
-std::variant<meta_properties, std::string> parse_meta_properties(std::string_view text) {
+result<meta_properties> parse_meta_properties(std::string_view text) {
   std::map<std::string, std::string> props;
   for (auto& [key, value] : parse_java_properties(text)) props[key] = value;
   meta_properties meta;
   auto version = props.find("version");
-  if (version == props.end()) return std::string("no version");
+  if (version == props.end()) return storage_refusal("no version");
   auto parsed_version = parse_int32(version->second);
-  if (!parsed_version) return "invalid version '" + version->second + "'";
+  if (!parsed_version) return storage_refusal("invalid version '" + version->second + "'");
   meta.version = *parsed_version;
   if (auto it = props.find("cluster.id"); it != props.end()) meta.cluster_id = it->second;
   // Kafka's version 0 (ZooKeeper) files call the node id broker.id.
@@ -114,57 +120,56 @@ std::variant<meta_properties, std::string> parse_meta_properties(std::string_vie
   if (node == props.end()) node = props.find("broker.id");
   if (node != props.end()) {
     auto id = parse_int32(node->second);
-    if (!id || *id < 0) return "invalid node.id '" + node->second + "'";
+    if (!id || *id < 0) return storage_refusal("invalid node.id '" + node->second + "'");
     meta.node_id = *id;
   }
   if (auto it = props.find("directory.id"); it != props.end()) {
     auto id = uuid::parse(it->second);
-    if (!id) return "invalid directory.id '" + it->second + "'";
+    if (!id) return storage_refusal("invalid directory.id '" + it->second + "'");
     meta.directory_id = *id;
   }
   return meta;
 }
 
-std::variant<std::optional<meta_properties>, std::string> read_meta_properties(const std::string& dir) {
+result<std::optional<meta_properties>> read_meta_properties(const std::string& dir) {
   auto path = fs::path(dir) / meta_properties_file_name;
   std::error_code ec;
   if (!fs::exists(path, ec)) {
     if (ec && ec != std::errc::no_such_file_or_directory)
-      return "cannot access " + path.string() + ": " + ec.message();
+      return storage_refusal("cannot access " + path.string() + ": " + ec.message());
     return std::optional<meta_properties>{};
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return "cannot read " + path.string() + ": " + errno_text(errno);
+  if (!in) return storage_refusal("cannot read " + path.string() + ": " + errno_text(errno));
   std::ostringstream contents;
   contents << in.rdbuf();
-  if (in.bad()) return "cannot read " + path.string();
+  if (in.bad()) return storage_refusal("cannot read " + path.string());
   auto parsed = parse_meta_properties(contents.str());
-  if (auto* err = std::get_if<std::string>(&parsed)) return "invalid " + path.string() + ": " + *err;
-  return std::optional<meta_properties>{std::get<meta_properties>(parsed)};
+  if (!parsed.ok()) return storage_refusal("invalid " + path.string() + ": " + parsed.error().message);
+  return std::optional<meta_properties>{parsed.value()};
 }
 
-std::optional<std::string> write_meta_properties(const std::string& dir, const meta_properties& meta) {
+status write_meta_properties(const std::string& dir, const meta_properties& meta) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return "cannot create log dir " + dir + ": " + ec.message();
+  if (ec) return storage_refusal("cannot create log dir " + dir + ": " + ec.message());
   if (auto st =
           write_file_atomically(fs::path(dir) / meta_properties_file_name, format_meta_properties(meta));
       !st.ok()) {
-    return st.message;
+    return st;
   }
-  return std::nullopt;
+  return status::success();
 }
 
 namespace {
 
-// format_or_check_log_dirs with the refusal as a bare message.
-std::variant<log_dirs_identity, std::string> format_or_check(
-    const std::vector<std::string>& dirs, int32_t node_id, std::optional<std::string> configured_cluster_id) {
-  if (dirs.empty()) return std::string("no log dirs configured");
+result<log_dirs_identity> format_or_check(const std::vector<std::string>& dirs, int32_t node_id,
+                                          std::optional<std::string> configured_cluster_id) {
+  if (dirs.empty()) return storage_refusal("no log dirs configured");
   if (configured_cluster_id) {
     auto id = uuid::parse(*configured_cluster_id);
     if (!id || id->is_zero())
-      return "configured cluster.id '" + *configured_cluster_id + "' is not a valid uuid";
+      return storage_refusal("configured cluster.id '" + *configured_cluster_id + "' is not a valid uuid");
   }
 
   std::vector<dir_scan> scans;
@@ -173,32 +178,36 @@ std::variant<log_dirs_identity, std::string> format_or_check(
   std::map<std::string, std::string> directory_ids;  // id -> dir
   for (const auto& dir : dirs) {
     auto scan = scan_dir(dir);
-    if (auto* err = std::get_if<std::string>(&scan)) return *err;
-    auto& s = std::get<dir_scan>(scan);
+    if (!scan.ok()) return scan.error();
+    auto& s = scan.value();
     if (s.state == dir_state::formatted) {
       const auto& meta = s.meta;
       auto where = (fs::path(dir) / meta_properties_file_name).string();
       if (meta.version == 0) {
-        return where +
-               " has version 0 (written by a ZooKeeper-mode Kafka broker); Mala runs in KRaft mode only and "
-               "needs version 1";
+        return storage_refusal(
+            where +
+            " has version 0 (written by a ZooKeeper-mode Kafka broker); Mala runs in KRaft "
+            "mode only and needs version 1");
       }
-      if (meta.version != 1) return where + " has unsupported version " + std::to_string(meta.version);
-      if (!meta.cluster_id || meta.cluster_id->empty()) return where + " has no cluster.id";
-      if (!meta.node_id) return where + " has no node.id";
+      if (meta.version != 1)
+        return storage_refusal(where + " has unsupported version " + std::to_string(meta.version));
+      if (!meta.cluster_id || meta.cluster_id->empty()) return storage_refusal(where + " has no cluster.id");
+      if (!meta.node_id) return storage_refusal(where + " has no node.id");
       if (*meta.node_id != node_id) {
-        return "Stored node id " + std::to_string(*meta.node_id) + " in " + where +
-               " doesn't match configured node.id " + std::to_string(node_id) +
-               ". If you moved your data, make sure your configured node id matches. If you "
-               "intend to create a new node, you should remove all data in your data directories.";
+        return storage_refusal(
+            "Stored node id " + std::to_string(*meta.node_id) + " in " + where +
+            " doesn't match configured node.id " + std::to_string(node_id) +
+            ". If you moved your data, make sure your configured node id matches. If you "
+            "intend to create a new node, you should remove all data in your data directories.");
       }
       if (configured_cluster_id && *meta.cluster_id != *configured_cluster_id) {
-        return "Invalid cluster.id in " + where + ": the configured cluster.id is " + *configured_cluster_id +
-               " but the directory belongs to cluster " + *meta.cluster_id;
+        return storage_refusal("Invalid cluster.id in " + where + ": the configured cluster.id is " +
+                               *configured_cluster_id + " but the directory belongs to cluster " +
+                               *meta.cluster_id);
       }
       if (cluster_id && *cluster_id != *meta.cluster_id) {
-        return "Invalid cluster.id in " + where + ". Expected " + *cluster_id + " (from " +
-               cluster_id_source + "), but read " + *meta.cluster_id;
+        return storage_refusal("Invalid cluster.id in " + where + ". Expected " + *cluster_id + " (from " +
+                               cluster_id_source + "), but read " + *meta.cluster_id);
       }
       if (!cluster_id) {
         cluster_id = meta.cluster_id;
@@ -206,10 +215,12 @@ std::variant<log_dirs_identity, std::string> format_or_check(
       }
       if (meta.directory_id) {
         auto text = meta.directory_id->to_string();
-        if (reserved_directory_id(*meta.directory_id)) return where + " has a reserved directory.id " + text;
+        if (reserved_directory_id(*meta.directory_id))
+          return storage_refusal(where + " has a reserved directory.id " + text);
         auto [it, inserted] = directory_ids.emplace(text, dir);
         if (!inserted)
-          return "log dirs " + it->second + " and " + dir + " have the same directory.id " + text;
+          return storage_refusal("log dirs " + it->second + " and " + dir + " have the same directory.id " +
+                                 text);
       }
     }
     scans.push_back(std::move(s));
@@ -229,7 +240,7 @@ std::variant<log_dirs_identity, std::string> format_or_check(
       // New dir, or a version-1 file from before KIP-858: give it a directory id, as Kafka does at start-up.
       meta_properties meta{1, *cluster_id, node_id, new_directory_id(taken)};
       taken.insert(meta.directory_id->to_string());
-      if (auto err = write_meta_properties(dirs[i], meta)) return *err;
+      if (auto st = write_meta_properties(dirs[i], meta); !st.ok()) return st;
       entry.directory_id = *meta.directory_id;
       entry.formatted_now = s.state != dir_state::formatted;
     }
@@ -242,10 +253,7 @@ std::variant<log_dirs_identity, std::string> format_or_check(
 
 result<log_dirs_identity> format_or_check_log_dirs(const std::vector<std::string>& dirs, int32_t node_id,
                                                    std::optional<std::string> configured_cluster_id) {
-  auto checked = format_or_check(dirs, node_id, std::move(configured_cluster_id));
-  if (auto* err = std::get_if<std::string>(&checked))
-    return status::error(error_code::kafka_storage_error, *err);
-  return std::get<log_dirs_identity>(std::move(checked));
+  return format_or_check(dirs, node_id, std::move(configured_cluster_id));
 }
 
 }  // namespace mala::storage

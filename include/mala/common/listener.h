@@ -13,6 +13,8 @@
 #include <variant>
 #include <vector>
 
+#include "mala/common/result.h"
+
 namespace mala {
 
 // Kafka's SecurityProtocol enum. Mala serves PLAINTEXT only for now; the others parse (so that the error can
@@ -23,13 +25,8 @@ std::string_view to_string(security_protocol protocol);
 // Case-insensitive, as Kafka's SecurityProtocol.forName.
 std::optional<security_protocol> parse_security_protocol(std::string_view name);
 
-// A parse failure; the caller adds the configuration key.
-struct parse_error {
-  std::string message;
-};
-
-template <typename T>
-using parse_result = std::variant<T, parse_error>;
+// The parsers below return a result whose error is INVALID_CONFIG with what is wrong; the caller adds the
+// configuration key.
 
 // One element of `listeners` before its security protocol is known. Names are upper-cased, as Kafka's
 // ListenerName.normalised does; an empty host means every interface. Port 0 asks for an ephemeral port.
@@ -54,7 +51,7 @@ std::string format_listener(const listener_config& listener);
 
 // Parses a comma-separated listener list. IPv6 hosts are written in brackets (`INTERNAL://[::1]:19092`).
 // Rejects a missing name, host part or port, a port outside 0-65535 and a name used twice.
-parse_result<std::vector<listener_endpoint>> parse_listeners(std::string_view csv);
+result<std::vector<listener_endpoint>> parse_listeners(std::string_view csv);
 
 struct listener_protocol_mapping {
   std::string listener_name;  // upper-cased
@@ -63,7 +60,7 @@ struct listener_protocol_mapping {
 };
 
 // Parses `NAME:PROTOCOL,...`; a listener name mapped twice is an error.
-parse_result<std::vector<listener_protocol_mapping>> parse_security_protocol_map(std::string_view csv);
+result<std::vector<listener_protocol_mapping>> parse_security_protocol_map(std::string_view csv);
 
 // One element of controller.quorum.voters.
 struct quorum_voter {
@@ -74,7 +71,7 @@ struct quorum_voter {
 };
 
 // Parses `1@host:port,2@[::1]:9093`. Ids must be non-negative and distinct; ports 1-65535.
-parse_result<std::vector<quorum_voter>> parse_quorum_voters(std::string_view csv);
+result<std::vector<quorum_voter>> parse_quorum_voters(std::string_view csv);
 
 struct host_port {
   std::string host;
@@ -83,6 +80,6 @@ struct host_port {
 };
 
 // Parses controller.quorum.bootstrap.servers: `host:port,[::1]:9093`; ports 1-65535.
-parse_result<std::vector<host_port>> parse_host_ports(std::string_view csv);
+result<std::vector<host_port>> parse_host_ports(std::string_view csv);
 
 }  // namespace mala

@@ -14,7 +14,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "mala/common/result.h"
@@ -35,14 +34,15 @@ struct meta_properties {
 
 // Java properties text with Kafka's keys (version, cluster.id, node.id, directory.id).
 std::string format_meta_properties(const meta_properties& meta);
-// Parses meta.properties text; an error names what is wrong (missing/invalid version, node.id, directory.id).
-std::variant<meta_properties, std::string> parse_meta_properties(std::string_view text);
+// Parses meta.properties text; a refusal (kafka_storage_error) names what is wrong (missing/invalid version,
+// node.id, directory.id).
+result<meta_properties> parse_meta_properties(std::string_view text);
 
 // Reads `<dir>/meta.properties`: nullopt when the file does not exist.
-std::variant<std::optional<meta_properties>, std::string> read_meta_properties(const std::string& dir);
+result<std::optional<meta_properties>> read_meta_properties(const std::string& dir);
 // Writes `<dir>/meta.properties` atomically: temp file, fsync, rename, fsync of the directory. Creates `dir`
-// if needed. Returns an error message on failure.
-std::optional<std::string> write_meta_properties(const std::string& dir, const meta_properties& meta);
+// if needed.
+status write_meta_properties(const std::string& dir, const meta_properties& meta);
 
 struct log_dir_identity {
   std::string path;

@@ -6,15 +6,17 @@ namespace mala {
 namespace {
 
 template <typename T>
-T ok(parse_result<T> r) {
-  if (auto* err = std::get_if<parse_error>(&r)) ADD_FAILURE() << err->message;
-  return std::holds_alternative<T>(r) ? std::get<T>(r) : T{};
+T ok(result<T> r) {
+  if (!r.ok()) ADD_FAILURE() << r.error().message;
+  return r.ok() ? std::move(r.value()) : T{};
 }
 
 template <typename T>
-std::string fails(parse_result<T> r) {
-  EXPECT_TRUE(std::holds_alternative<parse_error>(r));
-  return std::holds_alternative<parse_error>(r) ? std::get<parse_error>(r).message : "";
+std::string fails(result<T> r) {
+  EXPECT_FALSE(r.ok());
+  if (r.ok()) return "";
+  EXPECT_EQ(r.error().code, error_code::invalid_config);
+  return r.error().message;
 }
 
 TEST(listener_test, parses_kafka_listener_list) {
