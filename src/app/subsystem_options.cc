@@ -128,10 +128,6 @@ controller::controller_options controller_options_from(const node_config& config
   options.delete_topic_enable = config.get_bool("delete.topic.enable").value_or(true);
   options.placement_seed = static_cast<uint64_t>(wall_clock_ms());
   options.clock_ms = wall_clock_ms;
-  // The controller follows the Raft quorum: a standby until this node leads it, and a broker is unfenced by
-  // the heartbeat that finds it caught up.
-  options.wait_for_activation = true;
-  options.unfence_on_registration = false;
   options.broker_session_timeout_ms = config.get_int("broker.session.timeout.ms").value_or(9000);
   options.auto_leader_rebalance = config.get_bool("auto.leader.rebalance.enable").value_or(true);
   options.leader_imbalance_check_interval_ms =

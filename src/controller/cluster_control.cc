@@ -70,10 +70,7 @@ status check_log_dirs(const metadata_image& image, const metadata::broker_regist
 
 cluster_control::cluster_control(metadata_writer& writer, replication_control& replication,
                                  const controller_options& options)
-    : _writer(writer),
-      _replication(replication),
-      _unfence_on_registration(options.unfence_on_registration),
-      _sessions(options.broker_session_timeout_ms) {}
+    : _writer(writer), _replication(replication), _sessions(options.broker_session_timeout_ms) {}
 
 result<int64_t> cluster_control::register_broker(const metadata::broker_registration& registration,
                                                  int64_t previous_broker_epoch, int64_t now_ms) {
@@ -122,7 +119,6 @@ result<int64_t> cluster_control::register_broker(const metadata::broker_registra
     record.in_controlled_shutdown = false;
   }
   const int64_t epoch = record.broker_epoch;
-  const bool unfence = record.fenced && _unfence_on_registration;
   // KIP-966: a new incarnation whose previous broker epoch is not the one it last registered with did not
   // shut down cleanly (ClusterControlManager.registerBroker): it leaves the ISRs and ELRs first.
   const bool unclean_shutdown =
@@ -139,17 +135,6 @@ result<int64_t> cluster_control::register_broker(const metadata::broker_registra
     }
   }
   records.push_back(versioned(std::move(record), register_broker_record_version));
-  if (unfence) {
-    // A single voter's broker has caught up with the metadata log as soon as it registers, so it is unfenced
-    // in the same batch, as a heartbeat would (BrokerRegistrationChangeRecord v0 Fenced = -1, and leaders for
-    // the leaderless partitions whose ISR holds it). After an unclean shutdown the elections must see the
-    // ISRs it left: the registration is written first.
-    if (unclean_shutdown && records.size() > 1) {
-      if (auto st = _writer.write(records); !st.ok()) return st;
-      records.clear();
-    }
-    _replication.append_unfence_records(*_writer.image(), id, epoch, records);
-  }
   if (auto st = _writer.write(records); !st.ok()) return st;
   // A new incarnation's session starts afresh (ClusterControlManager.registerBroker drops the old one).
   if (new_incarnation) _sessions.remove(id);

@@ -1,6 +1,5 @@
 #include "mala/controller/quorum_controller.h"
 
-#include <limits>
 #include <utility>
 
 #include "mala/controller/cluster_control.h"
@@ -11,16 +10,13 @@
 namespace mala::controller {
 
 using metadata::metadata_image;
-using metadata::versioned_metadata_record;
 
 // The controller's log, image and activation, and the managers that answer requests by writing through it.
 struct quorum_controller::state final : metadata_writer {
-  state(std::unique_ptr<metadata_log> metadata, controller_options opts,
-        metadata::metadata_image_ptr replayed)
+  state(std::unique_ptr<metadata_log> metadata, controller_options opts, metadata::metadata_image_ptr base)
       : log(std::move(metadata)),
         options(std::move(opts)),
-        current(std::move(replayed)),
-        active(!options.wait_for_activation),
+        current(std::move(base)),
         replication(*this, options),
         configuration(*this, options.node_id, options.static_config,
                       [this](const metadata_image& image, record_list& records) {
@@ -54,7 +50,8 @@ struct quorum_controller::state final : metadata_writer {
       if (!next.ok()) return next.error();
     }
     current = std::move(*next);
-    // Only committed images go to the broker side: on a Raft quorum that is the metadata_loader's job.
+    // Only committed images go to the broker side; what the quorum commits later is the metadata_loader's to
+    // publish.
     if (publisher && log->committed_offset() >= appended->last_offset) publisher(current);
     return status::success();
   }
@@ -63,7 +60,7 @@ struct quorum_controller::state final : metadata_writer {
   controller_options options;
   metadata::metadata_image_ptr current;
   image_publisher publisher;
-  bool active;
+  bool active = false;
   replication_control replication;
   configuration_control configuration;
   cluster_control cluster;
@@ -75,28 +72,12 @@ quorum_controller::~quorum_controller() = default;
 result<std::unique_ptr<quorum_controller>> quorum_controller::open(std::unique_ptr<metadata_log> log,
                                                                    controller_options options) {
   if (!log) return status::error(error_code::invalid_request, "quorum_controller needs a metadata log");
+  // A standby learns the log from the metadata_loader (activate()): nothing is committed before the quorum
+  // says so.
   auto base = std::make_shared<metadata_image>();
   base->cluster_id = options.cluster_id;
   base->controller_id = options.node_id;
-  metadata::metadata_delta delta(base);
-  // A standby on a Raft quorum learns the log from the metadata_loader (activate()); nothing is committed
-  // before the quorum says so.
-  const int64_t replay_from = options.wait_for_activation ? std::numeric_limits<int64_t>::max() : 0;
-  auto replayed =
-      log->replay(replay_from, [&](const versioned_metadata_record& r, int64_t offset, int32_t epoch) {
-        if (auto st = delta.apply(r.record, offset, epoch); !st.ok()) {
-          return status::error(st.code,
-                               "metadata log record at offset " + std::to_string(offset) + ": " + st.message);
-        }
-        return status::success();
-      });
-  if (!replayed.ok()) return replayed;
-
-  auto s = std::make_unique<state>(std::move(log), std::move(options), delta.build());
-  // An empty log is a freshly formatted cluster: its first batch finalizes metadata.version.
-  if (s->active) {
-    if (auto st = s->write(bootstrap_records(*s->current)); !st.ok()) return st;
-  }
+  auto s = std::make_unique<state>(std::move(log), std::move(options), std::move(base));
   return std::unique_ptr<quorum_controller>(new quorum_controller(std::move(s)));
 }
 

@@ -56,7 +56,6 @@ class cluster_control {
  private:
   metadata_writer& _writer;
   replication_control& _replication;
-  bool _unfence_on_registration;
   broker_heartbeat_manager _sessions;
 };
 

@@ -1,6 +1,5 @@
 // The settings of a quorum_controller and of the managers it routes requests to (cluster_control,
-// replication_control, configuration_control): the broker properties Kafka's controller reads, and the
-// switches of the single-voter mode.
+// replication_control, configuration_control): the broker properties Kafka's controller reads.
 //
 // Plain data: copy freely.
 #pragma once
@@ -25,14 +24,7 @@ struct controller_options {
   // Seeds the generator that picks each placement's starting broker and follower shift (Kafka picks them at
   // random). 0: a random seed; tests fix a non-zero one.
   uint64_t placement_seed = 0;
-  std::function<int64_t()> clock_ms;  // wall clock; the system clock when unset
-  // On a Raft quorum (raft_metadata_log) the controller starts as a standby: open() neither replays nor
-  // bootstraps, and the node's metadata_loader activates it with the committed image once this node leads
-  // the quorum. On a single-voter log it is active from open().
-  bool wait_for_activation = false;
-  // A single voter's broker has caught up with the metadata log as soon as it registers, so register_broker
-  // unfences it in the same batch; on a Raft quorum a heartbeat does once the broker has caught up.
-  bool unfence_on_registration = true;
+  std::function<int64_t()> clock_ms;                     // wall clock; the system clock when unset
   int64_t broker_session_timeout_ms = 9000;              // broker.session.timeout.ms
   bool auto_leader_rebalance = true;                     // auto.leader.rebalance.enable
   int64_t leader_imbalance_check_interval_ms = 300'000;  // leader.imbalance.check.interval.seconds

@@ -1,6 +1,6 @@
 // The active controller (Kafka's QuorumController): the only writer of the metadata log. It owns the log, the
-// image of everything written and the activation (standby until activated on a Raft quorum; a single-voter
-// log is active from open()), and routes each administrative request to the manager that answers it:
+// image of everything written and the activation (a standby until the metadata_loader activates it on the
+// node that leads the quorum), and routes each administrative request to the manager that answers it:
 // cluster_control (broker registration, heartbeats, fencing), replication_control (topics, partitions, ISR,
 // elections, reassignments), configuration_control (AlterConfigs), producer_id_control and feature_control.
 // A manager validates the request against the current image and writes KRaft metadata records through the
@@ -56,25 +56,27 @@ using image_publisher = std::function<void(const metadata::metadata_image_ptr& i
 
 class quorum_controller {
  public:
-  // Replays the committed metadata log into an image. An empty log is bootstrapped first with the
-  // records Kafka's storage format writes (FeatureLevelRecord metadata.version, ...).
+  // A standby controller writing to `log`, with an empty image (the cluster id, this node as controller).
+  // It learns the committed log only from activate(); open() reads and writes nothing.
   static result<std::unique_ptr<quorum_controller>> open(std::unique_ptr<metadata_log> log,
                                                          controller_options options);
   ~quorum_controller();
 
-  // The image of everything committed so far.
+  // The image of everything this controller wrote, from the committed image it was activated with.
   metadata::metadata_image_ptr image() const;
-  // Called after every committed write with the new image (on the controller's thread). Set before the
-  // first write; open() does not call it (the caller publishes image() itself at start-up).
+  // Called with the new image (on the controller's thread) after every write the metadata log has committed
+  // by the time its append returns; images committed later reach the broker side through the
+  // metadata_loader.
   void set_publisher(image_publisher publisher);
 
   // Whether this controller is the active one (the only writer). Requests reaching a standby controller must
   // be answered NOT_CONTROLLER by the caller.
   bool active() const;
   // Becomes the active controller from `committed`, the image of everything committed (the new Raft leader
-  // has committed its epoch's first entry, so that is the whole log). Bootstraps an empty cluster
-  // (metadata.version) then. Uncommitted writes of an earlier term were reverted by deactivate().
-  // False when the bootstrap write failed: the controller stays standby.
+  // has committed its epoch's first entry, so that is the whole log). Bootstraps an empty cluster with the
+  // records Kafka's storage format writes (FeatureLevelRecord metadata.version). Uncommitted writes of an
+  // earlier term were reverted by deactivate(). False when the bootstrap write failed: the controller stays
+  // standby.
   bool activate(metadata::metadata_image_ptr committed);
   // Leadership lost: back to standby with the committed image; writes not yet committed are forgotten (they
   // may be truncated by the new leader), as Kafka's QuorumController reverts to its last committed state.
@@ -83,21 +85,19 @@ class quorum_controller {
   // metadata log has committed it.
   int64_t last_written_offset() const;
 
-  // BrokerRegistration: RegisterBrokerRecord v3 (the broker epoch is its offset in the metadata log) and,
-  // with controller_options.unfence_on_registration (a single-voter quorum's broker is caught up at once;
-  // otherwise a heartbeat unfences it), the unfencing in the same batch, written as
-  // Kafka 4.x writes it: BrokerRegistrationChangeRecord v0 with Fenced = -1 (UnfenceBrokerRecord is only for
-  // metadata.version < 3.3-IV2). A new incarnation (restart) gets a new epoch, the same incarnation keeps its
-  // epoch (an amendment); partitions keep their leader and ISR. Checked as ClusterControlManager does: every
-  // finalized feature within the broker's range (UNSUPPORTED_VERSION; a registration naming no
-  // metadata.version range gets [minimum_metadata_version, bootstrap_metadata_version]), log dir ids not
-  // reserved, not repeated, not another broker's (INVALID_REGISTRATION). Log dirs may be empty (new
-  // partitions then get MIGRATING directories). A new incarnation whose `previous_broker_epoch` (the epoch in
-  // its clean-shutdown markers, -1 after a crash) is not its last registered epoch shut down uncleanly
-  // (KIP-966): it leaves every ISR and ELR first. A new incarnation of a broker that is unfenced and whose
-  // session is still valid at now_ms (last heartbeat + broker.session.timeout.ms >= now_ms) is refused with
-  // DUPLICATE_BROKER_REGISTRATION: another process may be running with that node id (a broker restarted
-  // after a crash registers once the controller has fenced its old session). Returns the epoch.
+  // BrokerRegistration: RegisterBrokerRecord v3 (the broker epoch is its offset in the metadata log). A new
+  // broker registers fenced; the heartbeat that finds it caught up unfences it (broker_heartbeat). A new
+  // incarnation (restart) gets a new epoch, the same incarnation keeps its epoch (an amendment); partitions
+  // keep their leader and ISR. Checked as ClusterControlManager does: every finalized feature within the
+  // broker's range (UNSUPPORTED_VERSION; a registration naming no metadata.version range gets
+  // [minimum_metadata_version, bootstrap_metadata_version]), log dir ids not reserved, not repeated, not
+  // another broker's (INVALID_REGISTRATION). Log dirs may be empty (new partitions then get MIGRATING
+  // directories). A new incarnation whose `previous_broker_epoch` (the epoch in its clean-shutdown markers,
+  // -1 after a crash) is not its last registered epoch shut down uncleanly (KIP-966): it leaves every ISR and
+  // ELR first. A new incarnation of a broker that is unfenced and whose session is still valid at now_ms
+  // (last heartbeat + broker.session.timeout.ms >= now_ms) is refused with DUPLICATE_BROKER_REGISTRATION:
+  // another process may be running with that node id (a broker restarted after a crash registers once the
+  // controller has fenced its old session). Returns the epoch.
   result<int64_t> register_broker(const metadata::broker_registration& registration,
                                   int64_t previous_broker_epoch = -1, int64_t now_ms = 0);
 
@@ -167,13 +167,13 @@ class quorum_controller {
 
   // BrokerHeartbeat at now_ms: STALE_BROKER_EPOCH for an unknown broker or another epoch. Otherwise records
   // the heartbeat and moves the broker through Kafka's states: a fenced broker is unfenced once
-  // CurrentMetadataOffset reaches its registration (the broker epoch) and WantFence is false, and becomes
-  // the leader of leaderless partitions whose ISR holds it; WantFence fences it (leaderships and ISR
-  // memberships move away); WantShutDown starts a controlled shutdown (InControlledShutdown, then every
-  // partition whose ISR holds it gets another leader from the active ISR members and loses it from the ISR
-  // unless it is the last member) and answers ShouldShutDown once it leads nothing and every active broker
-  // has reported the offset of those changes; the broker is then fenced. A fenced broker may shut down at
-  // once. Throttle is always 0.
+  // CurrentMetadataOffset reaches its registration (the broker epoch) and WantFence is false (written as
+  // Kafka 4.x writes it: BrokerRegistrationChangeRecord v0 with Fenced = -1), and becomes the leader of
+  // leaderless partitions whose ISR holds it; WantFence fences it (leaderships and ISR memberships move
+  // away); WantShutDown starts a controlled shutdown (InControlledShutdown, then every partition whose ISR
+  // holds it gets another leader from the active ISR members and loses it from the ISR unless it is the last
+  // member) and answers ShouldShutDown once it leads nothing and every active broker has reported the offset
+  // of those changes; the broker is then fenced. A fenced broker may shut down at once. Throttle is always 0.
   protocol::broker_heartbeat_response broker_heartbeat(const protocol::broker_heartbeat_request& request,
                                                        int64_t now_ms);
   // Fences every unfenced broker whose last heartbeat is older than broker_session_timeout_ms, all those

@@ -1,4 +1,4 @@
-// The metadata log on the Raft quorum (issue 6): controller writes become entries of the replicated
+// The metadata log on the Raft quorum: controller writes become entries of the replicated
 // __cluster_metadata-0 through raft::raft_node; a write is committed once a majority of the voters has it.
 //
 // append() returns as soon as the leader has the entries (durable locally, not yet committed), as Kafka's

@@ -6,8 +6,8 @@
 // end_offset_for_epoch answers from. A data entry is a batch of one record with a null key and the payload as
 // value (MetadataRecordSerde's framing); a leader_change entry is a control batch holding one LEADER_CHANGE
 // control record (key: version 0, type 2) whose value is the entry's payload (the glue puts the encoded
-// LeaderChangeMessage there; the replica leaves it empty). Batches of several records (a whole controller
-// write in one batch) read back as one entry per record.
+// LeaderChangeMessage there; the replica leaves it empty). Batches of several records (the unit tests'
+// stand-in metadata log writes a whole controller write as one batch) read back as one entry per record.
 //
 // Durability: append() and truncate_to() only write (the page-cache part, see log.h); the glue calls flush()
 // after carrying out a step's log operations and before it sends that step's messages. Truncation drops whole

@@ -44,6 +44,7 @@
 #include "mala/protocol/record_batch.h"
 #include "mala/replication/replica_manager.h"
 #include "mala/storage/log_manager.h"
+#include "support/active_controller.h"
 #include "support/local_metadata_log.h"
 
 namespace mala::broker {
@@ -138,16 +139,17 @@ class admin_handlers_test : public ::testing::Test {
       return it->second.value;
     };
     options.clock_ms = [] { return int64_t{1'700'000'000'000}; };
-    auto opened = controller::quorum_controller::open(std::move(log.value()), options);
+    auto opened = controller::open_active_controller(std::move(log.value()), options);
     ASSERT_TRUE(opened.ok()) << opened.error().message;
     controller = std::move(opened.value());
-    // As main.cc does: clients are told this node is the controller (KRaft brokers forward to it).
+    // As a node publishes its images: clients are told this node is the controller (KRaft brokers forward to
+    // it).
     controller->set_publisher([this](const metadata::metadata_image_ptr& image) { publish(image); });
     metadata::broker_registration self;
     self.id = 1;
     self.endpoints.push_back({"PLAINTEXT", "localhost", 9092, "PLAINTEXT"});
     self.incarnation_id = uuid::random();
-    auto epoch = controller->register_broker(self);
+    auto epoch = controller::register_unfenced_broker(*controller, self);
     ASSERT_TRUE(epoch.ok()) << epoch.error().message;
     publish(controller->image());
   }

@@ -1,5 +1,5 @@
 // Broker lifecycle on the active controller, as Kafka 4.x's ClusterControlManager / BrokerHeartbeatManager /
-// ReplicationControlManager run it: registration fenced until caught up (multi-node option), heartbeats
+// ReplicationControlManager run it: registration fenced until caught up, heartbeats
 // (stale epochs, unfencing, WantFence, controlled shutdown with ShouldShutDown), session expiry moving
 // leadership and shrinking ISRs, the last ISR member kept with no leader, leaders restored on unfencing, the
 // grace after a controller failover; and the pure state machine of broker_heartbeat_manager.
@@ -17,6 +17,7 @@
 #include "mala/controller/broker_heartbeat_manager.h"
 #include "mala/controller/quorum_controller.h"
 #include "mala/metadata/metadata_delta.h"
+#include "support/active_controller.h"
 #include "support/local_metadata_log.h"
 
 namespace mala::controller {
@@ -93,17 +94,16 @@ class broker_lifecycle_test : public ::testing::Test {
     fs::remove_all(_dir);
   }
 
-  void open(bool unfence_on_registration = false) {
+  void open() {
     auto log = local_metadata_log::open(_dir);
     ASSERT_TRUE(log.ok()) << log.error().message;
     controller_options o;
     o.node_id = 1;
     o.cluster_id = "mala-test-cluster-id0";
     o.placement_seed = 42;
-    o.unfence_on_registration = unfence_on_registration;
     o.broker_session_timeout_ms = 9000;
     o.leader_imbalance_check_interval_ms = 300'000;
-    auto c = quorum_controller::open(std::move(*log), std::move(o));
+    auto c = open_active_controller(std::move(*log), std::move(o));
     ASSERT_TRUE(c.ok()) << c.error().message;
     _controller = std::move(*c);
   }
@@ -206,7 +206,7 @@ class broker_lifecycle_test : public ::testing::Test {
 };
 
 TEST_F(broker_lifecycle_test, registration_stays_fenced_until_a_caught_up_heartbeat) {
-  open(/*unfence_on_registration=*/false);
+  open();
   const int64_t before = end_offset();
   const int64_t epoch = register_broker(1);
   EXPECT_EQ(epoch, before);
@@ -243,12 +243,6 @@ TEST_F(broker_lifecycle_test, registration_stays_fenced_until_a_caught_up_heartb
   r = heartbeat(1, 2000, std::nullopt, /*want_fence=*/true);
   EXPECT_TRUE(r.is_fenced);
   EXPECT_TRUE(broker(1).fenced);
-}
-
-TEST_F(broker_lifecycle_test, default_option_unfences_on_registration) {
-  open(/*unfence_on_registration=*/true);
-  register_broker(1);
-  EXPECT_FALSE(broker(1).fenced);
 }
 
 TEST_F(broker_lifecycle_test, stale_broker_epoch) {

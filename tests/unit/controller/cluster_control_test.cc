@@ -16,7 +16,6 @@ class cluster_control_test : public ::testing::Test {
     controller_options o;
     o.node_id = 1;
     o.placement_seed = 42;
-    o.unfence_on_registration = false;
     o.broker_session_timeout_ms = 1000;
     return o;
   }

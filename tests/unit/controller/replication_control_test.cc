@@ -13,10 +13,16 @@ namespace {
 class replication_control_test : public ::testing::Test {
  protected:
   void SetUp() override {
+    // Three brokers, each unfenced by the heartbeat that reports it has caught up with its registration.
     for (int32_t id : {1, 2, 3}) {
       auto epoch = _cluster.register_broker(test_registration(id), -1, 0);
       ASSERT_TRUE(epoch.ok()) << epoch.error().message;
       _epochs[id] = *epoch;
+      protocol::broker_heartbeat_request heartbeat;
+      heartbeat.broker_id = id;
+      heartbeat.broker_epoch = *epoch;
+      heartbeat.current_metadata_offset = *epoch;
+      ASSERT_FALSE(_cluster.broker_heartbeat(heartbeat, 0).is_fenced);
     }
   }
 
@@ -25,7 +31,6 @@ class replication_control_test : public ::testing::Test {
     o.node_id = 1;
     o.placement_seed = 42;
     o.default_replication_factor = 3;
-    o.unfence_on_registration = true;
     return o;
   }
 

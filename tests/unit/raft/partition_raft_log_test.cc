@@ -2,8 +2,8 @@
 // as memory_raft_log does (checked entry by entry and against a random sequence of appends and truncations),
 // store one v2 batch per entry stamped with the entry's epoch (leader_change as a LEADER_CHANGE control
 // batch), keep everything across a reopen (the leader epoch cache included), read the multi-record batches
-// the single-voter controller log writes, and carry a single-voter replica across a restart together with the
-// quorum-state file.
+// the unit tests' stand-in metadata log writes, and carry a single-voter replica across a restart together
+// with the quorum-state file.
 #include "mala/raft/partition_raft_log.h"
 
 #include <gtest/gtest.h>

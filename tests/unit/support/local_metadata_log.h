@@ -32,7 +32,7 @@ inline int64_t system_clock_ms() {
 }  // namespace local_metadata_log_detail
 
 struct local_metadata_log_options {
-  // The Raft epoch stamped on batches. A single voter elects itself once; Kafka's first epoch is 1.
+  // The Raft epoch stamped on batches (Kafka's first epoch is 1).
   int32_t epoch = 1;
   std::function<int64_t()> clock_ms;  // batch timestamps; the system clock when unset
 };
@@ -97,7 +97,7 @@ inline int64_t local_metadata_log::end_offset() const {
 }
 
 inline int64_t local_metadata_log::committed_offset() const {
-  // A single voter commits what it has written and synced; append() undoes anything it could not sync.
+  // Everything written and synced is committed; append() undoes anything it could not sync.
   return _log->log_end_offset() - 1;
 }
 
@@ -118,7 +118,7 @@ inline result<metadata_append_result> local_metadata_log::append(
   const int64_t first = _log->log_end_offset();
   auto appended = storage::append_metadata_batches(*_log, *batch, _epoch);
   if (!appended.ok()) return appended.error();
-  // Commit = durable on the only voter. If the sync fails the batch was never committed: cut it so that
+  // Committed = written and synced. If the sync fails the batch was never committed: cut it so that
   // neither a later replay nor a later append sees it.
   if (auto synced = _log->flush(); !synced.ok()) {
     (void)_log->truncate_to(first);
