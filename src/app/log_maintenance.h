@@ -1,19 +1,18 @@
-// Periodic work on the node's logs, scheduled on shard 0 (which owns every partition log until replication
-// assigns partitions to shards): retention every log.retention.check.interval.ms, recovery-point and
-// log-start-offset and high-watermark (replication-offset) checkpoints, and the flush policy (flush.messages
-// / flush.ms), whose fsyncs run on a blocking thread, never on a shard. The storage library itself has no
-// threads or timers; this is where the binary wires them.
+// Periodic work on the node's logs. Every shard runs retention (every log.retention.check.interval.ms) and
+// the flush policy (flush.messages / flush.ms) of the logs it owns (replica_placement), on its own timers;
+// the fsyncs run on a blocking thread, never on a shard. The recovery-point, log-start-offset and
+// high-watermark (replication-offset) checkpoints are written on that blocking thread too, the high
+// watermarks first collected from every shard. The storage library itself has no threads or timers; this is
+// where the binary wires them.
 #pragma once
 
-#include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
-
-#include <asio/io_context.hpp>
-#include <asio/thread_pool.hpp>
+#include <vector>
 
 #include "mala/common/config.h"
+#include "mala/net/shard_pool.h"
+#include "mala/replication/replica_manager.h"
+#include "mala/replication/replica_placement.h"
 #include "mala/storage/log_manager.h"
 
 namespace mala::app {
@@ -23,16 +22,16 @@ storage::log_config log_defaults_from(const node_config& config);
 
 class log_maintenance {
  public:
-  // The high watermark of a partition replica this node hosts (nullopt: not hosted); called on shard 0. It
-  // bounds retention (nothing at or above the high watermark is deleted) and is checkpointed with the other
-  // offsets.
-  using high_watermark_lookup = std::function<std::optional<int64_t>(const storage::topic_partition&)>;
-
-  log_maintenance(asio::io_context& shard0, storage::log_manager& logs, const node_config& config,
-                  high_watermark_lookup high_watermark);
+  // replicas_by_shard: each shard's replica manager (a hosted replica's high watermark bounds retention:
+  // nothing at or above it is deleted; and it is checkpointed with the other offsets).
+  log_maintenance(net::shard_pool& shards, storage::log_manager& logs, const node_config& config,
+                  replication::replica_placement placement,
+                  std::vector<replication::replica_manager*> replicas_by_shard);
   ~log_maintenance();
+  // Before the shards run, or on shard 0.
   void start();
-  // Cancels the timers and waits for in-flight fsyncs; call on shard 0 before log_manager::shutdown().
+  // Stops the timers (each on its shard) and waits for in-flight fsyncs and checkpoints; call on shard 0
+  // before log_manager::shutdown().
   void stop();
 
  private:

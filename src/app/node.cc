@@ -13,6 +13,7 @@
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "mala/common/current_shard.h"
 #include "mala/controller/raft_metadata_log.h"
 #include "subsystem_options.h"
 
@@ -39,8 +40,7 @@ broker::fetch_session_cache_config fetch_session_options_from(const node_config&
 
 node::node(node_config config)
     : _config(std::move(config)),
-      _log(subsystem_logger("main")),
-      _fetch_sessions(fetch_session_options_from(_config)) {}
+      _log(subsystem_logger("main")) {}
 
 node::~node() = default;
 
@@ -87,26 +87,50 @@ status node::open_storage() {
   return status::success();
 }
 
-// Step 2: the shards exist (their threads start later) before anything that lives on shard 0's io_context.
-// Partition replicas live on the home shard (shard 0), like the controller.
+// Step 2: the shards exist (their threads start later) before anything that lives on a shard's io_context.
+// Each shard gets a replica manager for the partitions the placement puts there.
 void node::open_replicas() {
   const size_t shard_count =
       _config.shards() > 0 ? static_cast<size_t>(_config.shards()) : net::shard_pool::default_shard_count();
   _shards = std::make_unique<net::shard_pool>(shard_count);
-  auto replica_options = replica_manager_options_from(_config);
-  // A restarted replica resumes from the high watermark it had checkpointed (replication-offset-checkpoint).
-  replica_options.checkpointed_high_watermark = [this](const storage::topic_partition& tp) {
-    return _logs->checkpointed_high_watermark(tp);
-  };
-  _replicas = std::make_unique<replication::replica_manager>(*_logs, replica_options);
-  // A log dir that fails stops its replicas (Kafka's ReplicaManager.handleLogDirFailure).
+  _placement = replication::replica_placement(_shards->size());
+  for (size_t shard = 0; shard < _shards->size(); ++shard) {
+    auto replica_options = replica_manager_options_from(_config);
+    replica_options.shard = static_cast<int>(shard);
+    // A restarted replica resumes from the high watermark it had checkpointed (replication-offset-checkpoint).
+    replica_options.checkpointed_high_watermark = [this](const storage::topic_partition& tp) {
+      return _logs->checkpointed_high_watermark(tp);
+    };
+    _replicas.push_back(std::make_unique<replication::replica_manager>(*_logs, replica_options));
+  }
+  // A log dir that fails stops its logs and replicas on their own shards (Kafka's
+  // ReplicaManager.handleLogDirFailure).
+  _logs->set_run_on_owner(
+      [this](const storage::topic_partition& tp, std::function<void()> fn) { run_on_owner(tp, std::move(fn)); });
   _logs->set_offline_listener(
       [this](const std::filesystem::path&, const std::vector<storage::topic_partition>& partitions) {
-        _replicas->mark_offline(partitions);
+        for (const auto& tp : partitions) {
+          run_on_owner(tp, [this, tp] { _replicas[_placement.shard_of(tp)]->mark_offline({tp}); });
+        }
       });
   _publisher = std::make_unique<broker::metadata_publisher>(
-      _config.node_id(), *_replicas, _metadata,
+      _config.node_id(), replicas_by_shard(), _placement, _shards.get(), _metadata,
       [this](std::string_view property) { return static_property(_config, property); });
+}
+
+std::vector<replication::replica_manager*> node::replicas_by_shard() const {
+  std::vector<replication::replica_manager*> out;
+  for (const auto& r : _replicas) out.push_back(r.get());
+  return out;
+}
+
+void node::run_on_owner(const storage::topic_partition& tp, std::function<void()> fn) {
+  const size_t owner = _placement.shard_of(tp);
+  if (!_shards->running() || current_shard() == static_cast<int>(owner)) {
+    fn();
+    return;
+  }
+  asio::post(_shards->context(owner), std::move(fn));
 }
 
 // Step 3: every node runs a Raft replica of the metadata quorum (raft_node on shard 0); with the controller
@@ -187,7 +211,8 @@ void node::open_broker() {
   // partition is loaded at once).
   auto group_options = broker::group_coordinator_options_from(_config);
   group_options.clock_ms = wall_clock_ms;
-  _groups = std::make_unique<broker::group_coordinator_driver>(_shards->context(0), *_replicas,
+  // The coordinators' partitions (__consumer_offsets) live on the home shard with them (replica_placement).
+  _groups = std::make_unique<broker::group_coordinator_driver>(_shards->context(0), *_replicas[0],
                                                                std::move(group_options));
 
   std::vector<uuid> log_dir_ids;  // only log.dirs (a separate metadata.log.dir is last in _dirs.dirs)
@@ -199,16 +224,24 @@ void node::open_broker() {
   _lifecycle = std::make_unique<broker::broker_lifecycle>(_shards->context(0), *_controller_link,
                                                           std::move(lifecycle_options));
 
-  // Follower replicas fetch from their leaders; leaders change their ISRs through AlterPartition.
-  _fetcher = std::make_unique<replication::follower_fetcher>(_shards->context(0), *_replicas, _metadata,
-                                                             follower_fetcher_options_from(_config));
-  replication::alter_partition_manager_options isr_options;
-  isr_options.node_id = _config.node_id();
-  isr_options.broker_epoch = [this] { return _lifecycle->broker_epoch(); };
-  isr_options.clock_ms = wall_clock_ms;
-  _isr_changes = std::make_unique<replication::alter_partition_manager>(
-      _shards->context(0), *_replicas, _metadata, broker::alter_partition_sender(*_controller_link),
-      std::move(isr_options));
+  // Follower replicas fetch from their leaders; leaders change their ISRs through AlterPartition: one
+  // fetcher and one ISR manager per shard, each for the replicas of its shard.
+  for (size_t shard = 0; shard < _shards->size(); ++shard) {
+    auto fetcher_options = follower_fetcher_options_from(_config);
+    fetcher_options.shard = shard;
+    fetcher_options.placement = _placement;
+    _fetchers.push_back(std::make_unique<replication::follower_fetcher>(
+        _shards->context(shard), *_replicas[shard], _metadata, std::move(fetcher_options)));
+    replication::alter_partition_manager_options isr_options;
+    isr_options.node_id = _config.node_id();
+    isr_options.broker_epoch = [this] { return _lifecycle->broker_epoch(); };
+    isr_options.clock_ms = wall_clock_ms;
+    isr_options.shard = shard;
+    isr_options.placement = _placement;
+    _isr_changes.push_back(std::make_unique<replication::alter_partition_manager>(
+        _shards->context(shard), *_replicas[shard], _metadata, broker::alter_partition_sender(*_controller_link),
+        std::move(isr_options)));
+  }
 }
 
 // Step 5: the handlers' view of the node, the server and the maintenance timers.
@@ -222,11 +255,14 @@ void node::open_server() {
   _services.config = &_config;
   _services.shards = _shards.get();
   _services.home_shard = 0;
-  _services.replicas = _replicas.get();
+  _services.placement = _placement;
+  _services.replicas_by_shard = replicas_by_shard();
   _services.controller = _controller.get();
   _services.controller_link = _controller_link.get();
   _services.raft = _raft.get();
-  _services.fetch_sessions = &_fetch_sessions;
+  _fetch_sessions = std::make_unique<broker::sharded_fetch_session_cache>(fetch_session_options_from(_config),
+                                                                         _shards->size());
+  _services.fetch_sessions = _fetch_sessions.get();
   _services.producer_ids = &_producer_ids;
   _services.groups = _groups ? &_groups->coordinator() : nullptr;
   _services.clock_ms = wall_clock_ms;
@@ -245,9 +281,7 @@ void node::open_server() {
         .push_back({l.name, l.host, l.port});
   }
 
-  _maintenance = std::make_unique<log_maintenance>(
-      _shards->context(0), *_logs, _config,
-      [this](const storage::topic_partition& tp) { return replica_high_watermark(tp); });
+  _maintenance = std::make_unique<log_maintenance>(*_shards, *_logs, _config, _placement, replicas_by_shard());
   _controller_work_timer = std::make_unique<asio::steady_timer>(_shards->context(0));
   _signals = std::make_unique<asio::signal_set>(_shards->context(0), SIGTERM, SIGINT);
 }
@@ -297,8 +331,8 @@ status node::start() {
   schedule_controller_work();
   // 6. The broker side: registration and heartbeats, follower fetching, ISR changes.
   if (_lifecycle) _lifecycle->start();
-  if (_fetcher) _fetcher->start();
-  if (_isr_changes) _isr_changes->start();
+  for (auto& f : _fetchers) f->start();
+  for (auto& m : _isr_changes) m->start();
   // 7. The shard threads.
   std::signal(SIGPIPE, SIG_IGN);
   _shards->start();
@@ -316,8 +350,14 @@ asio::awaitable<void> node::stop() {
   if (_groups) _groups->stop();
   _controller_work_timer->cancel();
   if (_lifecycle) _lifecycle->stop();
-  if (_fetcher) _fetcher->stop();
-  if (_isr_changes) _isr_changes->stop();
+  // Each shard's fetcher and ISR manager stop on their shard, before any shard's loop ends.
+  for (size_t shard = 0; shard < _fetchers.size(); ++shard) {
+    co_await _shards->invoke_on(shard, [this, shard] {
+      _fetchers[shard]->stop();
+      _isr_changes[shard]->stop();
+      return true;
+    });
+  }
   // 3. The Raft leader resigns (EndQuorumEpoch, so the other voters elect a successor at once rather than
   //    after their fetch timeout) and is given a moment to send it; then the replica stops.
   const bool leads = _raft->state().current_role() == raft::role::leader;
@@ -335,8 +375,8 @@ asio::awaitable<void> node::stop() {
 
 // After the shards stopped: the objects go in the reverse order of their dependencies, and the logs close.
 status node::close() {
-  _fetcher.reset();
-  _isr_changes.reset();
+  _fetchers.clear();
+  _isr_changes.clear();
   _services.groups = nullptr;
   _groups.reset();
   if (_lifecycle) _broker_epoch = _lifecycle->broker_epoch();
@@ -348,7 +388,9 @@ status node::close() {
       !st.ok()) {
     _log->error("high watermark checkpoint: {}", st.message);
   }
-  for (const auto& tp : _replicas->partitions()) (void)_replicas->remove_partition(tp, /*delete_log=*/false);
+  for (auto& replicas : _replicas) {
+    for (const auto& tp : replicas->partitions()) (void)replicas->remove_partition(tp, /*delete_log=*/false);
+  }
   _controller.reset();
   _loader.reset();
   _controller_link.reset();
@@ -406,9 +448,9 @@ void node::schedule_controller_work() {
   });
 }
 
-// Replicas live on shard 0, where the maintenance timers run.
+// After the shards ended (close()): any replica may be read from this thread.
 std::optional<int64_t> node::replica_high_watermark(const storage::topic_partition& tp) const {
-  if (const auto* p = _replicas->get(tp)) return p->high_watermark();
+  if (const auto* p = _replicas[_placement.shard_of(tp)]->get(tp)) return p->high_watermark();
   return std::nullopt;
 }
 

@@ -93,6 +93,9 @@ class node {
   status close();
 
   void publish(const metadata::metadata_image_ptr& image);
+  std::vector<replication::replica_manager*> replicas_by_shard() const;
+  // Runs fn on the shard owning tp: in place when this thread is that shard or no shard runs, else posted.
+  void run_on_owner(const storage::topic_partition& tp, std::function<void()> fn);
   void fence_previous_incarnation();
   void schedule_controller_work();
   std::optional<int64_t> replica_high_watermark(const storage::topic_partition& tp) const;
@@ -106,7 +109,9 @@ class node {
   std::unique_ptr<storage::log_manager> _logs;
   // Step 2.
   std::unique_ptr<net::shard_pool> _shards;
-  std::unique_ptr<replication::replica_manager> _replicas;
+  replication::replica_placement _placement;
+  // One replica manager per shard (index: shard), holding the partitions _placement puts there.
+  std::vector<std::unique_ptr<replication::replica_manager>> _replicas;
   metadata::metadata_cache _metadata;
   std::unique_ptr<broker::metadata_publisher> _publisher;
   // Step 3.
@@ -118,10 +123,11 @@ class node {
   // Step 4 (broker role only).
   std::unique_ptr<broker::group_coordinator_driver> _groups;
   std::unique_ptr<broker::broker_lifecycle> _lifecycle;
-  std::unique_ptr<replication::follower_fetcher> _fetcher;
-  std::unique_ptr<replication::alter_partition_manager> _isr_changes;
+  // One of each per shard (index: shard), for the replicas that shard owns.
+  std::vector<std::unique_ptr<replication::follower_fetcher>> _fetchers;
+  std::vector<std::unique_ptr<replication::alter_partition_manager>> _isr_changes;
   // Step 5.
-  broker::fetch_session_cache _fetch_sessions;
+  std::unique_ptr<broker::sharded_fetch_session_cache> _fetch_sessions;
   broker::producer_id_allocator _producer_ids;
   broker::handler_table _handlers;
   broker::broker_services _services;

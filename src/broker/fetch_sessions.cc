@@ -1,8 +1,11 @@
 #include "mala/broker/fetch_sessions.h"
 
+#include <algorithm>
 #include <climits>
 #include <list>
 #include <string_view>
+
+#include "mala/common/current_shard.h"
 
 namespace mala::broker {
 
@@ -387,11 +390,13 @@ void fetch_session_cache::touch_locked(const session_ptr& session, int64_t now_m
 
 int32_t fetch_session_cache::new_session_id_locked() {
   // Random ids, so that a client cannot guess another's session; 0 means "no session".
-  std::uniform_int_distribution<int32_t> ids(1, INT32_MAX - 1);
+  // Within this cache's share: id % id_modulus == id_remainder (a remainder of 0 never gives id 0).
+  const int32_t modulus = std::max(1, _config.id_modulus);
+  std::uniform_int_distribution<int32_t> ids(0, (INT32_MAX - 1) / modulus - 1);
   int32_t id;
   do {
-    id = ids(_random);
-  } while (_sessions.contains(id));
+    id = ids(_random) * modulus + _config.id_remainder;
+  } while (id == invalid_fetch_session_id || _sessions.contains(id));
   return id;
 }
 
@@ -447,6 +452,43 @@ protocol::fetch_response build_fetch_response(const fetch_response_header& heade
     response.responses.back().partitions.push_back(std::move(result.data));
   }
   return response;
+}
+
+// ---- sharded_fetch_session_cache ----
+
+sharded_fetch_session_cache::sharded_fetch_session_cache(fetch_session_cache_config config, size_t shard_count) {
+  const size_t count = std::max<size_t>(1, shard_count);
+  for (size_t k = 0; k < count; ++k) {
+    fetch_session_cache_config c = config;
+    // Kafka divides the slots evenly too; a configured 0 (sessions off) stays 0.
+    c.max_slots = config.max_slots <= 0
+                      ? config.max_slots
+                      : std::max<int32_t>(1, config.max_slots / static_cast<int32_t>(count));
+    c.id_modulus = static_cast<int32_t>(count);
+    c.id_remainder = static_cast<int32_t>(k);
+    if (config.session_id_seed != 0) c.session_id_seed = config.session_id_seed + k;
+    _caches.push_back(std::make_unique<fetch_session_cache>(c));
+  }
+}
+
+fetch_session_cache& sharded_fetch_session_cache::cache_for(const fetch_metadata& metadata) {
+  if (metadata.session_id != invalid_fetch_session_id && metadata.session_id > 0) {
+    return *_caches[static_cast<size_t>(metadata.session_id) % _caches.size()];
+  }
+  const int shard = current_shard();
+  return *_caches[shard < 0 ? 0 : static_cast<size_t>(shard) % _caches.size()];
+}
+
+size_t sharded_fetch_session_cache::size() const {
+  size_t n = 0;
+  for (const auto& c : _caches) n += c->size();
+  return n;
+}
+
+int64_t sharded_fetch_session_cache::total_partitions() const {
+  int64_t n = 0;
+  for (const auto& c : _caches) n += c->total_partitions();
+  return n;
 }
 
 }  // namespace mala::broker

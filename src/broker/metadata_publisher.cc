@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "mala/common/logging.h"
@@ -88,19 +89,46 @@ int32_t effective_min_insync_replicas(const metadata::metadata_image& image, con
   return std::max(1, min_isr);
 }
 
-metadata_publisher::metadata_publisher(int32_t node_id, replication::replica_manager& replicas,
+metadata_publisher::metadata_publisher(int32_t node_id,
+                                       std::vector<replication::replica_manager*> replicas_by_shard,
+                                       replication::replica_placement placement, net::shard_pool* shards,
                                        metadata::metadata_cache& cache, static_property_lookup static_config)
-    : _node_id(node_id), _replicas(replicas), _cache(cache), _static_config(std::move(static_config)) {}
+    : _node_id(node_id),
+      _replicas_by_shard(std::move(replicas_by_shard)),
+      _placement(placement),
+      _shards(shards),
+      _cache(cache),
+      _static_config(std::move(static_config)) {}
+
+// A partition of the image with a replica on this node, as the shard owning it is told of it.
+struct metadata_publisher::hosted_replica {
+  const std::string* topic = nullptr;
+  const metadata::topic_metadata* metadata = nullptr;
+  const metadata::partition_state* state = nullptr;
+  const replication::log_config* log_config = nullptr;
+  int32_t min_isr = 1;
+  bool apply_only_if_missing = false;  // nothing changed for it since the previous image
+};
 
 void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
   const metadata::metadata_image_ptr previous = _cache.current();
-  auto log = subsystem_logger("broker");
 
-  std::set<replication::topic_partition> hosted;
+  // On this (the home) shard: what changed, per owning shard. The image is immutable: the shards read it.
+  std::vector<std::vector<hosted_replica>> by_shard(std::max<size_t>(1, _replicas_by_shard.size()));
+  std::vector<std::unique_ptr<replication::log_config>> configs;
   for (const auto& [name, topic] : image->topics) {
     const metadata::topic_metadata* before = previous ? previous->find_topic(name) : nullptr;
     if (before && before->id != topic.id) before = nullptr;  // deleted and re-created under the same name
-    const replication::log_config log_config = effective_log_config(*image, name, _node_id, _static_config);
+    bool any_hosted = false;
+    for (const auto& p : topic.partitions) {
+      if (std::find(p.replicas.begin(), p.replicas.end(), _node_id) != p.replicas.end()) {
+        any_hosted = true;
+        break;
+      }
+    }
+    if (!any_hosted) continue;
+    auto& log_config = *configs.emplace_back(std::make_unique<replication::log_config>(
+        effective_log_config(*image, name, _node_id, _static_config)));
     const int32_t min_isr = effective_min_insync_replicas(*image, name, _node_id, _static_config);
     bool config_changed = true;
     if (before) {
@@ -110,40 +138,60 @@ void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
     }
     for (const auto& p : topic.partitions) {
       if (std::find(p.replicas.begin(), p.replicas.end(), _node_id) == p.replicas.end()) continue;
-      replication::topic_partition tp{name, p.partition};
-      hosted.insert(tp);
       const bool unchanged = before && p.partition < static_cast<int32_t>(before->partitions.size()) &&
-                             same_state(before->partitions[p.partition], p) && !config_changed &&
-                             _replicas.get(tp) != nullptr;
-      if (unchanged) continue;
-      replication::partition_leadership leadership;
-      leadership.topic = name;
-      leadership.partition = p.partition;
-      leadership.topic_id = topic.id;
-      leadership.state.leader = p.leader;
-      leadership.state.leader_epoch = p.leader_epoch;
-      leadership.state.partition_epoch = p.partition_epoch;
-      leadership.state.replicas = p.replicas;
-      leadership.state.isr = p.isr;
-      leadership.state.min_insync_replicas = min_isr;
-      leadership.state.leader_recovery_state = p.leader_recovery_state;
-      leadership.log_config = log_config;
-      auto applied = _replicas.apply_leadership(leadership);
-      if (!applied) {
-        // The replica stays unavailable here (Metadata reports it offline); the next image retries.
-        log->error("{}-{}: cannot apply leadership: {}", name, p.partition, applied.error().message);
-      }
+                             same_state(before->partitions[p.partition], p) && !config_changed;
+      const size_t shard = _placement.shard_of(name, p.partition) % by_shard.size();
+      by_shard[shard].push_back({&name, &topic, &p, &log_config, min_isr, unchanged});
+    }
+  }
+
+  // On each shard: its replicas become leaders or followers, and the ones no longer hosted go.
+  auto apply_on = [&](size_t shard) {
+    if (shard >= _replicas_by_shard.size() || !_replicas_by_shard[shard]) return;
+    apply(*_replicas_by_shard[shard], by_shard[shard]);
+  };
+  if (_shards) {
+    _shards->run_on_each_and_wait(apply_on);
+  } else {
+    for (size_t shard = 0; shard < by_shard.size(); ++shard) apply_on(shard);
+  }
+  _cache.publish(image);
+}
+
+void metadata_publisher::apply(replication::replica_manager& replicas, const std::vector<hosted_replica>& hosted) {
+  auto log = subsystem_logger("broker");
+  std::set<replication::topic_partition> still_hosted;
+  for (const auto& h : hosted) {
+    replication::topic_partition tp{*h.topic, h.state->partition};
+    still_hosted.insert(tp);
+    if (h.apply_only_if_missing && replicas.get(tp) != nullptr) continue;
+    const auto& p = *h.state;
+    replication::partition_leadership leadership;
+    leadership.topic = *h.topic;
+    leadership.partition = p.partition;
+    leadership.topic_id = h.metadata->id;
+    leadership.state.leader = p.leader;
+    leadership.state.leader_epoch = p.leader_epoch;
+    leadership.state.partition_epoch = p.partition_epoch;
+    leadership.state.replicas = p.replicas;
+    leadership.state.isr = p.isr;
+    leadership.state.min_insync_replicas = h.min_isr;
+    leadership.state.leader_recovery_state = p.leader_recovery_state;
+    leadership.log_config = *h.log_config;
+    auto applied = replicas.apply_leadership(leadership);
+    if (!applied) {
+      // The replica stays unavailable here (Metadata reports it offline); the next image retries.
+      log->error("{}-{}: cannot apply leadership: {}", tp.topic, p.partition, applied.error().message);
     }
   }
   // Replicas this node no longer hosts: the topic was deleted (or re-created with another id), or the replica
   // moved away. Their logs are deleted, as Kafka's ReplicaManager does on a RemoveTopicRecord.
-  for (const auto& tp : _replicas.partitions()) {
-    if (hosted.count(tp)) continue;
-    if (auto st = _replicas.remove_partition(tp, /*delete_log=*/true); !st.ok()) {
+  for (const auto& tp : replicas.partitions()) {
+    if (still_hosted.count(tp)) continue;
+    if (auto st = replicas.remove_partition(tp, /*delete_log=*/true); !st.ok()) {
       log->error("{}-{}: cannot remove replica: {}", tp.topic, tp.partition, st.message);
     }
   }
-  _cache.publish(image);
 }
 
 }  // namespace mala::broker

@@ -1,8 +1,16 @@
 #include "mala/net/shard_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include <asio/post.hpp>
+
+#include "mala/common/current_shard.h"
 
 namespace mala::net {
 
@@ -34,9 +42,40 @@ void shard_pool::start() {
     _guards.push_back(std::make_unique<asio::executor_work_guard<asio::io_context::executor_type>>(
         asio::make_work_guard(*ctx)));
   }
-  for (auto& ctx : _contexts) {
-    _threads.emplace_back([c = ctx.get()] { c->run(); });
+  _running.store(true, std::memory_order_release);
+  for (size_t i = 0; i < _contexts.size(); ++i) {
+    _threads.emplace_back([c = _contexts[i].get(), i] {
+      const std::string name = "shard-" + std::to_string(i);  // at most 15 characters for the kernel
+      pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+      set_current_shard(static_cast<int>(i));
+      c->run();
+    });
   }
+}
+
+void shard_pool::run_on_each_and_wait(const std::function<void(size_t shard)>& fn) {
+  // Before the threads run (start-up) or after they ended nothing else touches the shards' state. A thread
+  // that is no shard while they run posts like any other caller.
+  if (!running()) {
+    for (size_t shard = 0; shard < _contexts.size(); ++shard) fn(shard);
+    return;
+  }
+  const int here = current_shard();
+  std::mutex mutex;
+  std::condition_variable done;
+  size_t pending = 0;
+  for (size_t shard = 0; shard < _contexts.size(); ++shard) {
+    if (static_cast<int>(shard) == here) continue;
+    ++pending;
+    asio::post(*_contexts[shard], [&, shard] {
+      fn(shard);
+      std::lock_guard lock(mutex);
+      if (--pending == 0) done.notify_one();
+    });
+  }
+  if (here >= 0) fn(static_cast<size_t>(here));
+  std::unique_lock lock(mutex);
+  done.wait(lock, [&] { return pending == 0; });
 }
 
 void shard_pool::stop() {
@@ -47,6 +86,7 @@ void shard_pool::join() {
   for (auto& t : _threads)
     if (t.joinable()) t.join();
   _threads.clear();
+  _running.store(false, std::memory_order_release);
   _guards.clear();
 }
 

@@ -1,8 +1,11 @@
 #include "mala/replication/replica_manager.h"
 
+#include <algorithm>
 #include <system_error>
 #include <utility>
 
+#include "mala/common/assert.h"
+#include "mala/common/current_shard.h"
 #include "mala/common/logging.h"
 
 namespace mala::replication {
@@ -15,7 +18,13 @@ replica_manager::~replica_manager() {
   for (auto& [tp, p] : _partitions) p->stop();
 }
 
+void replica_manager::check_shard() const {
+  const int here = current_shard();
+  MALA_ASSERT(here < 0 || here == _options.shard, "replicas of shard {} used on shard {}", _options.shard, here);
+}
+
 result<state_change> replica_manager::apply_leadership(const partition_leadership& leadership) {
+  check_shard();
   storage::topic_partition tp{leadership.topic, leadership.partition};
   if (_logs.is_offline(tp)) {
     return status::error(
@@ -48,6 +57,9 @@ result<state_change> replica_manager::apply_leadership(const partition_leadershi
     // A replica whose producer state cannot be loaded would accept duplicates or out-of-order batches.
     if (!created->load_status().ok()) return created->load_status();
     it = _partitions.emplace(tp, std::move(created)).first;
+    subsystem_logger("replication")
+        ->info("{}-{}: replica on shard {}, log {} to {}", tp.topic, tp.partition, _options.shard,
+               log.value()->log_start_offset(), log.value()->log_end_offset());
   }
   // Topic configs change without a restart (segment size, retention, max.message.bytes, ...), and a log that
   // the log manager loaded at start-up was opened with the broker defaults, before the metadata named its
@@ -58,6 +70,7 @@ result<state_change> replica_manager::apply_leadership(const partition_leadershi
 }
 
 status replica_manager::remove_partition(const storage::topic_partition& tp, bool delete_log) {
+  check_shard();
   auto it = _partitions.find(tp);
   if (it == _partitions.end()) {
     return status::error(error_code::unknown_topic_or_partition,
@@ -78,6 +91,7 @@ status replica_manager::remove_partition(const storage::topic_partition& tp, boo
 }
 
 void replica_manager::mark_offline(const std::vector<storage::topic_partition>& partitions) {
+  check_shard();
   for (const auto& tp : partitions) {
     auto it = _partitions.find(tp);
     if (it == _partitions.end()) continue;
@@ -88,11 +102,13 @@ void replica_manager::mark_offline(const std::vector<storage::topic_partition>& 
 }
 
 partition* replica_manager::get(const storage::topic_partition& tp) const {
+  check_shard();
   auto it = _partitions.find(tp);
   return it == _partitions.end() ? nullptr : it->second.get();
 }
 
 std::vector<storage::topic_partition> replica_manager::partitions() const {
+  check_shard();
   std::vector<storage::topic_partition> out;
   out.reserve(_partitions.size());
   for (const auto& [tp, p] : _partitions) out.push_back(tp);
@@ -123,10 +139,13 @@ std::string absolute_path(const std::filesystem::path& p) {
 }  // namespace
 
 std::vector<log_dir_description> replica_manager::describe_log_dirs(
-    const std::optional<std::set<topic_partition>>& wanted) const {
+    const std::optional<std::set<topic_partition>>& wanted,
+    const std::function<bool(const topic_partition&)>& owned) const {
+  check_shard();
   std::map<std::string, std::map<std::string, std::map<int32_t, int64_t>>> by_dir;
   for (const auto& tp : _logs.partitions()) {
     if (wanted && !wanted->count(tp)) continue;
+    if (owned && !owned(tp)) continue;
     const auto* log = _logs.get(tp);
     if (!log) continue;
     by_dir[absolute_path(log->dir().parent_path())][tp.topic][tp.partition] = log->size_bytes();
@@ -137,6 +156,22 @@ std::vector<log_dir_description> replica_manager::describe_log_dirs(
     d.path = absolute_path(dir.path);
     d.online = dir.online;
     if (auto it = by_dir.find(d.path); it != by_dir.end()) d.log_sizes = it->second;
+  }
+  return out;
+}
+
+std::vector<log_dir_description> merge_log_dirs(std::vector<std::vector<log_dir_description>> per_shard) {
+  std::vector<log_dir_description> out;
+  for (auto& shard : per_shard) {
+    for (auto& dir : shard) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const auto& d) { return d.path == dir.path; });
+      if (it == out.end()) {
+        out.push_back(std::move(dir));
+        continue;
+      }
+      it->online = it->online && dir.online;
+      for (auto& [topic, sizes] : dir.log_sizes) it->log_sizes[topic].merge(sizes);
+    }
   }
   return out;
 }

@@ -205,6 +205,10 @@ struct log_manager::impl {
 
   log_manager_options options;
   std::shared_ptr<spdlog::logger> log = subsystem_logger("storage");
+  // Guards dirs, logs and retired: the shards create, remove and look up logs, and a log's I/O failure takes
+  // its dir offline, from any shard. Recursive: a failure inside a locked call (retention, a checkpoint)
+  // takes the dir offline under the same lock. Never taken on the data path (a replica holds its log).
+  mutable std::recursive_mutex mutex;
   std::vector<dir_state> dirs;
   std::map<topic_partition, log_entry> logs;
   // replication-offset-checkpoint as found at start-up: each partition's last checkpointed high watermark.
@@ -218,6 +222,7 @@ struct log_manager::impl {
   mutable std::mutex offline_mutex;
   std::set<topic_partition> offline;
   std::function<void(const fs::path&, const std::vector<topic_partition>&)> offline_listener;
+  std::function<void(const topic_partition&, std::function<void()>)> run_on_owner;
   load_report report;
   background_deleter deleter{log};
   bool shut_down = false;
@@ -234,18 +239,30 @@ struct log_manager::impl {
   // descriptors and mappings are released), its partitions become offline replicas, and the listener (the
   // replica manager) stops them.
   void take_offline(size_t d, const std::string& error) {
+    std::lock_guard guard(mutex);
     auto& dir = dirs[d];
     if (!dir.online) return;
     dir.online = false;
     dir.error = error;
     std::vector<topic_partition> stopped;
+    const std::string reason = "log dir " + dir.path.string() + " is offline: " + error;
     for (auto it = logs.begin(); it != logs.end();) {
       if (it->second.dir != d) {
         ++it;
         continue;
       }
-      it->second.log->mark_offline("log dir " + dir.path.string() + " is offline: " + error);
-      (void)it->second.log->close();
+      // The log stops on the shard that owns it (it may be appending there right now); it stays alive in
+      // `retired` for the pointers its replica still holds.
+      partition_log* stopping = it->second.log.get();
+      auto stop = [stopping, reason] {
+        stopping->mark_offline(reason);
+        (void)stopping->close();
+      };
+      if (run_on_owner) {
+        run_on_owner(it->first, std::move(stop));
+      } else {
+        stop();
+      }
       stopped.push_back(it->first);
       retired.push_back(std::move(it->second.log));
       it = logs.erase(it);
@@ -553,11 +570,13 @@ log_manager::~log_manager() {
 }
 
 partition_log* log_manager::get(const topic_partition& tp) const {
+  std::lock_guard guard(_impl->mutex);
   auto it = _impl->logs.find(tp);
   return it == _impl->logs.end() ? nullptr : it->second.log.get();
 }
 
 std::vector<topic_partition> log_manager::partitions() const {
+  std::lock_guard guard(_impl->mutex);
   std::vector<topic_partition> out;
   out.reserve(_impl->logs.size());
   for (const auto& [tp, entry] : _impl->logs) out.push_back(tp);
@@ -566,6 +585,7 @@ std::vector<topic_partition> log_manager::partitions() const {
 
 result<partition_log*> log_manager::create(const topic_partition& tp, const uuid& topic_id,
                                            const log_config& config) {
+  std::lock_guard guard(_impl->mutex);
   auto& m = *_impl;
   if (auto it = m.logs.find(tp); it != m.logs.end()) {
     // A partition of a deleted topic recreated under the same name has a new id: the old data must not be
@@ -624,6 +644,7 @@ result<partition_log*> log_manager::create(const topic_partition& tp, const uuid
 }
 
 status log_manager::remove(const topic_partition& tp) {
+  std::lock_guard guard(_impl->mutex);
   auto& m = *_impl;
   auto it = m.logs.find(tp);
   if (it == m.logs.end()) {
@@ -665,15 +686,18 @@ status log_manager::remove(const topic_partition& tp) {
 }
 
 status log_manager::checkpoint_recovery_points() {
+  std::lock_guard guard(_impl->mutex);
   return _impl->checkpoint(true);
 }
 
 status log_manager::checkpoint_log_start_offsets() {
+  std::lock_guard guard(_impl->mutex);
   return _impl->checkpoint(false);
 }
 
 status log_manager::checkpoint_high_watermarks(
     const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark) {
+  std::lock_guard guard(_impl->mutex);
   auto& m = *_impl;
   std::map<size_t, offset_checkpoint> by_dir;
   for (size_t d = 0; d < m.dirs.size(); ++d) {
@@ -701,12 +725,15 @@ std::optional<int64_t> log_manager::checkpointed_high_watermark(const topic_part
   return it->second;
 }
 
-void log_manager::run_retention(
-    int64_t now_ms, const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark) {
+void log_manager::run_retention(int64_t now_ms,
+                                const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark,
+                                const std::function<bool(const topic_partition&)>& owned) {
+  std::lock_guard guard(_impl->mutex);
   auto& m = *_impl;
   std::map<size_t, std::string> failed;
   for (auto& [tp, entry] : m.logs) {
     if (failed.contains(entry.dir)) continue;
+    if (owned && !owned(tp)) continue;
     auto& log = *entry.log;
     std::optional<int64_t> hw;
     if (high_watermark) hw = high_watermark(tp);
@@ -724,6 +751,7 @@ void log_manager::run_retention(
 }
 
 status log_manager::shutdown(int64_t broker_epoch) {
+  std::lock_guard guard(_impl->mutex);
   auto& m = *_impl;
   if (m.shut_down) return status::success();
   m.shut_down = true;
@@ -798,6 +826,7 @@ status log_manager::shutdown(int64_t broker_epoch) {
 }
 
 std::vector<log_dir_status> log_manager::dirs() const {
+  std::lock_guard guard(_impl->mutex);
   std::vector<log_dir_status> out;
   for (const auto& dir : _impl->dirs)
     out.push_back(log_dir_status{dir.path, dir.online, dir.error, dir.partitions});
@@ -805,6 +834,7 @@ std::vector<log_dir_status> log_manager::dirs() const {
 }
 
 void log_manager::mark_offline(const fs::path& dir, const std::string& error) {
+  std::lock_guard guard(_impl->mutex);
   auto d = _impl->find_dir(dir);
   if (!d) {
     _impl->log->warn("mark_offline: {} is not a log dir ({})", dir.string(), error);
@@ -821,6 +851,10 @@ bool log_manager::is_offline(const topic_partition& tp) const {
 void log_manager::set_offline_listener(
     std::function<void(const fs::path& dir, const std::vector<topic_partition>& partitions)> listener) {
   _impl->offline_listener = std::move(listener);
+}
+
+void log_manager::set_run_on_owner(std::function<void(const topic_partition&, std::function<void()>)> run) {
+  _impl->run_on_owner = std::move(run);
 }
 
 const log_manager::load_report& log_manager::loaded() const {

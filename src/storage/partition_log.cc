@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -123,9 +124,11 @@ struct partition_log::impl {
   std::function<int64_t()> clock;
   segment_map segments;
   leader_epoch_cache epochs;
-  int64_t log_start_offset = 0;
+  // Written on the owning shard only; atomic because the log manager reads both for its checkpoints from
+  // another thread.
+  std::atomic<int64_t> log_start_offset = 0;
   int64_t log_end_offset = 0;
-  int64_t recovery_point = 0;
+  std::atomic<int64_t> recovery_point = 0;
   log_recovery_report report;
   // The active segment came from disk, its indexes sized by the config given to open(): the log manager opens
   // the logs it finds at start-up with the broker defaults, before the metadata names their topics' configs.
@@ -857,7 +860,7 @@ std::optional<offset_for_timestamp> partition_log::find_offset_by_timestamp(int6
   for (const auto& [base, segment] : m.segments) {
     if (segment->size() == 0 || segment->max_timestamp() < timestamp) continue;
     auto hint = segment->find_offset_by_timestamp(timestamp);
-    int64_t from_offset = std::max(hint ? hint->offset : base, m.log_start_offset);
+    int64_t from_offset = std::max(hint ? hint->offset : base, m.log_start_offset.load());
     auto located = segment->find_batch(from_offset);
     if (!located) continue;
     for (int64_t pos = located->position; pos < segment->size();) {
@@ -867,7 +870,7 @@ std::optional<offset_for_timestamp> partition_log::find_offset_by_timestamp(int6
         auto bytes = read_batch_bytes(*segment, pos, *header);
         if (!bytes) return std::nullopt;
         auto hit = first_record(
-            *bytes, std::max(header->base_offset, m.log_start_offset),
+            *bytes, std::max(header->base_offset, m.log_start_offset.load()),
             [&](int64_t offset, int64_t ts) { return ts >= timestamp && offset >= m.log_start_offset; });
         if (hit) {
           if (hit->first >= max_offset) return std::nullopt;
@@ -922,8 +925,8 @@ status partition_log::impl::truncate_to(int64_t offset) {
     return storage_error(m.tp, st.message);
   // truncate_to drops the whole batch holding `offset`: the log ends where the last kept batch does.
   m.log_end_offset = last.next_offset();
-  m.log_start_offset = std::min(m.log_start_offset, m.log_end_offset);
-  m.recovery_point = std::min(m.recovery_point, m.log_end_offset);
+  m.log_start_offset = std::min(m.log_start_offset.load(), m.log_end_offset);
+  m.recovery_point = std::min(m.recovery_point.load(), m.log_end_offset);
   m.flush_pending_offset = std::min(m.flush_pending_offset, m.log_end_offset);
   if (auto st = m.epochs.truncate_from_end(m.log_end_offset); !st.ok())
     return storage_error(m.tp, st.message);
@@ -1041,7 +1044,7 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64
       return files;
     }
   }
-  const int64_t flushed = std::max(m.recovery_point, m.flush_pending_offset);
+  const int64_t flushed = std::max(m.recovery_point.load(), m.flush_pending_offset);
   if (m.log_end_offset <= flushed) return files;
   bool due =
       m.log_end_offset - flushed >= m.config.flush_messages || now_ms - m.last_flush_ms >= m.config.flush_ms;

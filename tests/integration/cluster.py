@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 import kafka_wire
-from conftest import MALA_BIN, free_port, port_accepts, yaml_scalar
+from conftest import MALA_BIN, TEST_SHARDS, free_port, port_accepts, yaml_scalar
 
 CLUSTER_SIZE = 3
 # One cluster id for every node's log dirs (Kafka: `kafka-storage format --cluster-id` with the same id everywhere).
@@ -174,7 +174,7 @@ class Cluster:
                 "transaction.state.log.replication.factor": 3,
                 "transaction.state.log.min.isr": 2,
                 "group.initial.rebalance.delay.ms": 0,
-                "mala.shards": 0,
+                "mala.shards": int(TEST_SHARDS) if TEST_SHARDS else 0,
                 "log.level": "info",
             }
             if n.node_id in broker_only:

@@ -17,6 +17,10 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MALA_BIN = Path(os.environ.get("MALA_BIN", REPO_ROOT / "build" / "src" / "app" / "mala"))
+# mala.shards of every node the tests start (MALA_TEST_SHARDS; unset: the nodes' default, one per CPU).
+# scripts/test.sh runs the suite with 4 shards: more shards than this machine's cores, every partition
+# spread over them.
+TEST_SHARDS = os.environ.get("MALA_TEST_SHARDS")
 STARTUP_TIMEOUT_S = 20
 SHUTDOWN_TIMEOUT_S = 10
 
@@ -67,6 +71,8 @@ class MalaNode:
             "controller.quorum.voters": f"{node_id}@127.0.0.1:{self.controller_port}",
             "log.dirs": str(self.log_dir),
         }
+        if TEST_SHARDS:
+            self.config["mala.shards"] = int(TEST_SHARDS)
         self.config.update(extra_config or {})
         self.proc = None
         self._stderr_file = None

@@ -11,6 +11,7 @@
 // Threads: shard 0 (its timers run on the io_context given).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,7 +51,7 @@ class broker_lifecycle {
 
  private:
   struct state {
-    int64_t epoch = -1;
+    std::atomic<int64_t> epoch = -1;  // read from every shard (their ISR changes carry it)
     bool fenced = true;
     bool stopped = false;
     bool shutting_down = false;

@@ -19,10 +19,10 @@
 //      response need not carry, updates the session, and gives the top-level error code and session id
 //   4. build_fetch_response(header, std::move(results), throttle_ms), encoded with the request's version
 //
-// Threads: one fetch_session_cache per node, shared by every shard and guarded by its own mutex (sessions
-// belong to client connections, which live on any shard; the critical sections are short: O(partitions in
-// the request)). Kafka shards the cache by session id range to cut lock contention (KAFKA-9401); Mala does
-// not need that yet. A fetch_context may be used on any thread; it refers to its cache, which must outlive
+// Threads: a fetch_session_cache is guarded by its own mutex (the critical sections are short: O(partitions
+// in the request)). The node holds one per shard in a sharded_fetch_session_cache, as Kafka shards its cache
+// by session id (KAFKA-9401): a new session is made in the cache of the shard its connection lives on, so
+// that lock is only contended when a client's connections span shards. A fetch_context may be used on any thread; it refers to its cache, which must outlive
 // it. Between new_context and update_and_generate_response another request of the same session may run: like
 // Kafka, the context then answers INVALID_FETCH_SESSION_EPOCH ("possible duplicate request").
 #pragma once
@@ -204,6 +204,9 @@ struct fetch_session_cache_config {
   int32_t max_slots = default_fetch_session_cache_slots;  // max.incremental.fetch.session.cache.slots
   int64_t eviction_ms = default_fetch_session_eviction_ms;
   uint64_t session_id_seed = 0;  // 0: from std::random_device; tests fix it
+  // The session ids this cache hands out are those with id % id_modulus == id_remainder (a shard's share).
+  int32_t id_modulus = 1;
+  int32_t id_remainder = 0;
 };
 
 // A copy of one cached session, for tests, metrics and debugging.
@@ -287,5 +290,21 @@ class fetch_session_cache {
 protocol::fetch_response build_fetch_response(const fetch_response_header& header,
                                               std::vector<fetch_partition_result> results,
                                               int32_t throttle_time_ms = 0);
+
+// One fetch_session_cache per shard (Kafka's FetchSessionCacheShard): each has its own lock, max_slots
+// divided among them (at least one each), and the session ids of cache k are those with id % shards == k.
+// A request naming a session goes to that session's cache; a request without one goes to the cache of the
+// shard it runs on (common/current_shard.h; the first cache on any other thread).
+class sharded_fetch_session_cache {
+ public:
+  sharded_fetch_session_cache(fetch_session_cache_config config, size_t shard_count);
+  // The cache a request is served by.
+  fetch_session_cache& cache_for(const fetch_metadata& metadata);
+  size_t size() const;
+  int64_t total_partitions() const;
+
+ private:
+  std::vector<std::unique_ptr<fetch_session_cache>> _caches;
+};
 
 }  // namespace mala::broker

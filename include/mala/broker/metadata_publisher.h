@@ -5,7 +5,9 @@
 // cache. Replicas are updated before the cache, so a client that sees a partition in Metadata finds it
 // hosted.
 //
-// Threads: publish() runs on the home shard (the shard that owns the replica manager and the controller).
+// Threads: publish() runs on the home shard (the controller's and the metadata loader's). Each shard's
+// replica manager is updated on its own shard (net::shard_pool::run_on_each_and_wait, the home shard
+// blocking until every shard applied the image), then the image is published to the cache.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +15,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mala/metadata/metadata_image.h"
+#include "mala/net/shard_pool.h"
 #include "mala/replication/replica_manager.h"
+#include "mala/replication/replica_placement.h"
 
 namespace mala::broker {
 
@@ -32,14 +37,23 @@ int32_t effective_min_insync_replicas(const metadata::metadata_image& image, con
 
 class metadata_publisher {
  public:
-  metadata_publisher(int32_t node_id, replication::replica_manager& replicas, metadata::metadata_cache& cache,
-                     static_property_lookup static_config);
+  // replicas_by_shard: the replica manager of each shard (placement says which partition goes where);
+  // shards null: every manager is updated in place (unit tests).
+  metadata_publisher(int32_t node_id, std::vector<replication::replica_manager*> replicas_by_shard,
+                     replication::replica_placement placement, net::shard_pool* shards,
+                     metadata::metadata_cache& cache, static_property_lookup static_config);
 
   void publish(const metadata::metadata_image_ptr& image);
 
  private:
+  struct hosted_replica;
+  // On the shard of `replicas`: applies what the image says of the replicas it holds.
+  static void apply(replication::replica_manager& replicas, const std::vector<hosted_replica>& hosted);
+
   int32_t _node_id;
-  replication::replica_manager& _replicas;
+  std::vector<replication::replica_manager*> _replicas_by_shard;
+  replication::replica_placement _placement;
+  net::shard_pool* _shards;
   metadata::metadata_cache& _cache;
   static_property_lookup _static_config;
 };

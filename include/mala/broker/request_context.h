@@ -6,6 +6,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "mala/common/config.h"
 #include "mala/metadata/metadata_image.h"
@@ -32,7 +33,7 @@ class group_coordinator;
 namespace mala::broker {
 
 class handler_table;
-class fetch_session_cache;
+class sharded_fetch_session_cache;
 class producer_id_allocator;
 class controller_channel;
 
@@ -52,9 +53,11 @@ struct broker_services {
   // `co_await shards->invoke_on(home_shard, ...)` before touching them.
   size_t home_shard = 0;
   // Which shard owns each partition replica (shard_of below): a handler hops there before touching it
-  // through `replicas`.
+  // through that shard's replica manager (replicas_on).
   replication::replica_placement placement;
-  replication::replica_manager* replicas = nullptr;     // on the shard owning the partition only
+  // The replica manager of each shard, indexed by shard; each used on its own shard only. Empty in unit tests
+  // of handlers that host no partition.
+  std::vector<replication::replica_manager*> replicas_by_shard;
   controller::quorum_controller* controller = nullptr;  // home shard only; null without the controller role
   // The way to the active controller, local or remote (controller_channel.h); null in handler unit tests,
   // which then call `controller` directly.
@@ -65,11 +68,15 @@ struct broker_services {
   // The group coordinator (consumer groups, committed offsets); home shard only. Null: group requests are
   // answered COORDINATOR_NOT_AVAILABLE.
   coordinator::group_coordinator* groups = nullptr;
-  fetch_session_cache* fetch_sessions = nullptr;  // KIP-227 session cache, any shard (own mutex)
+  sharded_fetch_session_cache* fetch_sessions = nullptr;  // KIP-227 session caches, one per shard
   std::function<int64_t()> clock_ms;              // wall clock in ms (tests inject one)
 
   size_t shard_of(const std::string& topic, int32_t partition) const {
-    return placement.shard_of({topic, partition});
+    return placement.shard_of(topic, partition);
+  }
+  // The replica manager of `shard`, or null when there is none.
+  replication::replica_manager* replicas_on(size_t shard) const {
+    return shard < replicas_by_shard.size() ? replicas_by_shard[shard] : nullptr;
   }
 };
 

@@ -6,6 +6,7 @@
 // own reference, so no locks are needed to read. Mirrors Kafka's org.apache.kafka.image.MetadataImage.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <compare>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "mala/common/current_shard.h"
 #include "mala/common/uuid.h"
 
 namespace mala::metadata {
@@ -137,14 +139,27 @@ using metadata_image_ptr = std::shared_ptr<const metadata_image>;
 
 namespace mala::metadata {
 
-// Holds the newest published image. publish() and current() may be called from any thread.
+// Holds the newest published image. publish() and current() may be called from any thread. Every request
+// reads it, so each shard reads its own copy of the pointer (common/current_shard.h; threads that are no
+// shard, and shards beyond the slots, share the first): the shards never contend on one cache line, and
+// publish() (rare) stores the image into every slot.
 class metadata_cache {
  public:
-  metadata_image_ptr current() const { return _image.load(std::memory_order_acquire); }
-  void publish(metadata_image_ptr image) { _image.store(std::move(image), std::memory_order_release); }
+  metadata_image_ptr current() const { return slot().image.load(std::memory_order_acquire); }
+  void publish(metadata_image_ptr image) {
+    for (auto& s : _slots) s.image.store(image, std::memory_order_release);
+  }
 
  private:
-  std::atomic<metadata_image_ptr> _image{std::make_shared<const metadata_image>()};
+  static constexpr size_t slot_count = 65;  // shards 0..63, and everyone else
+  struct alignas(64) slot_state {
+    std::atomic<metadata_image_ptr> image{std::make_shared<const metadata_image>()};
+  };
+  const slot_state& slot() const {
+    const int shard = current_shard();
+    return _slots[shard >= 0 && shard + 1 < static_cast<int>(slot_count) ? shard + 1 : 0];
+  }
+  std::array<slot_state, slot_count> _slots;
 };
 
 }  // namespace mala::metadata

@@ -1,9 +1,11 @@
 // A fixed set of shards, each one thread running one asio::io_context (architecture.md: shard per core).
 // State owned by a shard is touched only on that shard's thread; other shards reach it by posting work to its
-// context.
+// context. The threads are named shard-N (top -H, ps -L) and know their index (common/current_shard.h).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -51,6 +53,15 @@ class shard_pool {
     co_return co_await asio::co_spawn(context(shard), std::move(fn), asio::use_awaitable);
   }
 
+  // Runs fn(shard) for every shard on that shard's thread and returns once all have: the caller's own shard
+  // (when it is one) runs in place, the others are posted to and waited for, blocking the caller. Before
+  // start() and after the threads ended every fn runs in place on the caller's thread. For the rare work
+  // that must reach every shard before the caller goes on (a new metadata image applied to the replicas);
+  // nothing a shard runs may itself wait for another shard this way, or two shards could wait on each other.
+  void run_on_each_and_wait(const std::function<void(size_t shard)>& fn);
+  // Whether the shard threads run (between start() and join()).
+  bool running() const { return _running.load(std::memory_order_acquire); }
+
   // Stops every event loop and joins the threads. Safe to call from any thread, more than once.
   void stop();
   void join();
@@ -59,6 +70,7 @@ class shard_pool {
   std::vector<std::unique_ptr<asio::io_context>> _contexts;
   std::vector<std::thread> _threads;
   std::vector<std::unique_ptr<asio::executor_work_guard<asio::io_context::executor_type>>> _guards;
+  std::atomic<bool> _running{false};
 };
 
 }  // namespace mala::net

@@ -11,8 +11,8 @@
 // controlled shutdown (Kafka's isReplicaIsrEligible), sent with its broker epoch so the controller can refuse
 // a replica that restarted since (INELIGIBLE_REPLICA).
 //
-// Threads: one manager per shard, for the partitions replica_placement::shard_of puts there (today one, on
-// shard 0, for all of them); it runs on that shard's io_context and must be stopped before it stops.
+// Threads: one manager per shard, for the partitions replica_placement::shard_of puts there; it runs on that
+// shard's io_context and must be stopped (on that shard) before it stops.
 #pragma once
 
 #include <cstdint>

@@ -9,10 +9,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 #include <asio/steady_timer.hpp>
 
@@ -69,6 +71,49 @@ class waiter_group {
   };
   std::shared_ptr<state> _state;
   std::vector<std::pair<partition*, waiter_handle>> _handles;
+};
+
+// A waiter_group whose partitions live on several shards (a Produce or Fetch spanning shards): the request
+// sleeps on its own shard (`home`) while its waiters are registered on the partitions' shards; a waiter that
+// fires there posts the news home. Register (callback + track) on the partition's shard, in the same turn
+// as the read or append it waits after, so nothing can slip in between; wait_until, fired and error on home;
+// withdraw the waiters that did not fire on each shard with cancel_unfired(indices) (a partition that stops
+// serving fires its waiters first, so no withdrawn waiter names a partition that is gone). The state is
+// shared with the callbacks: the group may go before late callbacks run.
+class spanning_waiter_group {
+ public:
+  spanning_waiter_group(asio::any_io_executor home, size_t count, size_t wake_after);
+  spanning_waiter_group(const spanning_waiter_group&) = delete;
+  spanning_waiter_group& operator=(const spanning_waiter_group&) = delete;
+
+  // On waiter i's shard.
+  waiter_callback callback(size_t i);
+  void track(size_t i, partition* p, waiter_handle handle);
+  // On waiter i's shard, for the indices registered there.
+  void cancel_unfired(const std::vector<size_t>& indices);
+
+  // On home.
+  bool fired(size_t i) const { return _state->fired[i] != 0; }
+  error_code error(size_t i) const { return _state->errors[i]; }
+  bool woken() const { return _state->fired_count >= _state->wake_after; }
+  // How many must fire (known once every shard registered its waiters; more than `count` until then).
+  void set_wake_after(size_t n) { _state->wake_after = n; }
+  asio::awaitable<void> wait_until(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  struct state {
+    asio::any_io_executor home;
+    // Home's view.
+    std::vector<uint8_t> fired;
+    std::vector<error_code> errors;
+    size_t fired_count = 0;
+    size_t wake_after = 1;
+    asio::steady_timer* timer = nullptr;
+    // Each element touched only on its waiter's shard (distinct elements: no race between shards).
+    std::vector<uint8_t> fired_on_shard;
+    std::vector<std::pair<partition*, waiter_handle>> handles;
+  };
+  std::shared_ptr<state> _state;
 };
 
 }  // namespace mala::replication

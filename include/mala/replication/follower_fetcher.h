@@ -25,8 +25,8 @@
 // OffsetsForLeaderEpoch for leaders below Fetch v12 (every Mala node serves v17), fetch sessions (every
 // request is a full, sessionless fetch), throttling.
 //
-// Threads: one fetcher per shard, for the follower replicas replica_placement::shard_of puts there (today
-// one, on shard 0, for all of them); everything runs on that shard's io_context. The object and the replica
+// Threads: one fetcher per shard, for the follower replicas replica_placement::shard_of puts there (so one
+// fetch loop per (shard, leader)); everything runs on that shard's io_context. The object and the replica
 // manager must outlive the loops, so stop() (which closes the fetcher's own peer_client and wakes the
 // timers) comes before the io_context stops, and the object is destroyed after the context's thread ended.
 #pragma once

@@ -3,10 +3,10 @@
 // through the storage::log_manager, and removes them (stopping their waiters, deleting the log when asked).
 // The broker's Produce, Fetch, ListOffsets and DeleteRecords handlers find a partition here and call it.
 //
-// Threads: every partition, and the manager itself, lives on the shard replica_placement::shard_of names
-// (shard 0 for all of them today) and callers hop there for any partition operation; storage::log_manager is
-// also used from there. Once partitions spread over the shards (one manager per shard), nothing here may be
-// shared between shards.
+// Threads: one manager per shard, holding the partitions replica_placement::shard_of puts on that shard;
+// the manager and its partitions are used only on that shard's thread (checked: a call from another shard
+// aborts), or on a thread that is no shard at all (start-up and shutdown, unit tests). Nothing here is
+// shared between shards; storage::log_manager, which creates and removes the logs, locks for itself.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,7 @@ struct replica_manager_options {
   storage::producer_state_config producer_state;  // producer.id.expiration.ms
   int64_t producer_id_expiration_check_interval_ms =
       storage::default_producer_id_expiration_check_interval_ms;  // producer.id.expiration.check.interval.ms
+  int shard = 0;  // the shard whose partitions this manager holds
 };
 
 // One partition as the metadata image describes it, from this node's point of view.
@@ -56,6 +57,9 @@ struct log_dir_description {
   bool online = true;
   std::map<std::string, std::map<int32_t, int64_t>> log_sizes;
 };
+
+// The log dirs as several shards described them: one entry per dir, the partitions of all of them.
+std::vector<log_dir_description> merge_log_dirs(std::vector<std::vector<log_dir_description>> per_shard);
 
 class replica_manager {
  public:
@@ -88,10 +92,17 @@ class replica_manager {
   int32_t under_replicated_count() const;
   int32_t under_min_isr_count() const;
   // The log dirs of this node; only the partitions in `wanted` when given.
+  // Only the logs this manager's shard owns are measured (`owned`, every log when unset); DescribeLogDirs
+  // merges the shards' answers with merge_log_dirs.
   std::vector<log_dir_description> describe_log_dirs(
-      const std::optional<std::set<topic_partition>>& wanted) const;
+      const std::optional<std::set<topic_partition>>& wanted,
+      const std::function<bool(const topic_partition&)>& owned = {}) const;
+  int shard() const { return _options.shard; }
 
  private:
+  // Aborts when called on a shard other than this manager's (a partition touched from the wrong thread).
+  void check_shard() const;
+
   storage::log_manager& _logs;
   replica_manager_options _options;
   std::map<storage::topic_partition, std::unique_ptr<partition>> _partitions;

@@ -8,10 +8,12 @@
 // listener calls back into the manager), as Kafka's LogDirFailureChannel does; the process keeps serving the
 // other dirs.
 //
-// Threads: the manager's own methods are called from one thread (the node's start-up / shard 0), except
-// is_offline(), which any thread may call. Each partition_log it hands out is then used only by the
-// partition's owning shard (see partition_log.h); a log's I/O failure takes its dir offline from that shard,
-// which is shard 0 while every partition lives there. Loading uses a small pool of threads
+// Threads: any thread may call the manager (the shards create, remove and look up the logs they own; the
+// checkpoints are written from a blocking thread); it locks for itself, and no data-path call takes that
+// lock (a replica holds its log). Each partition_log it hands out is used only by the partition's owning
+// shard (see partition_log.h), except log_start_offset() and recovery_point(), which the checkpoints read.
+// A log's I/O failure takes its dir offline from that shard; the dir's other logs are stopped on their own
+// shards (log_manager_options::run_on_owner). Loading uses a small pool of threads
 // (num.recovery.threads.per.data.dir per dir).
 #pragma once
 
@@ -75,10 +77,11 @@ class log_manager {
       const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark);
   // The high watermark replication-offset-checkpoint held for the partition at start-up.
   std::optional<int64_t> checkpointed_high_watermark(const topic_partition& tp) const;
-  // Runs apply_retention and delete_expired_files on every online log; high_watermark(tp) bounds deletions
-  // (nullopt: the log end offset).
+  // Runs apply_retention and delete_expired_files on every online log for which owned(tp) holds (all when
+  // unset: the caller owns them); high_watermark(tp) bounds deletions (nullopt: the log end offset).
   void run_retention(int64_t now_ms,
-                     const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark);
+                     const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark,
+                     const std::function<bool(const topic_partition&)>& owned = {});
   // Flushes and closes every log, writes the checkpoints and, per dir, the clean-shutdown marker. The marker
   // holds the broker epoch, as Kafka 3.7+ writes it (KIP-966: the next registration reports it as the
   // previous epoch of a clean shutdown); -1 when unknown.
@@ -97,6 +100,10 @@ class log_manager {
   void set_offline_listener(
       std::function<void(const std::filesystem::path& dir, const std::vector<topic_partition>& partitions)>
           listener);
+  // Runs fn on the thread that owns the partition's log (now, or later on that thread): how a failed dir
+  // stops logs that other shards are using. Unset: in place (one thread owns every log). Set it before the
+  // shards run.
+  void set_run_on_owner(std::function<void(const topic_partition& tp, std::function<void()> fn)> run);
   // Load statistics, for the start-up log line and benchmarks.
   struct load_report {
     int32_t partitions = 0;

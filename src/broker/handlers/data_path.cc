@@ -25,7 +25,8 @@ result<replication::partition*> hosted_partition(const broker_services& services
   if (services.local_replica_offline && services.local_replica_offline(topic, partition)) {
     return status::error(error_code::kafka_storage_error, name + ": the log dir of this replica is offline");
   }
-  replication::partition* p = services.replicas ? services.replicas->get({topic, partition}) : nullptr;
+  auto* replicas = services.replicas_on(services.shard_of(topic, partition));
+  replication::partition* p = replicas ? replicas->get({topic, partition}) : nullptr;
   if (!p) {
     return status::error(error_code::not_leader_or_follower,
                          name + ": not hosted on node " + std::to_string(services.node_id));

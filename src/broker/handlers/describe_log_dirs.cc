@@ -20,11 +20,9 @@ int64_t file_system_bytes(uintmax_t bytes) {
              : static_cast<int64_t>(bytes);
 }
 
-describe_log_dirs_handler::response describe(
-    const replication::replica_manager& replicas,
-    const std::optional<std::set<replication::topic_partition>>& wanted) {
+describe_log_dirs_handler::response describe(const std::vector<replication::log_dir_description>& dirs) {
   describe_log_dirs_handler::response resp;
-  for (const auto& dir : replicas.describe_log_dirs(wanted)) {
+  for (const auto& dir : dirs) {
     auto& result = resp.results.emplace_back();
     result.log_dir = dir.path;
     if (!dir.online) {
@@ -66,11 +64,24 @@ asio::awaitable<std::optional<describe_log_dirs_handler::response>> describe_log
       for (int32_t p : t.partitions) wanted->insert(replication::topic_partition{t.topic, p});
     }
   }
-  const auto* replicas = ctx.services.replicas;
-  if (!replicas) co_return response{};
-  // Every partition log is on the home shard today (a log dir's partitions will spread over the shards with
-  // the partitions themselves).
-  co_return co_await on_home_shard(ctx.services, [replicas, &wanted] { return describe(*replicas, wanted); });
+  const auto& services = ctx.services;
+  if (services.replicas_by_shard.empty()) co_return response{};
+  // Each shard measures the logs it owns; the answers are merged dir by dir.
+  std::vector<std::vector<replication::log_dir_description>> per_shard;
+  for (size_t shard = 0; shard < services.replicas_by_shard.size(); ++shard) {
+    const auto* replicas = services.replicas_by_shard[shard];
+    auto measure = [replicas, shard, &services, &wanted] {
+      return replicas->describe_log_dirs(wanted, [shard, &services](const replication::topic_partition& tp) {
+        return services.placement.shard_of(tp) == shard;
+      });
+    };
+    if (!services.shards) {
+      per_shard.push_back(measure());
+    } else {
+      per_shard.push_back(co_await services.shards->invoke_on(shard, std::move(measure)));
+    }
+  }
+  co_return describe(replication::merge_log_dirs(std::move(per_shard)));
 }
 
 }  // namespace mala::broker::handlers

@@ -6,8 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
+
+#include <asio/post.hpp>
+#include <asio/this_coro.hpp>
 
 #include "handlers/data_path.h"
 #include "mala/broker/fetch_sessions.h"
@@ -63,14 +67,20 @@ void set_error(partition_data& d, error_code error) {
   d.records = proto::records_view::of({});
 }
 
-// One pass over the partitions in order (Kafka's ReplicaManager.readFromLog): the response's byte budget is
-// shared, and only until some partition returned records may one batch exceed it (KIP-74).
+// The response's byte budget, shared by the partitions in order and, across shards, carried from one
+// shard's pass to the next; only until some partition returned records may one batch exceed it (KIP-74).
+struct read_budget {
+  int64_t bytes = 0;
+  bool min_one_batch = true;
+};
+
+// One pass over the partitions in order (Kafka's ReplicaManager.readFromLog), drawing on `left`.
 std::vector<read_answer> read_all(const broker_services& services, const std::vector<read_work>& work,
-                                  const fetch_params& params, bool first_pass) {
+                                  const fetch_params& params, bool first_pass, read_budget& left) {
   std::vector<read_answer> answers;
   answers.reserve(work.size());
-  int64_t budget = std::max(params.max_bytes, 0);
-  bool min_one_batch = true;
+  int64_t& budget = left.bytes;
+  bool& min_one_batch = left.min_one_batch;
   const int64_t now = now_ms(services);
   for (const auto& w : work) {
     read_answer a;
@@ -123,14 +133,22 @@ std::vector<read_answer> read_all(const broker_services& services, const std::ve
 // follower at once whose log start is behind ours (Kafka parks it up to replica.fetch.wait.max.ms): a
 // DeleteRecords completes a long poll sooner, and a restarted follower that joins the ISR from this fetch
 // has the log start before it can be elected.
+bool answers_at_once(const read_answer& a) {
+  return a.error != error_code::none || a.diverging || a.follower_behind_log_start;
+}
+
 bool can_answer(const std::vector<read_answer>& answers, const fetch_params& params) {
   if (params.max_wait_ms <= 0 || answers.empty()) return true;
   int64_t bytes = 0;
   for (const auto& a : answers) {
-    if (a.error != error_code::none || a.diverging || a.follower_behind_log_start) return true;
+    if (answers_at_once(a)) return true;
     bytes += a.bytes();
   }
   return bytes >= params.min_bytes;
+}
+
+read_budget full_budget(const fetch_params& params) {
+  return {std::max<int64_t>(params.max_bytes, 0), true};
 }
 
 // The part on the partitions' shard: read, and while short of min_bytes park on every partition's data
@@ -140,7 +158,8 @@ asio::awaitable<std::vector<read_answer>> read_on_shard(const broker_services& s
                                                         steady_clock::time_point deadline) {
   bool first_pass = true;
   while (true) {
-    auto answers = read_all(services, work, params, first_pass);
+    read_budget budget = full_budget(params);
+    auto answers = read_all(services, work, params, first_pass, budget);
     first_pass = false;
     if (can_answer(answers, params) || steady_clock::now() >= deadline) co_return answers;
     replication::waiter_group group(work.size(), 1);
@@ -151,6 +170,77 @@ asio::awaitable<std::vector<read_answer>> read_on_shard(const broker_services& s
     }
     co_await group.wait_until(deadline);
     group.cancel_unfired();
+  }
+}
+
+// One shard's pass of a read spanning shards: its answers, the budget left after them, and the waiters it
+// registered (indices: the partitions' places in the answer).
+struct shard_read {
+  std::vector<read_answer> answers;
+  read_budget left;
+  std::vector<size_t> waiting;
+};
+
+// The partitions on several shards: each pass reads every shard in turn, sharing the budget. A shard that
+// leaves the request short of min_bytes (and nothing to answer at once) registers data waiters on its
+// partitions in the same turn, so no append can slip in between; short after the whole pass, the request
+// sleeps on its own shard until any waiter fires or max_wait_ms passes, then reads again.
+asio::awaitable<std::vector<read_answer>> read_on_shards(
+    const broker_services& services, std::vector<std::pair<size_t, std::vector<read_work>>> groups,
+    size_t result_count, fetch_params params, steady_clock::time_point deadline) {
+  bool first_pass = true;
+  while (true) {
+    auto group = std::make_shared<replication::spanning_waiter_group>(co_await asio::this_coro::executor,
+                                                                      result_count, 1);
+    std::vector<std::pair<size_t, std::vector<size_t>>> registered;
+    std::vector<read_answer> all;
+    read_budget budget = full_budget(params);
+    int64_t bytes = 0;
+    bool at_once = params.max_wait_ms <= 0;
+    for (const auto& [shard, work] : groups) {
+      auto read = [&services, &work, params, first_pass, budget, group, bytes,
+                   at_once]() -> asio::awaitable<shard_read> {
+        shard_read out;
+        out.left = budget;
+        out.answers = read_all(services, work, params, first_pass, out.left);
+        int64_t total = bytes;
+        bool now = at_once;
+        for (const auto& a : out.answers) {
+          total += a.bytes();
+          now = now || answers_at_once(a);
+        }
+        if (!now && total < params.min_bytes) {
+          for (const auto& w : work) {
+            auto hosted = hosted_partition(services, w.topic, w.partition);
+            if (!hosted) continue;
+            group->track(w.result, *hosted, (*hosted)->add_data_waiter(group->callback(w.result)));
+            out.waiting.push_back(w.result);
+          }
+        }
+        co_return out;
+      };
+      auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(read));
+      budget = part.left;
+      for (auto& a : part.answers) {
+        bytes += a.bytes();
+        at_once = at_once || answers_at_once(a);
+        all.push_back(std::move(a));
+      }
+      if (!part.waiting.empty()) registered.emplace_back(shard, std::move(part.waiting));
+    }
+    first_pass = false;
+    const bool done = can_answer(all, params) || steady_clock::now() >= deadline;
+    if (!done) co_await group->wait_until(deadline);
+    // The waiters that did not fire are withdrawn on their shards; the request need not wait for it.
+    for (auto& [shard, waiting] : registered) {
+      auto withdraw = [group, waiting = std::move(waiting)] { group->cancel_unfired(waiting); };
+      if (services.shards) {
+        asio::post(services.shards->context(shard), std::move(withdraw));
+      } else {
+        withdraw();
+      }
+    }
+    if (done) co_return all;
   }
 }
 
@@ -228,9 +318,11 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
   params.min_bytes = req.min_bytes;
   params.max_bytes = req.max_bytes;
 
-  // Without a node-wide cache (unit tests of other handlers) every fetch is sessionless.
+  // Without the node's caches (unit tests of other handlers) every fetch is sessionless.
+  auto session_request = make_fetch_session_request(req, version);
   std::optional<fetch_session_cache> own_cache;
-  fetch_session_cache* cache = services.fetch_sessions;
+  fetch_session_cache* cache =
+      services.fetch_sessions ? &services.fetch_sessions->cache_for(session_request.metadata) : nullptr;
   if (!cache) {
     fetch_session_cache_config sessionless;
     sessionless.max_slots = 0;
@@ -243,7 +335,7 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
     return t->name;
   };
   fetch_context context =
-      cache->new_context(make_fetch_session_request(req, version), now_ms(services), resolve);
+      cache->new_context(std::move(session_request), now_ms(services), resolve);
 
   std::vector<fetch_partition_result> results;
   std::vector<read_work> work;
@@ -262,37 +354,41 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
   }
 
   fetch_reply reply;
-  // Each shard's partitions are read (and waited for) there in turn. Every partition is on one shard today,
-  // so the response's byte budget and the wait for any partition span the whole request, as in Kafka.
-  for (auto& [shard, shard_work] : group_by_shard(services, std::move(work))) {
-    auto read = [&services, w = std::move(shard_work), params, deadline]() mutable {
+  // On one shard the partitions are read and waited for there; across shards read_on_shards shares the
+  // response's byte budget and the wait (for any partition) over all of them, as Kafka does.
+  std::vector<read_answer> answers;
+  auto groups = group_by_shard(services, std::move(work));
+  if (groups.size() == 1) {
+    auto read = [&services, w = std::move(groups.front().second), params, deadline]() mutable {
       return read_on_shard(services, std::move(w), params, deadline);
     };
-    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(read));
-    for (auto& a : answers) {
-      auto& d = results[a.result].data;
-      if (a.error != error_code::none) {
-        set_error(d, a.error);
-        continue;
-      }
-      d.error_code = 0;
-      d.high_watermark = a.high_watermark;
-      d.last_stable_offset = a.last_stable_offset;
-      d.log_start_offset = a.log_start_offset;
-      // No transactions yet: nothing was aborted. Kafka sends null unless the consumer reads committed data.
-      d.aborted_transactions =
-          params.isolation == replication::isolation_level::read_committed
-              ? std::optional<std::vector<proto::fetch_response::aborted_transaction>>(std::in_place)
-              : std::nullopt;
-      if (a.diverging) d.diverging_epoch = {a.diverging->epoch, a.diverging->end_offset};
-      d.records = proto::records_view::of({});
-      if (a.data && a.data->file && a.data->size > 0) {
-        // Zero copy: the range of the segment file, kept open by the reply until sent.
-        const auto size = static_cast<uint32_t>(a.data->size);
-        d.records = proto::records_view::external(static_cast<int32_t>(reply.files.size()), size);
-        reply.files.push_back({a.data->file->fd(), a.data->position, size, a.data->file});
-        results[a.result].records_size = a.data->size;
-      }
+    answers = co_await replication::run_on_shard_async(services.shards, groups.front().first, std::move(read));
+  } else if (groups.size() > 1) {
+    answers = co_await read_on_shards(services, std::move(groups), results.size(), params, deadline);
+  }
+  for (auto& a : answers) {
+    auto& d = results[a.result].data;
+    if (a.error != error_code::none) {
+      set_error(d, a.error);
+      continue;
+    }
+    d.error_code = 0;
+    d.high_watermark = a.high_watermark;
+    d.last_stable_offset = a.last_stable_offset;
+    d.log_start_offset = a.log_start_offset;
+    // No transactions yet: nothing was aborted. Kafka sends null unless the consumer reads committed data.
+    d.aborted_transactions =
+        params.isolation == replication::isolation_level::read_committed
+            ? std::optional<std::vector<proto::fetch_response::aborted_transaction>>(std::in_place)
+            : std::nullopt;
+    if (a.diverging) d.diverging_epoch = {a.diverging->epoch, a.diverging->end_offset};
+    d.records = proto::records_view::of({});
+    if (a.data && a.data->file && a.data->size > 0) {
+      // Zero copy: the range of the segment file, kept open by the reply until sent.
+      const auto size = static_cast<uint32_t>(a.data->size);
+      d.records = proto::records_view::external(static_cast<int32_t>(reply.files.size()), size);
+      reply.files.push_back({a.data->file->fd(), a.data->position, size, a.data->file});
+      results[a.result].records_size = a.data->size;
     }
   }
 

@@ -2,11 +2,15 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <asio/post.hpp>
+#include <asio/this_coro.hpp>
 #include <fmt/format.h>
 
 #include "handlers/data_path.h"
@@ -89,27 +93,29 @@ struct append_answer {
   partition_response data;
 };
 
-// The part on the partitions' shard: append every partition, then (acks=-1) wait until each one's high
-// watermark passes its last offset, or until the request's timeout.
-asio::awaitable<std::vector<append_answer>> append_on_shard(const broker_services& services,
-                                                            std::vector<append_work> work, int16_t acks,
-                                                            std::chrono::steady_clock::time_point deadline) {
-  auto log = subsystem_logger("broker");
-  std::vector<append_answer> answers;
-  answers.reserve(work.size());
+// What appending a shard's partitions gave: an answer per partition, and the acks=-1 appends that must wait
+// for their high watermark (index into answers, the partition, the offset to reach).
+struct shard_appends {
   struct pending {
     size_t answer;
     replication::partition* partition;
     int64_t required_offset;
   };
+  std::vector<append_answer> answers;
   std::vector<pending> waits;
+};
 
+// On the partitions' shard: appends every partition of `work` (Kafka's ReplicaManager.appendToLocalLog).
+shard_appends append_all(const broker_services& services, std::vector<append_work>& work, int16_t acks) {
+  auto log = subsystem_logger("broker");
+  shard_appends out;
+  out.answers.reserve(work.size());
   for (auto& w : work) {
     append_answer a{w.slot, {}};
     auto hosted = hosted_partition(services, w.topic, w.partition);
     if (!hosted) {
       a.data = error_response(w.partition, hosted.error().code);
-      answers.push_back(std::move(a));
+      out.answers.push_back(std::move(a));
       continue;
     }
     replication::partition* p = *hosted;
@@ -132,7 +138,7 @@ asio::awaitable<std::vector<append_answer>> append_on_shard(const broker_service
       log->log(producer_state ? spdlog::level::info : spdlog::level::debug,
                "produce to {}-{} failed: {} ({})", w.topic, w.partition, error_name(code),
                appended.error().message);
-      answers.push_back(std::move(a));
+      out.answers.push_back(std::move(a));
       continue;
     }
     a.data.index = w.partition;
@@ -140,10 +146,20 @@ asio::awaitable<std::vector<append_answer>> append_on_shard(const broker_service
     a.data.base_offset = appended->appended.first_offset;
     a.data.log_append_time_ms = appended->appended.log_append_time;
     a.data.log_start_offset = appended->log_start_offset;
-    if (!appended->done) waits.push_back({answers.size(), p, appended->required_offset});
-    answers.push_back(std::move(a));
+    if (!appended->done) out.waits.push_back({out.answers.size(), p, appended->required_offset});
+    out.answers.push_back(std::move(a));
   }
+  return out;
+}
 
+// The partitions all on one shard: append every partition there, then (acks=-1) wait there until each one's
+// high watermark passes its last offset, or until the request's timeout.
+asio::awaitable<std::vector<append_answer>> append_on_shard(const broker_services& services,
+                                                            std::vector<append_work> work, int16_t acks,
+                                                            std::chrono::steady_clock::time_point deadline) {
+  auto appended = append_all(services, work, acks);
+  auto& answers = appended.answers;
+  const auto& waits = appended.waits;
   if (!waits.empty()) {
     // Kafka's DelayedProduce: complete when every partition's high watermark reached its offset.
     replication::waiter_group group(waits.size(), waits.size());
@@ -160,6 +176,62 @@ asio::awaitable<std::vector<append_answer>> append_on_shard(const broker_service
     }
   }
   co_return answers;
+}
+
+// What one shard's part of a request spanning shards gave: the answers, and the slots (waiter indices) of
+// the appends that wait for their high watermark.
+struct spanning_appends {
+  std::vector<append_answer> answers;
+  std::vector<size_t> waiting;
+};
+
+// The partitions on several shards (Kafka appends to every partition, then waits for all): each shard
+// appends its partitions and registers the acks=-1 waits in `group` in the same turn; the request then
+// sleeps on its own shard until all of them fired or the timeout.
+asio::awaitable<void> append_on_shards(const broker_services& services,
+                                       std::vector<std::pair<size_t, std::vector<append_work>>> groups,
+                                       size_t slot_count, int16_t acks,
+                                       std::chrono::steady_clock::time_point deadline,
+                                       std::vector<std::optional<partition_response>>& answers_by_slot) {
+  auto group = std::make_shared<replication::spanning_waiter_group>(co_await asio::this_coro::executor,
+                                                                    slot_count, slot_count + 1);
+  std::vector<std::pair<size_t, std::vector<size_t>>> waiting_by_shard;
+  size_t waiting = 0;
+  for (auto& [shard, shard_work] : groups) {
+    auto append = [&services, w = std::move(shard_work), acks, group]() mutable
+        -> asio::awaitable<spanning_appends> {
+      auto appended = append_all(services, w, acks);
+      spanning_appends out;
+      for (const auto& wait : appended.waits) {
+        const size_t slot = appended.answers[wait.answer].slot;
+        auto handle = wait.partition->add_high_watermark_waiter(wait.required_offset, group->callback(slot));
+        group->track(slot, wait.partition, handle);
+        out.waiting.push_back(slot);
+      }
+      out.answers = std::move(appended.answers);
+      co_return out;
+    };
+    auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
+    for (auto& a : part.answers) answers_by_slot[a.slot] = std::move(a.data);
+    waiting += part.waiting.size();
+    if (!part.waiting.empty()) waiting_by_shard.emplace_back(shard, std::move(part.waiting));
+  }
+  if (waiting == 0) co_return;
+  group->set_wake_after(waiting);
+  co_await group->wait_until(deadline);
+  for (auto& [shard, slots] : waiting_by_shard) {
+    for (size_t slot : slots) {
+      answers_by_slot[slot]->error_code =
+          to_wire(group->fired(slot) ? group->error(slot) : error_code::request_timed_out);
+    }
+    // The waiters that did not fire are withdrawn on their shard; the answer need not wait for it.
+    auto withdraw = [group, slots = std::move(slots)] { group->cancel_unfired(slots); };
+    if (services.shards) {
+      asio::post(services.shards->context(shard), std::move(withdraw));
+    } else {
+      withdraw();
+    }
+  }
 }
 
 }  // namespace
@@ -259,15 +331,24 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     work.push_back({i, topic, s.partition, *s.records->batch});
   }
 
-  // Each shard's partitions are appended (and, acks=-1, waited for) there in turn; every partition is on one
-  // shard today.
+  // Every partition is appended on its shard. On one shard the acks=-1 wait happens there too; across shards
+  // every shard appends first and the request then waits on its own shard for all of them.
   const int16_t acks = req.acks;
-  for (auto& [shard, shard_work] : group_by_shard(services, std::move(work))) {
-    auto append = [&services, w = std::move(shard_work), acks, deadline]() mutable {
-      return append_on_shard(services, std::move(w), acks, deadline);
-    };
-    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
-    for (auto& a : answers) slots[a.slot].answer = std::move(a.data);
+  auto groups = group_by_shard(services, std::move(work));
+  if (groups.size() <= 1 || acks != -1) {
+    for (auto& [shard, shard_work] : groups) {
+      auto append = [&services, w = std::move(shard_work), acks, deadline]() mutable {
+        return append_on_shard(services, std::move(w), acks, deadline);
+      };
+      auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
+      for (auto& a : answers) slots[a.slot].answer = std::move(a.data);
+    }
+  } else {
+    std::vector<std::optional<partition_response>> answers(slots.size());
+    co_await append_on_shards(services, std::move(groups), slots.size(), acks, deadline, answers);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (answers[i]) slots[i].answer = std::move(answers[i]);
+    }
   }
 
   if (req.acks == 0) {

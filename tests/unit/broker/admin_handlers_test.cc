@@ -866,7 +866,7 @@ TEST_F(admin_handlers_test, describe_log_dirs_lists_dirs_and_partitions) {
   ASSERT_TRUE(opened.ok()) << opened.error().message;
   logs = std::move(opened.value());
   replication::replica_manager replicas(*logs, {});
-  services.replicas = &replicas;
+  services.replicas_by_shard = {&replicas};
   const uuid id = uuid::random();
   for (int32_t p = 0; p < 3; ++p) ASSERT_TRUE(logs->create({"logs", p}, id, {}).ok());
   auto* log = logs->get({"logs", 0});

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <climits>
 #include <map>
 #include <string>
@@ -363,6 +365,29 @@ TEST(fetch_sessions_test, response_groups_consecutive_partitions_by_topic) {
   EXPECT_EQ(resp.responses[0].partitions[1].high_watermark, 2);
   EXPECT_EQ(resp.responses[2].topic, "a");
   EXPECT_EQ(resp.responses[2].partitions[0].partition_index, 2);
+}
+
+// One cache per shard (KAFKA-9401): the ids a shard's cache hands out name that cache, a request naming a
+// session is routed to it, and the slots are shared out.
+TEST(fetch_sessions_test, sharded_caches_route_by_session_id) {
+  sharded_fetch_session_cache caches(config(/*slots=*/16), 4);
+  std::set<int32_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    // Off any shard thread a new session goes to the first cache.
+    auto& cache = caches.cache_for(fetch_metadata{invalid_fetch_session_id, initial_fetch_epoch});
+    const int32_t id = open_session(cache, {part("t", i)});
+    ASSERT_NE(id, invalid_fetch_session_id);
+    EXPECT_EQ(id % 4, 0);
+    ids.insert(id);
+    // An incremental request of that session finds it.
+    EXPECT_TRUE(caches.cache_for(fetch_metadata{id, 1}).find(id));
+  }
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(caches.size(), 4u);
+  // 16 slots over 4 caches: this cache is full (its young sessions are not evictable), the others are not.
+  auto& first = caches.cache_for(fetch_metadata{invalid_fetch_session_id, initial_fetch_epoch});
+  EXPECT_EQ(open_session(first, {part("t", 9)}), invalid_fetch_session_id);
+  EXPECT_EQ(caches.size(), 4u);
 }
 
 }  // namespace

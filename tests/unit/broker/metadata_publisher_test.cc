@@ -45,7 +45,8 @@ class metadata_publisher_test : public ::testing::Test {
     _replicas = std::make_unique<replication::replica_manager>(*_logs, r);
     // The node's configuration file sets log.segment.bytes (a static broker config).
     _publisher = std::make_unique<metadata_publisher>(
-        self, *_replicas, _cache, [](std::string_view property) -> std::optional<std::string> {
+        self, std::vector<replication::replica_manager*>{_replicas.get()}, replication::replica_placement(),
+        /*shards=*/nullptr, _cache, [](std::string_view property) -> std::optional<std::string> {
           if (property == "log.segment.bytes") return "536870912";
           return std::nullopt;
         });

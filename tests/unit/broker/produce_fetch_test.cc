@@ -1,7 +1,8 @@
 // The data path end to end inside one node: Produce, Fetch, ListOffsets and DeleteRecords frames through the
-// broker_dispatcher, with a real log_manager in a temporary directory, a real replica_manager whose
-// partitions lead through apply_leadership, a one-shard shard_pool running its thread (the home shard) and a
-// metadata image naming the topics.
+// broker_dispatcher, with a real log_manager in a temporary directory, real replica_managers (one per shard)
+// whose partitions lead through apply_leadership, a shard_pool running its threads and a metadata image naming
+// the topics. Every test runs with 1, 2 and 4 shards (replica_placement spreads the partitions over them; the
+// requests come in on shard 0) and must give the same answers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <future>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,7 +71,7 @@ std::vector<std::pair<int64_t, int32_t>> batches_in(const records_view& records)
   return out;
 }
 
-class produce_fetch_test : public ::testing::Test {
+class produce_fetch_test : public ::testing::TestWithParam<size_t> {
  protected:
   void SetUp() override {
     _root = std::filesystem::temp_directory_path() /
@@ -83,7 +85,11 @@ class produce_fetch_test : public ::testing::Test {
     replication::replica_manager_options ro;
     ro.local_replica_id = self;
     ro.clock_ms = [this] { return _now.load(); };
-    _replicas = std::make_unique<replication::replica_manager>(*_logs, ro);
+    _placement = replication::replica_placement(GetParam());
+    for (size_t shard = 0; shard < GetParam(); ++shard) {
+      ro.shard = static_cast<int>(shard);
+      _managers.push_back(std::make_unique<replication::replica_manager>(*_logs, ro));
+    }
 
     auto image = std::make_shared<metadata::metadata_image>();
     image->cluster_id = "test-cluster";
@@ -99,6 +105,7 @@ class produce_fetch_test : public ::testing::Test {
     add_topic(*image, "replicated", 1, self, {self, 2}, {self, 2});  // a follower that never fetches
     add_topic(*image, "elsewhere", 1, 2, {self, 2}, {self, 2});      // led by node 2
     add_topic(*image, "small", 1, self, {self}, {self});
+    add_topic(*image, "spread", 8, self, {self, 2}, {self, 2});  // over every shard, node 2 in the ISR
     add_topic(*image, "__consumer_offsets", 1, self, {self}, {self}, /*internal=*/true);
     _image = image;
     cache.publish(image);
@@ -111,21 +118,22 @@ class produce_fetch_test : public ::testing::Test {
         l.topic_id = topic.id;
         l.state = {p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr, 1};
         if (name == "small") l.log_config.max_message_bytes = 200;
-        auto applied = _replicas->apply_leadership(l);
+        auto applied = replicas_of(name, p.partition).apply_leadership(l);
         ASSERT_TRUE(applied.ok()) << applied.error().message;
       }
     }
 
     fetch_session_cache_config fc;
     fc.session_id_seed = 7;
-    _sessions = std::make_unique<fetch_session_cache>(fc);
-    _pool = std::make_unique<net::shard_pool>(1);
+    _sessions = std::make_unique<sharded_fetch_session_cache>(fc, GetParam());
+    _pool = std::make_unique<net::shard_pool>(GetParam());
     services.node_id = self;
     services.metadata = &cache;
     services.handlers = &table;
     services.shards = _pool.get();
     services.home_shard = 0;
-    services.replicas = _replicas.get();
+    services.placement = _placement;
+    for (auto& m : _managers) services.replicas_by_shard.push_back(m.get());
     services.fetch_sessions = _sessions.get();
     services.clock_ms = [this] { return _now.load(); };
     _dispatcher = std::make_unique<broker_dispatcher>(services);
@@ -138,7 +146,7 @@ class produce_fetch_test : public ::testing::Test {
     _pool->join();
     _dispatcher.reset();
     _pool.reset();
-    _replicas.reset();
+    _managers.clear();
     _logs.reset();
     std::filesystem::remove_all(_root);
   }
@@ -295,11 +303,28 @@ class produce_fetch_test : public ::testing::Test {
     return resp.topics[0].partitions[0];
   }
 
+  size_t shard_of(const std::string& topic, int32_t partition) const {
+    return _placement.shard_of(topic, partition);
+  }
+  replication::replica_manager& replicas_of(const std::string& topic, int32_t partition) {
+    return *_managers[shard_of(topic, partition)];
+  }
+  // Runs fn on the shard owning the partition (its replica may be touched only there) and returns its result.
+  template <typename Fn>
+  auto on_owner(const std::string& topic, int32_t partition, Fn fn) -> decltype(fn()) {
+    using value = decltype(fn());
+    return asio::co_spawn(
+               _pool->context(shard_of(topic, partition)),
+               [f = std::move(fn)]() mutable -> asio::awaitable<value> { co_return f(); }, asio::use_future)
+        .get();
+  }
+
   std::filesystem::path _root;
   std::atomic<int64_t> _now{start_ms};
   std::unique_ptr<storage::log_manager> _logs;
-  std::unique_ptr<replication::replica_manager> _replicas;
-  std::unique_ptr<fetch_session_cache> _sessions;
+  replication::replica_placement _placement;
+  std::vector<std::unique_ptr<replication::replica_manager>> _managers;  // by shard
+  std::unique_ptr<sharded_fetch_session_cache> _sessions;
   std::unique_ptr<net::shard_pool> _pool;
   std::unique_ptr<broker_dispatcher> _dispatcher;
   metadata::metadata_image_ptr _image;
@@ -309,7 +334,7 @@ class produce_fetch_test : public ::testing::Test {
   net::connection_info connection;
 };
 
-TEST_F(produce_fetch_test, produce_then_fetch_round_trip) {
+TEST_P(produce_fetch_test, produce_then_fetch_round_trip) {
   auto first = produce("orders", 0, batch(3));
   EXPECT_EQ(first.error_code, 0);
   EXPECT_EQ(first.base_offset, 0);
@@ -350,7 +375,7 @@ TEST_F(produce_fetch_test, produce_then_fetch_round_trip) {
   EXPECT_EQ(unknown_id.partition().high_watermark, -1);
 }
 
-TEST_F(produce_fetch_test, acks_zero_gets_no_response) {
+TEST_P(produce_fetch_test, acks_zero_gets_no_response) {
   auto result = send(frame(0, 9, produce_req("orders", 0, batch(2), 0)));
   EXPECT_EQ(result.what, net::dispatch_result::action::no_response);
   auto f = fetch(fetch_req({{"orders", 0, 0}}), 12);
@@ -359,7 +384,7 @@ TEST_F(produce_fetch_test, acks_zero_gets_no_response) {
 
 // The dispatcher lends the connection's buffer to the handler: Produce stamps the leader's fields into the
 // batch where it lies in the request, and appends those bytes without a copy.
-TEST_F(produce_fetch_test, produce_stamps_the_batch_in_the_request_buffer) {
+TEST_P(produce_fetch_test, produce_stamps_the_batch_in_the_request_buffer) {
   ASSERT_EQ(produce("orders", 0, batch(3)).base_offset, 0);
   const auto records = batch(2);
   auto bytes = frame(0, 11, produce_req("orders", 0, records));
@@ -405,7 +430,7 @@ TEST(request_context, writable_only_inside_the_request) {
   EXPECT_TRUE(ctx.writable(all.subspan(40, 8)).empty());  // after it
 }
 
-TEST_F(produce_fetch_test, produce_errors) {
+TEST_P(produce_fetch_test, produce_errors) {
   EXPECT_EQ(produce("orders", 0, batch(1), 2).error_code, 21);  // INVALID_REQUIRED_ACKS
   EXPECT_EQ(produce("orders", 0, batch(1), 2).base_offset, -1);
   EXPECT_EQ(produce("nope", 0, batch(1)).error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
@@ -454,7 +479,7 @@ TEST_F(produce_fetch_test, produce_errors) {
   EXPECT_EQ(fetch(fetch_req({{"orders", 0, 0}}), 12).partition().high_watermark, 0);
 }
 
-TEST_F(produce_fetch_test, produce_v0_to_v2_are_refused_but_v0_is_advertised) {
+TEST_P(produce_fetch_test, produce_v0_to_v2_are_refused_but_v0_is_advertised) {
   const auto* e = table.find(0);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->advertised_min_version, 0);
@@ -464,7 +489,7 @@ TEST_F(produce_fetch_test, produce_v0_to_v2_are_refused_but_v0_is_advertised) {
   EXPECT_EQ(send(bytes).what, net::dispatch_result::action::close);
 }
 
-TEST_F(produce_fetch_test, acks_all_waits_for_the_isr_and_times_out) {
+TEST_P(produce_fetch_test, acks_all_waits_for_the_isr_and_times_out) {
   // A single in-sync replica: committed at once.
   EXPECT_EQ(produce("orders", 0, batch(1), -1).error_code, 0);
   // An in-sync follower that never fetches: the produce waits for timeout_ms, then REQUEST_TIMED_OUT, with
@@ -485,7 +510,7 @@ TEST_F(produce_fetch_test, acks_all_waits_for_the_isr_and_times_out) {
   EXPECT_TRUE(f.partition().records.bytes.empty());
 }
 
-TEST_F(produce_fetch_test, long_poll_is_woken_by_a_produce) {
+TEST_P(produce_fetch_test, long_poll_is_woken_by_a_produce) {
   produce("orders", 0, batch(1));
   net::connection_info consumer;
   consumer.listener_name = "PLAINTEXT";
@@ -502,16 +527,11 @@ TEST_F(produce_fetch_test, long_poll_is_woken_by_a_produce) {
   EXPECT_EQ(d.high_watermark, 3);
   EXPECT_EQ(batches_in(d.records), (std::vector<std::pair<int64_t, int32_t>>{{1, 2}}));
   // Nothing left parked on the partition.
-  auto waiters = asio::co_spawn(
-      _pool->context(0),
-      [this]() -> asio::awaitable<size_t> {
-        co_return _replicas->get({"orders", 0})->waiter_count();
-      },
-      asio::use_future);
-  EXPECT_EQ(waiters.get(), 0u);
+  EXPECT_EQ(on_owner("orders", 0, [this] { return replicas_of("orders", 0).get({"orders", 0})->waiter_count(); }),
+            0u);
 }
 
-TEST_F(produce_fetch_test, parked_requests_end_when_leadership_moves) {
+TEST_P(produce_fetch_test, parked_requests_end_when_leadership_moves) {
   net::connection_info producer, consumer;
   producer.listener_name = consumer.listener_name = "PLAINTEXT";
   auto produced = start(frame(0, 11, produce_req("replicated", 0, batch(1), -1, 10'000)), &producer);
@@ -520,22 +540,17 @@ TEST_F(produce_fetch_test, parked_requests_end_when_leadership_moves) {
   EXPECT_EQ(fetched.wait_for(milliseconds(0)), std::future_status::timeout);
 
   // Node 2 becomes leader of both: the parked requests wake up at once instead of waiting out their time.
-  auto moved = asio::co_spawn(
-      _pool->context(0),
-      [this]() -> asio::awaitable<bool> {
-        bool ok = true;
-        for (const std::string topic : {"replicated", "orders"}) {
-          replication::partition_leadership l;
-          l.topic = topic;
-          l.partition = 0;
-          l.topic_id = topic_id(topic);
-          l.state = {2, 4, 4, {self, 2}, {self, 2}, 1};
-          ok = ok && _replicas->apply_leadership(l).ok();
-        }
-        co_return ok;
-      },
-      asio::use_future);
-  ASSERT_TRUE(moved.get());
+  for (const std::string topic : {"replicated", "orders"}) {
+    const bool moved = on_owner(topic, 0, [this, topic] {
+      replication::partition_leadership l;
+      l.topic = topic;
+      l.partition = 0;
+      l.topic_id = topic_id(topic);
+      l.state = {2, 4, 4, {self, 2}, {self, 2}, 1};
+      return replicas_of(topic, 0).apply_leadership(l).ok();
+    });
+    ASSERT_TRUE(moved);
+  }
   ASSERT_EQ(produced.wait_for(milliseconds(3000)), std::future_status::ready);
   ASSERT_EQ(fetched.wait_for(milliseconds(3000)), std::future_status::ready);
   auto p = decode<produce_response>(produced.get(), 11);
@@ -545,7 +560,7 @@ TEST_F(produce_fetch_test, parked_requests_end_when_leadership_moves) {
   EXPECT_EQ(f.responses.at(0).partitions.at(0).error_code, 6);
 }
 
-TEST_F(produce_fetch_test, min_bytes_and_max_wait) {
+TEST_P(produce_fetch_test, min_bytes_and_max_wait) {
   // Nothing to read: the answer comes after max_wait_ms, empty.
   auto started = steady_clock::now();
   auto empty = fetch(fetch_req({{"orders", 0, 0}}, 250, 1), 12);
@@ -572,7 +587,7 @@ TEST_F(produce_fetch_test, min_bytes_and_max_wait) {
   EXPECT_LT(steady_clock::now() - started, milliseconds(2000));
 }
 
-TEST_F(produce_fetch_test, byte_limits_keep_whole_batches) {
+TEST_P(produce_fetch_test, byte_limits_keep_whole_batches) {
   for (int i = 0; i < 3; ++i) produce("orders", 0, batch(4));
   produce("orders", 1, batch(4));
   const size_t one_batch = batch(4).size();
@@ -597,7 +612,7 @@ TEST_F(produce_fetch_test, byte_limits_keep_whole_batches) {
   EXPECT_EQ(batches_in(f.partition().records).size(), 2u);
 }
 
-TEST_F(produce_fetch_test, fetch_leader_epoch_and_leadership_errors) {
+TEST_P(produce_fetch_test, fetch_leader_epoch_and_leadership_errors) {
   produce("orders", 0, batch(1));
   auto req = fetch_req({{"orders", 0, 0}});
   req.topics[0].partitions[0].current_leader_epoch = 2;
@@ -619,7 +634,7 @@ TEST_F(produce_fetch_test, fetch_leader_epoch_and_leadership_errors) {
   EXPECT_EQ(fetch(follower, 12).partition().error_code, 6);
 }
 
-TEST_F(produce_fetch_test, follower_fetch_moves_the_high_watermark) {
+TEST_P(produce_fetch_test, follower_fetch_moves_the_high_watermark) {
   EXPECT_EQ(produce("replicated", 0, batch(2), 1).base_offset, 0);
   auto req = fetch_req({{"replicated", 0, 0}});
   req.replica_state.replica_id = 2;
@@ -633,7 +648,7 @@ TEST_F(produce_fetch_test, follower_fetch_moves_the_high_watermark) {
   EXPECT_EQ(fetch(fetch_req({{"replicated", 0, 0}}), 12).partition().high_watermark, 2);
 }
 
-TEST_F(produce_fetch_test, idempotent_duplicates_and_sequence_errors) {
+TEST_P(produce_fetch_test, idempotent_duplicates_and_sequence_errors) {
   auto first = produce("orders", 0, batch(3, start_ms, 4000, 0, 0));
   EXPECT_EQ(first.error_code, 0);
   EXPECT_EQ(first.base_offset, 0);
@@ -653,7 +668,7 @@ TEST_F(produce_fetch_test, idempotent_duplicates_and_sequence_errors) {
   EXPECT_EQ(produce("orders", 0, batch(1, start_ms, 4001, 0, -1)).error_code, 87);
 }
 
-TEST_F(produce_fetch_test, incremental_fetch_sessions) {
+TEST_P(produce_fetch_test, incremental_fetch_sessions) {
   produce("orders", 0, batch(1));
   produce("orders", 1, batch(1));
   auto full = fetch_req({{"orders", 0, 0}, {"orders", 1, 0}});
@@ -695,7 +710,7 @@ TEST_F(produce_fetch_test, incremental_fetch_sessions) {
   EXPECT_EQ(fetch(again, 12).resp.error_code, 70);  // FETCH_SESSION_ID_NOT_FOUND
 }
 
-TEST_F(produce_fetch_test, read_committed_answers_an_empty_aborted_list) {
+TEST_P(produce_fetch_test, read_committed_answers_an_empty_aborted_list) {
   produce("orders", 0, batch(1));
   auto req = fetch_req({{"orders", 0, 0}});
   req.isolation_level = 1;
@@ -707,7 +722,7 @@ TEST_F(produce_fetch_test, read_committed_answers_an_empty_aborted_list) {
   EXPECT_FALSE(uncommitted.partition().aborted_transactions.has_value());
 }
 
-TEST_F(produce_fetch_test, list_offsets_specials_and_timestamps) {
+TEST_P(produce_fetch_test, list_offsets_specials_and_timestamps) {
   produce("orders", 0, batch(3, start_ms - 1000));  // offsets 0-2 at -1000, -999, -998
   produce("orders", 0, batch(2, start_ms + 500));   // offsets 3-4 at +500, +501
   produce("orders", 0, batch(1, start_ms));         // offset 5
@@ -763,7 +778,7 @@ TEST_F(produce_fetch_test, list_offsets_specials_and_timestamps) {
   EXPECT_EQ(resp.topics[0].partitions[0].offset, 2);
 }
 
-TEST_F(produce_fetch_test, delete_records_then_fetch_below_the_start_is_out_of_range) {
+TEST_P(produce_fetch_test, delete_records_then_fetch_below_the_start_is_out_of_range) {
   for (int i = 0; i < 4; ++i) produce("orders", 0, batch(2));  // offsets 0-7
   auto deleted = delete_records("orders", 5);
   EXPECT_EQ(deleted.error_code, 0);
@@ -783,7 +798,7 @@ TEST_F(produce_fetch_test, delete_records_then_fetch_below_the_start_is_out_of_r
   EXPECT_EQ(delete_records("__consumer_offsets", 0).error_code, 17);
 }
 
-TEST_F(produce_fetch_test, delete_records_waits_for_followers_then_times_out) {
+TEST_P(produce_fetch_test, delete_records_waits_for_followers_then_times_out) {
   produce("replicated", 0, batch(2), 1);
   // The follower catches up (its fetch reports log start 0), so the high watermark reaches 2.
   auto req = fetch_req({{"replicated", 0, 2}});
@@ -799,7 +814,7 @@ TEST_F(produce_fetch_test, delete_records_waits_for_followers_then_times_out) {
 
 // A follower long-polling at the log end is answered at once when the log start it reported is behind the
 // leader's (here after a DeleteRecords), with the new log start: it takes it from that answer.
-TEST_F(produce_fetch_test, a_follower_behind_the_log_start_is_answered_without_waiting) {
+TEST_P(produce_fetch_test, a_follower_behind_the_log_start_is_answered_without_waiting) {
   produce("replicated", 0, batch(4), 1);
   auto req = fetch_req({{"replicated", 0, 4}}, /*max_wait_ms=*/1500, 1);
   req.replica_state.replica_id = 2;
@@ -825,6 +840,121 @@ TEST_F(produce_fetch_test, a_follower_behind_the_log_start_is_answered_without_w
   EXPECT_EQ(deleted.error_code, 0);
   EXPECT_EQ(deleted.low_watermark, 3);
 }
+
+// One Produce and one Fetch naming partitions on every shard: acks=-1 completes once the follower has every
+// partition (not one shard after the other), and a long poll over all of them wakes when any one gets data.
+TEST_P(produce_fetch_test, requests_spanning_shards_append_wait_and_wake_as_one) {
+  constexpr int32_t partitions = 8;
+  std::set<size_t> shards;
+  for (int32_t p = 0; p < partitions; ++p) shards.insert(shard_of("spread", p));
+  EXPECT_EQ(shards.size(), std::min<size_t>(GetParam(), partitions));
+
+  produce_request req;
+  req.acks = -1;
+  req.timeout_ms = 10'000;
+  auto& t = req.topic_data.emplace_back();
+  t.name = "spread";
+  std::vector<std::vector<uint8_t>> records;
+  for (int32_t p = 0; p < partitions; ++p) records.push_back(batch(p + 1));
+  for (int32_t p = 0; p < partitions; ++p) {
+    auto& d = t.partition_data.emplace_back();
+    d.index = p;
+    d.records = records_view::of(records[p]);
+  }
+  auto produced = start(frame(0, 11, req));
+  EXPECT_EQ(produced.wait_for(milliseconds(100)), std::future_status::timeout);  // node 2 has nothing yet
+
+  // Node 2 fetches every partition up to its end: the high watermarks move on every shard.
+  auto follower = fetch_req({});
+  follower.replica_state.replica_id = 2;
+  for (int32_t p = 0; p < partitions; ++p) {
+    if (follower.topics.empty()) {
+      auto& ft = follower.topics.emplace_back();
+      ft.topic = "spread";
+      ft.topic_id = topic_id("spread");
+    }
+    auto& fp = follower.topics.back().partitions.emplace_back();
+    fp.partition = p;
+    fp.fetch_offset = p + 1;
+    fp.partition_max_bytes = 1 << 20;
+    fp.log_start_offset = 0;
+  }
+  fetch(follower, 15);
+  ASSERT_EQ(produced.wait_for(milliseconds(5000)), std::future_status::ready);
+  auto resp = decode<produce_response>(produced.get(), 11);
+  ASSERT_EQ(resp.responses.at(0).partition_responses.size(), static_cast<size_t>(partitions));
+  for (int32_t p = 0; p < partitions; ++p) {
+    const auto& r = resp.responses[0].partition_responses[p];
+    EXPECT_EQ(r.index, p);
+    EXPECT_EQ(r.error_code, 0) << "partition " << p;
+    EXPECT_EQ(r.base_offset, 0);
+  }
+
+  // A consumer long-polls every partition from its end; a record on the last partition wakes it at once.
+  std::vector<std::tuple<std::string, int32_t, int64_t>> at_end;
+  for (int32_t p = 0; p < partitions; ++p) at_end.emplace_back("spread", p, p + 1);
+  net::connection_info consumer;
+  consumer.listener_name = "PLAINTEXT";
+  const auto started = steady_clock::now();
+  auto polled = start(frame(1, 12, fetch_req(at_end, 10'000, 1)), &consumer);
+  EXPECT_EQ(polled.wait_for(milliseconds(100)), std::future_status::timeout);
+  EXPECT_EQ(produce("spread", partitions - 1, batch(2), 1).base_offset, partitions);
+  // acks=1 on a partition whose follower lags: the consumer sees it once the high watermark moves.
+  auto catch_up = fetch_req({{"spread", partitions - 1, partitions + 2}});
+  catch_up.replica_state.replica_id = 2;
+  catch_up.topics[0].partitions[0].log_start_offset = 0;
+  fetch(catch_up, 15);
+  ASSERT_EQ(polled.wait_for(milliseconds(5000)), std::future_status::ready);
+  EXPECT_LT(steady_clock::now() - started, milliseconds(5000));
+  auto raw = polled.get();
+  auto f = decode<fetch_response>(raw, 12);
+  ASSERT_EQ(f.responses.at(0).partitions.size(), static_cast<size_t>(partitions));
+  for (int32_t p = 0; p < partitions; ++p) {
+    const auto& d = f.responses[0].partitions[p];
+    EXPECT_EQ(d.error_code, 0);
+    if (p == partitions - 1) {
+      EXPECT_EQ(batches_in(d.records), (std::vector<std::pair<int64_t, int32_t>>{{partitions, 2}}));
+    } else {
+      EXPECT_TRUE(d.records.bytes.empty()) << "partition " << p;
+    }
+  }
+  // Nothing left parked on any shard once the withdrawals ran.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    size_t parked = 0;
+    for (int32_t p = 0; p < partitions; ++p) {
+      parked += on_owner("spread", p, [this, p] { return replicas_of("spread", p).get({"spread", p})->waiter_count(); });
+    }
+    if (parked == 0) break;
+    std::this_thread::sleep_for(milliseconds(10));
+    ASSERT_LT(attempt, 99) << parked << " waiters left";
+  }
+}
+
+// The response's byte budget (max_bytes) covers the partitions of every shard together (KIP-74: only the
+// first partition with data may go over it).
+TEST_P(produce_fetch_test, the_byte_budget_spans_shards) {
+  constexpr int32_t partitions = 8;
+  for (int32_t p = 0; p < partitions; ++p) produce("spread", p, batch(20), 1);
+  std::vector<std::tuple<std::string, int32_t, int64_t>> all;
+  for (int32_t p = 0; p < partitions; ++p) all.emplace_back("spread", p, 0);
+  auto req = fetch_req(all);
+  req.replica_state.replica_id = 2;  // a follower reads up to the log end
+  for (auto& fp : req.topics[0].partitions) fp.log_start_offset = 0;
+  const int64_t one = static_cast<int64_t>(batch(20).size());
+  req.max_bytes = static_cast<int32_t>(one * 3 + one / 2);  // room for three batches and a half
+  auto got = fetch(req, 15);
+  int64_t total = 0;
+  int32_t with_data = 0;
+  for (const auto& d : got.resp.responses.at(0).partitions) {
+    total += static_cast<int64_t>(d.records.bytes.size());
+    with_data += d.records.bytes.empty() ? 0 : 1;
+  }
+  EXPECT_EQ(with_data, 3);
+  EXPECT_LE(total, req.max_bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(shards, produce_fetch_test, ::testing::Values(1, 2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "_shards"; });
 
 }  // namespace
 }  // namespace mala::broker
