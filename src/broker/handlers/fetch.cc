@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -123,26 +124,39 @@ std::vector<read_answer> read_all(const broker_services& services, const std::ve
 // follower at once whose log start is behind ours (Kafka parks it up to replica.fetch.wait.max.ms): a
 // DeleteRecords completes a long poll sooner, and a restarted follower that joins the ISR from this fetch
 // has the log start before it can be elected.
-bool can_answer(const std::vector<read_answer>& answers, const fetch_params& params) {
-  if (params.max_wait_ms <= 0 || answers.empty()) return true;
+// `shards` holds the answers of each shard read.
+bool can_answer(std::span<const std::vector<read_answer>> shards, const fetch_params& params) {
+  if (params.max_wait_ms <= 0) return true;
   int64_t bytes = 0;
-  for (const auto& a : answers) {
-    if (a.error != error_code::none || a.diverging || a.follower_behind_log_start) return true;
-    bytes += a.bytes();
+  size_t partitions = 0;
+  for (const auto& answers : shards) {
+    for (const auto& a : answers) {
+      if (a.error != error_code::none || a.diverging || a.follower_behind_log_start) return true;
+      bytes += a.bytes();
+      ++partitions;
+    }
   }
-  return bytes >= params.min_bytes;
+  return partitions == 0 || bytes >= params.min_bytes;
 }
 
-// The part on the partitions' shard: read, and while short of min_bytes park on every partition's data
-// waiters until one fires or max_wait_ms passes, then read again.
+// The first part on the partitions' shard: one read of every partition (a follower's fetch updates what
+// the leader knows of it here).
+asio::awaitable<std::vector<read_answer>> first_read_on_shard(const broker_services& services,
+                                                              const std::vector<read_work>& work,
+                                                              fetch_params params) {
+  co_return read_all(services, work, params, true);
+}
+
+// The part on the partitions' shard for a fetch that could not be answered at once: read again, and while
+// short of min_bytes park on every partition's data waiters until one fires or max_wait_ms passes, then read
+// again.
 asio::awaitable<std::vector<read_answer>> read_on_shard(const broker_services& services,
-                                                        std::vector<read_work> work, fetch_params params,
+                                                        const std::vector<read_work>& work,
+                                                        fetch_params params,
                                                         steady_clock::time_point deadline) {
-  bool first_pass = true;
   while (true) {
-    auto answers = read_all(services, work, params, first_pass);
-    first_pass = false;
-    if (can_answer(answers, params) || steady_clock::now() >= deadline) co_return answers;
+    auto answers = read_all(services, work, params, false);
+    if (can_answer({&answers, 1}, params) || steady_clock::now() >= deadline) co_return answers;
     replication::waiter_group group(work.size(), 1);
     for (size_t i = 0; i < work.size(); ++i) {
       auto hosted = hosted_partition(services, work[i].topic, work[i].partition);
@@ -261,14 +275,31 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
     results.push_back(std::move(r));
   }
 
+  // Each shard's partitions are read there once, in turn. Every partition is on one shard today, so the
+  // response's byte budget and the wait for any partition span the whole request, as in Kafka. A fetch that
+  // cannot be answered yet lets the connection start its next request (its reads are done; Kafka serves a
+  // connection's requests one at a time) and parks on each shard in turn, reading again there.
+  // The handler's frame outlives each hop, so the work is lent to it.
+  auto groups = group_by_shard(services, std::move(work));
+  std::vector<std::vector<read_answer>> shard_answers;
+  for (const auto& [shard, shard_work] : groups) {
+    auto read = [&services, &w = shard_work, params]() { return first_read_on_shard(services, w, params); };
+    shard_answers.push_back(
+        co_await replication::run_on_shard_async(services.shards, shard, std::move(read)));
+  }
+  if (!can_answer(shard_answers, params) && steady_clock::now() < deadline) {
+    ctx.release_ordering();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      auto read = [&services, &w = groups[i].second, params, deadline]() {
+        return read_on_shard(services, w, params, deadline);
+      };
+      shard_answers[i] =
+          co_await replication::run_on_shard_async(services.shards, groups[i].first, std::move(read));
+    }
+  }
+
   fetch_reply reply;
-  // Each shard's partitions are read (and waited for) there in turn. Every partition is on one shard today,
-  // so the response's byte budget and the wait for any partition span the whole request, as in Kafka.
-  for (auto& [shard, shard_work] : group_by_shard(services, std::move(work))) {
-    auto read = [&services, w = std::move(shard_work), params, deadline]() mutable {
-      return read_on_shard(services, std::move(w), params, deadline);
-    };
-    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(read));
+  for (auto& answers : shard_answers) {
     for (auto& a : answers) {
       auto& d = results[a.result].data;
       if (a.error != error_code::none) {

@@ -1,7 +1,9 @@
 #include "handlers/produce.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -89,13 +91,22 @@ struct append_answer {
   partition_response data;
 };
 
-// The part on the partitions' shard: append every partition, then (acks=-1) wait until each one's high
-// watermark passes its last offset, or until the request's timeout.
-asio::awaitable<std::vector<append_answer>> append_on_shard(const broker_services& services,
-                                                            std::vector<append_work> work, int16_t acks,
-                                                            std::chrono::steady_clock::time_point deadline) {
-  auto log = subsystem_logger("broker");
+// One shard's part of a Produce: its answers and, for acks=-1, the waiters registered on its partitions'
+// high watermarks right after the appends (so that none fires unseen before the wait starts).
+struct shard_appends {
+  size_t shard = 0;
   std::vector<append_answer> answers;
+  std::vector<size_t> waiting;                       // by waiter: its entry in `answers`
+  std::unique_ptr<replication::waiter_group> group;  // null when nothing waits
+};
+
+// The part on the partitions' shard: append every partition and (acks=-1) register a waiter for each one's
+// high watermark to pass its last offset. Kafka's DelayedProduce completes when every one has.
+asio::awaitable<shard_appends> append_on_shard(const broker_services& services, std::vector<append_work> work,
+                                               int16_t acks) {
+  auto log = subsystem_logger("broker");
+  shard_appends out;
+  auto& answers = out.answers;
   answers.reserve(work.size());
   struct pending {
     size_t answer;
@@ -145,21 +156,30 @@ asio::awaitable<std::vector<append_answer>> append_on_shard(const broker_service
   }
 
   if (!waits.empty()) {
-    // Kafka's DelayedProduce: complete when every partition's high watermark reached its offset.
-    replication::waiter_group group(waits.size(), waits.size());
+    out.group = std::make_unique<replication::waiter_group>(waits.size(), waits.size());
     for (size_t i = 0; i < waits.size(); ++i) {
       auto handle =
-          waits[i].partition->add_high_watermark_waiter(waits[i].required_offset, group.callback(i));
-      group.track(i, waits[i].partition, handle);
-    }
-    co_await group.wait_until(deadline);
-    group.cancel_unfired();
-    for (size_t i = 0; i < waits.size(); ++i) {
-      auto& data = answers[waits[i].answer].data;
-      data.error_code = to_wire(group.fired(i) ? group.error(i) : error_code::request_timed_out);
+          waits[i].partition->add_high_watermark_waiter(waits[i].required_offset, out.group->callback(i));
+      out.group->track(i, waits[i].partition, handle);
+      out.waiting.push_back(waits[i].answer);
     }
   }
-  co_return answers;
+  co_return out;
+}
+
+// Back on the partitions' shard: waits until every waiter fired or the request's timeout, and answers each
+// waiting partition with its waiter's error or REQUEST_TIMED_OUT.
+asio::awaitable<shard_appends> wait_on_shard(shard_appends appended,
+                                             std::chrono::steady_clock::time_point deadline) {
+  auto& group = *appended.group;
+  co_await group.wait_until(deadline);
+  group.cancel_unfired();
+  for (size_t i = 0; i < appended.waiting.size(); ++i) {
+    auto& data = appended.answers[appended.waiting[i]].data;
+    data.error_code = to_wire(group.fired(i) ? group.error(i) : error_code::request_timed_out);
+  }
+  appended.group.reset();
+  co_return appended;
 }
 
 }  // namespace
@@ -259,15 +279,31 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     work.push_back({i, topic, s.partition, *s.records->batch});
   }
 
-  // Each shard's partitions are appended (and, acks=-1, waited for) there in turn; every partition is on one
-  // shard today.
+  // Each shard's partitions are appended there in turn (every partition is on one shard today). Then the
+  // connection may start its next request (its appends come after these, as in Kafka, which serves a
+  // connection's requests one at a time), while this one waits (acks=-1) for the high watermarks on each
+  // shard.
   const int16_t acks = req.acks;
+  std::vector<shard_appends> appended;
   for (auto& [shard, shard_work] : group_by_shard(services, std::move(work))) {
-    auto append = [&services, w = std::move(shard_work), acks, deadline]() mutable {
-      return append_on_shard(services, std::move(w), acks, deadline);
+    auto append = [&services, w = std::move(shard_work), acks]() mutable {
+      return append_on_shard(services, std::move(w), acks);
     };
-    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
-    for (auto& a : answers) slots[a.slot].answer = std::move(a.data);
+    appended.push_back(co_await replication::run_on_shard_async(services.shards, shard, std::move(append)));
+    appended.back().shard = shard;
+  }
+  const bool waits =
+      std::any_of(appended.begin(), appended.end(), [](const auto& a) { return a.group != nullptr; });
+  if (waits) ctx.release_ordering();
+  for (auto& shard_part : appended) {
+    if (shard_part.group) {
+      const size_t shard = shard_part.shard;
+      auto wait = [a = std::move(shard_part), deadline]() mutable {
+        return wait_on_shard(std::move(a), deadline);
+      };
+      shard_part = co_await replication::run_on_shard_async(services.shards, shard, std::move(wait));
+    }
+    for (auto& a : shard_part.answers) slots[a.slot].answer = std::move(a.data);
   }
 
   if (req.acks == 0) {

@@ -182,7 +182,8 @@ class produce_fetch_test : public ::testing::Test {
     return asio::co_spawn(
         _pool->context(0),
         [this, c, b = std::move(bytes)]() mutable -> asio::awaitable<net::dispatch_result> {
-          co_return co_await _dispatcher->dispatch(*c, b);
+          net::ordering_point order;
+          co_return co_await _dispatcher->dispatch(*c, b, order);
         },
         asio::use_future);
   }
@@ -369,7 +370,8 @@ TEST_F(produce_fetch_test, produce_stamps_the_batch_in_the_request_buffer) {
   net::dispatch_result result = asio::co_spawn(
                                     _pool->context(0),
                                     [&]() -> asio::awaitable<net::dispatch_result> {
-                                      co_return co_await _dispatcher->dispatch(connection, bytes);
+                                      net::ordering_point order;
+                                      co_return co_await _dispatcher->dispatch(connection, bytes, order);
                                     },
                                     asio::use_future)
                                     .get();
