@@ -139,7 +139,7 @@ def send_until_blocked(sock, data, settle_s=1.5):
                          ids=["queued.max.requests", "queued.max.request.bytes"])
 def test_a_flooded_connection_stops_being_read_at_the_bound(mala_factory, bound):
     # Small socket buffers on both sides, so that what the kernel holds is small next to the flood.
-    node = mala_factory(extra_config={"socket.receive.buffer.bytes": 32768, **bound})
+    node = mala_factory(extra_config={"socket.receive.buffer.bytes": 32768, **bound}).start()
     topic = f"flood-{uuid.uuid4().hex[:8]}"
     create_topic(node.bootstrap, topic)
 
