@@ -50,7 +50,8 @@ net::dispatch_result refuse_unserved(const net::connection_info& connection, std
 }  // namespace
 
 asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connection_info& connection,
-                                                                  std::span<uint8_t> request) {
+                                                                  std::span<uint8_t> request,
+                                                                  net::ordering_point& order) {
   protocol::wire_reader r(request);
   protocol::request_header header;
   const handler_entry* entry = nullptr;
@@ -63,7 +64,7 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
         "{} is served on controller listeners only (correlation id {})", entry->name, header.correlation_id));
   }
 
-  request_context ctx{header, connection, _services, request};
+  request_context ctx{header, connection, _services, request, {}, &order};
   handler_outcome outcome = co_await entry->handle(ctx, r, header.api_version);
   if (outcome.what == handler_outcome::kind::no_response && !ctx.close_reason.empty()) {
     co_return net::dispatch_result::close(std::move(ctx.close_reason));
@@ -88,7 +89,12 @@ net::dispatch_result broker_dispatcher::dispatch_now(net::connection_info& conne
   net::dispatch_result result;
   std::vector<uint8_t> bytes(request.begin(), request.end());
   asio::co_spawn(
-      io, [&]() -> asio::awaitable<void> { result = co_await dispatch(connection, bytes); }, asio::detached);
+      io,
+      [&]() -> asio::awaitable<void> {
+        net::ordering_point order;
+        result = co_await dispatch(connection, bytes, order);
+      },
+      asio::detached);
   io.run();
   return result;
 }

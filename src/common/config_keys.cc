@@ -84,6 +84,16 @@ std::vector<config_key> build_table() {
      .doc = "SO_RCVBUF of server sockets; -1 uses the OS default."},
     {.name = "connections.max.idle.ms", .type = int64, .default_value = "600000", .importance = medium,
      .doc = "Idle connections are closed after this many milliseconds."},
+    {.name = "queued.max.requests", .type = int32, .default_value = "500", .min = 1, .importance = high,
+     .doc = "Mala: per connection, the requests read and not yet answered (the pipeline of a client's "
+             "max.in.flight.requests.per.connection); at the bound the connection stops reading until responses "
+             "go out (Kafka: the broker-wide request queue)."},
+    {.name = "queued.max.request.bytes", .type = int64, .default_value = "16777216", .min = -1,
+     .importance = medium,
+     .doc = "Mala: per connection, the bytes of requests read and not yet answered; at the bound the connection "
+             "stops reading until responses go out. A request alone is always read (socket.request.max.bytes "
+             "bounds it), so 0 serves one request at a time; -1: no bound but queued.max.requests (Kafka: the "
+             "broker-wide request queue's bytes, default -1)."},
     {.name = "num.network.threads", .type = int32, .default_value = "3", .min = 1, .importance = high,
      .update_mode = cluster_wide,
      .doc = "Threads receiving requests and sending responses (Mala: accepted, unused; see mala.shards)."},

@@ -4,8 +4,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -17,6 +19,7 @@
 #include <asio/detached.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/ip/v6_only.hpp>
+#include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
@@ -44,14 +47,53 @@ std::string endpoint_text(const tcp::endpoint& ep) {
                       : addr.to_string() + ":" + std::to_string(ep.port());
 }
 
-// State shared by a connection's reader coroutine and its idle watchdog; both run on the connection's shard.
-struct connection_state {
-  explicit connection_state(tcp::socket s) : socket(std::move(s)), idle_timer(socket.get_executor()) {}
+// A wake-up for a coroutine of a connection waiting for the state to change (room to read, a response
+// ready): wait() sleeps until notify() or close(); the waiter checks the state again when woken. Everything
+// runs on the connection's shard, so a state checked right before wait() cannot change before it sleeps.
+class connection_signal {
+ public:
+  explicit connection_signal(const asio::any_io_executor& executor) : _timer(executor) {}
+
+  asio::awaitable<void> wait() {
+    _timer.expires_at(asio::steady_timer::time_point::max());
+    std::error_code ec;
+    co_await _timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  void notify() { _timer.cancel(); }
+
+ private:
+  asio::steady_timer _timer;
+};
+
+// One request of a connection, from its frame read to its response written. The frame is the request's own
+// buffer, lent to the dispatcher.
+struct pipelined_request {
+  std::vector<uint8_t> frame;
+  ordering_point order;
+  bool started = false;
+  std::optional<dispatch_result> result;  // once the dispatch completed
+};
+
+// State shared by a connection's reader, its writer, its requests' dispatches and its idle watchdog; all run
+// on the connection's shard.
+struct connection_state : std::enable_shared_from_this<connection_state> {
+  explicit connection_state(tcp::socket s)
+      : socket(std::move(s)),
+        idle_timer(socket.get_executor()),
+        room_to_read(socket.get_executor()),
+        response_ready(socket.get_executor()) {}
   tcp::socket socket;
   asio::steady_timer idle_timer;
+  connection_signal room_to_read;    // the reader waits for responses to drain (queued.max.request*)
+  connection_signal response_ready;  // the writer waits for the oldest request's dispatch
   std::chrono::steady_clock::time_point last_activity = std::chrono::steady_clock::now();
   bool closed = false;
+  bool reading_done = false;  // the reader stopped: the writer answers what was read, then closes
+  bool closing = false;       // a request's result closes the connection: no later request starts
   connection_info info;
+  // Read and not yet answered, in request order; their frames' bytes in `queued_bytes`.
+  std::deque<std::shared_ptr<pipelined_request>> requests;
+  size_t queued_bytes = 0;
 
   void close() {
     if (closed) return;
@@ -60,6 +102,8 @@ struct connection_state {
     socket.shutdown(tcp::socket::shutdown_both, ec);
     socket.close(ec);
     idle_timer.cancel();
+    room_to_read.notify();
+    response_ready.notify();
   }
 };
 
@@ -248,16 +292,34 @@ struct kafka_server::impl {
   }
 
   asio::awaitable<void> serve_connection(std::shared_ptr<connection_state> state) {
-    auto& socket = state->socket;
     log->debug("connection {} from {} on listener {} (shard {})", state->info.id, state->info.peer,
                state->info.listener_name, state->info.shard);
-    std::vector<uint8_t> frame;
+    asio::co_spawn(state->socket.get_executor(), write_responses(state), asio::detached);
+    co_await read_requests(state);
+    state->reading_done = true;
+    state->response_ready.notify();
+  }
+
+  // Whether one more request of `size` bytes may be read: within queued.max.requests, and within
+  // queued.max.request.bytes unless nothing is in flight (a request larger than the bound is served alone).
+  bool room_for(const connection_state& state, size_t size) const {
+    if (state.requests.size() >= static_cast<size_t>(std::max(limits.queued_max_requests, 1))) return false;
+    if (limits.queued_max_request_bytes < 0 || state.requests.empty()) return true;
+    return state.queued_bytes + size <= static_cast<size_t>(limits.queued_max_request_bytes);
+  }
+
+  // Reads frames while there is room, queues them in request order and starts those whose turn it is. Returns
+  // when the peer closes, on a framing error, or when the connection is closed.
+  asio::awaitable<void> read_requests(std::shared_ptr<connection_state> state) {
+    auto& socket = state->socket;
     for (;;) {
+      while (!state->closed && !room_for(*state, 0)) co_await state->room_to_read.wait();
+      if (state->closed) co_return;
       uint8_t size_bytes[4];
       std::error_code ec;
       co_await asio::async_read(socket, asio::buffer(size_bytes),
                                 asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) break;  // peer closed, idle timeout or shutdown
+      if (ec) co_return;  // peer closed, idle timeout or shutdown
       state->last_activity = std::chrono::steady_clock::now();
       const int32_t size =
           static_cast<int32_t>((uint32_t{size_bytes[0]} << 24) | (uint32_t{size_bytes[1]} << 16) |
@@ -265,37 +327,97 @@ struct kafka_server::impl {
       if (size < 0 || size > limits.socket_request_max_bytes) {
         log->warn("closing connection {} from {}: request size {} is outside 0..socket.request.max.bytes={}",
                   state->info.id, state->info.peer, size, limits.socket_request_max_bytes);
-        break;
+        co_return;
       }
-      frame.resize(static_cast<size_t>(size));
-      co_await asio::async_read(socket, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
+      // The frame stays in the socket (and the client's send buffer) until the requests in flight leave
+      // room for it.
+      while (!state->closed && !room_for(*state, static_cast<size_t>(size))) {
+        co_await state->room_to_read.wait();
+      }
+      if (state->closed) co_return;
+      auto request = std::make_shared<pipelined_request>();
+      request->frame.resize(static_cast<size_t>(size));
+      co_await asio::async_read(socket, asio::buffer(request->frame),
+                                asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (ec != asio::error::eof && ec != asio::error::operation_aborted) {
           log->info("connection {} from {}: read failed mid-request: {}", state->info.id, state->info.peer,
                     ec.message());
         } else if (ec == asio::error::eof) {
-          log->info("connection {} from {} closed mid-request ({} of {} bytes missing)", state->info.id,
-                    state->info.peer, size, size);
+          log->info("connection {} from {} closed mid-request ({} bytes expected)", state->info.id,
+                    state->info.peer, size);
         }
-        break;
+        co_return;
       }
       state->last_activity = std::chrono::steady_clock::now();
-      dispatch_result result = co_await dispatcher.dispatch(state->info, frame);
+      state->queued_bytes += request->frame.size();
+      state->requests.push_back(std::move(request));
+      start_next(*state);
+    }
+  }
+
+  // Starts the oldest request not started yet, if every request before it has released its ordering point
+  // (Kafka serves a connection's requests one at a time; see net::ordering_point).
+  void start_next(connection_state& state) {
+    for (auto& request : state.requests) {
+      if (request->started) {
+        if (!request->order.released()) return;
+        continue;
+      }
+      if (state.closed || state.closing) return;
+      request->started = true;
+      // Released by the dispatch, which holds the state: the raw pointer cannot dangle.
+      request->order = ordering_point([this, s = &state] { start_next(*s); });
+      // Posted, not run inline: a dispatch that completes at once would otherwise start the next one from
+      // inside its own release, one stack frame deeper each time.
+      asio::post(state.socket.get_executor(), [this, s = state.shared_from_this(), request] {
+        asio::co_spawn(s->socket.get_executor(), run_request(s, request), asio::detached);
+      });
+      return;
+    }
+  }
+
+  asio::awaitable<void> run_request(std::shared_ptr<connection_state> state,
+                                    std::shared_ptr<pipelined_request> request) {
+    dispatch_result result = co_await dispatcher.dispatch(state->info, request->frame, request->order);
+    if (result.what == dispatch_result::action::close) state->closing = true;
+    request->result = std::move(result);
+    request->order.release();
+    state->response_ready.notify();
+  }
+
+  // Writes the responses in request order as their dispatches complete; closes the connection when a result
+  // says so, a send fails, or the reader stopped and everything read is answered.
+  asio::awaitable<void> write_responses(std::shared_ptr<connection_state> state) {
+    while (!state->closed) {
+      if (state->requests.empty() || !state->requests.front()->result) {
+        if (state->requests.empty() && state->reading_done) break;
+        co_await state->response_ready.wait();
+        continue;
+      }
+      const std::shared_ptr<pipelined_request> request = state->requests.front();
+      const dispatch_result& result = *request->result;
       if (result.what == dispatch_result::action::close) {
         log->log(result.logged ? spdlog::level::debug : spdlog::level::warn,
                  "closing connection {} from {}: {}", state->info.id, state->info.peer, result.close_reason);
         break;
       }
-      if (result.what == dispatch_result::action::no_response) continue;
-      const send_failure failure = co_await send_response(socket, result);
-      if (failure.what == send_failure::kind::file) {
-        log->warn("closing connection {} from {}: response not sent whole: {}", state->info.id,
-                  state->info.peer, failure.reason);
+      if (result.what == dispatch_result::action::respond) {
+        const send_failure failure = co_await send_response(state->socket, result);
+        if (failure.what == send_failure::kind::file) {
+          log->warn("closing connection {} from {}: response not sent whole: {}", state->info.id,
+                    state->info.peer, failure.reason);
+        }
+        if (failure.failed()) break;
+        state->last_activity = std::chrono::steady_clock::now();
       }
-      if (failure.failed()) break;
-      state->last_activity = std::chrono::steady_clock::now();
+      state->requests.pop_front();
+      state->queued_bytes -= request->frame.size();
+      state->room_to_read.notify();
     }
     state->close();
+    // Requests not started never will be; the ones running hold what they need.
+    state->requests.clear();
   }
 };
 

@@ -13,8 +13,8 @@ namespace mala::broker {
 class broker_dispatcher final : public net::request_dispatcher {
  public:
   explicit broker_dispatcher(const broker_services& services) : _services(services) {}
-  asio::awaitable<net::dispatch_result> dispatch(net::connection_info& connection,
-                                                 std::span<uint8_t> request) override;
+  asio::awaitable<net::dispatch_result> dispatch(net::connection_info& connection, std::span<uint8_t> request,
+                                                 net::ordering_point& order) override;
 
   // dispatch() of a copy of `request` run to completion on a private event loop, for unit tests of handlers
   // that do not wait.

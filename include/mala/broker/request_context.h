@@ -102,6 +102,17 @@ struct request_context {
   // Set by a handler that sends no response but wants the connection closed, with the reason to log (Kafka
   // closes the connection after a failed acks=0 produce so the client refreshes its metadata).
   std::string close_reason = {};
+  // The request's ordering point on its connection (net::ordering_point); null outside a connection (unit
+  // tests of handlers).
+  net::ordering_point* ordering = nullptr;
+
+  // Lets the connection start its next request: everything of this request whose order matters (appends,
+  // reads) is done, what is left is waiting (acks=all replication, a Fetch's min_bytes). Called on the
+  // connection's shard, after every shard hop that appends or reads. Without it the next request starts when
+  // this one is answered.
+  void release_ordering() const {
+    if (ordering) ordering->release();
+  }
 
   // The writable bytes of `part`, a view into `request` (a records field of the decoded request); empty when
   // `part` lies outside it.

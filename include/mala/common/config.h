@@ -145,6 +145,8 @@ class node_config {
   // --- Network and threads
   int32_t socket_request_max_bytes() const { return int_value("socket.request.max.bytes"); }
   int64_t connections_max_idle_ms() const { return long_value("connections.max.idle.ms"); }
+  int32_t queued_max_requests() const { return int_value("queued.max.requests"); }
+  int64_t queued_max_request_bytes() const { return long_value("queued.max.request.bytes"); }
   int32_t socket_send_buffer_bytes() const { return int_value("socket.send.buffer.bytes"); }
   int32_t socket_receive_buffer_bytes() const { return int_value("socket.receive.buffer.bytes"); }
   int32_t num_network_threads() const { return int_value("num.network.threads"); }

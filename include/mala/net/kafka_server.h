@@ -1,7 +1,10 @@
 // Accepts Kafka protocol connections on the configured listeners and serves them on the shards: reads
-// size-prefixed frames (bounded by socket.request.max.bytes), dispatches each to the broker in order, writes
-// the responses back, and closes connections idle for longer than connections.max.idle.ms. Malformed framing
-// closes only the offending connection, with a log line.
+// size-prefixed frames (bounded by socket.request.max.bytes), dispatches them to the broker pipelined (a
+// request starts once the one before it released its ordering point, see net::ordering_point), writes the
+// responses back in request order, and closes connections idle for longer than connections.max.idle.ms. A
+// connection stops reading while queued.max.requests requests or queued.max.request.bytes of them are read
+// and not yet answered. Malformed framing closes only the offending connection, with a log line, once the
+// requests read before it are answered.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +31,12 @@ struct server_limits {
   // Kafka's socket.send.buffer.bytes / socket.receive.buffer.bytes; -1 keeps the OS default (autotuning).
   int32_t send_buffer_bytes = -1;
   int32_t receive_buffer_bytes = -1;
+  // Per connection: at most this many requests read and not yet answered (Kafka's queued.max.requests bounds
+  // the broker's request queue); the reader waits for responses to drain before reading more.
+  int32_t queued_max_requests = 500;
+  // Per connection: at most this many bytes of requests read and not yet answered, except that a request
+  // alone is always read (socket.request.max.bytes bounds it); -1: no bound but queued_max_requests.
+  int64_t queued_max_request_bytes = 16 * 1024 * 1024;
 };
 
 class kafka_server {

@@ -1,7 +1,8 @@
 // The boundary between the network server and the broker: the server frames requests and hands each complete
 // request (header + body, without the size prefix) to a dispatcher, then writes back what the dispatcher
-// returns. A connection's requests are dispatched one at a time, in arrival order, so responses go out in
-// request order as Kafka clients require.
+// returns. A connection pipelines its requests (clients send up to max.in.flight.requests.per.connection):
+// it reads ahead while earlier requests are in flight, but starts a request only once the one before it has
+// passed its ordering point (below), and writes the responses in request order, as Kafka clients require.
 //
 // A response is either one buffer or a list of pieces: buffers and ranges of open files. On a plaintext
 // connection the server sends file ranges with sendfile(2) (zero copy, as Kafka's FileRecords.writeTo does
@@ -10,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -75,14 +77,41 @@ struct dispatch_result {
   status materialize();
 };
 
+// A request's ordering point on its connection. Kafka serves a connection's requests one at a time, so the
+// effects of one happen before those of the next (two Produce requests to one partition append in request
+// order). The connection starts a request's dispatch only once the request before it released its ordering
+// point: when its dispatch completes, or earlier, once a handler has done everything whose order matters and
+// only waits (Produce after its appends, before waiting for acks=all replication; Fetch after its first read,
+// before parking on partition waiters). Releasing twice is harmless. The connection's shard only.
+class ordering_point {
+ public:
+  ordering_point() = default;
+  explicit ordering_point(std::function<void()> on_release) : _on_release(std::move(on_release)) {}
+  // Moved only before the dispatch gets it.
+  ordering_point(ordering_point&&) = default;
+  ordering_point& operator=(ordering_point&&) = default;
+
+  void release() {
+    if (_released) return;
+    _released = true;
+    if (auto on_release = std::move(_on_release)) on_release();
+  }
+  bool released() const { return _released; }
+
+ private:
+  std::function<void()> _on_release;
+  bool _released = false;
+};
+
 class request_dispatcher {
  public:
   virtual ~request_dispatcher() = default;
-  // `request` is the connection's buffer, lent to the dispatcher until the returned awaitable completes (the
-  // connection reads nothing else meanwhile): handlers may rewrite parts of it in place (Produce stamps
-  // offsets into the record batches it appends, instead of copying them).
-  virtual asio::awaitable<dispatch_result> dispatch(connection_info& connection,
-                                                    std::span<uint8_t> request) = 0;
+  // `request` is a buffer of its own, lent to the dispatcher until the returned awaitable completes: handlers
+  // may rewrite parts of it in place (Produce stamps offsets into the record batches it appends, instead of
+  // copying them). `order` is the request's ordering point, released by the caller when the dispatch
+  // completes if the handler did not release it earlier.
+  virtual asio::awaitable<dispatch_result> dispatch(connection_info& connection, std::span<uint8_t> request,
+                                                    ordering_point& order) = 0;
 };
 
 }  // namespace mala::net

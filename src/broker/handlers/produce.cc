@@ -152,32 +152,6 @@ shard_appends append_all(const broker_services& services, std::vector<append_wor
   return out;
 }
 
-// The partitions all on one shard: append every partition there, then (acks=-1) wait there until each one's
-// high watermark passes its last offset, or until the request's timeout.
-asio::awaitable<std::vector<append_answer>> append_on_shard(const broker_services& services,
-                                                            std::vector<append_work> work, int16_t acks,
-                                                            std::chrono::steady_clock::time_point deadline) {
-  auto appended = append_all(services, work, acks);
-  auto& answers = appended.answers;
-  const auto& waits = appended.waits;
-  if (!waits.empty()) {
-    // Kafka's DelayedProduce: complete when every partition's high watermark reached its offset.
-    replication::waiter_group group(waits.size(), waits.size());
-    for (size_t i = 0; i < waits.size(); ++i) {
-      auto handle =
-          waits[i].partition->add_high_watermark_waiter(waits[i].required_offset, group.callback(i));
-      group.track(i, waits[i].partition, handle);
-    }
-    co_await group.wait_until(deadline);
-    group.cancel_unfired();
-    for (size_t i = 0; i < waits.size(); ++i) {
-      auto& data = answers[waits[i].answer].data;
-      data.error_code = to_wire(group.fired(i) ? group.error(i) : error_code::request_timed_out);
-    }
-  }
-  co_return answers;
-}
-
 // What one shard's part of a request spanning shards gave: the answers, and the slots (waiter indices) of
 // the appends that wait for their high watermark.
 struct spanning_appends {
@@ -185,10 +159,12 @@ struct spanning_appends {
   std::vector<size_t> waiting;
 };
 
-// The partitions on several shards (Kafka appends to every partition, then waits for all): each shard
-// appends its partitions and registers the acks=-1 waits in `group` in the same turn; the request then
-// sleeps on its own shard until all of them fired or the timeout.
-asio::awaitable<void> append_on_shards(const broker_services& services,
+// acks=-1 (Kafka appends to every partition, then waits for all): each shard appends its partitions and
+// registers their high-watermark waiters in `group` in the same turn, so none fires unseen; once every shard
+// appended, the connection may start its next request (its appends come after these, as in Kafka, which
+// serves a connection's requests one at a time), and this one sleeps on its own shard until every waiter
+// fired or the timeout.
+asio::awaitable<void> append_and_wait(const request_context& ctx, const broker_services& services,
                                        std::vector<std::pair<size_t, std::vector<append_work>>> groups,
                                        size_t slot_count, int16_t acks,
                                        std::chrono::steady_clock::time_point deadline,
@@ -217,6 +193,7 @@ asio::awaitable<void> append_on_shards(const broker_services& services,
     if (!part.waiting.empty()) waiting_by_shard.emplace_back(shard, std::move(part.waiting));
   }
   if (waiting == 0) co_return;
+  ctx.release_ordering();
   group->set_wake_after(waiting);
   co_await group->wait_until(deadline);
   for (auto& [shard, slots] : waiting_by_shard) {
@@ -331,21 +308,20 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     work.push_back({i, topic, s.partition, *s.records->batch});
   }
 
-  // Every partition is appended on its shard. On one shard the acks=-1 wait happens there too; across shards
-  // every shard appends first and the request then waits on its own shard for all of them.
+  // Every partition is appended on its shard, one shard after the other; acks=-1 then waits for all of them.
   const int16_t acks = req.acks;
   auto groups = group_by_shard(services, std::move(work));
-  if (groups.size() <= 1 || acks != -1) {
+  if (acks != -1) {
     for (auto& [shard, shard_work] : groups) {
-      auto append = [&services, w = std::move(shard_work), acks, deadline]() mutable {
-        return append_on_shard(services, std::move(w), acks, deadline);
+      auto append = [&services, w = std::move(shard_work), acks]() mutable -> asio::awaitable<shard_appends> {
+        co_return append_all(services, w, acks);
       };
-      auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
-      for (auto& a : answers) slots[a.slot].answer = std::move(a.data);
+      auto appended = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
+      for (auto& a : appended.answers) slots[a.slot].answer = std::move(a.data);
     }
   } else {
     std::vector<std::optional<partition_response>> answers(slots.size());
-    co_await append_on_shards(services, std::move(groups), slots.size(), acks, deadline, answers);
+    co_await append_and_wait(ctx, services, std::move(groups), slots.size(), acks, deadline, answers);
     for (size_t i = 0; i < slots.size(); ++i) {
       if (answers[i]) slots[i].answer = std::move(answers[i]);
     }

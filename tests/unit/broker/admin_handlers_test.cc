@@ -173,7 +173,10 @@ class admin_handlers_test : public ::testing::Test {
     std::promise<net::dispatch_result> done;
     asio::co_spawn(
         pool->context(0),
-        [&]() -> asio::awaitable<void> { done.set_value(co_await dispatcher.dispatch(connection, bytes)); },
+        [&]() -> asio::awaitable<void> {
+          net::ordering_point order;
+          done.set_value(co_await dispatcher.dispatch(connection, bytes, order));
+        },
         asio::detached);
     const auto result = done.get_future().get();
     Response resp;

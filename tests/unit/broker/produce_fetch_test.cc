@@ -190,12 +190,34 @@ class produce_fetch_test : public ::testing::TestWithParam<size_t> {
     return asio::co_spawn(
         _pool->context(0),
         [this, c, b = std::move(bytes)]() mutable -> asio::awaitable<net::dispatch_result> {
-          co_return co_await _dispatcher->dispatch(*c, b);
+          net::ordering_point order;
+          co_return co_await _dispatcher->dispatch(*c, b, order);
         },
         asio::use_future);
   }
 
   net::dispatch_result send(std::vector<uint8_t> bytes) { return start(std::move(bytes)).get(); }
+
+  // A dispatch with an ordering point (as a connection gives it) whose release by the handler `released`
+  // reports; the connection, not the dispatcher, releases it at completion, so `released` stays pending for a
+  // handler that does not release early.
+  struct ordered_dispatch {
+    std::future<net::dispatch_result> result;
+    std::future<void> released;
+  };
+  ordered_dispatch start_ordered(std::vector<uint8_t> bytes) {
+    auto release = std::make_shared<std::promise<void>>();
+    ordered_dispatch out;
+    out.released = release->get_future();
+    out.result = asio::co_spawn(
+        _pool->context(0),
+        [this, b = std::move(bytes), release]() mutable -> asio::awaitable<net::dispatch_result> {
+          net::ordering_point order([release] { release->set_value(); });
+          co_return co_await _dispatcher->dispatch(connection, b, order);
+        },
+        asio::use_future);
+    return out;
+  }
 
   template <typename Response>
   static Response decode(const net::dispatch_result& result, int16_t version) {
@@ -394,7 +416,8 @@ TEST_P(produce_fetch_test, produce_stamps_the_batch_in_the_request_buffer) {
   net::dispatch_result result = asio::co_spawn(
                                     _pool->context(0),
                                     [&]() -> asio::awaitable<net::dispatch_result> {
-                                      co_return co_await _dispatcher->dispatch(connection, bytes);
+                                      net::ordering_point order;
+                                      co_return co_await _dispatcher->dispatch(connection, bytes, order);
                                     },
                                     asio::use_future)
                                     .get();
@@ -508,6 +531,42 @@ TEST_P(produce_fetch_test, acks_all_waits_for_the_isr_and_times_out) {
   auto f = fetch(fetch_req({{"replicated", 0, 0}}), 12);
   EXPECT_EQ(f.partition().high_watermark, 0);
   EXPECT_TRUE(f.partition().records.bytes.empty());
+}
+
+// Produce and Fetch let the connection start its next request once their appends or first read are done,
+// before they wait (acks=all replication, min_bytes); requests that do not wait leave the release to the
+// connection.
+TEST_P(produce_fetch_test, data_path_handlers_release_the_ordering_point_before_waiting) {
+  // acks=all to a partition whose in-sync follower never fetches: released once appended, answered later.
+  auto parked_produce = start_ordered(frame(0, 11, produce_req("replicated", 0, batch(2), -1, 2000)));
+  ASSERT_EQ(parked_produce.released.wait_for(milliseconds(1500)), std::future_status::ready);
+  EXPECT_EQ(parked_produce.result.wait_for(milliseconds(0)), std::future_status::timeout);
+  // The append came first: the next produce to the partition lands after it.
+  EXPECT_EQ(produce("replicated", 0, batch(1), 1).base_offset, 2);
+  auto timed_out = decode<produce_response>(parked_produce.result.get(), 11);
+  EXPECT_EQ(timed_out.responses.at(0).partition_responses.at(0).error_code, 7);  // REQUEST_TIMED_OUT
+
+  // A Fetch with nothing to read: released after its first read, parked until a produce wakes it.
+  auto parked_fetch = start_ordered(frame(1, 12, fetch_req({{"orders", 0, 0}}, /*max_wait_ms=*/10'000, 1)));
+  ASSERT_EQ(parked_fetch.released.wait_for(milliseconds(5000)), std::future_status::ready);
+  EXPECT_EQ(parked_fetch.result.wait_for(milliseconds(0)), std::future_status::timeout);
+  EXPECT_EQ(produce("orders", 0, batch(1)).base_offset, 0);
+  auto woken = decode<fetch_response>(parked_fetch.result.get(), 12);
+  EXPECT_EQ(woken.responses.at(0).partitions.at(0).high_watermark, 1);
+
+  // Requests answered at once (acks=1, a Fetch with data) do not release early.
+  auto quick_produce = start_ordered(frame(0, 11, produce_req("orders", 0, batch(1), 1)));
+  EXPECT_EQ(decode<produce_response>(quick_produce.result.get(), 11)
+                .responses.at(0)
+                .partition_responses.at(0)
+                .base_offset,
+            1);
+  EXPECT_EQ(quick_produce.released.wait_for(milliseconds(0)), std::future_status::timeout);
+  auto quick_fetch = start_ordered(frame(1, 12, fetch_req({{"orders", 0, 0}}, /*max_wait_ms=*/10'000, 1)));
+  EXPECT_EQ(
+      decode<fetch_response>(quick_fetch.result.get(), 12).responses.at(0).partitions.at(0).high_watermark,
+      2);
+  EXPECT_EQ(quick_fetch.released.wait_for(milliseconds(0)), std::future_status::timeout);
 }
 
 TEST_P(produce_fetch_test, long_poll_is_woken_by_a_produce) {

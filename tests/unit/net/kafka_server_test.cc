@@ -35,7 +35,8 @@ class scripted_dispatcher final : public request_dispatcher {
   std::function<dispatch_result()> respond;
   std::atomic<bool> saw_zero_copy{false};
 
-  asio::awaitable<dispatch_result> dispatch(connection_info& connection, std::span<uint8_t>) override {
+  asio::awaitable<dispatch_result> dispatch(connection_info& connection, std::span<uint8_t>,
+                                            ordering_point&) override {
     saw_zero_copy = connection.zero_copy;
     co_return respond();
   }

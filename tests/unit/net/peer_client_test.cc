@@ -38,7 +38,8 @@ constexpr int16_t wrong_correlation_key = 1001;
 // wrong correlation id.
 class test_dispatcher final : public request_dispatcher {
  public:
-  asio::awaitable<dispatch_result> dispatch(connection_info&, std::span<uint8_t> request) override {
+  asio::awaitable<dispatch_result> dispatch(connection_info&, std::span<uint8_t> request,
+                                            ordering_point&) override {
     protocol::wire_reader r(request);
     protocol::request_header header;
     protocol::decode_request_header_prefix(r, header);
