@@ -4,7 +4,8 @@
 # Exits non-zero if anything fails; the last line is the summary "N passed, M failed, K skipped".
 # Environment: MALA_JOBS (parallel build jobs, default 2), MALA_FUZZ_SECONDS (default 60),
 #              MALA_SKIP_SANITIZE=1 to skip the sanitizer + fuzz stage locally,
-#              MALA_BUILD_DIR / MALA_SANITIZE_DIR (default build, build-sanitize).
+#              MALA_BUILD_DIR / MALA_SANITIZE_DIR (default build, build-sanitize),
+#              MALA_TEST_SHARDS (mala.shards of the integration tests' nodes, default 4).
 set -uo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -138,6 +139,9 @@ fi
 # --- integration tests: real mala processes, real Kafka clients -----------------------------------------------------
 if ((main_built)); then
   note "integration tests (pytest)"
+  # Every node runs 4 shards (MALA_TEST_SHARDS): more shards than this machine's cores, every topic's partitions
+  # spread over them, so every request crosses shards (the unit tests of the data path run 1, 2 and 4).
+  MALA_TEST_SHARDS=${MALA_TEST_SHARDS:-4} \
   MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 2400 python3 -m pytest tests/integration -q -p no:cacheprovider \
     --junitxml="$repo_root/$build_dir/pytest-junit.xml"
   record_junit "integration tests" "$build_dir/pytest-junit.xml" $?

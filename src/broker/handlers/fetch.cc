@@ -151,6 +151,79 @@ read_budget full_budget(const fetch_params& params) {
   return {std::max<int64_t>(params.max_bytes, 0), true};
 }
 
+// One shard's pass of a read spanning shards: its answers, the budget left after them, and the waiters it
+// registered (indices: the partitions' places in the answer).
+struct shard_read {
+  std::vector<read_answer> answers;
+  read_budget left;
+  std::vector<size_t> waiting;
+};
+
+// Each pass reads every shard in turn, sharing the budget. A shard that leaves the request short of min_bytes
+// (and nothing to answer at once) registers data waiters on its partitions in the same turn, so no append can
+// slip in between. Short after the first pass, the handler lets the connection start its next request (its
+// reads are done; Kafka serves a connection's requests one at a time), and the request sleeps on its own
+// shard until any waiter fires or max_wait_ms passes, then reads again.
+asio::awaitable<std::vector<read_answer>> read_on_shards(
+    const request_context& ctx, const broker_services& services, std::vector<std::pair<size_t, std::vector<read_work>>> groups,
+    size_t result_count, fetch_params params, steady_clock::time_point deadline) {
+  bool first_pass = true;
+  while (true) {
+    auto group = std::make_shared<replication::spanning_waiter_group>(co_await asio::this_coro::executor,
+                                                                      result_count, 1);
+    std::vector<std::pair<size_t, std::vector<size_t>>> registered;
+    std::vector<read_answer> all;
+    read_budget budget = full_budget(params);
+    int64_t bytes = 0;
+    bool at_once = params.max_wait_ms <= 0;
+    for (const auto& [shard, work] : groups) {
+      auto read = [&services, &work, params, first_pass, budget, group, bytes,
+                   at_once]() -> asio::awaitable<shard_read> {
+        shard_read out;
+        out.left = budget;
+        out.answers = read_all(services, work, params, first_pass, out.left);
+        int64_t total = bytes;
+        bool now = at_once;
+        for (const auto& a : out.answers) {
+          total += a.bytes();
+          now = now || answers_at_once(a);
+        }
+        if (!now && total < params.min_bytes) {
+          for (const auto& w : work) {
+            auto hosted = hosted_partition(services, w.topic, w.partition);
+            if (!hosted) continue;
+            group->track(w.result, *hosted, (*hosted)->add_data_waiter(group->callback(w.result)));
+            out.waiting.push_back(w.result);
+          }
+        }
+        co_return out;
+      };
+      auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(read));
+      budget = part.left;
+      for (auto& a : part.answers) {
+        bytes += a.bytes();
+        at_once = at_once || answers_at_once(a);
+        all.push_back(std::move(a));
+      }
+      if (!part.waiting.empty()) registered.emplace_back(shard, std::move(part.waiting));
+    }
+    const bool done = can_answer(all, params) || steady_clock::now() >= deadline;
+    if (!done && first_pass) ctx.release_ordering();
+    first_pass = false;
+    if (!done) co_await group->wait_until(deadline);
+    // The waiters that did not fire are withdrawn on their shards; the request need not wait for it.
+    for (auto& [shard, waiting] : registered) {
+      auto withdraw = [group, waiting = std::move(waiting)] { group->cancel_unfired(waiting); };
+      if (services.shards) {
+        asio::post(services.shards->context(shard), std::move(withdraw));
+      } else {
+        withdraw();
+      }
+    }
+    if (done) co_return all;
+  }
+}
+
 }  // namespace
 
 size_t fetch_reply::encoded_size(int16_t version) const {
