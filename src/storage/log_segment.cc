@@ -134,7 +134,19 @@ result<std::vector<uint8_t>> segment_file::read(int64_t position, int32_t n) con
   return data;
 }
 
+std::shared_ptr<const segment_file> segment_file::directory(std::filesystem::path dir) {
+  return std::shared_ptr<const segment_file>(new segment_file(-1, std::move(dir)));
+}
+
 status segment_file::sync() const {
+  if (_fd < 0) {
+    auto st = detail::fsync_dir(_path);
+    if (!st.ok()) {
+      int none = 0;
+      _sync_error.compare_exchange_strong(none, EIO);
+    }
+    return st;
+  }
   // fdatasync covers the data and the file length (what a reader needs); the modification time can stay
   // behind.
   if (detail::sync_file(_fd, _path, /*data_only=*/true) != 0) {

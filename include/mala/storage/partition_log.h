@@ -168,6 +168,15 @@ class partition_log {
   // failed is found by the next call, which takes the log offline (see set_failure_listener) and returns
   // nothing.
   std::vector<std::shared_ptr<const segment_file>> flush_work(int64_t now_ms);
+  // Everything written and not yet durable, whatever flush.* says (the metadata log makes each Raft step
+  // durable before the messages that depend on it leave): the files to sync off the shard (the directory
+  // too after a roll) and the log end offset to pass to mark_flushed() once they are. The log's failure
+  // when it is offline, or when a sync handed out before failed (it goes offline then).
+  struct sync_work {
+    std::vector<std::shared_ptr<const segment_file>> files;
+    int64_t end_offset = 0;
+  };
+  result<sync_work> sync_all_work(int64_t now_ms);
   void mark_flushed(int64_t offset);
   // Synchronous flush of everything (tests, clean shutdown).
   status flush();
