@@ -142,6 +142,7 @@ struct partition_log::impl {
   // too, so that the new file's name survives a power loss before the data it holds counts as flushed
   // (Kafka's roll defers that to its asynchronous flush as well, LocalLog's flushParentDir).
   bool dir_sync_pending = false;
+  std::vector<fs::path> files_to_sync;  // written unsynced since the last flush (the roll listener's)
   std::shared_ptr<const segment_file> dir_sync_handed_out;  // the last directory sync flush_work() gave out
 
   // segment.jitter.ms: a random part subtracted from segment.ms for the active segment, so that partitions
@@ -155,7 +156,7 @@ struct partition_log::impl {
   };
   std::vector<pending_delete> pending_deletes;
   bool closed = false;
-  std::function<void(int64_t)> roll_listener;
+  std::function<std::optional<fs::path>(int64_t)> roll_listener;
   // The I/O error that took the log offline (Kafka's LogDirFailureChannel); success while it serves. Sticky:
   // after a failed write or sync nobody knows what the files hold, so nothing is appended, read or flushed
   // again in this process, and the next start recovers the files (the dir gets no clean-shutdown marker).
@@ -526,7 +527,7 @@ void partition_log::update_config(const log_config& config) {
 const log_recovery_report& partition_log::recovery_report() const {
   return _impl->report;
 }
-void partition_log::set_roll_listener(std::function<void(int64_t)> listener) {
+void partition_log::set_roll_listener(std::function<std::optional<fs::path>(int64_t)> listener) {
   _impl->roll_listener = std::move(listener);
 }
 void partition_log::set_failure_listener(std::function<void(const status& error)> listener) {
@@ -716,7 +717,9 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   if (current.size() > 0 && current.should_roll(static_cast<int32_t>(all.size()), now, last_offset,
                                                 rolling_jitter_ms, set_max_timestamp)) {
     if (auto st = roll(first_offset); !st.ok()) return fail_on_io_error(st);
-    if (roll_listener) roll_listener(first_offset);
+    if (roll_listener) {
+      if (auto written = roll_listener(first_offset)) files_to_sync.push_back(std::move(*written));
+    }
   }
 
   // The epoch cache is written before the data (as Kafka does), so after a crash it may be ahead of the log
@@ -1063,8 +1066,10 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::impl::hand_out_u
     if (it == m.segments.end()) it = m.segments.begin();
     for (; it != m.segments.end(); ++it) files.push_back(it->second->file());
   }
+  for (auto& path : m.files_to_sync) files.push_back(segment_file::by_path(std::move(path)));
+  m.files_to_sync.clear();
   if (m.dir_sync_pending) {
-    m.dir_sync_handed_out = segment_file::directory(m.dir);
+    m.dir_sync_handed_out = segment_file::by_path(m.dir);
     files.push_back(m.dir_sync_handed_out);
     m.dir_sync_pending = false;
   }
@@ -1079,8 +1084,10 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64
   if (m.offline() || m.closed || m.fail_on_failed_sync()) return {};
   const int64_t flushed = std::max(m.recovery_point, m.flush_pending_offset);
   if (m.log_end_offset <= flushed) return {};
-  const bool due =
-      m.log_end_offset - flushed >= m.config.flush_messages || now_ms - m.last_flush_ms >= m.config.flush_ms;
+  // A roll makes a flush due whatever flush.* says: Kafka's roll schedules one ("flush-log") so that the
+  // recovery point follows the rolled segments and the new segment's name and producer snapshot get synced.
+  const bool due = m.dir_sync_pending || m.log_end_offset - flushed >= m.config.flush_messages ||
+                   now_ms - m.last_flush_ms >= m.config.flush_ms;
   if (!due) return {};
   return m.hand_out_unflushed(now_ms);
 }
@@ -1110,6 +1117,11 @@ status partition_log::impl::flush_segments() {
   for (; it != segments.end(); ++it) {
     if (auto st = it->second->flush(); !st.ok()) return storage_error(tp, "flush failed: " + st.message);
   }
+  for (auto& path : files_to_sync) {
+    if (auto st = segment_file::by_path(std::move(path))->sync(); !st.ok())
+      return storage_error(tp, "flush failed: " + st.message);
+  }
+  files_to_sync.clear();
   if (auto st = detail::fsync_dir(dir); !st.ok()) return storage_error(tp, st.message);
   dir_sync_pending = false;
   recovery_point = log_end_offset;

@@ -30,9 +30,10 @@ class segment_file {
   const std::filesystem::path& path() const { return _path; }
   // Reads exactly n bytes at position (fewer only at end of file).
   result<std::vector<uint8_t>> read(int64_t position, int32_t n) const;
-  // The directory a log's segments live in, as a file to sync: its sync() opens and fsyncs the directory
-  // (a rolled segment's name is durable once it ran). Holds no descriptor.
-  static std::shared_ptr<const segment_file> directory(std::filesystem::path dir);
+  // A file or directory named by its path, to be synced only: its sync() opens and fsyncs it (a file gone
+  // by then needs none). A log's directory so (a rolled segment's name is durable once it ran), or a file
+  // written without syncing (the producer snapshot of a roll). Holds no descriptor.
+  static std::shared_ptr<const segment_file> by_path(std::filesystem::path path);
   // fdatasync (fsync of a directory). Any thread (the flush policy runs it on the blocking pool).
   status sync() const;
   // errno of the first sync() that failed, 0 if none did. Any thread: the partition's shard reads it to take

@@ -98,8 +98,9 @@ class partition_log {
   // Called when an append rolls a new segment, with its base offset, after the roll and before the batches
   // that start it are written (Kafka's UnifiedLog.roll takes the producer-state snapshot there). One
   // listener; an empty function removes it. It runs inside the append, on the owning shard, and must not call
-  // back into the log.
-  void set_roll_listener(std::function<void(int64_t base_offset)> listener);
+  // back into the log. It returns the file it wrote without syncing, if any: the log syncs it with the flush
+  // the roll makes due (before the recovery point passes the roll).
+  void set_roll_listener(std::function<std::optional<std::filesystem::path>(int64_t base_offset)> listener);
 
   // Disk failures (Kafka's LogDirFailureChannel). An I/O error while appending (a write, an index page, a
   // roll, the epoch checkpoint), flushing (an fsync, also a failed background one from flush_work()) or
