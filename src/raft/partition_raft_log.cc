@@ -338,6 +338,20 @@ status partition_raft_log::flush() {
   return _failure;
 }
 
+result<storage::partition_log::sync_work> partition_raft_log::flush_work() {
+  if (!_failure.ok()) return _failure;
+  auto work = _log->sync_all_work(_clock_ms());
+  if (!work.ok()) {
+    fail(work.error());
+    return _failure;
+  }
+  return std::move(*work);
+}
+
+void partition_raft_log::mark_flushed(int64_t end_offset) {
+  if (_failure.ok()) _log->mark_flushed(end_offset);
+}
+
 }  // namespace mala::raft
 
 namespace mala::raft {

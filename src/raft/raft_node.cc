@@ -1,7 +1,10 @@
 #include "mala/raft/raft_node.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
+#include <limits>
 #include <utility>
 
 #include <unistd.h>
@@ -104,9 +107,30 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   std::map<int32_t, voter_endpoint> learned_endpoints;  // from Fetch answers' NodeEndpoints
   std::optional<offset_and_epoch> installed_snapshot;
   uint64_t snapshots_installed = 0;
-  // create_snapshot: the file is built and written here, one at a time.
+  // The node's blocking thread: the quorum-state writes, the log's syncs (one persistence job at a time) and
+  // the snapshot files (create_snapshot, one at a time). Nothing on `io` waits for it.
   asio::thread_pool blocking{1};
   bool snapshot_in_flight = false;
+
+  // Persistence. A step whose effects need the quorum state written or the log synced holds its messages
+  // and its listener call until a persistence job that started after the step completed; every later step's
+  // are held behind them, so they leave in step order. The replica goes on meanwhile: what it appends while a
+  // job runs is made durable by the next job (group commit), and the leader counts its own log toward the
+  // high watermark only once synced (replica::on_log_flushed).
+  struct held_step {
+    std::vector<outbound_message> messages;
+    std::optional<offset_and_epoch> snapshot_installed;
+    uint64_t job = 0;  // the persistence job it waits for; 0: none of its own
+  };
+  std::deque<held_step> held;
+  std::optional<quorum_state> state_to_write;  // for the next job
+  bool log_to_sync = false;                    // for the next job
+  uint64_t jobs_started = 0;
+  uint64_t jobs_done = 0;
+  bool job_in_flight = false;
+  // The lowest offset the log was truncated to while the job in flight ran: its sync covers the log only
+  // below it (what comes after was rewritten and goes with the next job).
+  int64_t truncated_during_job = std::numeric_limits<int64_t>::max();
 
   // What listeners last saw.
   role last_role = role::unattached;
@@ -114,29 +138,105 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   int32_t last_leader = -2;
   int64_t last_high_watermark = -1;
 
-  [[noreturn]] void halt(const std::string& what) {
+  [[noreturn]] void halt(const std::string& what) { halt_from(logger, what); }
+
+  // Any thread: a failed write of the quorum state or the log may have lost what a vote or an acknowledged
+  // fetch promised, so the process stops (Kafka halts when its metadata log dir fails).
+  [[noreturn]] static void halt_from(const std::shared_ptr<spdlog::logger>& logger, const std::string& what) {
     logger->critical("halting: {}", what);
     spdlog::default_logger()->flush();
     logger->flush();
     ::_exit(1);
   }
 
+  // Carries out the effects of the steps so far: persistence on the blocking thread, then (in step order)
+  // messages and listeners.
   void step_done() {
     effects fx = node.take_effects();
-    if (fx.quorum_state_to_persist) {
-      if (auto st = state_file.write(*fx.quorum_state_to_persist); !st.ok()) {
-        halt("cannot write the quorum-state file: " + st.message);
+    const bool needs_persistence = fx.quorum_state_to_persist || !fx.log_operations.empty();
+    if (fx.quorum_state_to_persist) state_to_write = *fx.quorum_state_to_persist;
+    if (!fx.log_operations.empty()) {
+      // A write that failed took the log offline: nothing more may be announced.
+      if (!log->failure().ok()) halt("cannot write the metadata log: " + log->failure().message);
+      log_to_sync = true;
+      for (const auto& op : fx.log_operations) {
+        if (const auto* t = std::get_if<log_truncation>(&op)) {
+          truncated_during_job = std::min(truncated_during_job, t->offset);
+        }
       }
     }
-    if (!fx.log_operations.empty()) {
-      if (auto st = log->flush(); !st.ok()) halt("cannot flush the metadata log: " + st.message);
-    }
-    for (auto& m : fx.messages) deliver(std::move(m));
     if (fx.snapshot_installed) {
+      // install_snapshot replaced the whole log (durably): a job in flight covers nothing of what it held.
+      truncated_during_job = std::min(truncated_during_job, fx.snapshot_installed->offset);
+    }
+    held_step step{std::move(fx.messages), fx.snapshot_installed, needs_persistence ? jobs_started + 1 : 0};
+    if (held.empty() && step.job == 0) {
+      release(std::move(step));
+    } else if (step.job != 0 || !step.messages.empty() || step.snapshot_installed) {
+      // (An empty step behind held ones needs nothing: listeners hear of it when those are released.)
+      held.push_back(std::move(step));
+    }
+    start_job();
+  }
+
+  // Starts the next persistence job when none runs and one is due.
+  void start_job() {
+    if (job_in_flight || (!state_to_write && !log_to_sync)) return;
+    std::optional<storage::partition_log::sync_work> sync;
+    if (log_to_sync) {
+      auto work = log->flush_work();
+      if (!work.ok()) halt("cannot flush the metadata log: " + work.error().message);
+      sync = std::move(*work);
+    }
+    const uint64_t job = ++jobs_started;
+    job_in_flight = true;
+    truncated_during_job = std::numeric_limits<int64_t>::max();
+    auto state = std::exchange(state_to_write, std::nullopt);
+    log_to_sync = false;
+    // The state file is used by jobs only, one at a time; the destructor joins the thread before it goes.
+    asio::post(blocking, [weak = weak_from_this(), &io = io, file = &state_file, state,
+                          sync = std::move(sync), job, logger = logger]() mutable {
+      if (state) {
+        if (auto st = file->write(*state); !st.ok())
+          halt_from(logger, "cannot write the quorum-state file: " + st.message);
+      }
+      if (sync) {
+        for (const auto& f : sync->files) {
+          if (auto st = f->sync(); !st.ok())
+            halt_from(logger, "cannot flush the metadata log: " + st.message);
+        }
+      }
+      const int64_t synced_end = sync ? sync->end_offset : -1;
+      asio::post(io, [weak, job, synced_end] {
+        if (auto self = weak.lock()) self->job_done(job, synced_end);
+      });
+    });
+  }
+
+  void job_done(uint64_t job, int64_t synced_end) {
+    job_in_flight = false;
+    jobs_done = job;
+    if (synced_end >= 0) {
+      const int64_t durable = std::min(synced_end, truncated_during_job);
+      log->mark_flushed(durable);
+      node.on_log_flushed(durable);
+    }
+    while (!held.empty() && held.front().job <= jobs_done) {
+      held_step step = std::move(held.front());
+      held.pop_front();
+      release(std::move(step));
+    }
+    step_done();  // what on_log_flushed moved (the leader's high watermark, parked fetches); starts the next
+                  // job
+  }
+
+  void release(held_step step) {
+    for (auto& m : step.messages) deliver(std::move(m));
+    if (step.snapshot_installed) {
       // The log now starts with a snapshot from the leader: listeners reload their state from it.
       logger->info("raft node {}: installed snapshot {}-{} from the leader", options.config.node_id,
-                   fx.snapshot_installed->offset, fx.snapshot_installed->epoch);
-      installed_snapshot = *fx.snapshot_installed;
+                   step.snapshot_installed->offset, step.snapshot_installed->epoch);
+      installed_snapshot = *step.snapshot_installed;
       ++snapshots_installed;
       last_high_watermark = -1;  // listeners hear of it even if nothing else moved
     }

@@ -54,7 +54,7 @@ std::string_view role_name(role r) {
 }
 
 replica::replica(raft_config config, raft_log& log, std::optional<quorum_state> persisted, int64_t now_ms)
-    : _config(std::move(config)), _log(log), _now_ms(now_ms) {
+    : _config(std::move(config)), _log(log), _now_ms(now_ms), _flushed_end_offset(log.end_offset()) {
   _is_voter = is_voter_id(_config.node_id);
   // Seeded per node so that nodes sharing a seed still draw different timeouts.
   _random_state = _config.random_seed ^
@@ -198,6 +198,11 @@ result<append_info> replica::append(const std::vector<std::vector<uint8_t>>& rec
   maybe_advance_high_watermark();  // a single voter commits at once
   complete_parked_fetches();       // long-polling followers get the new entries
   return append_info{first, _log.end_offset() - 1, _epoch};
+}
+
+void replica::on_log_flushed(int64_t end_offset) {
+  _flushed_end_offset = std::max(_flushed_end_offset, std::min(end_offset, _log.end_offset()));
+  if (_role == role::leader) maybe_advance_high_watermark();
 }
 
 void replica::resign() {
@@ -817,6 +822,7 @@ void replica::handle_fetch_snapshot_response(int32_t from, int64_t correlation_i
       return;
     }
     _snapshot_download.reset();
+    _flushed_end_offset = id.offset;  // install_snapshot is durable on return
     _effects.snapshot_installed = id;
     // The snapshot is of a committed prefix: the high watermark is at least its end (Kafka's follower takes
     // the log's high watermark, which install moved to the log start).
@@ -968,7 +974,9 @@ replica::follower_progress& replica::progress_of(int32_t replica_id) {
 }
 
 void replica::maybe_advance_high_watermark() {
-  std::vector<int64_t> offsets{_log.end_offset()};
+  // The leader counts only what it has flushed (KafkaRaftClient updates the leader's own end offset after
+  // flushing its log), so an entry is never committed on a majority that holds it only in page caches.
+  std::vector<int64_t> offsets{std::min(_log.end_offset(), _flushed_end_offset)};
   for (const follower_progress& f : _followers) {
     if (f.state.voter) offsets.push_back(f.state.log_end_offset);
   }
@@ -1058,6 +1066,7 @@ void replica::append_to_log(std::vector<log_entry> entries) {
 
 void replica::truncate_log(int64_t offset) {
   _log.truncate_to(offset);
+  _flushed_end_offset = std::min(_flushed_end_offset, offset);
   _effects.log_operations.emplace_back(log_truncation{offset});
 }
 

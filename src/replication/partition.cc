@@ -62,15 +62,21 @@ partition::partition(storage::partition_log* log, uuid topic_id, partition_optio
   if (!_load_status.ok()) subsystem_logger("replication")->error("{}", _load_status.message);
   _last_producer_expiry_check_ms = now_ms();
   // Kafka snapshots the producer state at every segment roll (UnifiedLog.roll), so that a restart replays at
-  // most the active segment.
+  // most the active segment. Not fsynced here, on the shard: the log syncs it with the flush the roll makes
+  // due (KAFKA-15046's asynchronous producer snapshot flush; a snapshot lost in a crash is rebuilt from the
+  // log).
   _log->set_roll_listener([weak = std::weak_ptr<storage::producer_state_manager>(_producers),
-                           tp = topic_partition()](int64_t base) {
+                           tp = topic_partition()](int64_t base) -> std::optional<std::filesystem::path> {
     auto producers = weak.lock();
-    if (!producers) return;
-    if (auto st = producers->take_snapshot(base); !st.ok()) {
+    if (!producers) return std::nullopt;
+    auto written = producers->take_snapshot(base, storage::file_sync::later);
+    if (!written.ok()) {
       subsystem_logger("replication")
-          ->warn("{}: cannot write the producer snapshot at offset {}: {}", describe(tp), base, st.message);
+          ->warn("{}: cannot write the producer snapshot at offset {}: {}", describe(tp), base,
+                 written.error().message);
+      return std::nullopt;
     }
+    return *written;
   });
 }
 
@@ -398,7 +404,8 @@ status partition::truncate_fully_and_start_at(int64_t offset) {
 status partition::close() {
   // An offline log's dir is failing: no file of it is written again (the next start rebuilds the state).
   if (!_producers || _log->is_offline()) return status::success();
-  return _producers->take_snapshot(_log->log_end_offset());
+  auto written = _producers->take_snapshot(_log->log_end_offset());
+  return written.ok() ? status::success() : written.error();
 }
 
 void partition::maybe_expire_producers(int64_t now) {

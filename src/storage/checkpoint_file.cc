@@ -94,12 +94,13 @@ result<std::vector<Entry>> read_checkpoint(const fs::path& path, Parse parse_ent
 
 }  // namespace
 
-status write_file_atomically(const fs::path& path, std::string_view contents) {
+status write_file_atomically(const fs::path& path, std::string_view contents, file_sync sync) {
   fs::path temp = path;
   temp += ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return detail::io_error("cannot create", temp, errno);
-  bool ok = detail::write_all(fd, contents, temp) && detail::sync_file(fd, temp) == 0;
+  bool ok =
+      detail::write_all(fd, contents, temp) && (sync == file_sync::later || detail::sync_file(fd, temp) == 0);
   int err = errno;
   ::close(fd);
   if (!ok) {
@@ -111,6 +112,7 @@ status write_file_atomically(const fs::path& path, std::string_view contents) {
     ::unlink(temp.c_str());
     return detail::io_error("cannot rename " + temp.string() + " to", path, err);
   }
+  if (sync == file_sync::later) return status::success();
   // The rename is durable only once the directory entry is.
   auto dir = path.parent_path();
   return detail::fsync_dir(dir.empty() ? fs::path(".") : dir);

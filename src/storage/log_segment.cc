@@ -134,7 +134,27 @@ result<std::vector<uint8_t>> segment_file::read(int64_t position, int32_t n) con
   return data;
 }
 
+std::shared_ptr<const segment_file> segment_file::by_path(std::filesystem::path path) {
+  return std::shared_ptr<const segment_file>(new segment_file(-1, std::move(path)));
+}
+
 status segment_file::sync() const {
+  if (_fd < 0) {
+    const int fd = ::open(_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return status::success();  // deleted meanwhile: nothing to make durable
+      return detail::io_error("cannot open", _path, errno);
+    }
+    const bool ok = detail::sync_file(fd, _path) == 0;
+    const int err = errno;
+    ::close(fd);
+    if (!ok) {
+      int none = 0;
+      _sync_error.compare_exchange_strong(none, err);
+      return detail::io_error("cannot fsync", _path, err);
+    }
+    return status::success();
+  }
   // fdatasync covers the data and the file length (what a reader needs); the modification time can stay
   // behind.
   if (detail::sync_file(_fd, _path, /*data_only=*/true) != 0) {

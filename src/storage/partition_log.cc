@@ -141,6 +141,12 @@ struct partition_log::impl {
   int64_t flush_pending_offset = 0;
   int64_t last_flush_ms = 0;
   bool flush_work_handed_out = false;  // flush_work() returned files at least once
+  // A segment was created since the directory was last synced (a roll): the next flush syncs the directory
+  // too, so that the new file's name survives a power loss before the data it holds counts as flushed
+  // (Kafka's roll defers that to its asynchronous flush as well, LocalLog's flushParentDir).
+  bool dir_sync_pending = false;
+  std::vector<fs::path> files_to_sync;  // written unsynced since the last flush (the roll listener's)
+  std::shared_ptr<const segment_file> dir_sync_handed_out;  // the last directory sync flush_work() gave out
 
   // segment.jitter.ms: a random part subtracted from segment.ms for the active segment, so that partitions
   // created together do not all roll at the same moment (Kafka's rollJitterMs).
@@ -153,7 +159,7 @@ struct partition_log::impl {
   };
   std::vector<pending_delete> pending_deletes;
   bool closed = false;
-  std::function<void(int64_t)> roll_listener;
+  std::function<std::optional<fs::path>(int64_t)> roll_listener;
   // The I/O error that took the log offline (Kafka's LogDirFailureChannel); success while it serves. Sticky:
   // after a failed write or sync nobody knows what the files hold, so nothing is appended, read or flushed
   // again in this process, and the next start recovers the files (the dir gets no clean-shutdown marker).
@@ -194,7 +200,8 @@ struct partition_log::impl {
   }
 
   // Kafka's roll(): the active segment stops taking appends (its indexes are trimmed) and a new one starts at
-  // the log end offset. The directory is synced so that the new file's entry survives a power loss.
+  // the log end offset. No fsync here (this runs on the partition's shard): the directory is synced by the
+  // next flush, before the recovery point passes the new segment.
   status roll(int64_t base_offset) {
     auto& old = active();
     if (auto st = old.on_roll(); !st.ok()) return storage_error(tp, "cannot roll segment: " + st.message);
@@ -202,7 +209,7 @@ struct partition_log::impl {
     if (!segment) return segment.error();
     segments.emplace(base_offset, std::move(*segment));
     new_jitter();
-    if (auto st = detail::fsync_dir(dir); !st.ok()) return storage_error(tp, st.message);
+    dir_sync_pending = true;
     subsystem_logger("storage")->debug("{}: rolled new segment at offset {}", describe(tp), base_offset);
     return status::success();
   }
@@ -279,10 +286,18 @@ struct partition_log::impl {
       const auto& file = it->second->file();
       if (int err = file->sync_error(); err != 0) return detail::io_error("cannot fsync", file->path(), err);
     }
+    if (dir_sync_handed_out) {
+      if (int err = dir_sync_handed_out->sync_error(); err != 0)
+        return detail::io_error("cannot fsync directory", dir_sync_handed_out->path(), err);
+    }
     return std::nullopt;
   }
 
   status flush_segments();
+  // Takes the log offline when a sync handed out before failed; true then.
+  bool fail_on_failed_sync();
+  // The files to sync so that everything written is durable, handed out (see flush_work()).
+  std::vector<std::shared_ptr<const segment_file>> hand_out_unflushed(int64_t now_ms);
   status truncate_to(int64_t offset);
   status truncate_fully_and_start_at(int64_t offset);
   status load(const log_open_options& options);
@@ -515,7 +530,7 @@ void partition_log::update_config(const log_config& config) {
 const log_recovery_report& partition_log::recovery_report() const {
   return _impl->report;
 }
-void partition_log::set_roll_listener(std::function<void(int64_t)> listener) {
+void partition_log::set_roll_listener(std::function<std::optional<fs::path>(int64_t)> listener) {
   _impl->roll_listener = std::move(listener);
 }
 void partition_log::set_failure_listener(std::function<void(const status& error)> listener) {
@@ -705,7 +720,9 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   if (current.size() > 0 && current.should_roll(static_cast<int32_t>(all.size()), now, last_offset,
                                                 rolling_jitter_ms, set_max_timestamp)) {
     if (auto st = roll(first_offset); !st.ok()) return fail_on_io_error(st);
-    if (roll_listener) roll_listener(first_offset);
+    if (roll_listener) {
+      if (auto written = roll_listener(first_offset)) files_to_sync.push_back(std::move(*written));
+    }
   }
 
   // The epoch cache is written before the data (as Kafka does), so after a crash it may be ahead of the log
@@ -956,6 +973,7 @@ status partition_log::impl::truncate_fully_and_start_at(int64_t offset) {
   m.log_end_offset = offset;
   m.recovery_point = offset;
   m.flush_pending_offset = offset;
+  m.dir_sync_pending = true;
   m.new_jitter();
   if (auto st = m.epochs.clear(); !st.ok()) return storage_error(m.tp, st.message);
   return first_error;
@@ -1031,31 +1049,59 @@ void partition_log::delete_expired_files(int64_t now_ms) {
 // ---------------------------------------------------------------------------------------------------------------
 // Flushing and closing.
 
-std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64_t now_ms) {
-  auto& m = *_impl;
-  std::vector<std::shared_ptr<const segment_file>> files;
-  if (m.offline() || m.closed) return files;
+bool partition_log::impl::fail_on_failed_sync() {
   // A background fsync handed out earlier failed: the data it covered may never reach the disk. Only
   // handed-out work can fail unseen, so a log that never had any (flush.messages / flush.ms unbounded; the
   // check runs every second for every log) skips the walk over its unflushed segments.
-  if (m.flush_work_handed_out) {
-    if (auto failed = m.failed_sync()) {
-      (void)m.fail(*failed);
-      return files;
-    }
-  }
+  if (!flush_work_handed_out) return false;
+  auto failed = failed_sync();
+  if (!failed) return false;
+  (void)fail(*failed);
+  return true;
+}
+
+std::vector<std::shared_ptr<const segment_file>> partition_log::impl::hand_out_unflushed(int64_t now_ms) {
+  auto& m = *this;
+  std::vector<std::shared_ptr<const segment_file>> files;
   const int64_t flushed = std::max(m.recovery_point.load(), m.flush_pending_offset);
-  if (m.log_end_offset <= flushed) return files;
-  bool due =
-      m.log_end_offset - flushed >= m.config.flush_messages || now_ms - m.last_flush_ms >= m.config.flush_ms;
-  if (!due) return files;
-  auto it = m.floor_segment(flushed);
-  if (it == m.segments.end()) it = m.segments.begin();
-  for (; it != m.segments.end(); ++it) files.push_back(it->second->file());
+  if (m.log_end_offset > flushed) {
+    auto it = m.floor_segment(flushed);
+    if (it == m.segments.end()) it = m.segments.begin();
+    for (; it != m.segments.end(); ++it) files.push_back(it->second->file());
+  }
+  for (auto& path : m.files_to_sync) files.push_back(segment_file::by_path(std::move(path)));
+  m.files_to_sync.clear();
+  if (m.dir_sync_pending) {
+    m.dir_sync_handed_out = segment_file::by_path(m.dir);
+    files.push_back(m.dir_sync_handed_out);
+    m.dir_sync_pending = false;
+  }
   m.flush_pending_offset = m.log_end_offset;
   m.last_flush_ms = now_ms;
-  m.flush_work_handed_out = true;
+  if (!files.empty()) m.flush_work_handed_out = true;
   return files;
+}
+
+std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64_t now_ms) {
+  auto& m = *_impl;
+  if (m.offline() || m.closed || m.fail_on_failed_sync()) return {};
+  const int64_t flushed = std::max(m.recovery_point, m.flush_pending_offset);
+  if (m.log_end_offset <= flushed) return {};
+  // A roll makes a flush due whatever flush.* says: Kafka's roll schedules one ("flush-log") so that the
+  // recovery point follows the rolled segments and the new segment's name and producer snapshot get synced.
+  const bool due = m.dir_sync_pending || m.log_end_offset - flushed >= m.config.flush_messages ||
+                   now_ms - m.last_flush_ms >= m.config.flush_ms;
+  if (!due) return {};
+  return m.hand_out_unflushed(now_ms);
+}
+
+result<partition_log::sync_work> partition_log::sync_all_work(int64_t now_ms) {
+  auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  if (m.closed) return storage_error(m.tp, "the log is closed");
+  if (m.fail_on_failed_sync()) return m.failure;
+  auto files = m.hand_out_unflushed(now_ms);
+  return sync_work{std::move(files), m.log_end_offset};
 }
 
 void partition_log::mark_flushed(int64_t offset) {
@@ -1068,13 +1114,19 @@ void partition_log::mark_flushed(int64_t offset) {
 status partition_log::impl::flush_segments() {
   // Everything up to the log end offset is already durable: nothing to sync (Kafka's flush skips this case
   // too).
-  if (recovery_point >= log_end_offset) return status::success();
+  if (recovery_point >= log_end_offset && !dir_sync_pending) return status::success();
   auto it = floor_segment(recovery_point);
   if (it == segments.end()) it = segments.begin();
   for (; it != segments.end(); ++it) {
     if (auto st = it->second->flush(); !st.ok()) return storage_error(tp, "flush failed: " + st.message);
   }
+  for (auto& path : files_to_sync) {
+    if (auto st = segment_file::by_path(std::move(path))->sync(); !st.ok())
+      return storage_error(tp, "flush failed: " + st.message);
+  }
+  files_to_sync.clear();
   if (auto st = detail::fsync_dir(dir); !st.ok()) return storage_error(tp, st.message);
+  dir_sync_pending = false;
   recovery_point = log_end_offset;
   flush_pending_offset = log_end_offset;
   last_flush_ms = clock();

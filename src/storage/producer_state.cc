@@ -445,7 +445,8 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
   subsystem_logger("storage")->debug(
       "{}: producer state of {} producers loaded up to offset {} (replayed from {})", _dir.string(),
       _producers.size(), log_end_offset, replay_from);
-  return take_snapshot(log_end_offset);
+  auto written = take_snapshot(log_end_offset);
+  return written.ok() ? status::success() : written.error();
 }
 
 status producer_state_manager::truncate_fully_and_start_at(int64_t offset) {
@@ -461,11 +462,12 @@ void producer_state_manager::on_log_start_offset_incremented(int64_t log_start_o
   _last_snapshot_offset = latest_snapshot_offset().value_or(log_start_offset);
 }
 
-status producer_state_manager::take_snapshot(int64_t offset) {
+result<std::optional<std::filesystem::path>> producer_state_manager::take_snapshot(int64_t offset,
+                                                                                   file_sync sync) {
   // Kafka's roll: the new segment's base offset may be ahead of the state's end (it equals the log end
   // offset).
   _map_end_offset = offset;
-  if (offset <= _last_snapshot_offset) return status::success();
+  if (offset <= _last_snapshot_offset) return std::optional<std::filesystem::path>{};
 
   std::vector<producer_state_entry> entries;
   entries.reserve(_producers.size());
@@ -474,11 +476,11 @@ status producer_state_manager::take_snapshot(int64_t offset) {
     return a.producer_id < b.producer_id;
   });
   const auto path = producer_snapshot_path(_dir, offset);
-  if (auto st = write_file_atomically(path, encode_producer_snapshot(entries)); !st.ok()) return st;
+  if (auto st = write_file_atomically(path, encode_producer_snapshot(entries), sync); !st.ok()) return st;
   _snapshots[offset] = path;
   _last_snapshot_offset = offset;
   while (_snapshots.size() > producer_snapshots_retained) delete_snapshot(_snapshots.begin()->first);
-  return status::success();
+  return std::optional<std::filesystem::path>{path};
 }
 
 size_t producer_state_manager::remove_expired_producers(int64_t now_ms) {

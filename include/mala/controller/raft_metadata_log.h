@@ -1,7 +1,8 @@
 // The metadata log on the Raft quorum: controller writes become entries of the replicated
 // __cluster_metadata-0 through raft::raft_node; a write is committed once a majority of the voters has it.
 //
-// append() returns as soon as the leader has the entries (durable locally, not yet committed), as Kafka's
+// append() returns as soon as the leader has the entries (written locally; synced on the node's blocking
+// thread, not yet committed), as Kafka's
 // QuorumController does: the controller applies its writes to its own image at once and answers the request
 // once the high watermark passes them (the broker's controller_channel waits for that). replay() reads
 // committed entries only (below the high watermark), one record per entry; the leader_change entries Raft

@@ -9,9 +9,10 @@
 // LeaderChangeMessage there; the replica leaves it empty). Batches of several records (the unit tests'
 // stand-in metadata log writes a whole controller write as one batch) read back as one entry per record.
 //
-// Durability: append() and truncate_to() only write (the page-cache part, see log.h); the glue calls flush()
-// after carrying out a step's log operations and before it sends that step's messages. Truncation drops whole
-// batches: exact for what this class wrote (one entry per batch).
+// Durability: append() and truncate_to() only write (the page-cache part, see log.h); the glue makes them
+// durable (flush(), or flush_work() synced on another thread) after carrying out a step's log operations and
+// before it sends that step's messages. Truncation drops whole batches: exact for what this class wrote (one
+// entry per batch).
 //
 // Failures: raft_log cannot return errors. A failed write takes the partition log offline (storage's
 // LogDirFailureChannel behaviour); this log then ignores further writes, reads nothing new, and every flush()
@@ -109,6 +110,12 @@ class partition_raft_log final : public raft_log {
 
   // Makes every append and truncation so far durable. The first failure (of a write or of a sync) for good.
   status flush();
+  // flush() in three steps, so that the syncs run away from the log's thread (raft_node's blocking thread):
+  // here, the files to sync for everything written so far and the end offset they make durable (the first
+  // failure instead, for good); there, each file's sync(); back here, mark_flushed(end offset, or less when
+  // the log was truncated below it meanwhile) moves the recovery point.
+  result<storage::partition_log::sync_work> flush_work();
+  void mark_flushed(int64_t end_offset);
   // Flushes and closes the partition log (also done by the destructor).
   status close();
   // The first failure; success while healthy.

@@ -6,9 +6,14 @@
 //
 // The node ticks the replica every few milliseconds, hands it every inbound request and every answer to
 // its own requests, and carries out each step's effects in the order replica.h requires: quorum state
-// written and fsynced, log flushed, then messages sent, then listeners told (high watermark, role, epoch,
-// leader). A failed quorum-state write or log flush halts the process, as Kafka halts when its metadata log
-// dir fails: continuing could break a vote or lose a committed entry.
+// written and fsynced, log synced, then messages sent, then listeners told (high watermark, role, epoch,
+// leader). The writes and syncs run on the node's blocking thread, never on the io_context's (a shard: issue
+// 20): a step that needs them holds its messages and listener call, and every later step's, until a job that
+// started after it completed, so nothing that depends on durable state leaves before it is durable and
+// effects leave in step order. The replica goes on meanwhile; its appends during a job go with the next job
+// (group commit) and the leader's own log counts toward the high watermark only once synced
+// (replica::on_log_flushed). A failed quorum-state write or log sync halts the process, as Kafka halts when
+// its metadata log dir fails: continuing could break a vote or lose a committed entry.
 //
 // Inbound requests (the broker's Vote / BeginQuorumEpoch / EndQuorumEpoch handlers and Fetch of
 // __cluster_metadata) come in through handle_request with a callback that receives the answer once the
@@ -16,7 +21,8 @@
 // with REQUEST_TIMED_OUT.
 //
 // Threads: everything runs on the io_context given to open() (shard 0); every method must be called there.
-// Snapshot files are built and written on one blocking thread of the node's own. The header keeps asio out
+// The quorum-state writes, the log's syncs and the snapshot files run on one blocking thread of the node's
+// own (a follower's snapshot install still writes on the io_context's thread). The header keeps asio out
 // (callbacks, not awaitables).
 #pragma once
 

@@ -60,7 +60,9 @@
 // effects, collected until take_effects(). The glue applies one batch of effects in this order:
 //   1. quorum_state_to_persist: write (and fsync) the quorum-state file;
 //   2. log_operations: make the truncations and appends durable (the replica already made them through
-//      raft_log, the page-cache part; a glue whose raft_log is storage::partition_log only flushes);
+//      raft_log, the page-cache part; a glue whose raft_log is storage::partition_log only flushes), then
+//      report it with on_log_flushed() (the leader's own log counts toward the high watermark only up to
+//      the flushed offset, as in Kafka);
 //   3. messages: send;
 //   4. high_watermark: expose the new committed offset (apply committed records).
 // Steps 1-2 before 3 are what Raft's safety needs: a vote or a fetch offset is only announced once it is
@@ -188,6 +190,10 @@ class replica {
   // Leader only: appends one entry per record in the current epoch. not_leader_or_follower elsewhere,
   // invalid_request for no records.
   result<append_info> append(const std::vector<std::vector<uint8_t>>& records);
+  // The glue made the log durable up to `end_offset` (exclusive; the log end when its flush started, or less
+  // when the log was truncated meanwhile). The leader's own log counts toward the high watermark only up to
+  // there, so the glue may flush on another thread while the replica goes on.
+  void on_log_flushed(int64_t end_offset);
   // Leader only: graceful resignation (EndQuorumEpoch). Ignored elsewhere.
   void resign();
   // Stores a snapshot of the committed prefix before id.offset (raft_log::write_snapshot); `id.epoch` must be
@@ -338,7 +344,8 @@ class replica {
   int32_t _leader_id = no_leader;
   int32_t _voted_id = no_voter;
   int64_t _high_watermark = 0;
-  quorum_state _persisted;  // what was last handed out to persist
+  int64_t _flushed_end_offset = 0;  // on_log_flushed(): the log is durable below it
+  quorum_state _persisted;          // what was last handed out to persist
 
   // unattached / prospective / candidate / resigned
   int64_t _election_deadline_ms = 0;

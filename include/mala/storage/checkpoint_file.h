@@ -1,5 +1,5 @@
-// Kafka's text checkpoint files: a version line, a count line, then one entry per line. Written atomically (temp
-// file, fsync, rename, fsync of the directory) so a crash leaves the old or the new file, never a mix.
+// Kafka's text checkpoint files: a version line, a count line, then one entry per line. Written atomically
+// (temp file, fsync, rename, fsync of the directory) so a crash leaves the old or the new file, never a mix.
 //   recovery-point-offset-checkpoint, replication-offset-checkpoint, log-start-offset-checkpoint:
 //       0\n<count>\n<topic> <partition> <offset>\n...
 //   leader-epoch-checkpoint:  0\n<count>\n<epoch> <start offset>\n...
@@ -19,8 +19,13 @@
 
 namespace mala::storage {
 
-// Writes `contents` to `path` atomically.
-status write_file_atomically(const std::filesystem::path& path, std::string_view contents);
+// Writes `contents` to `path` atomically: a temporary file, fsynced, renamed over `path`, the directory
+// fsynced. With file_sync::later nothing is fsynced (the caller syncs the file and its directory later, off
+// the shard); after a crash the file may then be missing or torn, so only files whose reader refuses a torn
+// copy and can do without it are written so (producer snapshots: their CRC, and the log replays).
+enum class file_sync { now, later };
+status write_file_atomically(const std::filesystem::path& path, std::string_view contents,
+                             file_sync sync = file_sync::now);
 
 using offset_checkpoint = std::map<topic_partition, int64_t>;
 status write_offset_checkpoint(const std::filesystem::path& path, const offset_checkpoint& offsets);

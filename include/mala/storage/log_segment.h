@@ -30,7 +30,11 @@ class segment_file {
   const std::filesystem::path& path() const { return _path; }
   // Reads exactly n bytes at position (fewer only at end of file).
   result<std::vector<uint8_t>> read(int64_t position, int32_t n) const;
-  // fdatasync. Any thread (the flush policy runs it on the blocking pool).
+  // A file or directory named by its path, to be synced only: its sync() opens and fsyncs it (a file gone
+  // by then needs none). A log's directory so (a rolled segment's name is durable once it ran), or a file
+  // written without syncing (the producer snapshot of a roll). Holds no descriptor.
+  static std::shared_ptr<const segment_file> by_path(std::filesystem::path path);
+  // fdatasync (fsync of a directory). Any thread (the flush policy runs it on the blocking pool).
   status sync() const;
   // errno of the first sync() that failed, 0 if none did. Any thread: the partition's shard reads it to take
   // the log offline after a failed background flush.
@@ -39,7 +43,7 @@ class segment_file {
  private:
   friend class log_segment;
   segment_file(int fd, std::filesystem::path path) : _fd(fd), _path(std::move(path)) {}
-  int _fd = -1;
+  int _fd = -1;  // -1 for a directory()
   std::filesystem::path _path;
   mutable std::atomic<int> _sync_error{0};
 };

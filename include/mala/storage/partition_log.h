@@ -98,8 +98,9 @@ class partition_log {
   // Called when an append rolls a new segment, with its base offset, after the roll and before the batches
   // that start it are written (Kafka's UnifiedLog.roll takes the producer-state snapshot there). One
   // listener; an empty function removes it. It runs inside the append, on the owning shard, and must not call
-  // back into the log.
-  void set_roll_listener(std::function<void(int64_t base_offset)> listener);
+  // back into the log. It returns the file it wrote without syncing, if any: the log syncs it with the flush
+  // the roll makes due (before the recovery point passes the roll).
+  void set_roll_listener(std::function<std::optional<std::filesystem::path>(int64_t base_offset)> listener);
 
   // Disk failures (Kafka's LogDirFailureChannel). An I/O error while appending (a write, an index page, a
   // roll, the epoch checkpoint), flushing (an fsync, also a failed background one from flush_work()) or
@@ -168,6 +169,15 @@ class partition_log {
   // failed is found by the next call, which takes the log offline (see set_failure_listener) and returns
   // nothing.
   std::vector<std::shared_ptr<const segment_file>> flush_work(int64_t now_ms);
+  // Everything written and not yet durable, whatever flush.* says (the metadata log makes each Raft step
+  // durable before the messages that depend on it leave): the files to sync off the shard (the directory
+  // too after a roll) and the log end offset to pass to mark_flushed() once they are. The log's failure
+  // when it is offline, or when a sync handed out before failed (it goes offline then).
+  struct sync_work {
+    std::vector<std::shared_ptr<const segment_file>> files;
+    int64_t end_offset = 0;
+  };
+  result<sync_work> sync_all_work(int64_t now_ms);
   void mark_flushed(int64_t offset);
   // Synchronous flush of everything (tests, clean shutdown).
   status flush();

@@ -39,6 +39,7 @@
 
 #include "mala/common/result.h"
 #include "mala/protocol/record_batch.h"
+#include "mala/storage/checkpoint_file.h"
 
 namespace mala::storage {
 
@@ -168,7 +169,9 @@ class producer_state_manager {
   // offset) and clean close (offset = the log end offset): writes <offset>.snapshot atomically unless a
   // snapshot at or above the offset exists, and deletes all but the newest producer_snapshots_retained
   // snapshots.
-  status take_snapshot(int64_t offset);
+  // With file_sync::later the file is not fsynced: on_roll's caller hands it to the log's next flush.
+  // Returns the file written, none when a snapshot at or above the offset existed.
+  result<std::optional<std::filesystem::path>> take_snapshot(int64_t offset, file_sync sync = file_sync::now);
 
   // Kafka's removeExpiredProducers: drops producers without an open transaction whose last batch timestamp is
   // producer.id.expiration.ms or more before now_ms. Returns how many were dropped.

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mala/protocol/record_batch.h"
@@ -278,6 +279,8 @@ TEST_F(partition_raft_log_test, single_voter_replica_survives_a_restart_on_stora
     }
     if (!e.log_operations.empty()) {
       ASSERT_TRUE(log.flush().ok());
+      r.on_log_flushed(log.end_offset());
+      EXPECT_TRUE(r.take_effects().log_operations.empty());
     }
     EXPECT_TRUE(e.messages.empty());
   };
@@ -379,6 +382,51 @@ TEST(snapshot_file_name_test, is_kafkas_name_and_parses_back) {
         "00000000000000000123-0000000002.checkpoint.tmp", "leader-epoch-checkpoint"}) {
     EXPECT_FALSE(parse_snapshot_file_name(bad)) << bad;
   }
+}
+
+// raft_node syncs the metadata log on its blocking thread: flush_work() hands out every segment not synced
+// yet and, after a roll (which no longer syncs the directory itself), the directory; mark_flushed() then
+// moves the recovery point. Nothing new: nothing to sync.
+TEST_F(partition_raft_log_snapshot_test,
+       flush_work_hands_out_the_unsynced_segments_and_the_rolled_directory) {
+  auto log = open_small_segments();
+  ASSERT_TRUE(log);
+  fill(*log, std::vector<int32_t>(12, 1));
+  ASSERT_GT(log->partition().segment_count(), 1u);  // rolled
+  auto work = log->flush_work();
+  ASSERT_TRUE(work.ok()) << work.error().message;
+  EXPECT_EQ(work->end_offset, log->end_offset());
+  EXPECT_EQ(work->files.size(), log->partition().segment_count() + 1);
+  EXPECT_EQ(std::count_if(work->files.begin(), work->files.end(),
+                          [&](const auto& f) { return f->path() == partition_dir(); }),
+            1);
+  std::thread syncer([&] {
+    for (const auto& f : work->files) EXPECT_TRUE(f->sync().ok()) << f->path();
+  });
+  syncer.join();
+  log->mark_flushed(work->end_offset);
+  EXPECT_EQ(log->partition().recovery_point(), log->end_offset());
+
+  auto nothing = log->flush_work();
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_TRUE(nothing->files.empty());
+  // One entry at a time: the active segment alone is handed out, with the directory when the entry rolled.
+  bool saw_roll = false;
+  bool saw_append = false;
+  for (int i = 0; i < 20; ++i) {
+    const size_t segments = log->partition().segment_count();
+    fill(*log, {1});
+    const bool rolled = log->partition().segment_count() > segments;
+    auto one = log->flush_work();
+    ASSERT_TRUE(one.ok());
+    ASSERT_EQ(one->files.size(), rolled ? 2u : 1u);  // after a roll: the new segment and the directory
+    EXPECT_EQ(one->files.back()->path() == partition_dir(), rolled);
+    for (const auto& f : one->files) EXPECT_TRUE(f->sync().ok());
+    log->mark_flushed(one->end_offset);
+    (rolled ? saw_roll : saw_append) = true;
+  }
+  EXPECT_TRUE(saw_roll);
+  EXPECT_TRUE(saw_append);
 }
 
 TEST_F(partition_raft_log_snapshot_test, write_read_and_latest) {

@@ -509,6 +509,17 @@ class cluster {
       fail(fmt::format("node {}: log ({} entries) differs from the log built from effects ({} entries)", n.id,
                        n.log.end_offset(), n.disk.end_offset()));
     }
+    // 2b. the flush reported (the leader counts its own log toward the high watermark only from here)
+    if (!e.log_operations.empty()) {
+      n.raft->on_log_flushed(n.disk.end_offset());
+      effects flushed = n.raft->take_effects();
+      if (flushed.quorum_state_to_persist || !flushed.log_operations.empty() || flushed.snapshot_installed) {
+        fail(fmt::format("node {}: reporting a flush changed the quorum state or the log", n.id));
+        return;
+      }
+      for (outbound_message& m : flushed.messages) e.messages.push_back(std::move(m));
+      if (flushed.high_watermark) e.high_watermark = flushed.high_watermark;
+    }
     // 3. the messages: whatever they announce must already be durable
     for (const outbound_message& m : e.messages) {
       check_durable_before_sent(n, m);

@@ -84,6 +84,7 @@ struct single_leader {
     EXPECT_EQ(raft.current_role(), role::leader);
     std::vector<std::vector<uint8_t>> records(5, std::vector<uint8_t>{1});
     EXPECT_TRUE(raft.append(records).ok());  // offsets 1-5 after the leader_change entry at 0
+    raft.on_log_flushed(log.end_offset());
     raft.take_effects();
   }
 };

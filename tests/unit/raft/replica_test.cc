@@ -77,10 +77,17 @@ struct manual_net {
     return *members[id];
   }
   replica& operator[](int32_t id) { return *members.at(id)->raft; }
+  // The effects of `id`'s last step; its log counts as flushed right after them (a flush report has no log
+  // operations of its own, so this ends).
   void collect(int32_t id) {
-    effects e = members.at(id)->raft->take_effects();
-    for (auto& op : e.log_operations) members.at(id)->log_operations.push_back(op);
-    for (auto& m : e.messages) queue.push_back({id, m.destination, std::move(m.message)});
+    member& m = *members.at(id);
+    effects e = m.raft->take_effects();
+    for (auto& op : e.log_operations) m.log_operations.push_back(op);
+    for (auto& out : e.messages) queue.push_back({id, out.destination, std::move(out.message)});
+    if (!e.log_operations.empty()) {
+      m.raft->on_log_flushed(m.log.end_offset());
+      collect(id);
+    }
   }
   void tick(int32_t id, int64_t at) {
     now = at;
@@ -385,7 +392,7 @@ TEST(raft_replication, the_leader_knows_which_high_watermark_each_follower_has_s
   for (const replica_progress& p : net[1].progress()) EXPECT_EQ(p.seen_high_watermark, hw) << p.replica_id;
 }
 
-TEST(raft_replication, a_single_voter_elects_itself_and_commits_at_once) {
+TEST(raft_replication, a_single_voter_elects_itself_and_commits_once_flushed) {
   memory_raft_log log;
   replica r(config_for(1, {1}), log, std::nullopt, 0);
   EXPECT_EQ(r.current_role(), role::leader);
@@ -393,9 +400,12 @@ TEST(raft_replication, a_single_voter_elects_itself_and_commits_at_once) {
   effects e = r.take_effects();
   ASSERT_TRUE(e.quorum_state_to_persist);
   EXPECT_EQ(*e.quorum_state_to_persist, (quorum_state{1, 1, 1}));
-  EXPECT_EQ(e.high_watermark, 1);  // the leader_change entry
+  EXPECT_FALSE(e.high_watermark);  // the leader counts only what it has flushed
   ASSERT_EQ(log.end_offset(), 1);
   EXPECT_EQ(log.entries()[0].type, entry_type::leader_change);
+  r.on_log_flushed(1);
+  e = r.take_effects();
+  EXPECT_EQ(e.high_watermark, 1);  // the leader_change entry
 
   auto appended = r.append({{1}, {2}, {3}});
   ASSERT_TRUE(appended.ok());
@@ -405,7 +415,29 @@ TEST(raft_replication, a_single_voter_elects_itself_and_commits_at_once) {
   e = r.take_effects();
   ASSERT_EQ(e.log_operations.size(), 1u);
   EXPECT_EQ(std::get<log_append>(e.log_operations[0]).entries.size(), 3u);
-  EXPECT_EQ(e.high_watermark, 4);
+  EXPECT_FALSE(e.high_watermark);
+  r.on_log_flushed(4);
+  EXPECT_EQ(r.take_effects().high_watermark, 4);
+}
+
+// The glue syncs on another thread while the replica goes on (raft_node): appends made while a sync runs
+// commit with the next one (group commit), and a flush report never counts entries written after the sync
+// started.
+TEST(raft_replication, the_leader_commits_only_what_its_flushes_covered) {
+  memory_raft_log log;
+  replica r(config_for(1, {1}), log, std::nullopt, 0);
+  r.take_effects();
+  ASSERT_TRUE(r.append({{1}, {2}}).ok());  // offsets 1-2
+  const int64_t first_sync_end = log.end_offset();
+  ASSERT_TRUE(r.append({{3}}).ok());  // written while the first sync runs
+  ASSERT_TRUE(r.append({{4}}).ok());
+  EXPECT_EQ(r.high_watermark(), 0);
+  r.on_log_flushed(first_sync_end);
+  EXPECT_EQ(r.high_watermark(), first_sync_end);
+  r.on_log_flushed(first_sync_end - 1);  // an older report moves nothing back
+  EXPECT_EQ(r.high_watermark(), first_sync_end);
+  r.on_log_flushed(log.end_offset() + 10);  // never past the log
+  EXPECT_EQ(r.high_watermark(), log.end_offset());
 }
 
 TEST(raft_replication, only_the_leader_appends) {

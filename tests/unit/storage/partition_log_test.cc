@@ -661,6 +661,37 @@ TEST_F(retention_test, unlimited_keeps_everything) {
 // ---------------------------------------------------------------------------------------------------------------
 // Flush policy.
 
+// No fsync on the shard at a roll (issue 20): the roll makes a flush due whatever flush.* says (Kafka's
+// roll schedules one), and that flush's work, run off the shard, syncs the segments, the file the roll
+// listener wrote unsynced (the producer snapshot) and, last, the directory (the new segment's name).
+TEST_F(partition_log_test, a_roll_makes_a_flush_due_that_syncs_the_listeners_file_and_the_directory) {
+  auto batch_size = static_cast<int32_t>(make_batch(1).size());
+  _config.segment_bytes = batch_size * 2;
+  auto log = open();
+  const fs::path written = _dir / "00000000000000000002.snapshot";
+  log->set_roll_listener([&](int64_t base) -> std::optional<fs::path> {
+    EXPECT_EQ(base, 2);
+    std::ofstream(written) << "x";
+    return written;
+  });
+  append(*log, make_batch(1));
+  append(*log, make_batch(1));
+  EXPECT_TRUE(log->flush_work(_now).empty());  // flush.messages and flush.ms: never
+  append(*log, make_batch(1));                 // rolls
+  ASSERT_EQ(log->segment_count(), 2u);
+  auto work = log->flush_work(_now);
+  ASSERT_EQ(work.size(), 4u);  // both segments (nothing flushed yet), the snapshot, the directory
+  EXPECT_EQ(work[2]->path(), written);
+  EXPECT_EQ(work[3]->path(), _dir);
+  for (const auto& f : work) EXPECT_TRUE(f->sync().ok()) << f->path();
+  log->mark_flushed(3);
+  EXPECT_EQ(log->recovery_point(), 3);
+  EXPECT_TRUE(log->flush_work(_now).empty());
+  // A file gone before its sync ran needs none.
+  fs::remove(written);
+  EXPECT_TRUE(work[2]->sync().ok());
+}
+
 TEST_F(partition_log_test, flush_by_message_count) {
   _config.flush_messages = 3;
   auto log = open();

@@ -230,7 +230,10 @@ TEST(record_validation_test, roll_listener_sees_the_new_segment_base_offset) {
     auto log = partition_log::open(root / "orders-0", {"orders", 0}, config, std::move(o));
     ASSERT_TRUE(log.ok()) << log.error().message;
     std::vector<int64_t> rolls;
-    (*log)->set_roll_listener([&](int64_t base) { rolls.push_back(base); });
+    (*log)->set_roll_listener([&](int64_t base) -> std::optional<std::filesystem::path> {
+      rolls.push_back(base);
+      return std::nullopt;
+    });
     for (int i = 0; i < 6; ++i) {
       auto b = batch({now_ms, now_ms});
       ASSERT_TRUE((*log)->append_as_leader(b, 0).ok());
