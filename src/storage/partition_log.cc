@@ -1085,7 +1085,7 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::impl::hand_out_u
 std::vector<std::shared_ptr<const segment_file>> partition_log::flush_work(int64_t now_ms) {
   auto& m = *_impl;
   if (m.offline() || m.closed || m.fail_on_failed_sync()) return {};
-  const int64_t flushed = std::max(m.recovery_point, m.flush_pending_offset);
+  const int64_t flushed = std::max(m.recovery_point.load(), m.flush_pending_offset);
   if (m.log_end_offset <= flushed) return {};
   // A roll makes a flush due whatever flush.* says: Kafka's roll schedules one ("flush-log") so that the
   // recovery point follows the rolled segments and the new segment's name and producer snapshot get synced.
