@@ -9,9 +9,9 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/thread_pool.hpp>
 #include <asio/use_awaitable.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "mala/common/logging.h"
 
@@ -81,7 +81,8 @@ struct log_maintenance::impl {
         // whatever the broker defaults say: any topic may set flush.messages / flush.ms, at creation or later
         // (an idle log costs a lookup and a few comparisons).
         flush_check(std::chrono::seconds(1)) {
-    for (size_t s = 0; s < shards.size(); ++s) timers.push_back(std::make_unique<shard_timers>(shards.context(s)));
+    for (size_t s = 0; s < shards.size(); ++s)
+      timers.push_back(std::make_unique<shard_timers>(shards.context(s)));
   }
 
   net::shard_pool& shards;
@@ -212,8 +213,8 @@ struct log_maintenance::impl {
   }
 };
 
-log_maintenance::log_maintenance(net::shard_pool& shards, storage::log_manager& logs, const node_config& config,
-                                 replication::replica_placement placement,
+log_maintenance::log_maintenance(net::shard_pool& shards, storage::log_manager& logs,
+                                 const node_config& config, replication::replica_placement placement,
                                  std::vector<replication::replica_manager*> replicas_by_shard)
     : _impl(std::make_unique<impl>(shards, logs, config, placement, std::move(replicas_by_shard))) {}
 

@@ -38,9 +38,7 @@ broker::fetch_session_cache_config fetch_session_options_from(const node_config&
 
 }  // namespace
 
-node::node(node_config config)
-    : _config(std::move(config)),
-      _log(subsystem_logger("main")) {}
+node::node(node_config config) : _config(std::move(config)), _log(subsystem_logger("main")) {}
 
 node::~node() = default;
 
@@ -97,7 +95,8 @@ void node::open_replicas() {
   for (size_t shard = 0; shard < _shards->size(); ++shard) {
     auto replica_options = replica_manager_options_from(_config);
     replica_options.shard = static_cast<int>(shard);
-    // A restarted replica resumes from the high watermark it had checkpointed (replication-offset-checkpoint).
+    // A restarted replica resumes from the high watermark it had checkpointed
+    // (replication-offset-checkpoint).
     replica_options.checkpointed_high_watermark = [this](const storage::topic_partition& tp) {
       return _logs->checkpointed_high_watermark(tp);
     };
@@ -105,8 +104,9 @@ void node::open_replicas() {
   }
   // A log dir that fails stops its logs and replicas on their own shards (Kafka's
   // ReplicaManager.handleLogDirFailure).
-  _logs->set_run_on_owner(
-      [this](const storage::topic_partition& tp, std::function<void()> fn) { run_on_owner(tp, std::move(fn)); });
+  _logs->set_run_on_owner([this](const storage::topic_partition& tp, std::function<void()> fn) {
+    run_on_owner(tp, std::move(fn));
+  });
   _logs->set_offline_listener(
       [this](const std::filesystem::path&, const std::vector<storage::topic_partition>& partitions) {
         for (const auto& tp : partitions) {
@@ -239,8 +239,8 @@ void node::open_broker() {
     isr_options.shard = shard;
     isr_options.placement = _placement;
     _isr_changes.push_back(std::make_unique<replication::alter_partition_manager>(
-        _shards->context(shard), *_replicas[shard], _metadata, broker::alter_partition_sender(*_controller_link),
-        std::move(isr_options)));
+        _shards->context(shard), *_replicas[shard], _metadata,
+        broker::alter_partition_sender(*_controller_link), std::move(isr_options)));
   }
 }
 
@@ -261,7 +261,7 @@ void node::open_server() {
   _services.controller_link = _controller_link.get();
   _services.raft = _raft.get();
   _fetch_sessions = std::make_unique<broker::sharded_fetch_session_cache>(fetch_session_options_from(_config),
-                                                                         _shards->size());
+                                                                          _shards->size());
   _services.fetch_sessions = _fetch_sessions.get();
   _services.producer_ids = &_producer_ids;
   _services.groups = _groups ? &_groups->coordinator() : nullptr;
@@ -281,7 +281,8 @@ void node::open_server() {
         .push_back({l.name, l.host, l.port});
   }
 
-  _maintenance = std::make_unique<log_maintenance>(*_shards, *_logs, _config, _placement, replicas_by_shard());
+  _maintenance =
+      std::make_unique<log_maintenance>(*_shards, *_logs, _config, _placement, replicas_by_shard());
   _controller_work_timer = std::make_unique<asio::steady_timer>(_shards->context(0));
   _signals = std::make_unique<asio::signal_set>(_shards->context(0), SIGTERM, SIGINT);
 }

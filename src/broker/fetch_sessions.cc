@@ -456,7 +456,8 @@ protocol::fetch_response build_fetch_response(const fetch_response_header& heade
 
 // ---- sharded_fetch_session_cache ----
 
-sharded_fetch_session_cache::sharded_fetch_session_cache(fetch_session_cache_config config, size_t shard_count) {
+sharded_fetch_session_cache::sharded_fetch_session_cache(fetch_session_cache_config config,
+                                                         size_t shard_count) {
   const size_t count = std::max<size_t>(1, shard_count);
   for (size_t k = 0; k < count; ++k) {
     fetch_session_cache_config c = config;

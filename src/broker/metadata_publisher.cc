@@ -158,7 +158,8 @@ void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
   _cache.publish(image);
 }
 
-void metadata_publisher::apply(replication::replica_manager& replicas, const std::vector<hosted_replica>& hosted) {
+void metadata_publisher::apply(replication::replica_manager& replicas,
+                               const std::vector<hosted_replica>& hosted) {
   auto log = subsystem_logger("broker");
   std::set<replication::topic_partition> still_hosted;
   for (const auto& h : hosted) {

@@ -20,7 +20,8 @@ replica_manager::~replica_manager() {
 
 void replica_manager::check_shard() const {
   const int here = current_shard();
-  MALA_ASSERT(here < 0 || here == _options.shard, "replicas of shard {} used on shard {}", _options.shard, here);
+  MALA_ASSERT(here < 0 || here == _options.shard, "replicas of shard {} used on shard {}", _options.shard,
+              here);
 }
 
 result<state_change> replica_manager::apply_leadership(const partition_leadership& leadership) {

@@ -725,9 +725,9 @@ std::optional<int64_t> log_manager::checkpointed_high_watermark(const topic_part
   return it->second;
 }
 
-void log_manager::run_retention(int64_t now_ms,
-                                const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark,
-                                const std::function<bool(const topic_partition&)>& owned) {
+void log_manager::run_retention(
+    int64_t now_ms, const std::function<std::optional<int64_t>(const topic_partition&)>& high_watermark,
+    const std::function<bool(const topic_partition&)>& owned) {
   std::lock_guard guard(_impl->mutex);
   auto& m = *_impl;
   std::map<size_t, std::string> failed;

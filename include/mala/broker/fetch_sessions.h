@@ -22,9 +22,10 @@
 // Threads: a fetch_session_cache is guarded by its own mutex (the critical sections are short: O(partitions
 // in the request)). The node holds one per shard in a sharded_fetch_session_cache, as Kafka shards its cache
 // by session id (KAFKA-9401): a new session is made in the cache of the shard its connection lives on, so
-// that lock is only contended when a client's connections span shards. A fetch_context may be used on any thread; it refers to its cache, which must outlive
-// it. Between new_context and update_and_generate_response another request of the same session may run: like
-// Kafka, the context then answers INVALID_FETCH_SESSION_EPOCH ("possible duplicate request").
+// that lock is only contended when a client's connections span shards. A fetch_context may be used on any
+// thread; it refers to its cache, which must outlive it. Between new_context and update_and_generate_response
+// another request of the same session may run: like Kafka, the context then answers
+// INVALID_FETCH_SESSION_EPOCH ("possible duplicate request").
 #pragma once
 
 #include <cstddef>

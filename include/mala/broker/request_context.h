@@ -69,7 +69,7 @@ struct broker_services {
   // answered COORDINATOR_NOT_AVAILABLE.
   coordinator::group_coordinator* groups = nullptr;
   sharded_fetch_session_cache* fetch_sessions = nullptr;  // KIP-227 session caches, one per shard
-  std::function<int64_t()> clock_ms;              // wall clock in ms (tests inject one)
+  std::function<int64_t()> clock_ms;                      // wall clock in ms (tests inject one)
 
   size_t shard_of(const std::string& topic, int32_t partition) const {
     return placement.shard_of(topic, partition);

@@ -165,8 +165,9 @@ struct shard_read {
 // reads are done; Kafka serves a connection's requests one at a time), and the request sleeps on its own
 // shard until any waiter fires or max_wait_ms passes, then reads again.
 asio::awaitable<std::vector<read_answer>> read_on_shards(
-    const request_context& ctx, const broker_services& services, std::vector<std::pair<size_t, std::vector<read_work>>> groups,
-    size_t result_count, fetch_params params, steady_clock::time_point deadline) {
+    const request_context& ctx, const broker_services& services,
+    std::vector<std::pair<size_t, std::vector<read_work>>> groups, size_t result_count, fetch_params params,
+    steady_clock::time_point deadline) {
   bool first_pass = true;
   while (true) {
     auto group = std::make_shared<replication::spanning_waiter_group>(co_await asio::this_coro::executor,
@@ -314,8 +315,7 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
     if (!t) return std::nullopt;
     return t->name;
   };
-  fetch_context context =
-      cache->new_context(std::move(session_request), now_ms(services), resolve);
+  fetch_context context = cache->new_context(std::move(session_request), now_ms(services), resolve);
 
   std::vector<fetch_partition_result> results;
   std::vector<read_work> work;

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <asio/post.hpp>
 #include <asio/this_coro.hpp>
-#include <fmt/format.h>
 
 #include "handlers/data_path.h"
 #include "mala/common/logging.h"
@@ -165,17 +165,17 @@ struct spanning_appends {
 // serves a connection's requests one at a time), and this one sleeps on its own shard until every waiter
 // fired or the timeout.
 asio::awaitable<void> append_and_wait(const request_context& ctx, const broker_services& services,
-                                       std::vector<std::pair<size_t, std::vector<append_work>>> groups,
-                                       size_t slot_count, int16_t acks,
-                                       std::chrono::steady_clock::time_point deadline,
-                                       std::vector<std::optional<partition_response>>& answers_by_slot) {
+                                      std::vector<std::pair<size_t, std::vector<append_work>>> groups,
+                                      size_t slot_count, int16_t acks,
+                                      std::chrono::steady_clock::time_point deadline,
+                                      std::vector<std::optional<partition_response>>& answers_by_slot) {
   auto group = std::make_shared<replication::spanning_waiter_group>(co_await asio::this_coro::executor,
                                                                     slot_count, slot_count + 1);
   std::vector<std::pair<size_t, std::vector<size_t>>> waiting_by_shard;
   size_t waiting = 0;
   for (auto& [shard, shard_work] : groups) {
-    auto append = [&services, w = std::move(shard_work), acks, group]() mutable
-        -> asio::awaitable<spanning_appends> {
+    auto append = [&services, w = std::move(shard_work), acks,
+                   group]() mutable -> asio::awaitable<spanning_appends> {
       auto appended = append_all(services, w, acks);
       spanning_appends out;
       for (const auto& wait : appended.waits) {

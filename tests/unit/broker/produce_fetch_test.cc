@@ -1,8 +1,8 @@
 // The data path end to end inside one node: Produce, Fetch, ListOffsets and DeleteRecords frames through the
 // broker_dispatcher, with a real log_manager in a temporary directory, real replica_managers (one per shard)
-// whose partitions lead through apply_leadership, a shard_pool running its threads and a metadata image naming
-// the topics. Every test runs with 1, 2 and 4 shards (replica_placement spreads the partitions over them; the
-// requests come in on shard 0) and must give the same answers.
+// whose partitions lead through apply_leadership, a shard_pool running its threads and a metadata image
+// naming the topics. Every test runs with 1, 2 and 4 shards (replica_placement spreads the partitions over
+// them; the requests come in on shard 0) and must give the same answers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -586,7 +586,10 @@ TEST_P(produce_fetch_test, long_poll_is_woken_by_a_produce) {
   EXPECT_EQ(d.high_watermark, 3);
   EXPECT_EQ(batches_in(d.records), (std::vector<std::pair<int64_t, int32_t>>{{1, 2}}));
   // Nothing left parked on the partition.
-  EXPECT_EQ(on_owner("orders", 0, [this] { return replicas_of("orders", 0).get({"orders", 0})->waiter_count(); }),
+  EXPECT_EQ(on_owner("orders", 0,
+                     [this] {
+                       return replicas_of("orders", 0).get({"orders", 0})->waiter_count();
+                     }),
             0u);
 }
 
@@ -981,7 +984,9 @@ TEST_P(produce_fetch_test, requests_spanning_shards_append_wait_and_wake_as_one)
   for (int attempt = 0; attempt < 100; ++attempt) {
     size_t parked = 0;
     for (int32_t p = 0; p < partitions; ++p) {
-      parked += on_owner("spread", p, [this, p] { return replicas_of("spread", p).get({"spread", p})->waiter_count(); });
+      parked += on_owner("spread", p, [this, p] {
+        return replicas_of("spread", p).get({"spread", p})->waiter_count();
+      });
     }
     if (parked == 0) break;
     std::this_thread::sleep_for(milliseconds(10));
