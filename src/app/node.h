@@ -21,8 +21,10 @@
 //   close: broker-side objects go, high watermarks are checkpointed, replicas removed, the quorum objects
 //          go, and the logs are flushed and closed with the clean-shutdown marker.
 //
-// Threads: open() and run() on the main thread; every subsystem then lives on shard 0 (the home shard) except
-// connections, which the Kafka server spreads over the shards.
+// Threads: open() and run() on the main thread. The controller, the Raft replica, the group coordinator and
+// the broker lifecycle live on shard 0 (the home shard); each shard has its own replica manager, follower
+// fetcher, AlterPartition manager and maintenance timers for the partitions replica_placement puts there;
+// connections are spread over the shards by the Kafka server.
 #pragma once
 
 #include <cstdint>

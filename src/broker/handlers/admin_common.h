@@ -26,7 +26,7 @@
 
 namespace mala::broker::handlers {
 
-// Runs fn() on the home shard (the shard that owns the controller, the replicas and the logs) and returns its
+// Runs fn() on the home shard (the shard that owns the controller and the coordinators) and returns its
 // result on the caller's shard. Without a shard pool (unit tests of a single thread) fn runs in place.
 template <typename Fn>
 auto on_home_shard(const broker_services& services, Fn fn) -> asio::awaitable<decltype(fn())> {
