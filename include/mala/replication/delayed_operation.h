@@ -18,6 +18,7 @@
 #include <asio/awaitable.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "mala/common/current_shard.h"
 #include "mala/common/error_code.h"
 #include "mala/net/shard_pool.h"
 #include "mala/replication/partition.h"
@@ -28,13 +29,15 @@
 namespace mala::replication {
 
 // Runs the coroutine fn() returns on `shard` and resumes the caller on its own shard with its result
-// (net::shard_pool::invoke_on_async); without a shard pool (single-threaded tests) it runs in place. fn owns
+// (net::shard_pool::invoke_on_async); on that shard already, or without a shard pool (single-threaded
+// tests), it runs in place. fn owns
 // what the coroutine needs (captures or by-value parameters of the coroutine it calls). Pass it as a named
 // variable (std::move(fn)), never as a lambda expression: GCC 12 destroys a prvalue argument of a coroutine
 // twice (GCC bug 100611).
 template <typename Fn>
 auto run_on_shard_async(net::shard_pool* shards, size_t shard, Fn fn) -> decltype(fn()) {
-  if (!shards) co_return co_await fn();
+  // Already there (the connection lives on the partition's shard): no hop.
+  if (!shards || current_shard() == static_cast<int>(shard)) co_return co_await fn();
   co_return co_await shards->invoke_on_async(shard, std::move(fn));
 }
 

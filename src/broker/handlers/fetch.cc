@@ -157,6 +157,8 @@ struct shard_read {
   std::vector<read_answer> answers;
   read_budget left;
   std::vector<size_t> waiting;
+  // The pass's waiter group, made by the first shard that registers (a fetch answered at once needs none).
+  std::shared_ptr<replication::spanning_waiter_group> group;
 };
 
 // Each pass reads every shard in turn, sharing the budget. A shard that leaves the request short of min_bytes
@@ -169,19 +171,20 @@ asio::awaitable<std::vector<read_answer>> read_on_shards(
     std::vector<std::pair<size_t, std::vector<read_work>>> groups, size_t result_count, fetch_params params,
     steady_clock::time_point deadline) {
   bool first_pass = true;
+  const asio::any_io_executor home = co_await asio::this_coro::executor;
   while (true) {
-    auto group = std::make_shared<replication::spanning_waiter_group>(co_await asio::this_coro::executor,
-                                                                      result_count, 1);
+    std::shared_ptr<replication::spanning_waiter_group> group;
     std::vector<std::pair<size_t, std::vector<size_t>>> registered;
     std::vector<read_answer> all;
     read_budget budget = full_budget(params);
     int64_t bytes = 0;
     bool at_once = params.max_wait_ms <= 0;
     for (const auto& [shard, work] : groups) {
-      auto read = [&services, &work, params, first_pass, budget, group, bytes,
-                   at_once]() -> asio::awaitable<shard_read> {
+      auto read = [&services, &work, params, first_pass, budget, group, bytes, at_once, home,
+                   result_count]() -> asio::awaitable<shard_read> {
         shard_read out;
         out.left = budget;
+        out.group = group;
         out.answers = read_all(services, work, params, first_pass, out.left);
         int64_t total = bytes;
         bool now = at_once;
@@ -190,10 +193,12 @@ asio::awaitable<std::vector<read_answer>> read_on_shards(
           now = now || answers_at_once(a);
         }
         if (!now && total < params.min_bytes) {
+          if (!out.group)
+            out.group = std::make_shared<replication::spanning_waiter_group>(home, result_count, 1);
           for (const auto& w : work) {
             auto hosted = hosted_partition(services, w.topic, w.partition);
             if (!hosted) continue;
-            group->track(w.result, *hosted, (*hosted)->add_data_waiter(group->callback(w.result)));
+            out.group->track(w.result, *hosted, (*hosted)->add_data_waiter(out.group->callback(w.result)));
             out.waiting.push_back(w.result);
           }
         }
@@ -201,6 +206,7 @@ asio::awaitable<std::vector<read_answer>> read_on_shards(
       };
       auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(read));
       budget = part.left;
+      group = part.group;
       for (auto& a : part.answers) {
         bytes += a.bytes();
         at_once = at_once || answers_at_once(a);
@@ -211,6 +217,7 @@ asio::awaitable<std::vector<read_answer>> read_on_shards(
     const bool done = can_answer(all, params) || steady_clock::now() >= deadline;
     if (!done && first_pass) ctx.release_ordering();
     first_pass = false;
+    // Not done: no partition answers at once and the total is short, so every shard registered its waiters.
     if (!done) co_await group->wait_until(deadline);
     // The waiters that did not fire are withdrawn on their shards; the request need not wait for it.
     for (auto& [shard, waiting] : registered) {
