@@ -204,11 +204,14 @@ class produce_fetch_test : public ::testing::TestWithParam<size_t> {
   struct ordered_dispatch {
     std::future<net::dispatch_result> result;
     std::future<void> released;
+    // Kept here: a promise destroyed unset (the dispatch's frame gone) would make `released` ready.
+    std::shared_ptr<std::promise<void>> release;
   };
   ordered_dispatch start_ordered(std::vector<uint8_t> bytes) {
     auto release = std::make_shared<std::promise<void>>();
     ordered_dispatch out;
     out.released = release->get_future();
+    out.release = release;
     out.result = asio::co_spawn(
         _pool->context(0),
         [this, b = std::move(bytes), release]() mutable -> asio::awaitable<net::dispatch_result> {
