@@ -9,6 +9,25 @@
 
 namespace mala::replication {
 
+namespace {
+
+// Sleeps until `deadline` or until a callback cancels *timer_slot (which points at the sleeping timer while
+// it sleeps): the wait of both waiter groups.
+asio::awaitable<void> sleep_until_woken(asio::steady_timer*& timer_slot,
+                                        std::chrono::steady_clock::time_point deadline) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
+  timer_slot = &timer;
+  // Also when the coroutine is destroyed mid-wait (its shard shutting down): no callback may touch the timer.
+  struct forget_timer {
+    asio::steady_timer*& slot;
+    ~forget_timer() { slot = nullptr; }
+  } guard{timer_slot};
+  std::error_code ec;  // operation_aborted when woken, success at the deadline: both just end the wait
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+}  // namespace
+
 waiter_group::waiter_group(size_t count, size_t wake_after) : _state(std::make_shared<state>()) {
   _state->fired.assign(count, false);
   _state->errors.assign(count, error_code::none);
@@ -32,15 +51,8 @@ void waiter_group::track(size_t i, partition* p, waiter_handle handle) {
 
 asio::awaitable<void> waiter_group::wait_until(std::chrono::steady_clock::time_point deadline) {
   if (woken()) co_return;
-  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
-  _state->timer = &timer;
-  // Also when the coroutine is destroyed mid-wait (its shard shutting down): no callback may touch the timer.
-  struct forget_timer {
-    state* s;
-    ~forget_timer() { s->timer = nullptr; }
-  } guard{_state.get()};
-  std::error_code ec;  // operation_aborted when woken, success at the deadline: both just end the wait
-  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  auto keep = _state;  // the slot lives in the shared state
+  co_await sleep_until_woken(keep->timer, deadline);
 }
 
 void waiter_group::cancel_unfired() {
@@ -91,14 +103,8 @@ void spanning_waiter_group::cancel_unfired(const std::vector<size_t>& indices) {
 
 asio::awaitable<void> spanning_waiter_group::wait_until(std::chrono::steady_clock::time_point deadline) {
   if (woken()) co_return;
-  asio::steady_timer timer(co_await asio::this_coro::executor, deadline);
-  _state->timer = &timer;
-  struct forget_timer {
-    state* s;
-    ~forget_timer() { s->timer = nullptr; }
-  } guard{_state.get()};
-  std::error_code ec;
-  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  auto keep = _state;  // the slot lives in the shared state
+  co_await sleep_until_woken(keep->timer, deadline);
 }
 
 }  // namespace mala::replication
