@@ -179,8 +179,9 @@ asio::awaitable<std::vector<read_answer>> read_on_shards(
     read_budget budget = full_budget(params);
     int64_t bytes = 0;
     bool at_once = params.max_wait_ms <= 0;
-    for (const auto& [shard, work] : groups) {
-      auto read = [&services, &work, params, first_pass, budget, group, bytes, at_once, home,
+    for (const auto& [shard, shard_work] : groups) {
+      // Clang 14 cannot capture a structured binding: an init-capture names it.
+      auto read = [&services, &work = shard_work, params, first_pass, budget, group, bytes, at_once, home,
                    result_count]() -> asio::awaitable<shard_read> {
         shard_read out;
         out.left = budget;
