@@ -145,8 +145,10 @@ class produce_fetch_test : public ::testing::TestWithParam<size_t> {
     _pool->stop();
     _pool->join();
     _dispatcher.reset();
-    _pool.reset();
+    // As the node closes: the replicas go while the shards' io_contexts still exist (stopped), since a waiter
+    // whose withdrawal was still queued fires as its partition stops and posts to its request's shard.
     _managers.clear();
+    _pool.reset();
     _logs.reset();
     std::filesystem::remove_all(_root);
   }
