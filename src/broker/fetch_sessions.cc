@@ -473,7 +473,7 @@ sharded_fetch_session_cache::sharded_fetch_session_cache(fetch_session_cache_con
 }
 
 fetch_session_cache& sharded_fetch_session_cache::cache_for(const fetch_metadata& metadata) {
-  if (metadata.session_id != invalid_fetch_session_id && metadata.session_id > 0) {
+  if (metadata.session_id > 0) {  // 0: no session (invalid_fetch_session_id); ids are positive
     return *_caches[static_cast<size_t>(metadata.session_id) % _caches.size()];
   }
   const int shard = current_shard();
