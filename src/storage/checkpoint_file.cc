@@ -94,12 +94,13 @@ result<std::vector<Entry>> read_checkpoint(const fs::path& path, Parse parse_ent
 
 }  // namespace
 
-status write_file_atomically(const fs::path& path, std::string_view contents) {
+status write_file_atomically(const fs::path& path, std::string_view contents, file_durability durability) {
+  const bool sync = durability == file_durability::synced;
   fs::path temp = path;
   temp += ".tmp";
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return detail::io_error("cannot create", temp, errno);
-  bool ok = detail::write_all(fd, contents, temp) && detail::sync_file(fd, temp) == 0;
+  bool ok = detail::write_all(fd, contents, temp) && (!sync || detail::sync_file(fd, temp) == 0);
   int err = errno;
   ::close(fd);
   if (!ok) {
@@ -111,6 +112,7 @@ status write_file_atomically(const fs::path& path, std::string_view contents) {
     ::unlink(temp.c_str());
     return detail::io_error("cannot rename " + temp.string() + " to", path, err);
   }
+  if (!sync) return status::success();
   // The rename is durable only once the directory entry is.
   auto dir = path.parent_path();
   return detail::fsync_dir(dir.empty() ? fs::path(".") : dir);
@@ -145,7 +147,8 @@ result<offset_checkpoint> read_offset_checkpoint(const fs::path& path) {
   return out;
 }
 
-status write_epoch_checkpoint(const fs::path& path, const std::vector<epoch_entry>& entries) {
+status write_epoch_checkpoint(const fs::path& path, const std::vector<epoch_entry>& entries,
+                              file_durability durability) {
   std::string out = "0\n" + std::to_string(entries.size()) + "\n";
   for (const auto& e : entries) {
     out += std::to_string(e.epoch);
@@ -153,7 +156,7 @@ status write_epoch_checkpoint(const fs::path& path, const std::vector<epoch_entr
     out += std::to_string(e.start_offset);
     out += '\n';
   }
-  return write_file_atomically(path, out);
+  return write_file_atomically(path, out, durability);
 }
 
 result<std::vector<epoch_entry>> read_epoch_checkpoint(const fs::path& path) {
@@ -169,7 +172,8 @@ result<std::vector<epoch_entry>> read_epoch_checkpoint(const fs::path& path) {
 
 status write_partition_metadata(const fs::path& dir, const uuid& topic_id) {
   return write_file_atomically(dir / partition_metadata_file,
-                               "version: 0\ntopic_id: " + topic_id.to_string() + "\n");
+                               "version: 0\ntopic_id: " + topic_id.to_string() + "\n",
+                               file_durability::written);
 }
 
 result<std::optional<uuid>> read_partition_metadata(const fs::path& dir) {

@@ -585,6 +585,10 @@ result<segment_recovery> log_segment::recover() {
       }
       last_index_position = valid;
     }
+    if (header->partition_leader_epoch >= 0 &&
+        (report.epoch_starts.empty() || header->partition_leader_epoch > report.epoch_starts.back().epoch)) {
+      report.epoch_starts.push_back({header->partition_leader_epoch, header->base_offset});
+    }
     valid += header->size_in_bytes();
     expected_base = header->next_offset();
     report.next_offset = header->next_offset();

@@ -71,6 +71,7 @@ class MalaNode:
         self.proc = None
         self._stderr_file = None
         self.exit_checked = False
+        self.preexec_fn = None  # run in the child before exec (e.g. to raise its open-files limit)
 
     @property
     def bootstrap(self) -> str:
@@ -93,14 +94,15 @@ class MalaNode:
             stdout=self._stderr_file,
             stderr=self._stderr_file,
             cwd=self.work_dir,
+            preexec_fn=self.preexec_fn,
         )
         self.exit_checked = False
         return self
 
-    def start(self, extra_args=()):
+    def start(self, extra_args=(), timeout=STARTUP_TIMEOUT_S):
         """Starts the process and waits until its PLAINTEXT port accepts connections."""
         self.launch(extra_args)
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.exit_checked = True
@@ -108,7 +110,7 @@ class MalaNode:
             if port_accepts(self.port):
                 return self
             time.sleep(0.05)
-        pytest.fail(f"{self.name} did not accept connections on {self.port} within {STARTUP_TIMEOUT_S} s\n"
+        pytest.fail(f"{self.name} did not accept connections on {self.port} within {timeout} s\n"
                     f"{self.log_text()}")
 
     def wait_exit(self, timeout: float) -> int:
