@@ -1080,10 +1080,10 @@ void partition_log::mark_flushed(int64_t offset) {
 }
 
 status partition_log::impl::flush_segments() {
-  if (auto st = epochs.sync(); !st.ok()) return storage_error(tp, st.message);
   // Everything up to the log end offset is already durable: nothing to sync (Kafka's flush skips this case
   // too).
   if (recovery_point >= log_end_offset) return status::success();
+  if (auto st = epochs.sync(); !st.ok()) return storage_error(tp, st.message);
   auto it = floor_segment(recovery_point);
   if (it == segments.end()) it = segments.begin();
   for (; it != segments.end(); ++it) {

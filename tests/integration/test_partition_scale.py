@@ -26,6 +26,7 @@ ONE_NODE_TOPICS = [(f"scale-{i}", 5000) for i in range(4)]  # 20,000 partitions
 CLUSTER_TOPICS = [(f"scale-rf3-{i}", 5000) for i in range(2)]  # 10,000 partitions x RF 3
 OPEN_FILES = 200_000
 START_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 300  # a clean shutdown flushes every one of the 20,000 logs
 
 
 def raise_open_files_limit():
@@ -144,6 +145,7 @@ def end_offsets_by_tool(bootstrap, topics):
 def test_twenty_thousand_partitions_one_node(mala_factory):
     node = mala_factory(extra_config={"num.partitions": 1})
     node.preexec_fn = raise_open_files_limit
+    node.stop_timeout = STOP_TIMEOUT_S
     node.start(timeout=START_TIMEOUT_S)
     create_topics(node.bootstrap, ONE_NODE_TOPICS, 1)
     wait_all_leaders(node.bootstrap, ONE_NODE_TOPICS, 120)
