@@ -199,6 +199,10 @@ struct log_maintenance::impl {
           for (const auto& f : files) {
             if (auto st = f->sync(); !st.ok()) {
               log->error("fsync of {} failed: {}", f->path().string(), st.message);
+              asio::post(timers[shard]->context, [this, shard, tp, st] {
+                auto* owner = replicas_on(shard);
+                if (auto* p = owner ? owner->get(tp) : nullptr) p->log().mark_sync_failed(st);
+              });
               return;
             }
           }

@@ -113,7 +113,7 @@ void metadata_loader::apply_committed() {
     // committed waits (applied whole, later). A committed entry that does not decode is logged and passed
     // over (every node passes over the same entry), so the loader never stalls.
     _next_offset = replayed.ok() ? *replayed : applied_to + 1;
-    auto next = delta.build();
+    auto next = std::move(delta).build();
     if (next != _image) {
       _image = std::move(next);
       changed = true;

@@ -223,7 +223,7 @@ result<metadata::metadata_image_ptr> load_snapshot_image(std::span<const uint8_t
   auto loaded = load_snapshot_payload(
       bytes, [&](const metadata::versioned_metadata_record& r) { return delta.apply(r.record); });
   if (!loaded.ok()) return loaded.error();
-  metadata::metadata_image image = *delta.build();
+  metadata::metadata_image image = *std::move(delta).build();
   image.metadata_offset = id.offset - 1;
   image.metadata_epoch = id.epoch;
   return metadata::metadata_image_ptr(std::make_shared<const metadata::metadata_image>(std::move(image)));

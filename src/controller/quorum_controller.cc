@@ -38,7 +38,7 @@ struct quorum_controller::state final : metadata_writer {
                                "the controller generated a record the metadata image refuses: " + st.message);
         }
       }
-      return delta.build();
+      return std::move(delta).build();
     };
     const int64_t expected_first = log->end_offset();
     auto next = build(expected_first, log->epoch());

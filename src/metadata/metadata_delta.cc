@@ -65,9 +65,18 @@ metadata_image& metadata_delta::next() {
   return *_next;
 }
 
-metadata_image_ptr metadata_delta::build() const {
+metadata_image_ptr metadata_delta::build() const& {
   if (!_next) return _base;
   return std::make_shared<const metadata_image>(*_next);
+}
+
+metadata_image_ptr metadata_delta::build() && {
+  if (!_next) return _base;
+  auto image = std::make_shared<const metadata_image>(std::move(*_next));
+  _next.reset();
+  _topic_names.reset();
+  _base = image;
+  return image;
 }
 
 std::map<uuid, std::string, metadata_delta::uuid_less>& metadata_delta::topic_names() {

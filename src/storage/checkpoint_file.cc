@@ -147,7 +147,7 @@ result<offset_checkpoint> read_offset_checkpoint(const fs::path& path) {
   return out;
 }
 
-status write_epoch_checkpoint(const fs::path& path, const std::vector<epoch_entry>& entries) {
+status write_epoch_checkpoint(const fs::path& path, const std::vector<epoch_entry>& entries, file_sync sync) {
   std::string out = "0\n" + std::to_string(entries.size()) + "\n";
   for (const auto& e : entries) {
     out += std::to_string(e.epoch);
@@ -155,7 +155,7 @@ status write_epoch_checkpoint(const fs::path& path, const std::vector<epoch_entr
     out += std::to_string(e.start_offset);
     out += '\n';
   }
-  return write_file_atomically(path, out);
+  return write_file_atomically(path, out, sync);
 }
 
 result<std::vector<epoch_entry>> read_epoch_checkpoint(const fs::path& path) {
@@ -171,7 +171,7 @@ result<std::vector<epoch_entry>> read_epoch_checkpoint(const fs::path& path) {
 
 status write_partition_metadata(const fs::path& dir, const uuid& topic_id) {
   return write_file_atomically(dir / partition_metadata_file,
-                               "version: 0\ntopic_id: " + topic_id.to_string() + "\n");
+                               "version: 0\ntopic_id: " + topic_id.to_string() + "\n", file_sync::later);
 }
 
 result<std::optional<uuid>> read_partition_metadata(const fs::path& dir) {

@@ -3,6 +3,7 @@
 #include "file_io.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "mala/common/logging.h"
 #include "mala/protocol/record_batch.h"
@@ -112,6 +114,67 @@ class header_scanner {
   int64_t _buffer_length = 0;
 };
 
+// The .log descriptors a thread keeps open, least recently used last. A segment opens its file when it is
+// used and keeps it until the thread's list is over its limit: an idle partition holds no descriptor, so a
+// node serves more partitions than its open-files limit (20,000 partitions would otherwise need 20,000
+// descriptors at once). Handles already given out (file_slice, flush work) keep their descriptor. Only the
+// thread that uses a segment moves or evicts its entry (a segment is used by its owning shard).
+struct open_file_list;
+struct open_file_entry {
+  open_file_entry* prev = nullptr;
+  open_file_entry* next = nullptr;
+  open_file_list* list = nullptr;
+  std::shared_ptr<segment_file>* file = nullptr;  // the segment's handle, reset on eviction
+  int* carried_sync_error = nullptr;              // where a failed background fsync is remembered
+};
+
+size_t open_files_per_thread() {
+  rlimit limit{};
+  size_t soft = 1024;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) soft = limit.rlim_cur;
+  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  // Half the limit for log segments, shared by the shard threads; sockets, indexes being resized, checkpoints
+  // and the metadata log take the rest.
+  return std::max<size_t>(64, soft / 2 / threads);
+}
+
+struct open_file_list {
+  open_file_entry head;
+  size_t count = 0;
+  size_t limit = open_files_per_thread();
+
+  open_file_list() { head.prev = head.next = &head; }
+  static open_file_list& of_this_thread() {
+    thread_local open_file_list list;
+    return list;
+  }
+  void unlink(open_file_entry& e) {
+    e.prev->next = e.next;
+    e.next->prev = e.prev;
+    e.prev = e.next = nullptr;
+    e.list = nullptr;
+    --count;
+  }
+  void push_front(open_file_entry& e) {
+    e.next = head.next;
+    e.prev = &head;
+    head.next->prev = &e;
+    head.next = &e;
+    e.list = this;
+    ++count;
+  }
+  // Closes the least recently used files (never `keep`'s) down to the limit.
+  void trim(const open_file_entry* keep) {
+    while (count > limit && head.prev != &head && head.prev != keep) {
+      open_file_entry& victim = *head.prev;
+      unlink(victim);
+      if (*victim.file && (*victim.file)->sync_error() != 0)
+        *victim.carried_sync_error = (*victim.file)->sync_error();
+      victim.file->reset();
+    }
+  }
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -176,7 +239,11 @@ struct log_segment::impl {
   int64_t base_offset = 0;
   log_config config;
   std::function<int64_t()> clock;
-  std::shared_ptr<segment_file> file;
+  // The open .log (null while closed: see open_file_list); log_path is its current name.
+  mutable std::shared_ptr<segment_file> file;
+  fs::path log_path;
+  mutable open_file_entry lru;
+  mutable int carried_sync_error = 0;
   std::unique_ptr<offset_index> offsets;
   std::unique_ptr<time_index> times;
   fs::path txn_path;
@@ -190,8 +257,39 @@ struct log_segment::impl {
   bool index_files_created = false;
   bool closed = false;
 
+  impl() {
+    lru.file = &file;
+    lru.carried_sync_error = &carried_sync_error;
+  }
+  ~impl() {
+    if (lru.list) lru.list->unlink(lru);
+  }
+  impl(const impl&) = delete;
+  impl& operator=(const impl&) = delete;
+
   int64_t now() const { return clock ? clock() : system_clock_ms(); }
-  int fd() const { return file->fd(); }
+  // The .log handle, opened again if it was closed (a descriptor of -1 when that fails: the read or write
+  // using it fails with EBADF and reports the I/O error).
+  std::shared_ptr<segment_file> open_file() const {
+    auto& list = open_file_list::of_this_thread();
+    if (!file) {
+      const int fd = ::open(log_path.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) return std::shared_ptr<segment_file>(new segment_file(-1, log_path));
+      file = std::shared_ptr<segment_file>(new segment_file(fd, log_path));
+      if (carried_sync_error != 0) file->_sync_error.store(carried_sync_error, std::memory_order_relaxed);
+    }
+    if (lru.list == &list) {
+      if (list.head.next != &lru) {
+        list.unlink(lru);
+        list.push_front(lru);
+      }
+    } else if (lru.list == nullptr) {
+      list.push_front(lru);
+      list.trim(&lru);
+    }
+    return file;
+  }
+  int fd() const { return open_file()->fd(); }
 
   // The first batch whose last offset is >= offset: from the offset index entry at or below it, forward. An
   // entry that does not point at a batch header (a corrupt index) falls back to a scan from the start.
@@ -288,6 +386,7 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
   const int fd = ::open(log_path.c_str(), flags, 0644);
   if (fd < 0) return detail::io_error("cannot open segment", log_path, errno);
   s.file = std::shared_ptr<segment_file>(new segment_file(fd, log_path));
+  s.log_path = log_path;
   struct stat st {};
   if (::fstat(fd, &st) != 0) return detail::io_error("cannot stat segment", log_path, errno);
   if (st.st_size > max_segment_position) {
@@ -326,6 +425,9 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
   } else {
     s.created_ms = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000;
   }
+  // Loading runs on start-up threads: the descriptor is opened again by the thread that uses the segment.
+  if (s.lru.list) s.lru.list->unlink(s.lru);
+  s.file.reset();
   return segment;
 }
 
@@ -356,7 +458,12 @@ bool log_segment::index_files_created() const {
   return _impl->index_files_created;
 }
 std::shared_ptr<const segment_file> log_segment::file() const {
-  return _impl->file;
+  return _impl->open_file();
+}
+int log_segment::sync_error() const {
+  const impl& s = *_impl;
+  if (s.file && s.file->sync_error() != 0) return s.file->sync_error();
+  return s.carried_sync_error;
 }
 offset_index& log_segment::offsets() {
   return *_impl->offsets;
@@ -370,7 +477,7 @@ void log_segment::update_config(const log_config& config) {
 
 status log_segment::append(std::span<const uint8_t> batch, const appended_batch& info) {
   impl& s = *_impl;
-  const fs::path& path = s.file->path();
+  const fs::path& path = s.log_path;
   if (s.closed) return invariant_error("append to a closed segment", path);
   if (batch.empty()) return status::success();
   const int64_t lowest_base = s.size == 0 ? s.base_offset : s.next_offset;
@@ -444,7 +551,7 @@ std::optional<file_slice> log_segment::read(int64_t start_offset, int32_t max_by
   const impl& s = *_impl;
   const auto first = s.locate(start_offset);
   if (!first) return std::nullopt;
-  file_slice slice{s.file, first->position, 0};
+  file_slice slice{s.open_file(), first->position, 0};
   const int64_t limit = std::max(max_bytes, 0);
   int64_t total = 0;
   header_scanner scanner(s.fd(), first->position, s.size);
@@ -490,8 +597,8 @@ result<int64_t> log_segment::truncate_to(int64_t offset) {
     const int64_t cut_offset = std::min(offset, cut->header.base_offset);
     s.offsets->truncate_to(cut_offset);
     s.times->truncate_to(cut_offset);
-    if (detail::truncate_file(s.fd(), cut->position, s.file->path()) != 0)
-      return detail::io_error("cannot truncate", s.file->path(), errno);
+    if (detail::truncate_file(s.fd(), cut->position, s.log_path) != 0)
+      return detail::io_error("cannot truncate", s.log_path, errno);
     removed = s.size - cut->position;
     s.size = cut->position;
   }
@@ -529,7 +636,7 @@ status log_segment::check_indexes() const {
 
 result<segment_recovery> log_segment::recover() {
   impl& s = *_impl;
-  const fs::path& path = s.file->path();
+  const fs::path& path = s.log_path;
   if (auto r = s.reset_indexes(); !r.ok()) return r;
 
   std::vector<uint8_t> buffer;
@@ -605,6 +712,10 @@ result<segment_recovery> log_segment::recover() {
       }
       last_index_position = valid;
     }
+    if (header->partition_leader_epoch >= 0 &&
+        (report.epoch_starts.empty() || header->partition_leader_epoch > report.epoch_starts.back().epoch)) {
+      report.epoch_starts.push_back({header->partition_leader_epoch, header->base_offset});
+    }
     valid += header->size_in_bytes();
     expected_base = header->next_offset();
     report.next_offset = header->next_offset();
@@ -658,14 +769,14 @@ bool log_segment::should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_
 
 status log_segment::flush() {
   impl& s = *_impl;
-  if (auto r = s.file->sync(); !r.ok()) return r;
+  if (auto r = s.open_file()->sync(); !r.ok()) return r;
   if (auto r = s.offsets->flush(); !r.ok()) return r;
   return s.times->flush();
 }
 
 status log_segment::rename_for_deletion() {
   impl& s = *_impl;
-  const fs::path log_path = s.file->path();
+  const fs::path log_path = s.log_path;
   const fs::path deleted_log = with_suffix(log_path, deleted_suffix);
   if (::rename(log_path.c_str(), deleted_log.c_str()) != 0)
     return detail::io_error("cannot rename", log_path, errno);
@@ -674,6 +785,7 @@ status log_segment::rename_for_deletion() {
   const int fd = ::fcntl(s.fd(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return detail::io_error("cannot duplicate the descriptor of", deleted_log, errno);
   s.file = std::shared_ptr<segment_file>(new segment_file(fd, deleted_log));
+  s.log_path = deleted_log;
   if (auto r = s.offsets->rename_to(with_suffix(s.offsets->path(), deleted_suffix)); !r.ok()) return r;
   if (auto r = s.times->rename_to(with_suffix(s.times->path(), deleted_suffix)); !r.ok()) return r;
   const fs::path deleted_txn = with_suffix(s.txn_path, deleted_suffix);
@@ -687,7 +799,7 @@ status log_segment::rename_for_deletion() {
 status log_segment::delete_files() {
   impl& s = *_impl;
   s.closed = true;
-  status first_error = unlink_if_exists(s.file->path());
+  status first_error = unlink_if_exists(s.log_path);
   for (auto r : {s.offsets->close_and_delete(), s.times->close_and_delete(), unlink_if_exists(s.txn_path)}) {
     if (first_error.ok() && !r.ok()) first_error = r;
   }

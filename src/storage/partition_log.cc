@@ -150,7 +150,8 @@ struct partition_log::impl {
 
   // segment.jitter.ms: a random part subtracted from segment.ms for the active segment, so that partitions
   // created together do not all roll at the same moment (Kafka's rollJitterMs).
-  std::mt19937_64 random{std::random_device{}()};
+  // The generator is shared by the thread's logs: a std::mt19937_64 per log would cost 2.5 KiB of every idle
+  // partition.
   int64_t rolling_jitter_ms = 0;
 
   struct pending_delete {
@@ -171,6 +172,7 @@ struct partition_log::impl {
 
   void new_jitter() {
     int64_t bound = std::min(config.segment_jitter_ms, config.segment_ms);
+    static thread_local std::mt19937_64 random{std::random_device{}()};
     rolling_jitter_ms = bound > 0 ? static_cast<int64_t>(random() % static_cast<uint64_t>(bound)) : 0;
   }
 
@@ -283,8 +285,8 @@ struct partition_log::impl {
     auto it = floor_segment(recovery_point);
     if (it == segments.end()) it = segments.begin();
     for (; it != segments.end(); ++it) {
-      const auto& file = it->second->file();
-      if (int err = file->sync_error(); err != 0) return detail::io_error("cannot fsync", file->path(), err);
+      if (int err = it->second->sync_error(); err != 0)
+        return detail::io_error("cannot fsync", it->second->file()->path(), err);
     }
     if (dir_sync_handed_out) {
       if (int err = dir_sync_handed_out->sync_error(); err != 0)
@@ -370,7 +372,7 @@ status partition_log::impl::load(const log_open_options& options) {
 
   // Second pass: open every segment. A missing or corrupt index is rebuilt by rescanning its segment,
   // whatever the shutdown was.
-  std::map<int64_t, int64_t> recovered_at_open;  // base offset -> bytes cut
+  std::map<int64_t, segment_recovery> recovered_at_open;  // by base offset
   for (auto base : bases) {
     auto segment = log_segment::open(dir, base, config, false, clock);
     if (!segment)
@@ -393,7 +395,7 @@ status partition_log::impl::load(const log_open_options& options) {
             tp, "cannot recover segment " + offset_file_stem(base) + ": " + recovered.error().message);
       report.indexes_rebuilt++;
       report.truncated_bytes += recovered->truncated_bytes;
-      recovered_at_open[base] = recovered->truncated_bytes;
+      recovered_at_open[base] = std::move(*recovered);
     }
     segments.emplace(base, std::move(seg));
   }
@@ -407,19 +409,27 @@ status partition_log::impl::load(const log_open_options& options) {
     if (from == segments.end()) from = segments.begin();
     for (auto it = segments.begin(); it != segments.end(); ++it) {
       if (it->first < from->first) continue;
-      int64_t cut = 0;
+      segment_recovery scanned;
       if (auto done = recovered_at_open.find(it->first); done != recovered_at_open.end()) {
-        cut = done->second;  // already rescanned for its index
+        scanned = std::move(done->second);  // already rescanned for its index
       } else {
         auto recovered = it->second->recover();
         if (!recovered) {
           return storage_error(
               tp, "cannot recover segment " + offset_file_stem(it->first) + ": " + recovered.error().message);
         }
-        cut = recovered->truncated_bytes;
-        report.truncated_bytes += cut;
+        scanned = std::move(*recovered);
+        report.truncated_bytes += scanned.truncated_bytes;
       }
+      const int64_t cut = scanned.truncated_bytes;
       report.segments_scanned++;
+      // The epoch checkpoint is written without an fsync (leader_epoch_cache::assign): the batches say which
+      // epochs the recovered data holds (Kafka's LogSegment.recover).
+      for (const auto& e : scanned.epoch_starts) {
+        const auto latest = epochs.latest_epoch();
+        if (latest && e.epoch <= *latest) continue;
+        if (auto st = epochs.assign(e.epoch, e.start_offset); !st.ok()) return storage_error(tp, st.message);
+      }
       if (cut > 0) {
         subsystem_logger("storage")->warn(
             "{}: corruption in segment {}: cut {} bytes, log now ends at offset {}", describe(tp), it->first,
@@ -1071,6 +1081,13 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::impl::hand_out_u
   }
   for (auto& path : m.files_to_sync) files.push_back(segment_file::by_path(std::move(path)));
   m.files_to_sync.clear();
+  // The leader-epoch checkpoint that assign() wrote unsynced is synced in the same job as the data it
+  // describes; until that job completes the recovery point stays below that data, so a crash in between
+  // rebuilds the epochs by the recovery scan.
+  if (auto epochs_path = m.epochs.take_unsynced()) {
+    files.push_back(segment_file::by_path(std::move(*epochs_path)));
+    m.dir_sync_pending = true;
+  }
   if (m.dir_sync_pending) {
     m.dir_sync_handed_out = segment_file::by_path(m.dir);
     files.push_back(m.dir_sync_handed_out);
@@ -1104,6 +1121,10 @@ result<partition_log::sync_work> partition_log::sync_all_work(int64_t now_ms) {
   return sync_work{std::move(files), m.log_end_offset};
 }
 
+void partition_log::mark_sync_failed(const status& error) {
+  (void)_impl->fail(error);
+}
+
 void partition_log::mark_flushed(int64_t offset) {
   auto& m = *_impl;
   if (m.offline()) return;
@@ -1115,6 +1136,7 @@ status partition_log::impl::flush_segments() {
   // Everything up to the log end offset is already durable: nothing to sync (Kafka's flush skips this case
   // too).
   if (recovery_point >= log_end_offset && !dir_sync_pending) return status::success();
+  if (auto st = epochs.sync(); !st.ok()) return storage_error(tp, st.message);
   auto it = floor_segment(recovery_point);
   if (it == segments.end()) it = segments.begin();
   for (; it != segments.end(); ++it) {

@@ -77,6 +77,9 @@ class MalaNode:
         self.proc = None
         self._stderr_file = None
         self.exit_checked = False
+        self.preexec_fn = None  # run in the child before exec (e.g. to raise its open-files limit)
+        # SIGTERM until exit: a clean shutdown flushes every log, which takes longer with thousands of them.
+        self.stop_timeout = SHUTDOWN_TIMEOUT_S
 
     @property
     def bootstrap(self) -> str:
@@ -99,14 +102,15 @@ class MalaNode:
             stdout=self._stderr_file,
             stderr=self._stderr_file,
             cwd=self.work_dir,
+            preexec_fn=self.preexec_fn,
         )
         self.exit_checked = False
         return self
 
-    def start(self, extra_args=()):
+    def start(self, extra_args=(), timeout=STARTUP_TIMEOUT_S):
         """Starts the process and waits until its PLAINTEXT port accepts connections."""
         self.launch(extra_args)
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.exit_checked = True
@@ -114,7 +118,7 @@ class MalaNode:
             if port_accepts(self.port):
                 return self
             time.sleep(0.05)
-        pytest.fail(f"{self.name} did not accept connections on {self.port} within {STARTUP_TIMEOUT_S} s\n"
+        pytest.fail(f"{self.name} did not accept connections on {self.port} within {timeout} s\n"
                     f"{self.log_text()}")
 
     def wait_exit(self, timeout: float) -> int:
@@ -130,14 +134,14 @@ class MalaNode:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> int:
-        """SIGTERM, then wait up to SHUTDOWN_TIMEOUT_S; returns the exit code (SIGKILL and -9 if it hangs)."""
+        """SIGTERM, then wait up to stop_timeout; returns the exit code (SIGKILL and -9 if it hangs)."""
         if self.proc is None:
             return 0
         self.exit_checked = True
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=SHUTDOWN_TIMEOUT_S)
+                self.proc.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)

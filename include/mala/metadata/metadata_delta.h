@@ -56,7 +56,10 @@ class metadata_delta {
   status apply(const metadata_record& record, int64_t offset, int32_t epoch);
 
   // The image with every record applied so far. Returns the base itself when nothing was applied.
-  metadata_image_ptr build() const;
+  metadata_image_ptr build() const&;
+  // The same for a delta that is done: the working copy becomes the image instead of being copied once more
+  // (a copy is O(partitions)).
+  metadata_image_ptr build() &&;
 
   const metadata_image& base() const { return *_base; }
   bool has_changes() const { return _next.has_value(); }

@@ -58,9 +58,12 @@ struct follower_fetcher_options {
   int32_t partition_max_bytes = 1024 * 1024;  // replica.fetch.max.bytes
   int32_t backoff_ms = 1000;                  // replica.fetch.backoff.ms
   int32_t request_timeout_ms = 30'000;        // replica.socket.timeout.ms (added to max_wait_ms)
-  int32_t poll_interval_ms = 100;             // how often the follower replicas are re-read
-  int32_t fetchers_per_leader = 1;            // num.replica.fetchers
-  size_t shard = 0;                           // the shard it runs on: it follows the partitions placed there
+  int32_t poll_interval_ms = 100;             // how often a new metadata image is looked for
+  // The follower replicas are re-read when the metadata image changes (leaderships change only with it) and
+  // at least every this many polls: not every 100 ms for every partition of the node.
+  int32_t rescan_polls = 50;
+  int32_t fetchers_per_leader = 1;  // num.replica.fetchers
+  size_t shard = 0;                 // the shard it runs on: it follows the partitions placed there
   replica_placement placement;
 };
 
@@ -106,7 +109,9 @@ class follower_fetcher {
   // num.replica.fetchers.
   int32_t fetcher_id_of(const topic_partition& tp) const;
   std::map<std::pair<int32_t, int32_t>, std::shared_ptr<loop_state>>
-      _loops;  // by (leader node id, fetcher id)
+      _loops;                                   // by (leader node id, fetcher id)
+  metadata::metadata_image_ptr _scanned_image;  // the image of the last start_missing_loops scan
+  int32_t _polls_since_scan = 0;
 };
 
 }  // namespace mala::replication

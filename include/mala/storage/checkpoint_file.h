@@ -37,9 +37,12 @@ struct epoch_entry {
   int64_t start_offset = 0;
   friend bool operator==(const epoch_entry&, const epoch_entry&) = default;
 };
-status write_epoch_checkpoint(const std::filesystem::path& path, const std::vector<epoch_entry>& entries);
+status write_epoch_checkpoint(const std::filesystem::path& path, const std::vector<epoch_entry>& entries,
+                              file_sync sync = file_sync::now);
 result<std::vector<epoch_entry>> read_epoch_checkpoint(const std::filesystem::path& path);
 
+// Not fsynced (file_sync::later): the file guards against serving a deleted topic's data under a
+// re-created topic of the same name; a power loss right after the creation can lose it, never records.
 status write_partition_metadata(const std::filesystem::path& dir, const uuid& topic_id);
 // nullopt when the file does not exist.
 result<std::optional<uuid>> read_partition_metadata(const std::filesystem::path& dir);

@@ -1,6 +1,7 @@
-// The leader epoch cache of a partition (Kafka's LeaderEpochFileCache): for every leader epoch the first offset
-// written in it, persisted in leader-epoch-checkpoint. Followers use end_offset_for_epoch (OffsetForLeaderEpoch /
-// Fetch DivergingEpoch) to find where their log diverges from the leader's. Touched only by the owning shard.
+// The leader epoch cache of a partition (Kafka's LeaderEpochFileCache): for every leader epoch the first
+// offset written in it, persisted in leader-epoch-checkpoint. Followers use end_offset_for_epoch
+// (OffsetForLeaderEpoch / Fetch DivergingEpoch) to find where their log diverges from the leader's. Touched
+// only by the owning shard.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@ struct epoch_end_offset {
   // The largest epoch <= the requested one; the requested one itself when it is below every cached epoch (as
   // Kafka answers); -1 (UNDEFINED_EPOCH) when it is undefined or above every cached epoch.
   int32_t epoch = -1;
-  int64_t end_offset = -1;   // the start offset of the next larger epoch, or the log end offset; -1 if none
+  int64_t end_offset = -1;  // the start offset of the next larger epoch, or the log end offset; -1 if none
   friend bool operator==(const epoch_end_offset&, const epoch_end_offset&) = default;
 };
 
@@ -26,9 +27,18 @@ class leader_epoch_cache {
   // Loads the checkpoint in `partition_dir` (missing file: empty cache).
   static result<leader_epoch_cache> load(const std::filesystem::path& partition_dir);
 
-  // Records that `epoch` starts at `start_offset`. An epoch not larger than the latest, or an offset smaller than
-  // the latest's, replaces the entries it conflicts with (Kafka's assign()). Persists on change.
+  // Records that `epoch` starts at `start_offset`. An epoch not larger than the latest, or an offset smaller
+  // than the latest's, replaces the entries it conflicts with (Kafka's assign()). Writes the checkpoint on
+  // change, without an fsync (every partition gets a new epoch when its leader restarts: two fsyncs each made
+  // a restart with 20,000 partitions take minutes). The batches carry their epoch, so recovery after an
+  // unclean shutdown rebuilds what a lost write held (partition_log's recovery scan), as Kafka's
+  // LogSegment.recover does; the log's flush syncs it (off the shard) with the data it describes.
   status assign(int32_t epoch, int64_t start_offset);
+  // fsyncs the checkpoint if an assign() wrote it since the last sync (a blocking flush).
+  status sync();
+  // The checkpoint's path if an assign() wrote it unsynced since: the caller syncs it and its directory (a
+  // background flush). Clears the mark.
+  std::optional<std::filesystem::path> take_unsynced();
   std::optional<epoch_entry> latest() const;
   std::optional<int32_t> latest_epoch() const;
   // Kafka's endOffsetFor(requestedEpoch, logEndOffset).
@@ -43,9 +53,10 @@ class leader_epoch_cache {
   const std::vector<epoch_entry>& entries() const { return _entries; }
 
  private:
-  status persist() const;
+  status persist(file_sync durability);
   std::filesystem::path _path;
   std::vector<epoch_entry> _entries;
+  bool _unsynced = false;
 };
 
 }  // namespace mala::storage

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mala/common/result.h"
+#include "mala/storage/checkpoint_file.h"
 #include "mala/storage/log_config.h"
 #include "mala/storage/offset_index.h"
 #include "mala/storage/time_index.h"
@@ -69,6 +70,9 @@ struct segment_recovery {
   int64_t truncated_bytes = 0;  // how much was cut (torn or corrupt tail)
   int64_t next_offset = 0;      // last offset of the last valid batch + 1 (base offset if empty)
   int32_t valid_batches = 0;
+  // (leader epoch, base offset) of each valid batch whose epoch is above every earlier batch's here: what the
+  // leader epoch cache must hold for this segment (Kafka's LogSegment.recover assigns them).
+  std::vector<epoch_entry> epoch_starts;
 };
 
 class log_segment {
@@ -97,6 +101,8 @@ class log_segment {
   // does).
   bool index_files_created() const;
   std::shared_ptr<const segment_file> file() const;
+  // The error of a failed background fsync of the .log (0 if none), without opening a closed descriptor.
+  int sync_error() const;
   offset_index& offsets();
   time_index& times();
   // A topic config change reaching an open segment (the owning partition_log passes its new config to every

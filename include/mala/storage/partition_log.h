@@ -179,6 +179,9 @@ class partition_log {
   };
   result<sync_work> sync_all_work(int64_t now_ms);
   void mark_flushed(int64_t offset);
+  // A sync of the work handed out failed: the log goes offline (the data it covered may never be durable).
+  // Also found by the next flush_work() through the file's error, unless its descriptor was closed since.
+  void mark_sync_failed(const status& error);
   // Synchronous flush of everything (tests, clean shutdown).
   status flush();
   // Clean close: flushes, trims indexes. A flush that fails leaves the log offline (no listener) and the

@@ -67,6 +67,21 @@ asio::awaitable<void> alter_partition_manager::run(std::shared_ptr<shared_state>
   }
 }
 
+const std::vector<topic_partition>& alter_partition_manager::candidates(
+    const metadata::metadata_image_ptr& image) {
+  if (image == _candidates_image && ++_rounds_since_rescan < _options.rescan_rounds) return _candidates;
+  _candidates_image = image;
+  _rounds_since_rescan = 0;
+  _candidates.clear();
+  for (const auto& tp : _replicas.partitions()) {
+    if (_options.placement.shard_of(tp) != _options.shard) continue;
+    const auto* p = _replicas.get(tp);
+    if (!p || !p->is_leader()) continue;
+    if (p->replicas().size() > 1 || p->leader_recovery_state() != 0) _candidates.push_back(tp);
+  }
+  return _candidates;
+}
+
 asio::awaitable<void> alter_partition_manager::send_round() {
   const int64_t broker_epoch = _options.broker_epoch ? _options.broker_epoch() : -1;
   const metadata::metadata_image_ptr image = _metadata.current();
@@ -80,8 +95,7 @@ asio::awaitable<void> alter_partition_manager::send_round() {
   std::map<std::string, size_t> topic_index;  // by name
   std::vector<std::pair<uuid, std::string>> topic_names;
   std::vector<topic_partition> proposed;
-  for (const auto& tp : _replicas.partitions()) {
-    if (_options.placement.shard_of(tp) != _options.shard) continue;
+  for (const auto& tp : candidates(image)) {
     auto* p = _replicas.get(tp);
     if (!p || !p->is_leader()) continue;
     auto proposal = p->propose_isr_change(now, eligible);

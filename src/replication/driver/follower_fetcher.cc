@@ -118,7 +118,12 @@ void follower_fetcher::stop() {
 asio::awaitable<void> follower_fetcher::poll(std::shared_ptr<shared_state> state) {
   asio::steady_timer timer(_io);
   while (!state->stopped) {
-    start_missing_loops();
+    auto image = _metadata.current();
+    if (image != _scanned_image || ++_polls_since_scan >= _options.rescan_polls) {
+      _scanned_image = std::move(image);
+      _polls_since_scan = 0;
+      start_missing_loops();
+    }
     co_await sleep_for(timer, _options.poll_interval_ms);
   }
 }

@@ -817,6 +817,30 @@ TEST_F(partition_log_test, crash_recovery_cuts_exactly_the_torn_tail) {
   EXPECT_EQ(append(*log, make_batch(1), 1).first_offset, leo);
 }
 
+// assign() writes the epoch checkpoint without an fsync, so a power loss can leave an older one; the batches
+// recovered after an unclean shutdown carry their epochs and put the lost entries back.
+TEST_F(partition_log_test, unclean_recovery_rebuilds_epochs_a_lost_checkpoint_write_held) {
+  auto batch_size = static_cast<int32_t>(make_batch(2).size());
+  _config.segment_bytes = batch_size * 3;
+  {
+    auto log = open();
+    for (int i = 0; i < 4; ++i) append(*log, make_batch(2), 1);
+    for (int i = 0; i < 3; ++i) append(*log, make_batch(2), 4);
+    append(*log, make_batch(2), 7);
+    ASSERT_EQ(log->epochs().entries(), (std::vector<epoch_entry>{{1, 0}, {4, 8}, {7, 14}}));
+  }
+  // The checkpoint as an earlier write left it (only epoch 1).
+  ASSERT_TRUE(write_epoch_checkpoint(_dir / "leader-epoch-checkpoint", {{1, 0}}).ok());
+  auto log = open(options(false, 0));
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->epochs().entries(), (std::vector<epoch_entry>{{1, 0}, {4, 8}, {7, 14}}));
+  EXPECT_EQ(log->epochs().end_offset_for_epoch(4, log->log_end_offset()), (epoch_end_offset{4, 14}));
+  // The rebuilt entries are on disk for the next start.
+  auto stored = read_epoch_checkpoint(_dir / "leader-epoch-checkpoint");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(*stored, (std::vector<epoch_entry>{{1, 0}, {4, 8}, {7, 14}}));
+}
+
 TEST_F(partition_log_test, corruption_in_an_older_segment_drops_everything_after_it) {
   auto batch_size = static_cast<int32_t>(make_batch(2).size());
   _config.segment_bytes = batch_size * 3;
