@@ -680,9 +680,12 @@ TEST_F(partition_log_test, a_roll_makes_a_flush_due_that_syncs_the_listeners_fil
   append(*log, make_batch(1));                 // rolls
   ASSERT_EQ(log->segment_count(), 2u);
   auto work = log->flush_work(_now);
-  ASSERT_EQ(work.size(), 4u);  // both segments (nothing flushed yet), the snapshot, the directory
+  // Both segments (nothing flushed yet), the snapshot, the leader-epoch checkpoint of the first batch's epoch
+  // (written unsynced), the directory.
+  ASSERT_EQ(work.size(), 5u);
   EXPECT_EQ(work[2]->path(), written);
-  EXPECT_EQ(work[3]->path(), _dir);
+  EXPECT_EQ(work[3]->path(), _dir / "leader-epoch-checkpoint");
+  EXPECT_EQ(work[4]->path(), _dir);
   for (const auto& f : work) EXPECT_TRUE(f->sync().ok()) << f->path();
   log->mark_flushed(3);
   EXPECT_EQ(log->recovery_point(), 3);
@@ -699,8 +702,12 @@ TEST_F(partition_log_test, flush_by_message_count) {
   EXPECT_TRUE(log->flush_work(_now).empty());
   append(*log, make_batch(1));
   auto work = log->flush_work(_now);
-  ASSERT_EQ(work.size(), 1u);
-  EXPECT_TRUE(work[0]->sync().ok());
+  // The segment, and with it the leader-epoch checkpoint its first batch's epoch wrote unsynced and the
+  // directory holding the checkpoint's new name.
+  ASSERT_EQ(work.size(), 3u);
+  EXPECT_EQ(work[1]->path(), _dir / "leader-epoch-checkpoint");
+  EXPECT_EQ(work[2]->path(), _dir);
+  for (const auto& f : work) EXPECT_TRUE(f->sync().ok()) << f->path();
   // Not handed out twice while it runs.
   EXPECT_TRUE(log->flush_work(_now).empty());
   EXPECT_EQ(log->recovery_point(), 0);
@@ -708,6 +715,23 @@ TEST_F(partition_log_test, flush_by_message_count) {
   EXPECT_EQ(log->recovery_point(), 3);
   log->mark_flushed(2);
   EXPECT_EQ(log->recovery_point(), 3);
+  // More batches of the same epoch: only the segment.
+  append(*log, make_batch(3));
+  ASSERT_EQ(log->flush_work(_now).size(), 1u);
+}
+
+// A sync of handed-out work that failed (reported by the caller that ran it off the shard) takes the log
+// offline: the data it covered may never be durable, so nothing more is appended or flushed.
+TEST_F(partition_log_test, a_failed_background_sync_takes_the_log_offline) {
+  _config.flush_messages = 1;
+  auto log = open();
+  append(*log, make_batch(1));
+  ASSERT_FALSE(log->flush_work(_now).empty());
+  log->mark_sync_failed(status::error(error_code::kafka_storage_error, "injected fsync failure"));
+  EXPECT_TRUE(log->is_offline());
+  log->mark_flushed(1);
+  EXPECT_EQ(log->recovery_point(), 0);
+  EXPECT_TRUE(log->flush_work(_now).empty());
 }
 
 TEST_F(partition_log_test, flush_by_time) {
@@ -715,7 +739,7 @@ TEST_F(partition_log_test, flush_by_time) {
   auto log = open();
   append(*log, make_batch(1));
   EXPECT_TRUE(log->flush_work(_now + 999).empty());
-  EXPECT_EQ(log->flush_work(_now + 1000).size(), 1u);
+  EXPECT_EQ(log->flush_work(_now + 1000).size(), 3u);  // the segment, the epoch checkpoint, the directory
   log->mark_flushed(log->log_end_offset());
   EXPECT_EQ(log->recovery_point(), 1);
   // Nothing new: nothing to do.
