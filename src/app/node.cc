@@ -115,7 +115,11 @@ void node::open_replicas() {
       });
   _publisher = std::make_unique<broker::metadata_publisher>(
       _config.node_id(), replicas_by_shard(), _placement, _shards.get(), _metadata,
-      [this](std::string_view property) { return static_property(_config, property); });
+      [this](std::string_view property) { return static_property(_config, property); }, _logs.get());
+  // The group coordinator follows the images the replicas were given (its __consumer_offsets replicas exist).
+  _publisher->set_published_listener([this](const metadata::metadata_image_ptr& image) {
+    if (_groups) _groups->on_metadata(*image);
+  });
 }
 
 std::vector<replication::replica_manager*> node::replicas_by_shard() const {
@@ -347,6 +351,7 @@ asio::awaitable<void> node::stop() {
   if (_lifecycle) co_await _lifecycle->controlled_shutdown(controlled_shutdown_timeout_ms);
   // 2. Nothing new is served or scheduled.
   _server->stop();
+  _publisher->stop();
   _maintenance->stop();
   if (_groups) _groups->stop();
   _controller_work_timer->cancel();
@@ -407,10 +412,9 @@ status node::close() {
   return status::success();
 }
 
-// Every image the quorum commits: to the replicas (through the publisher) and the group coordinator.
+// Every image the quorum commits: to the replicas, then the group coordinator (the publisher's listener).
 void node::publish(const metadata::metadata_image_ptr& image) {
   _publisher->publish(image);
-  if (_groups) _groups->on_metadata(*image);
 }
 
 // A lone voter that becomes active finds this node's broker registered by an earlier process of this node

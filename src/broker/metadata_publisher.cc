@@ -6,6 +6,9 @@
 #include <memory>
 #include <set>
 
+#include <asio/post.hpp>
+#include <asio/thread_pool.hpp>
+
 #include "mala/common/logging.h"
 #include "mala/controller/topic_config.h"
 
@@ -89,16 +92,39 @@ int32_t effective_min_insync_replicas(const metadata::metadata_image& image, con
   return std::max(1, min_isr);
 }
 
+// The publisher's thread, on which missing logs are created.
+struct metadata_publisher::log_creator {
+  asio::thread_pool thread{1};
+};
+
 metadata_publisher::metadata_publisher(int32_t node_id,
                                        std::vector<replication::replica_manager*> replicas_by_shard,
                                        replication::replica_placement placement, net::shard_pool* shards,
-                                       metadata::metadata_cache& cache, static_property_lookup static_config)
+                                       metadata::metadata_cache& cache, static_property_lookup static_config,
+                                       storage::log_manager* logs)
     : _node_id(node_id),
       _replicas_by_shard(std::move(replicas_by_shard)),
       _placement(placement),
       _shards(shards),
       _cache(cache),
-      _static_config(std::move(static_config)) {}
+      _static_config(std::move(static_config)),
+      _logs(logs) {
+  if (_logs && _shards) _creator = std::make_unique<log_creator>();
+}
+
+metadata_publisher::~metadata_publisher() {
+  stop();
+}
+
+void metadata_publisher::stop() {
+  _alive->store(false);
+  if (_creator) _creator->thread.join();
+}
+
+void metadata_publisher::set_published_listener(
+    std::function<void(const metadata::metadata_image_ptr&)> listener) {
+  _published_listener = std::move(listener);
+}
 
 // A partition of the image with a replica on this node, as the shard owning it is told of it.
 struct metadata_publisher::hosted_replica {
@@ -111,6 +137,14 @@ struct metadata_publisher::hosted_replica {
 };
 
 void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
+  _latest = image;
+  if (_creating) return;  // the job's completion publishes the latest image
+  publish_latest();
+}
+
+void metadata_publisher::publish_latest() {
+  if (!_alive->load()) return;
+  const metadata::metadata_image_ptr image = _latest;
   const metadata::metadata_image_ptr previous = _cache.current();
 
   // On this (the home) shard: what changed, per owning shard. The image is immutable: the shards read it.
@@ -145,6 +179,45 @@ void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
     }
   }
 
+  // Logs to create first, off the shards: hosted replicas without a log (not retried when the last job
+  // could not create them: the shard's apply then reports why).
+  if (_creator) {
+    struct missing_log {
+      replication::topic_partition tp;
+      uuid topic_id;
+      replication::log_config config;
+    };
+    std::vector<missing_log> missing;
+    for (const auto& hosted : by_shard) {
+      for (const auto& h : hosted) {
+        replication::topic_partition tp{*h.topic, h.state->partition};
+        if (h.apply_only_if_missing || _attempted.count(tp) || _logs->get(tp) || _logs->is_offline(tp))
+          continue;
+        missing.push_back({std::move(tp), h.metadata->id, *h.log_config});
+      }
+    }
+    _attempted.clear();
+    if (!missing.empty()) {
+      _creating = true;
+      for (const auto& m : missing) _attempted.insert(m.tp);
+      subsystem_logger("broker")->info("creating {} log(s) before publishing metadata offset {}",
+                                       missing.size(), image->metadata_offset);
+      asio::post(_creator->thread, [this, alive = _alive, missing = std::move(missing)] {
+        for (const auto& m : missing) {
+          if (!alive->load()) return;
+          // Failures are reported by the shard's apply, which tries once more.
+          (void)_logs->create(m.tp, m.topic_id, m.config);
+        }
+        asio::post(_shards->context(0), [this, alive] {
+          if (!alive->load()) return;
+          _creating = false;
+          publish_latest();
+        });
+      });
+      return;
+    }
+  }
+
   // On each shard: its replicas become leaders or followers, and the ones no longer hosted go.
   auto apply_on = [&](size_t shard) {
     if (shard >= _replicas_by_shard.size() || !_replicas_by_shard[shard]) return;
@@ -156,6 +229,7 @@ void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
     for (size_t shard = 0; shard < by_shard.size(); ++shard) apply_on(shard);
   }
   _cache.publish(image);
+  if (_published_listener) _published_listener(image);
 }
 
 void metadata_publisher::apply(replication::replica_manager& replicas,

@@ -8,12 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
-#include <thread>
 
 #include "mala/common/logging.h"
 #include "mala/protocol/record_batch.h"
@@ -115,10 +116,13 @@ class header_scanner {
 };
 
 // The .log descriptors a thread keeps open, least recently used last. A segment opens its file when it is
-// used and keeps it until the thread's list is over its limit: an idle partition holds no descriptor, so a
-// node serves more partitions than its open-files limit (20,000 partitions would otherwise need 20,000
-// descriptors at once). Handles already given out (file_slice, flush work) keep their descriptor. Only the
-// thread that uses a segment moves or evicts its entry (a segment is used by its owning shard).
+// used and keeps it until the node has more open than its budget (half the open-files limit): an idle
+// partition holds no descriptor, so a node serves more partitions than its open-files limit (20,000
+// partitions would otherwise need 20,000 descriptors at once). The budget is one count for all threads; a
+// thread over it closes its own least recently used files (a shard closes what it opened; a thread that only
+// passes by, as the shutdown's, keeps hardly any). Handles already given out (file_slice, flush work) keep
+// their descriptor. Only the thread that uses a segment moves or evicts its entry (a segment is used by its
+// owning shard); each list has a mutex, uncontended but for segments closed from another thread (shutdown).
 struct open_file_list;
 struct open_file_entry {
   open_file_entry* prev = nullptr;
@@ -128,46 +132,70 @@ struct open_file_entry {
   int* carried_sync_error = nullptr;              // where a failed background fsync is remembered
 };
 
-size_t open_files_per_thread() {
+size_t open_file_budget() {
   rlimit limit{};
   size_t soft = 1024;
   if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) soft = limit.rlim_cur;
-  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
-  // Half the limit for log segments, shared by the shard threads; sockets, indexes being resized, checkpoints
-  // and the metadata log take the rest.
-  return std::max<size_t>(64, soft / 2 / threads);
+  // Half the limit for log segments; sockets, indexes being mapped or synced, checkpoints and the metadata
+  // log take the rest.
+  return std::max<size_t>(64, soft / 2);
 }
 
+// The .log descriptors open in all lists, and the most there may be.
+std::atomic<size_t> open_file_count{0};
+const size_t open_file_limit = open_file_budget();
+
 struct open_file_list {
+  std::mutex mutex;
   open_file_entry head;
   size_t count = 0;
-  size_t limit = open_files_per_thread();
 
   open_file_list() { head.prev = head.next = &head; }
+  // A thread that ends leaves its segments without a list (they may outlive it).
+  ~open_file_list() {
+    std::lock_guard guard(mutex);
+    while (head.next != &head) unlink_locked(*head.next);
+  }
   static open_file_list& of_this_thread() {
     thread_local open_file_list list;
     return list;
   }
-  void unlink(open_file_entry& e) {
+  void unlink_locked(open_file_entry& e) {
     e.prev->next = e.next;
     e.next->prev = e.prev;
     e.prev = e.next = nullptr;
     e.list = nullptr;
     --count;
+    open_file_count.fetch_sub(1, std::memory_order_relaxed);
   }
-  void push_front(open_file_entry& e) {
+  void unlink(open_file_entry& e) {
+    std::lock_guard guard(mutex);
+    unlink_locked(e);
+  }
+  void push_front_locked(open_file_entry& e) {
     e.next = head.next;
     e.prev = &head;
     head.next->prev = &e;
     head.next = &e;
     e.list = this;
     ++count;
+    open_file_count.fetch_add(1, std::memory_order_relaxed);
   }
-  // Closes the least recently used files (never `keep`'s) down to the limit.
-  void trim(const open_file_entry* keep) {
-    while (count > limit && head.prev != &head && head.prev != keep) {
+  // `e` (already open) becomes the most recently used; a new entry may close others of this list while the
+  // node is over its budget (never `e`'s).
+  void touch(open_file_entry& e) {
+    std::lock_guard guard(mutex);
+    if (e.list == this) {
+      if (head.next == &e) return;
+      unlink_locked(e);
+      push_front_locked(e);
+      return;
+    }
+    push_front_locked(e);
+    while (open_file_count.load(std::memory_order_relaxed) > open_file_limit && head.prev != &head &&
+           head.prev != &e) {
       open_file_entry& victim = *head.prev;
-      unlink(victim);
+      unlink_locked(victim);
       if (*victim.file && (*victim.file)->sync_error() != 0)
         *victim.carried_sync_error = (*victim.file)->sync_error();
       victim.file->reset();
@@ -278,15 +306,8 @@ struct log_segment::impl {
       file = std::shared_ptr<segment_file>(new segment_file(fd, log_path));
       if (carried_sync_error != 0) file->_sync_error.store(carried_sync_error, std::memory_order_relaxed);
     }
-    if (lru.list == &list) {
-      if (list.head.next != &lru) {
-        list.unlink(lru);
-        list.push_front(lru);
-      }
-    } else if (lru.list == nullptr) {
-      list.push_front(lru);
-      list.trim(&lru);
-    }
+    // An entry in another thread's list (a segment passed to another thread, as at shutdown) stays there.
+    if (lru.list == &list || lru.list == nullptr) list.touch(lru);
     return file;
   }
   int fd() const { return open_file()->fd(); }

@@ -8,11 +8,21 @@
 // Threads: publish() runs on the home shard (the controller's and the metadata loader's). Each shard's
 // replica manager is updated on its own shard (net::shard_pool::run_on_each_and_wait, the home shard
 // blocking until every shard applied the image), then the image is published to the cache.
+//
+// No log is created on a shard (issue 20: no blocking file work there): when an image names replicas whose
+// logs do not exist yet, the publisher's own thread creates them (storage::log_manager locks for itself),
+// then the home shard publishes the latest image. Until then the cache keeps the previous image, as Kafka's
+// metadata publisher applies an image's log creations before the next image: a client does not see a new
+// partition before it is hosted, and a CreateTopics of thousands of partitions does not stall the home
+// shard (its heartbeats, its connections) for the seconds their files take.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,14 +49,27 @@ class metadata_publisher {
  public:
   // replicas_by_shard: the replica manager of each shard (placement says which partition goes where);
   // shards null: every manager is updated in place (unit tests).
+  // logs: when given (with shards), missing logs are created on the publisher's thread first.
   metadata_publisher(int32_t node_id, std::vector<replication::replica_manager*> replicas_by_shard,
                      replication::replica_placement placement, net::shard_pool* shards,
-                     metadata::metadata_cache& cache, static_property_lookup static_config);
+                     metadata::metadata_cache& cache, static_property_lookup static_config,
+                     storage::log_manager* logs = nullptr);
+  ~metadata_publisher();
+  metadata_publisher(const metadata_publisher&) = delete;
+  metadata_publisher& operator=(const metadata_publisher&) = delete;
 
+  // The image replaces the one to publish; published at once unless logs are being created (then once
+  // they are, with whatever image is latest by then).
   void publish(const metadata::metadata_image_ptr& image);
+  // Called on the home shard with every image once it is published (the group coordinator follows it).
+  void set_published_listener(std::function<void(const metadata::metadata_image_ptr&)> listener);
+  // Ends the log-creating thread (waits for a creation in progress); nothing is published after.
+  void stop();
 
  private:
   struct hosted_replica;
+  struct log_creator;
+  void publish_latest();
   // On the shard of `replicas`: applies what the image says of the replicas it holds.
   static void apply(replication::replica_manager& replicas, const std::vector<hosted_replica>& hosted);
 
@@ -56,6 +79,13 @@ class metadata_publisher {
   net::shard_pool* _shards;
   metadata::metadata_cache& _cache;
   static_property_lookup _static_config;
+  storage::log_manager* _logs;
+  std::unique_ptr<log_creator> _creator;  // the publisher's thread, when logs are created off the shards
+  metadata::metadata_image_ptr _latest;   // the image to publish (home shard only)
+  bool _creating = false;                 // a creation job is out; its completion publishes _latest
+  std::set<replication::topic_partition> _attempted;  // created (or failed) by the last job: not retried
+  std::function<void(const metadata::metadata_image_ptr&)> _published_listener;
+  std::shared_ptr<std::atomic<bool>> _alive = std::make_shared<std::atomic<bool>>(true);
 };
 
 }  // namespace mala::broker

@@ -6,9 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <asio/post.hpp>
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <random>
+#include <thread>
 
+#include "mala/common/current_shard.h"
+#include "mala/net/shard_pool.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/log_manager.h"
 
@@ -192,6 +198,115 @@ TEST_F(metadata_publisher_test, dynamic_broker_defaults_reach_topics_without_an_
   EXPECT_EQ(log_config().segment_bytes, 536870912);
   remove(config_resource_type::broker, "", "min.insync.replicas");
   EXPECT_EQ(partition().min_insync_replicas(), 1);
+}
+
+// Issue 20: no log is created on a shard. An image naming replicas without logs is not applied on the home
+// shard: publish() returns at once, the publisher's thread creates the logs, then the home shard applies the
+// latest image on every shard and publishes it; a client never sees a partition that is not hosted yet. An
+// image whose logs all exist is applied in place.
+TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_before_the_image_is_published) {
+  const fs::path root =
+      fs::temp_directory_path() / ("mala-publisher-shards-test-" + std::to_string(std::random_device{}()));
+  storage::log_manager_options o;
+  o.dirs = {root / "data"};
+  o.clock_ms = [] { return now_ms; };
+  auto opened = storage::log_manager::open(std::move(o));
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  auto logs = std::move(*opened);
+  net::shard_pool shards(2);
+  std::vector<std::unique_ptr<replication::replica_manager>> replicas;
+  for (int shard = 0; shard < 2; ++shard) {
+    replication::replica_manager_options r;
+    r.local_replica_id = self;
+    r.clock_ms = [] { return now_ms; };
+    r.shard = shard;
+    replicas.push_back(std::make_unique<replication::replica_manager>(*logs, r));
+  }
+  const replication::replica_placement placement(2);
+  metadata::metadata_cache cache;
+  cache.publish(std::make_shared<const metadata::metadata_image>());
+  auto publisher = std::make_unique<metadata_publisher>(
+      self, std::vector<replication::replica_manager*>{replicas[0].get(), replicas[1].get()}, placement,
+      &shards, cache, [](std::string_view) -> std::optional<std::string> { return std::nullopt; },
+      logs.get());
+  std::vector<metadata::metadata_image_ptr> published;  // on shard 0
+  publisher->set_published_listener(
+      [&](const metadata::metadata_image_ptr& image) { published.push_back(image); });
+  shards.start();
+
+  constexpr int32_t partitions = 64;
+  const uuid topic_id = uuid::random();
+  auto image_with_epoch = [&](int32_t epoch) {
+    metadata::metadata_image image;
+    image.brokers[self].id = self;
+    metadata::topic_metadata topic;
+    topic.name = "many";
+    topic.id = topic_id;
+    for (int32_t i = 0; i < partitions; ++i) {
+      metadata::partition_state p;
+      p.partition = i;
+      p.leader = self;
+      p.leader_epoch = epoch;
+      p.partition_epoch = epoch;
+      p.replicas = {self};
+      p.isr = {self};
+      topic.partitions.push_back(p);
+    }
+    image.topics["many"] = topic;
+    image.metadata_offset = epoch;
+    return std::make_shared<const metadata::metadata_image>(std::move(image));
+  };
+  // Publishes on shard 0 (the home shard); returns whether the cache had the image when publish() returned.
+  auto publish_on_home = [&](const metadata::metadata_image_ptr& image) {
+    std::promise<bool> done;
+    asio::post(shards.context(0), [&] {
+      publisher->publish(image);
+      done.set_value(cache.current() == image);
+    });
+    return done.get_future().get();
+  };
+  auto wait_published = [&](const metadata::metadata_image_ptr& image) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (cache.current() != image && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return cache.current() == image;
+  };
+  // Every partition hosted by the manager of its shard, checked on that shard.
+  auto hosted_on_their_shards = [&] {
+    std::atomic<int> hosted{0};
+    shards.run_on_each_and_wait([&](size_t shard) {
+      for (int32_t i = 0; i < partitions; ++i) {
+        if (placement.shard_of("many", i) != shard) continue;
+        auto* p = replicas[shard]->get({"many", i});
+        if (p && p->is_leader() &&
+            p->leader_epoch() == cache.current()->topics.at("many").partitions[i].leader_epoch)
+          ++hosted;
+      }
+    });
+    return hosted.load();
+  };
+
+  auto first = image_with_epoch(1);
+  EXPECT_FALSE(publish_on_home(first));  // 64 logs to create: not on the home shard
+  ASSERT_TRUE(wait_published(first));
+  EXPECT_EQ(logs->partitions().size(), static_cast<size_t>(partitions));
+  EXPECT_EQ(hosted_on_their_shards(), partitions);
+
+  auto second = image_with_epoch(2);  // every log exists: applied in place
+  EXPECT_TRUE(publish_on_home(second));
+  EXPECT_EQ(hosted_on_their_shards(), partitions);
+
+  std::promise<std::vector<metadata::metadata_image_ptr>> seen;
+  asio::post(shards.context(0), [&] { seen.set_value(published); });
+  EXPECT_EQ(seen.get_future().get(), (std::vector<metadata::metadata_image_ptr>{first, second}));
+
+  publisher->stop();
+  shards.stop();
+  shards.join();
+  publisher.reset();
+  replicas.clear();
+  logs.reset();
+  fs::remove_all(root);
 }
 
 }  // namespace
