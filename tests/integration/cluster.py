@@ -187,7 +187,6 @@ class Cluster:
                 if n.node_id not in broker_only:
                     n.extra_args = ["--initial-controllers", self.initial_controllers]
             n.config.update(extra_config or {})
-        self.preexec_fn = None  # run in each node's process before exec (e.g. to raise its open-files limit)
         self._api_versions = {}  # node id -> {api key: (min, max)}, reset at each start
         self.last_probe = {}  # node id -> last DescribeQuorum answer or error (shown when a wait times out)
 
@@ -227,8 +226,7 @@ class Cluster:
         n._log_file.flush()
         n.proc = subprocess.Popen([str(MALA_BIN), "--config", str(n.config_path), *n.extra_args],
                                   stdin=subprocess.DEVNULL,
-                                  stdout=n._log_file, stderr=n._log_file, cwd=self.work_dir,
-                                  preexec_fn=self.preexec_fn)
+                                  stdout=n._log_file, stderr=n._log_file, cwd=self.work_dir)
         _live_procs.add(n.proc)
         n.paused = False
         n.expected_exit = False

@@ -77,7 +77,6 @@ class MalaNode:
         self.proc = None
         self._stderr_file = None
         self.exit_checked = False
-        self.preexec_fn = None  # run in the child before exec (e.g. to raise its open-files limit)
         # SIGTERM until exit: a clean shutdown flushes every log, which takes longer with thousands of them.
         self.stop_timeout = SHUTDOWN_TIMEOUT_S
 
@@ -102,7 +101,6 @@ class MalaNode:
             stdout=self._stderr_file,
             stderr=self._stderr_file,
             cwd=self.work_dir,
-            preexec_fn=self.preexec_fn,
         )
         self.exit_checked = False
         return self
