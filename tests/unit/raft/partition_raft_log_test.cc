@@ -396,10 +396,15 @@ TEST_F(partition_raft_log_snapshot_test,
   auto work = log->flush_work();
   ASSERT_TRUE(work.ok()) << work.error().message;
   EXPECT_EQ(work->end_offset, log->end_offset());
-  EXPECT_EQ(work->files.size(), log->partition().segment_count() + 1);
+  // Every segment, the leader-epoch checkpoint (written unsynced when epoch 1 began) and the directory.
+  EXPECT_EQ(work->files.size(), log->partition().segment_count() + 2);
   EXPECT_EQ(std::count_if(work->files.begin(), work->files.end(),
                           [&](const auto& f) { return f->path() == partition_dir(); }),
             1);
+  EXPECT_EQ(
+      std::count_if(work->files.begin(), work->files.end(),
+                    [&](const auto& f) { return f->path() == partition_dir() / "leader-epoch-checkpoint"; }),
+      1);
   std::thread syncer([&] {
     for (const auto& f : work->files) EXPECT_TRUE(f->sync().ok()) << f->path();
   });
