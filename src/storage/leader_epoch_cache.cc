@@ -106,7 +106,7 @@ status leader_epoch_cache::truncate_from_end(int64_t end_offset) {
   if (end_offset < 0 || _entries.empty() || _entries.back().start_offset < end_offset)
     return status::success();
   while (!_entries.empty() && _entries.back().start_offset >= end_offset) _entries.pop_back();
-  return persist(file_sync::now);
+  return persist(file_sync::later);
 }
 
 status leader_epoch_cache::truncate_from_start(int64_t start_offset) {
@@ -121,12 +121,12 @@ status leader_epoch_cache::truncate_from_start(int64_t start_offset) {
   if (first_kept == std::next(_entries.begin()) && _entries.front() == moved) return status::success();
   _entries.erase(_entries.begin(), first_kept);
   _entries.insert(_entries.begin(), moved);
-  return persist(file_sync::now);
+  return persist(file_sync::later);
 }
 
 status leader_epoch_cache::clear() {
   _entries.clear();
-  return persist(file_sync::now);
+  return persist(file_sync::later);
 }
 
 status leader_epoch_cache::sync() {

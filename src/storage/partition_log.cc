@@ -1135,8 +1135,9 @@ void partition_log::mark_flushed(int64_t offset) {
 status partition_log::impl::flush_segments() {
   // Everything up to the log end offset is already durable: nothing to sync (Kafka's flush skips this case
   // too).
-  if (recovery_point >= log_end_offset && !dir_sync_pending) return status::success();
+  // The epoch checkpoint may have changed without data (a new epoch, a truncation): synced either way.
   if (auto st = epochs.sync(); !st.ok()) return storage_error(tp, st.message);
+  if (recovery_point >= log_end_offset && !dir_sync_pending) return status::success();
   auto it = floor_segment(recovery_point);
   if (it == segments.end()) it = segments.begin();
   for (; it != segments.end(); ++it) {

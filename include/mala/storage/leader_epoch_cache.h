@@ -34,9 +34,9 @@ class leader_epoch_cache {
   // unclean shutdown rebuilds what a lost write held (partition_log's recovery scan), as Kafka's
   // LogSegment.recover does; the log's flush syncs it (off the shard) with the data it describes.
   status assign(int32_t epoch, int64_t start_offset);
-  // fsyncs the checkpoint if an assign() wrote it since the last sync (a blocking flush).
+  // fsyncs the checkpoint if a change wrote it unsynced since the last sync (a blocking flush).
   status sync();
-  // The checkpoint's path if an assign() wrote it unsynced since: the caller syncs it and its directory (a
+  // The checkpoint's path if a change wrote it unsynced since: the caller syncs it and its directory (a
   // background flush). Clears the mark.
   std::optional<std::filesystem::path> take_unsynced();
   std::optional<epoch_entry> latest() const;
@@ -45,9 +45,12 @@ class leader_epoch_cache {
   epoch_end_offset end_offset_for_epoch(int32_t requested_epoch, int64_t log_end_offset) const;
   // Epoch of the batch at `offset` by the cache (the latest entry whose start offset <= offset).
   std::optional<int32_t> epoch_for_offset(int64_t offset) const;
-  // Removes entries whose start offset >= end_offset (log truncated to end_offset). Persists.
+  // Removes entries whose start offset >= end_offset (log truncated to end_offset). Writes the checkpoint
+  // unsynced, as assign() does (a torn or stale copy is corrected at the next open, which truncates the
+  // cache to the log's start and end; Kafka's truncateFromEndAsyncFlush).
   status truncate_from_end(int64_t end_offset);
-  // Removes entries wholly before start_offset and moves the first kept one's start up to it. Persists.
+  // Removes entries wholly before start_offset and moves the first kept one's start up to it. Written
+  // unsynced too.
   status truncate_from_start(int64_t start_offset);
   status clear();
   const std::vector<epoch_entry>& entries() const { return _entries; }
