@@ -126,6 +126,15 @@ void metadata_publisher::set_published_listener(
   _published_listener = std::move(listener);
 }
 
+// An image being applied: what each shard is told, and how many shards are not done yet.
+struct metadata_publisher::apply_job {
+  metadata::metadata_image_ptr image;
+  std::vector<std::vector<hosted_replica>> by_shard;
+  std::vector<std::unique_ptr<replication::log_config>> configs;     // the hosted replicas point into these
+  std::vector<std::set<replication::topic_partition>> still_hosted;  // per shard, filled as it applies
+  std::atomic<size_t> shards_left{0};
+};
+
 // A partition of the image with a replica on this node, as the shard owning it is told of it.
 struct metadata_publisher::hosted_replica {
   const std::string* topic = nullptr;
@@ -138,7 +147,7 @@ struct metadata_publisher::hosted_replica {
 
 void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
   _latest = image;
-  if (_creating) return;  // the job's completion publishes the latest image
+  if (_busy) return;  // the creation or apply in progress publishes the latest image when done
   publish_latest();
 }
 
@@ -148,8 +157,11 @@ void metadata_publisher::publish_latest() {
   const metadata::metadata_image_ptr previous = _cache.current();
 
   // On this (the home) shard: what changed, per owning shard. The image is immutable: the shards read it.
-  std::vector<std::vector<hosted_replica>> by_shard(std::max<size_t>(1, _replicas_by_shard.size()));
-  std::vector<std::unique_ptr<replication::log_config>> configs;
+  auto job = std::make_shared<apply_job>();
+  job->image = image;
+  auto& by_shard = job->by_shard;
+  auto& configs = job->configs;
+  by_shard.resize(std::max<size_t>(1, _replicas_by_shard.size()));
   for (const auto& [name, topic] : image->topics) {
     const metadata::topic_metadata* before = previous ? previous->find_topic(name) : nullptr;
     if (before && before->id != topic.id) before = nullptr;  // deleted and re-created under the same name
@@ -198,7 +210,7 @@ void metadata_publisher::publish_latest() {
     }
     _attempted.clear();
     if (!missing.empty()) {
-      _creating = true;
+      _busy = true;
       for (const auto& m : missing) _attempted.insert(m.tp);
       subsystem_logger("broker")->info("creating {} log(s) before publishing metadata offset {}",
                                        missing.size(), image->metadata_offset);
@@ -210,7 +222,7 @@ void metadata_publisher::publish_latest() {
         }
         asio::post(_shards->context(0), [this, alive] {
           if (!alive->load()) return;
-          _creating = false;
+          _busy = false;
           publish_latest();
         });
       });
@@ -219,24 +231,63 @@ void metadata_publisher::publish_latest() {
   }
 
   // On each shard: its replicas become leaders or followers, and the ones no longer hosted go.
-  auto apply_on = [&](size_t shard) {
-    if (shard >= _replicas_by_shard.size() || !_replicas_by_shard[shard]) return;
-    apply(*_replicas_by_shard[shard], by_shard[shard]);
-  };
-  if (_shards) {
-    _shards->run_on_each_and_wait(apply_on);
-  } else {
-    for (size_t shard = 0; shard < by_shard.size(); ++shard) apply_on(shard);
+  job->still_hosted.resize(by_shard.size());
+  if (!_shards || !_shards->running()) {
+    // Unit tests, and the images loaded before the shards run: in place.
+    for (size_t shard = 0; shard < by_shard.size(); ++shard) {
+      if (shard >= _replicas_by_shard.size() || !_replicas_by_shard[shard]) continue;
+      auto& replicas = *_replicas_by_shard[shard];
+      apply_range(replicas, by_shard[shard], 0, by_shard[shard].size(), job->still_hosted[shard]);
+      remove_not_hosted(replicas, job->still_hosted[shard]);
+    }
+    finish(*job);
+    return;
   }
-  _cache.publish(image);
-  if (_published_listener) _published_listener(image);
+  // On running shards, a slice at a time: a shard (the home shard with the controller and the heartbeats
+  // above all) goes on serving between slices of an image that changes thousands of partitions.
+  _busy = true;
+  job->shards_left = by_shard.size();
+  for (size_t shard = 0; shard < by_shard.size(); ++shard) {
+    asio::post(_shards->context(shard), [this, alive = _alive, job, shard] {
+      if (alive->load()) apply_slice(job, shard, 0);
+    });
+  }
 }
 
-void metadata_publisher::apply(replication::replica_manager& replicas,
-                               const std::vector<hosted_replica>& hosted) {
+void metadata_publisher::apply_slice(const std::shared_ptr<apply_job>& job, size_t shard, size_t from) {
+  const auto& hosted = job->by_shard[shard];
+  auto* replicas = shard < _replicas_by_shard.size() ? _replicas_by_shard[shard] : nullptr;
+  if (replicas) {
+    const size_t to = std::min(hosted.size(), from + apply_slice_size);
+    apply_range(*replicas, hosted, from, to, job->still_hosted[shard]);
+    if (to < hosted.size()) {
+      asio::post(_shards->context(shard), [this, alive = _alive, job, shard, to] {
+        if (alive->load()) apply_slice(job, shard, to);
+      });
+      return;
+    }
+    remove_not_hosted(*replicas, job->still_hosted[shard]);
+  }
+  if (job->shards_left.fetch_sub(1) != 1) return;
+  asio::post(_shards->context(0), [this, alive = _alive, job] {
+    if (!alive->load()) return;
+    _busy = false;
+    finish(*job);
+    if (_latest != job->image) publish_latest();
+  });
+}
+
+void metadata_publisher::finish(const apply_job& job) {
+  _cache.publish(job.image);
+  if (_published_listener) _published_listener(job.image);
+}
+
+void metadata_publisher::apply_range(replication::replica_manager& replicas,
+                                     const std::vector<hosted_replica>& hosted, size_t from, size_t to,
+                                     std::set<replication::topic_partition>& still_hosted) {
   auto log = subsystem_logger("broker");
-  std::set<replication::topic_partition> still_hosted;
-  for (const auto& h : hosted) {
+  for (size_t i = from; i < to; ++i) {
+    const auto& h = hosted[i];
     replication::topic_partition tp{*h.topic, h.state->partition};
     still_hosted.insert(tp);
     if (h.apply_only_if_missing && replicas.get(tp) != nullptr) continue;
@@ -259,6 +310,11 @@ void metadata_publisher::apply(replication::replica_manager& replicas,
       log->error("{}-{}: cannot apply leadership: {}", tp.topic, p.partition, applied.error().message);
     }
   }
+}
+
+void metadata_publisher::remove_not_hosted(replication::replica_manager& replicas,
+                                           const std::set<replication::topic_partition>& still_hosted) {
+  auto log = subsystem_logger("broker");
   // Replicas this node no longer hosts: the topic was deleted (or re-created with another id), or the replica
   // moved away. Their logs are deleted, as Kafka's ReplicaManager does on a RemoveTopicRecord.
   for (const auto& tp : replicas.partitions()) {

@@ -6,8 +6,10 @@
 // hosted.
 //
 // Threads: publish() runs on the home shard (the controller's and the metadata loader's). Each shard's
-// replica manager is updated on its own shard (net::shard_pool::run_on_each_and_wait, the home shard
-// blocking until every shard applied the image), then the image is published to the cache.
+// replica manager is updated on its own shard, 256 replicas at a time so that a shard goes on serving
+// between slices (an image that moves 20,000 leaderships, as fencing a broker does, would otherwise hold the
+// home shard, its heartbeats and its controller for seconds); when every shard is done the home shard
+// publishes the image to the cache. Images that arrive meanwhile are coalesced: the latest is published next.
 //
 // No log is created on a shard (issue 20: no blocking file work there): when an image names replicas whose
 // logs do not exist yet, the publisher's own thread creates them (storage::log_manager locks for itself),
@@ -68,10 +70,22 @@ class metadata_publisher {
 
  private:
   struct hosted_replica;
+  struct apply_job;
   struct log_creator;
+  // Replicas applied by a shard before it serves other work again.
+  static constexpr size_t apply_slice_size = 256;
   void publish_latest();
-  // On the shard of `replicas`: applies what the image says of the replicas it holds.
-  static void apply(replication::replica_manager& replicas, const std::vector<hosted_replica>& hosted);
+  // On `shard`: applies hosted[from, from + apply_slice_size) of the job and posts the rest; the last shard
+  // done has the home shard publish the image.
+  void apply_slice(const std::shared_ptr<apply_job>& job, size_t shard, size_t from);
+  // On the home shard: the image to the cache and the listener.
+  void finish(const apply_job& job);
+  // On the shard of `replicas`: applies what the image says of hosted[from, to), noting them still hosted.
+  static void apply_range(replication::replica_manager& replicas, const std::vector<hosted_replica>& hosted,
+                          size_t from, size_t to, std::set<replication::topic_partition>& still_hosted);
+  // On the shard of `replicas`: removes the replicas it holds that are not in `still_hosted`.
+  static void remove_not_hosted(replication::replica_manager& replicas,
+                                const std::set<replication::topic_partition>& still_hosted);
 
   int32_t _node_id;
   std::vector<replication::replica_manager*> _replicas_by_shard;
@@ -82,7 +96,7 @@ class metadata_publisher {
   storage::log_manager* _logs;
   std::unique_ptr<log_creator> _creator;  // the publisher's thread, when logs are created off the shards
   metadata::metadata_image_ptr _latest;   // the image to publish (home shard only)
-  bool _creating = false;                 // a creation job is out; its completion publishes _latest
+  bool _busy = false;  // logs being created or an image applied; when done, _latest is published
   std::set<replication::topic_partition> _attempted;  // created (or failed) by the last job: not retried
   std::function<void(const metadata::metadata_image_ptr&)> _published_listener;
   std::shared_ptr<std::atomic<bool>> _alive = std::make_shared<std::atomic<bool>>(true);

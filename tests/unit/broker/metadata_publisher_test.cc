@@ -200,10 +200,10 @@ TEST_F(metadata_publisher_test, dynamic_broker_defaults_reach_topics_without_an_
   EXPECT_EQ(partition().min_insync_replicas(), 1);
 }
 
-// Issue 20: no log is created on a shard. An image naming replicas without logs is not applied on the home
-// shard: publish() returns at once, the publisher's thread creates the logs, then the home shard applies the
-// latest image on every shard and publishes it; a client never sees a partition that is not hosted yet. An
-// image whose logs all exist is applied in place.
+// Issue 20: no log is created on a shard, and no shard is held by a large image. An image naming replicas
+// without logs is not applied on the home shard: publish() returns at once, the publisher's thread creates
+// the logs, then every shard applies the latest image a slice at a time and the home shard publishes it; a
+// client never sees a partition that is not hosted yet.
 TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_before_the_image_is_published) {
   const fs::path root =
       fs::temp_directory_path() / ("mala-publisher-shards-test-" + std::to_string(std::random_device{}()));
@@ -292,13 +292,33 @@ TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_bef
   EXPECT_EQ(logs->partitions().size(), static_cast<size_t>(partitions));
   EXPECT_EQ(hosted_on_their_shards(), partitions);
 
-  auto second = image_with_epoch(2);  // every log exists: applied in place
-  EXPECT_TRUE(publish_on_home(second));
+  // Every log exists: applied on the shards a slice at a time, published when all are done.
+  auto second = image_with_epoch(2);
+  EXPECT_FALSE(publish_on_home(second));
+  ASSERT_TRUE(wait_published(second));
+  EXPECT_EQ(hosted_on_their_shards(), partitions);
+  // Images that arrive while one is applied are coalesced: the latest is published.
+  // (fourth never is: fifth replaced it before third was done).
+  auto third = image_with_epoch(3);
+  auto fourth = image_with_epoch(4);
+  auto fifth = image_with_epoch(5);
+  {
+    std::promise<void> done;
+    asio::post(shards.context(0), [&] {
+      publisher->publish(third);
+      publisher->publish(fourth);
+      publisher->publish(fifth);
+      done.set_value();
+    });
+    done.get_future().get();
+  }
+  ASSERT_TRUE(wait_published(fifth));
   EXPECT_EQ(hosted_on_their_shards(), partitions);
 
   std::promise<std::vector<metadata::metadata_image_ptr>> seen;
   asio::post(shards.context(0), [&] { seen.set_value(published); });
-  EXPECT_EQ(seen.get_future().get(), (std::vector<metadata::metadata_image_ptr>{first, second}));
+  EXPECT_EQ(seen.get_future().get(),
+            (std::vector<metadata::metadata_image_ptr>{first, second, third, fifth}));
 
   publisher->stop();
   shards.stop();
