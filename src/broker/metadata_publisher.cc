@@ -191,8 +191,17 @@ void metadata_publisher::publish_latest() {
     }
   }
 
+  // How much the shards have to do: the replicas that changed (the most on one shard).
+  size_t most_changes = 0;
+  for (const auto& hosted : by_shard) {
+    most_changes = std::max<size_t>(
+        most_changes, std::count_if(hosted.begin(), hosted.end(),
+                                    [](const hosted_replica& h) { return !h.apply_only_if_missing; }));
+  }
+
   // Logs to create first, off the shards: hosted replicas without a log (not retried when the last job
-  // could not create them: the shard's apply then reports why).
+  // could not create them: the shard's apply then reports why). A few are created by the shards themselves
+  // with the rest of a small image (below).
   if (_creator) {
     struct missing_log {
       replication::topic_partition tp;
@@ -209,7 +218,7 @@ void metadata_publisher::publish_latest() {
       }
     }
     _attempted.clear();
-    if (!missing.empty()) {
+    if (missing.size() > inline_log_creations || (!missing.empty() && most_changes > apply_slice_size)) {
       _busy = true;
       for (const auto& m : missing) _attempted.insert(m.tp);
       subsystem_logger("broker")->info("creating {} log(s) before publishing metadata offset {}",
@@ -232,13 +241,21 @@ void metadata_publisher::publish_latest() {
 
   // On each shard: its replicas become leaders or followers, and the ones no longer hosted go.
   job->still_hosted.resize(by_shard.size());
-  if (!_shards || !_shards->running()) {
-    // Unit tests, and the images loaded before the shards run: in place.
-    for (size_t shard = 0; shard < by_shard.size(); ++shard) {
-      if (shard >= _replicas_by_shard.size() || !_replicas_by_shard[shard]) continue;
+  if (!_shards || !_shards->running() || most_changes <= apply_slice_size) {
+    // A small image (the common case: a topic created, a leader moved), and unit tests and the images loaded
+    // before the shards run: applied at once, the home shard waiting for every shard. The loader returns
+    // only after the image is published, so the next Raft Fetch this node sends says it is applied: the
+    // controller answers a CreateTopics once every broker hosts the new partitions.
+    auto apply_on = [&](size_t shard) {
+      if (shard >= _replicas_by_shard.size() || !_replicas_by_shard[shard]) return;
       auto& replicas = *_replicas_by_shard[shard];
       apply_range(replicas, by_shard[shard], 0, by_shard[shard].size(), job->still_hosted[shard]);
       remove_not_hosted(replicas, job->still_hosted[shard]);
+    };
+    if (_shards) {
+      _shards->run_on_each_and_wait(apply_on);
+    } else {
+      for (size_t shard = 0; shard < by_shard.size(); ++shard) apply_on(shard);
     }
     finish(*job);
     return;

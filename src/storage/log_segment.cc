@@ -151,10 +151,11 @@ struct open_file_list {
   size_t count = 0;
 
   open_file_list() { head.prev = head.next = &head; }
-  // A thread that ends leaves its segments without a list (they may outlive it).
+  // A thread that ends closes the files it kept open (its segments may outlive it, used by other threads,
+  // as at shutdown: they open them again, in their own lists, within the budget).
   ~open_file_list() {
     std::lock_guard guard(mutex);
-    while (head.next != &head) unlink_locked(*head.next);
+    while (head.next != &head) close_locked(*head.next);
   }
   static open_file_list& of_this_thread() {
     thread_local open_file_list list;
@@ -194,12 +195,14 @@ struct open_file_list {
     push_front_locked(e);
     while (open_file_count.load(std::memory_order_relaxed) > open_file_limit && head.prev != &head &&
            head.prev != &e) {
-      open_file_entry& victim = *head.prev;
-      unlink_locked(victim);
-      if (*victim.file && (*victim.file)->sync_error() != 0)
-        *victim.carried_sync_error = (*victim.file)->sync_error();
-      victim.file->reset();
+      close_locked(*head.prev);
     }
+  }
+  // Closes the entry's file (handles given out keep theirs) and takes it out of the list.
+  void close_locked(open_file_entry& e) {
+    unlink_locked(e);
+    if (*e.file && (*e.file)->sync_error() != 0) *e.carried_sync_error = (*e.file)->sync_error();
+    e.file->reset();
   }
 };
 

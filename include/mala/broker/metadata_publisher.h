@@ -6,17 +6,20 @@
 // hosted.
 //
 // Threads: publish() runs on the home shard (the controller's and the metadata loader's). Each shard's
-// replica manager is updated on its own shard, 256 replicas at a time so that a shard goes on serving
-// between slices (an image that moves 20,000 leaderships, as fencing a broker does, would otherwise hold the
-// home shard, its heartbeats and its controller for seconds); when every shard is done the home shard
-// publishes the image to the cache. Images that arrive meanwhile are coalesced: the latest is published next.
+// replica manager is updated on its own shard; an image changing more than 256 replicas on a shard is
+// applied 256 at a time so that a shard goes on serving between slices (an image that moves 20,000
+// leaderships, as fencing a broker does, would otherwise hold the home shard, its heartbeats and its
+// controller for seconds); when every shard is done the home shard publishes the image to the cache. Images
+// that arrive meanwhile are coalesced: the latest is published next.
 //
-// No log is created on a shard (issue 20: no blocking file work there): when an image names replicas whose
-// logs do not exist yet, the publisher's own thread creates them (storage::log_manager locks for itself),
-// then the home shard publishes the latest image. Until then the cache keeps the previous image, as Kafka's
-// metadata publisher applies an image's log creations before the next image: a client does not see a new
-// partition before it is hosted, and a CreateTopics of thousands of partitions does not stall the home
-// shard (its heartbeats, its connections) for the seconds their files take.
+// Large images do not hold the shards (issue 20): when an image names more than `inline_log_creations`
+// replicas whose logs do not exist yet, the publisher's own thread creates them (storage::log_manager locks
+// for itself), then the home shard publishes the latest image. Until then the cache keeps the previous
+// image, as Kafka's metadata publisher applies an image's log creations before the next image: a client
+// does not see a new partition before it is hosted, and a CreateTopics of thousands of partitions does not
+// stall the home shard (its heartbeats, its connections) for the seconds their files take. A small image
+// is applied at once (its few logs created by their shards): the node has then applied it by the time it
+// fetches the next metadata, which is what the controller waits for before answering a CreateTopics.
 #pragma once
 
 #include <atomic>
@@ -72,8 +75,12 @@ class metadata_publisher {
   struct hosted_replica;
   struct apply_job;
   struct log_creator;
-  // Replicas applied by a shard before it serves other work again.
+  // Replicas applied by a shard before it serves other work again; an image changing no more than this many
+  // on any shard is applied at once.
   static constexpr size_t apply_slice_size = 256;
+  // Logs a small image may have its shards create (a few files each, no fsync); more go to the publisher's
+  // thread.
+  static constexpr size_t inline_log_creations = 32;
   void publish_latest();
   // On `shard`: applies hosted[from, from + apply_slice_size) of the job and posts the rest; the last shard
   // done has the home shard publish the image.

@@ -200,10 +200,10 @@ TEST_F(metadata_publisher_test, dynamic_broker_defaults_reach_topics_without_an_
   EXPECT_EQ(partition().min_insync_replicas(), 1);
 }
 
-// Issue 20: no log is created on a shard, and no shard is held by a large image. An image naming replicas
-// without logs is not applied on the home shard: publish() returns at once, the publisher's thread creates
-// the logs, then every shard applies the latest image a slice at a time and the home shard publishes it; a
-// client never sees a partition that is not hosted yet.
+// Issue 20: no shard is held by a large image. An image naming hundreds of replicas without logs is not
+// applied on the home shard: publish() returns at once, the publisher's thread creates the logs, then every
+// shard applies the latest image a slice at a time and the home shard publishes it; a client never sees a
+// partition that is not hosted yet. A small image is applied before publish() returns.
 TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_before_the_image_is_published) {
   const fs::path root =
       fs::temp_directory_path() / ("mala-publisher-shards-test-" + std::to_string(std::random_device{}()));
@@ -234,9 +234,10 @@ TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_bef
       [&](const metadata::metadata_image_ptr& image) { published.push_back(image); });
   shards.start();
 
-  constexpr int32_t partitions = 64;
+  constexpr int32_t partitions = 600;  // about 300 per shard: more than one slice
   const uuid topic_id = uuid::random();
-  auto image_with_epoch = [&](int32_t epoch) {
+  // Every partition at `epoch`, partition 0 at `first_epoch` when given.
+  auto image_with_epoch = [&](int32_t epoch, std::optional<int32_t> first_epoch = std::nullopt) {
     metadata::metadata_image image;
     image.brokers[self].id = self;
     metadata::topic_metadata topic;
@@ -246,8 +247,8 @@ TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_bef
       metadata::partition_state p;
       p.partition = i;
       p.leader = self;
-      p.leader_epoch = epoch;
-      p.partition_epoch = epoch;
+      p.leader_epoch = i == 0 && first_epoch ? *first_epoch : epoch;
+      p.partition_epoch = p.leader_epoch;
       p.replicas = {self};
       p.isr = {self};
       topic.partitions.push_back(p);
@@ -287,12 +288,13 @@ TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_bef
   };
 
   auto first = image_with_epoch(1);
-  EXPECT_FALSE(publish_on_home(first));  // 64 logs to create: not on the home shard
+  EXPECT_FALSE(publish_on_home(first));  // 600 logs to create: not on the shards
   ASSERT_TRUE(wait_published(first));
   EXPECT_EQ(logs->partitions().size(), static_cast<size_t>(partitions));
   EXPECT_EQ(hosted_on_their_shards(), partitions);
 
-  // Every log exists: applied on the shards a slice at a time, published when all are done.
+  // Every log exists, every replica changes: applied on the shards a slice at a time, published when all
+  // are done.
   auto second = image_with_epoch(2);
   EXPECT_FALSE(publish_on_home(second));
   ASSERT_TRUE(wait_published(second));
@@ -315,10 +317,15 @@ TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_bef
   ASSERT_TRUE(wait_published(fifth));
   EXPECT_EQ(hosted_on_their_shards(), partitions);
 
+  // One replica changes: applied at once.
+  auto sixth = image_with_epoch(5, 6);
+  EXPECT_TRUE(publish_on_home(sixth));
+  EXPECT_EQ(hosted_on_their_shards(), partitions);
+
   std::promise<std::vector<metadata::metadata_image_ptr>> seen;
   asio::post(shards.context(0), [&] { seen.set_value(published); });
   EXPECT_EQ(seen.get_future().get(),
-            (std::vector<metadata::metadata_image_ptr>{first, second, third, fifth}));
+            (std::vector<metadata::metadata_image_ptr>{first, second, third, fifth, sixth}));
 
   publisher->stop();
   shards.stop();

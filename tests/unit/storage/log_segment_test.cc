@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "mala/protocol/record_batch.h"
@@ -161,6 +162,30 @@ TEST_F(log_segment_test, a_new_segment_has_its_four_files) {
   EXPECT_EQ(segment->file()->path(), file(log_suffix));
   EXPECT_FALSE(segment->read(1000, 1 << 20, INT64_MAX, INT64_MAX, true));
   EXPECT_FALSE(segment->index_files_created());
+}
+
+// Issue 20: a segment holds its .log descriptor only while it is in use: opened by the thread that uses it
+// (in that thread's list, closed least recently used first over the node's budget) and closed when that
+// thread ends, so a shard that stops leaves no descriptor to the threads that close the logs after it (with
+// 20,000 partitions they used to run out of descriptors at shutdown).
+TEST_F(log_segment_test, a_thread_that_ends_closes_the_segment_files_it_opened) {
+  auto open_descriptors = [] {
+    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
+  };
+  std::vector<std::unique_ptr<log_segment>> segments;
+  for (int64_t base = 0; base < 20; ++base) segments.push_back(open(true, base * 1000));
+  const auto before = open_descriptors();  // loading leaves no descriptor open
+  std::thread user([&] {
+    for (auto& s : segments) fill(*s, 2);
+    EXPECT_EQ(open_descriptors(), before + 20);  // each in use keeps its descriptor
+  });
+  user.join();
+  EXPECT_EQ(open_descriptors(), before);
+  // Opened again by the next thread that uses them.
+  for (auto& s : segments) EXPECT_TRUE(s->read(s->base_offset(), 1 << 20, INT64_MAX, INT64_MAX, true));
+  EXPECT_EQ(open_descriptors(), before + 20);
+  segments.clear();
+  EXPECT_EQ(open_descriptors(), before);
 }
 
 TEST_F(log_segment_test, opening_a_missing_segment_fails) {
