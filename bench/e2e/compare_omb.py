@@ -14,15 +14,16 @@ topic each:
   - max rate: the producers as fast as they can;
   - fixed rates (--rates, records/s over the 4 producers; default 51,200 = 50 MiB/s of 1 KiB, OMB's usual
     50 MB/s row, and 10,240 = 10 MiB/s, which a 2-core machine shared by broker and clients can keep up).
-Every workload has a warm-up (not measured), a measured window and a drain (the consumers read what is left).
+Every workload has a warm-up (not measured), a measured window and a drain (the consumers read what is left);
+each round starts both brokers once, in alternating order, and the table shows medians over the rounds.
 Reported per workload: produce and consume MB/s over the window, publish and end-to-end latency p50/p99/p99.9,
 whether a fixed rate was kept (achieved rate and how late sends fell behind the schedule), the backlog at the end
 of the window, and the CPU the broker and the load tool used during the window (cores, CPU seconds per GB
 produced; each produced byte is also consumed once). Prints a Markdown table with Mala/Kafka ratios and writes the
 raw numbers to JSON. Nothing is asserted.
 
-  bench/e2e/compare_omb.py                 # both brokers, about 10 minutes
-  bench/e2e/compare_omb.py --quick         # short windows (about 3 minutes)
+  bench/e2e/compare_omb.py                 # both brokers, 2 rounds, about 12 minutes
+  bench/e2e/compare_omb.py --quick         # short windows, 1 round (about 3 minutes)
   bench/e2e/compare_omb.py --only mala --json mala.json
   bench/e2e/compare_omb.py --from-json mala.json kafka.json   # one table from earlier runs, run nothing
 
@@ -46,9 +47,10 @@ import compare  # noqa: E402  (brokers, configs, CPU accounting and the franzloa
 log = compare.log
 
 PROFILES = {
-    # seconds of warm-up, of measurement, and at most of draining after the window
-    "quick": {"warmup": 3, "seconds": 10, "drain": 30},
-    "default": {"warmup": 10, "seconds": 40, "drain": 60},
+    # rounds (each starts both brokers once, order alternating); seconds of warm-up, of measurement, and at most
+    # of draining after the window
+    "quick": {"rounds": 1, "warmup": 3, "seconds": 10, "drain": 30},
+    "default": {"rounds": 2, "warmup": 10, "seconds": 30, "drain": 60},
 }
 RECORD_SIZE = 1024
 # A fixed rate counts as kept when the producers reached this share of it during the window, the consumers kept
@@ -72,9 +74,9 @@ def rate_kept(res):
             and delay <= KEPT_DELAY_MS)
 
 
-def run_broker(env, cls, args, prof):
+def run_broker(env, cls, args, prof, round_no):
     """Starts one broker and runs every workload on it. Returns {"workloads": {key: result}, "errors": [...]}."""
-    broker = cls(env, f"omb-{cls.name}")
+    broker = cls(env, f"omb-round{round_no}-{cls.name}")
     out = {"workloads": {}, "errors": [], "loadavg_start": os.getloadavg()}
     try:
         broker.prepare()
@@ -154,12 +156,29 @@ def metric_rows(fixed):
     return rows
 
 
-def cell(v):
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return compare.fmt_num(v)
+def round_values(out, broker, key, fn):
+    """fn of the workload's result in each round of the broker that has one."""
+    vals = []
+    for rnd in out["results"].get(broker, {}).get("rounds", []):
+        res = rnd.get("workloads", {}).get(key)
+        try:
+            v = fn(res) if res else None
+        except (KeyError, TypeError, ZeroDivisionError):
+            v = None
+        if v is not None:
+            vals.append(v)
+    return vals
+
+
+def cell(vals):
+    """The median of the rounds' values; for yes/no values, how many rounds said yes."""
+    if not vals:
+        return "—", None
+    if all(isinstance(v, bool) for v in vals):
+        yes = sum(vals)
+        return ("yes" if yes == len(vals) else "no" if not yes else f"{yes} of {len(vals)} rounds"), None
+    v = compare.median(vals)
+    return compare.fmt_num(v), v
 
 
 def render(out):
@@ -171,18 +190,11 @@ def render(out):
     for key, rate in workloads(out["rates"]):
         name = "max rate" if not rate else f"fixed {rate:,} rec/s ({rate * RECORD_SIZE / compare.MIB:.0f} MB/s)"
         for label, fn, better in metric_rows(bool(rate)):
-            vals = []
-            for b in brokers:
-                res = out["results"].get(b, {}).get("workloads", {}).get(key)
-                try:
-                    vals.append(fn(res) if res else None)
-                except (KeyError, TypeError, ZeroDivisionError):
-                    vals.append(None)
-            row = f"| {name} | {label} | " + " | ".join(cell(v) for v in vals)
+            cells = [cell(round_values(out, b, key, fn)) for b in brokers]
+            row = f"| {name} | {label} | " + " | ".join(text for text, _ in cells)
             if both:
-                m, k = vals
-                numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
-                ratio = f"{m / k:.2f}" if numeric and k else "—"
+                m, k = (v for _, v in cells)
+                ratio = f"{m / k:.2f}" if m is not None and k else "—"
                 row += f" | {ratio} | {better}"
             lines.append(row + " |")
     return "\n".join(lines)
@@ -200,25 +212,29 @@ def merge(runs):
 
 def print_report(out, json_path):
     m, prof = out["machine"], out["profile"]
-    loads = [r[k][0] for r in out["results"].values() for k in ("loadavg_start", "loadavg_end") if k in r]
+    rounds = [rnd for r in out["results"].values() for rnd in r["rounds"]]
+    loads = [rnd[k][0] for rnd in rounds for k in ("loadavg_start", "loadavg_end") if k in rnd]
     print(f"\nOMB workload shape, Mala vs Apache Kafka {m.get('kafka')}, single node: 1 topic, "
           f"{out['partitions']} partitions, {RECORD_SIZE} B records, {out['producers']} producers + "
           f"{out['consumers']} consumers (one group), acks=all, linger 1 ms, 1 MiB batches; warm-up "
-          f"{prof['warmup']} s, measured {prof['seconds']} s; {m.get('cpus')} CPUs ({m.get('cpu_model')}); "
+          f"{prof['warmup']} s, measured {prof['seconds']} s, medians of {prof['rounds']} round(s); "
+          f"{m.get('cpus')} CPUs ({m.get('cpu_model')}); "
           f"load average {min(loads, default=0):.1f}-{max(loads, default=0):.1f}\n")
     print(render(out))
-    errors = [(b, e) for b, r in out["results"].items() for e in r.get("errors", [])]
+    errors = [(b, i + 1, e) for b, r in out["results"].items() for i, rnd in enumerate(r["rounds"])
+              for e in rnd.get("errors", [])]
     if errors:
         print("\nFailures:")
-        for b, e in errors:
-            print(f"- {b}: {e}")
+        for b, rnd, e in errors:
+            print(f"- {b} round {rnd}: {e}")
     if json_path:
         print(f"\nRaw results: {json_path}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="short windows")
+    ap.add_argument("--quick", action="store_true", help="short windows, 1 round")
+    ap.add_argument("--rounds", type=int, help="rounds (each starts both brokers once, order alternating)")
     ap.add_argument("--rates", default="51200,10240",
                     help="fixed rates, records/s over all producers, comma-separated (default 51200,10240)")
     ap.add_argument("--warmup", type=float, help="seconds of warm-up per workload")
@@ -243,7 +259,7 @@ def main():
         return 0
 
     args.rates = [int(r) for r in args.rates.split(",") if r]
-    prof = compare.profile_from_args(args, PROFILES, ("warmup", "seconds"))
+    prof = compare.profile_from_args(args, PROFILES, ("rounds", "warmup", "seconds"))
     brokers, work, env = compare.run_setup(args, "mala-bench-omb-")
     problems = env.check(brokers)
     if problems:
@@ -255,13 +271,15 @@ def main():
     out = {"machine": compare.machine_info(env), "profile": prof, "rates": args.rates,
            "partitions": args.partitions, "producers": args.producers, "consumers": args.consumers,
            "brokers": brokers, "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
-           "results": {}}
+           "results": {b: {"rounds": []} for b in brokers}}
     json_path = Path(args.json) if args.json else work / "results.json"
     log(f"work dir {work}; profile {prof}; rates {args.rates}; brokers {brokers}")
     classes = {"mala": compare.MalaBroker, "kafka": compare.KafkaBroker}
-    for b in brokers:
-        out["results"][b] = run_broker(env, classes[b], args, prof)
-        json_path.write_text(json.dumps(out, indent=1, default=str))
+    for rnd in range(1, prof["rounds"] + 1):
+        for b in (brokers if rnd % 2 else list(reversed(brokers))):
+            log(f"round {rnd}/{prof['rounds']}: {b}")
+            out["results"][b]["rounds"].append(run_broker(env, classes[b], args, prof, rnd))
+            json_path.write_text(json.dumps(out, indent=1, default=str))
     out["elapsed_s"] = time.time() - started
     json_path.write_text(json.dumps(out, indent=1, default=str))
     print_report(out, json_path)
