@@ -22,7 +22,7 @@ of the window, and the CPU the broker and the load tool used during the window (
 produced; each produced byte is also consumed once). Prints a Markdown table with Mala/Kafka ratios and writes the
 raw numbers to JSON. Nothing is asserted.
 
-  bench/e2e/compare_omb.py                 # both brokers, 2 rounds, about 12 minutes
+  bench/e2e/compare_omb.py                 # both brokers, 3 rounds, about 14 minutes
   bench/e2e/compare_omb.py --quick         # short windows, 1 round (about 3 minutes)
   bench/e2e/compare_omb.py --only mala --json mala.json
   bench/e2e/compare_omb.py --from-json mala.json kafka.json   # one table from earlier runs, run nothing
@@ -50,7 +50,7 @@ PROFILES = {
     # rounds (each starts both brokers once, order alternating); seconds of warm-up, of measurement, and at most
     # of draining after the window
     "quick": {"rounds": 1, "warmup": 3, "seconds": 10, "drain": 30},
-    "default": {"rounds": 2, "warmup": 10, "seconds": 30, "drain": 60},
+    "default": {"rounds": 3, "warmup": 10, "seconds": 20, "drain": 60},
 }
 RECORD_SIZE = 1024
 # A fixed rate counts as kept when the producers reached this share of it during the window, the consumers kept
@@ -153,6 +153,15 @@ def metric_rows(fixed):
              ("load tool CPU s per GB", lambda r: per_gb(r, "load_cpu_s"), "lower"),
              ("kernel share of the broker's CPU",
               lambda r: r["broker_sys_s"] / r["broker_cpu_s"] if r["broker_cpu_s"] else None, "")]
+    # How many requests carry the bytes (franz-go's hooks in the load tool): fewer, larger requests cost both
+    # sides less CPU per GB.
+    for label, field in (("Produce requests/s", "produce_requests_per_sec"),
+                         ("KiB per Produce request", "produce_request_kib"),
+                         ("records per produced batch", "records_per_batch"),
+                         ("Fetch responses/s", "fetch_responses_per_sec"),
+                         ("KiB per Fetch response", "fetch_response_kib"),
+                         ("OffsetCommit requests/s", "commit_requests_per_sec")):
+        rows.append((label, lambda r, f=field: r["requests"][f], ""))
     return rows
 
 

@@ -110,6 +110,71 @@ func (h *latencyHistogram) summary() latencySummary {
 		P999: h.quantileMs(0.999), Max: h.quantileMs(1)}
 }
 
+// requestCounter counts, during the measured window, the Produce requests the producers wrote (and the batches in
+// them), the Fetch responses the consumers read and their OffsetCommit requests: how many requests carry a GB
+// decides much of both sides' CPU per GB. Registered as a franz-go hook on every client.
+type requestCounter struct {
+	run                                        *ombRun
+	produceRequests, produceBytes              atomic.Int64
+	produceBatches, producedRecordsInBatches   atomic.Int64
+	fetchResponses, fetchBytes, commitRequests atomic.Int64
+}
+
+func (c *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, bytes int, _, _ time.Duration, err error) {
+	if err != nil || !c.run.inWindow(time.Now().UnixNano()) {
+		return
+	}
+	switch key {
+	case 0: // Produce
+		c.produceRequests.Add(1)
+		c.produceBytes.Add(int64(bytes))
+	case 8: // OffsetCommit
+		c.commitRequests.Add(1)
+	}
+}
+
+func (c *requestCounter) OnBrokerRead(_ kgo.BrokerMetadata, key int16, bytes int, _, _ time.Duration, err error) {
+	if err != nil || key != 1 || !c.run.inWindow(time.Now().UnixNano()) { // Fetch
+		return
+	}
+	c.fetchResponses.Add(1)
+	c.fetchBytes.Add(int64(bytes))
+}
+
+func (c *requestCounter) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	if c.run.inWindow(time.Now().UnixNano()) {
+		c.produceBatches.Add(1)
+		c.producedRecordsInBatches.Add(int64(m.NumRecords))
+	}
+}
+
+type requestRates struct {
+	ProduceRequestsPerSec float64 `json:"produce_requests_per_sec"`
+	ProduceRequestKiB     float64 `json:"produce_request_kib"`
+	RecordsPerBatch       float64 `json:"records_per_batch"`
+	FetchResponsesPerSec  float64 `json:"fetch_responses_per_sec"`
+	FetchResponseKiB      float64 `json:"fetch_response_kib"`
+	CommitRequestsPerSec  float64 `json:"commit_requests_per_sec"`
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func (c *requestCounter) rates(seconds float64) requestRates {
+	return requestRates{
+		ProduceRequestsPerSec: float64(c.produceRequests.Load()) / seconds,
+		ProduceRequestKiB:     ratio(c.produceBytes.Load(), c.produceRequests.Load()) / 1024,
+		RecordsPerBatch:       ratio(c.producedRecordsInBatches.Load(), c.produceBatches.Load()),
+		FetchResponsesPerSec:  float64(c.fetchResponses.Load()) / seconds,
+		FetchResponseKiB:      ratio(c.fetchBytes.Load(), c.fetchResponses.Load()) / 1024,
+		CommitRequestsPerSec:  float64(c.commitRequests.Load()) / seconds,
+	}
+}
+
 type ombConfig struct {
 	bootstrap, topic, group string
 	producers, consumers    int
@@ -140,11 +205,12 @@ type ombResult struct {
 	PublishDelay latencySummary `json:"publish_delay"`
 	EndToEnd     latencySummary `json:"end_to_end"`
 	// CPU seconds during the window: this process (every producer and consumer) and the broker (--stat-pid).
-	SelfCPUSeconds   float64 `json:"load_cpu_s"`
-	BrokerCPUSeconds float64 `json:"broker_cpu_s"`
-	BrokerSysSeconds float64 `json:"broker_sys_s"`
-	Errors           int64   `json:"errors"`
-	Error            string  `json:"error,omitempty"`
+	SelfCPUSeconds   float64      `json:"load_cpu_s"`
+	BrokerCPUSeconds float64      `json:"broker_cpu_s"`
+	BrokerSysSeconds float64      `json:"broker_sys_s"`
+	Requests         requestRates `json:"requests"`
+	Errors           int64        `json:"errors"`
+	Error            string       `json:"error,omitempty"`
 }
 
 // selfCPUSeconds is this process's user + system CPU (every thread).
@@ -190,6 +256,7 @@ type ombRun struct {
 	errOnce             sync.Once
 	firstErr            error
 	assigned            atomic.Int64
+	requests            requestCounter
 }
 
 func (r *ombRun) fail(err error) {
@@ -201,7 +268,8 @@ func (r *ombRun) inWindow(ns int64) bool { return ns >= r.windowStart && ns < r.
 
 func (r *ombRun) newConsumer(id int) (*kgo.Client, error) {
 	return kgo.NewClient(kgo.SeedBrokers(r.cfg.bootstrap), kgo.ClientID(fmt.Sprintf("omb-consumer-%d", id)),
-		kgo.ConsumerGroup(r.cfg.group), kgo.ConsumeTopics(r.cfg.topic), kgo.DisableAutoCommit(),
+		kgo.WithHooks(&r.requests), kgo.ConsumerGroup(r.cfg.group), kgo.ConsumeTopics(r.cfg.topic),
+		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxPartitionBytes(10<<20),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			r.assigned.Add(int64(len(m[r.cfg.topic])))
@@ -315,6 +383,7 @@ func omb(ctx context.Context, cfg ombConfig) (ombResult, error) {
 		return res, err
 	}
 	r := &ombRun{cfg: cfg, windowStart: math.MaxInt64, windowEnd: math.MaxInt64}
+	r.requests.run = r
 
 	consumeCtx, stopConsumers := context.WithCancel(ctx)
 	defer stopConsumers()
@@ -351,7 +420,7 @@ func omb(ctx context.Context, cfg ombConfig) (ombResult, error) {
 	}()
 	for i := 0; i < cfg.producers; i++ {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.bootstrap), kgo.ClientID(fmt.Sprintf("omb-producer-%d", i)),
-			kgo.DefaultProduceTopic(cfg.topic), kgo.ProducerLinger(time.Millisecond),
+			kgo.WithHooks(&r.requests), kgo.DefaultProduceTopic(cfg.topic), kgo.ProducerLinger(time.Millisecond),
 			kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()),
 			kgo.MaxBufferedBytes(32<<20))
 		if err != nil {
@@ -427,6 +496,7 @@ func omb(ctx context.Context, cfg ombConfig) (ombResult, error) {
 	res.Publish = r.publish.summary()
 	res.PublishDelay = r.delay.summary()
 	res.EndToEnd = r.e2e.summary()
+	res.Requests = r.requests.rates(secs)
 	res.Errors = r.failed.Load()
 	if r.firstErr != nil {
 		return res, fmt.Errorf("%d failures, the first: %w", res.Errors, r.firstErr)
