@@ -899,6 +899,15 @@ def run_setup(args, prefix):
     return brokers, work, env
 
 
+def exit_on_problems(env, brokers, script, needs_go=True):
+    """Exits with status 2, saying why, when something a run needs is missing (Env.check)."""
+    problems = [p for p in env.check(brokers) if needs_go or not p.startswith("go ")]
+    for p in problems:
+        print(f"{script}: {p}", file=sys.stderr)
+    if problems:
+        sys.exit(2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: small record counts, 1 round")
@@ -928,11 +937,7 @@ def main():
     prof = profile_from_args(args, PROFILES, ("rounds", "records_1k", "records_100", "latency_rate",
                                               "latency_seconds", "raw_mb"))
     brokers, work, env = run_setup(args, "mala-bench-e2e-")
-    problems = env.check(brokers)
-    if problems:
-        for p in problems:
-            print(f"compare.py: {p}", file=sys.stderr)
-        return 2
+    exit_on_problems(env, brokers, "compare.py")
     env.compile_assign_consumer()
     env.build_franz_load()
     machine = machine_info(env)

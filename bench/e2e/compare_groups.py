@@ -408,11 +408,7 @@ def main():
 
     prof = compare.profile_from_args(args, PROFILES, ("rounds", "members", "commit_seconds"))
     brokers, work, env = compare.run_setup(args, "mala-bench-groups-")
-    problems = [p for p in env.check(brokers) if not p.startswith("go ")]  # franzload is not used here
-    if problems:
-        for p in problems:
-            print(f"compare_groups.py: {p}", file=sys.stderr)
-        return 2
+    compare.exit_on_problems(env, brokers, "compare_groups.py", needs_go=False)  # franzload is not used here
     machine = compare.machine_info(env)
     compare.log(f"work dir {work}; profile {prof}; group.initial.rebalance.delay.ms "
                 f"{args.initial_rebalance_delay_ms if args.initial_rebalance_delay_ms >= 0 else 'default'}; "

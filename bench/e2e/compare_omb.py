@@ -270,11 +270,7 @@ def main():
     args.rates = [int(r) for r in args.rates.split(",") if r]
     prof = compare.profile_from_args(args, PROFILES, ("rounds", "warmup", "seconds"))
     brokers, work, env = compare.run_setup(args, "mala-bench-omb-")
-    problems = env.check(brokers)
-    if problems:
-        for p in problems:
-            print(f"compare_omb.py: {p}", file=sys.stderr)
-        return 2
+    compare.exit_on_problems(env, brokers, "compare_omb.py")
     env.build_franz_load()
     started = time.time()
     out = {"machine": compare.machine_info(env), "profile": prof, "rates": args.rates,
