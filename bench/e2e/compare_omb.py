@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""OpenMessaging Benchmark workload shapes: one Mala node against one Apache Kafka 4.x node (issue 20).
+"""OpenMessaging Benchmark workload shapes: one Mala node against one Apache Kafka 4.x node.
 
 The shape of OMB's workloads/1-topic-100-partitions-1kb-4p-4c-*.yaml: 1 topic of 100 partitions, 1 KiB records,
 4 producers and 4 consumers (one subscription, i.e. one consumer group) running at the same time, the consumers
@@ -19,10 +19,11 @@ each round starts both brokers once, in alternating order, and the table shows m
 Reported per workload: produce and consume MB/s over the window, publish and end-to-end latency p50/p99/p99.9,
 whether a fixed rate was kept (achieved rate and how late sends fell behind the schedule), the backlog at the end
 of the window, and the CPU the broker and the load tool used during the window (cores, CPU seconds per GB
-produced; each produced byte is also consumed once). Prints a Markdown table with Mala/Kafka ratios and writes the
+produced; each produced byte is also consumed once), and how many Produce requests, batches and Fetch responses
+carried the bytes (franz-go's hooks). Prints a Markdown table with Mala/Kafka ratios and writes the
 raw numbers to JSON. Nothing is asserted.
 
-  bench/e2e/compare_omb.py                 # both brokers, 3 rounds, about 14 minutes
+  bench/e2e/compare_omb.py                 # both brokers, 3 rounds, about 13 minutes
   bench/e2e/compare_omb.py --quick         # short windows, 1 round (about 3 minutes)
   bench/e2e/compare_omb.py --only mala --json mala.json
   bench/e2e/compare_omb.py --from-json mala.json kafka.json   # one table from earlier runs, run nothing
