@@ -221,8 +221,9 @@ class Env:
         self.assign_classes = work / "classes"
         self.go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
         self.franz_load = work / "franzload"
-        self.broker_cpus = parse_cpus(args.broker_cpus)
-        self.client_cpus = parse_cpus(args.client_cpus)
+        # Scripts without --broker-cpus/--client-cpus (compare_groups.py) leave both unset.
+        self.broker_cpus = parse_cpus(getattr(args, "broker_cpus", None))
+        self.client_cpus = parse_cpus(getattr(args, "client_cpus", None))
 
     def check(self, brokers):
         problems = []
@@ -877,6 +878,36 @@ def machine_info(env):
                 timespec="seconds") if env.mala_bin.exists() else None}
 
 
+def profile_from_args(args, profiles, keys):
+    """The --quick or the default profile, with the `keys` given on the command line in place of its values."""
+    prof = dict(profiles["quick" if args.quick else "default"])
+    for k in keys:
+        if getattr(args, k) is not None:
+            prof[k] = getattr(args, k)
+    return prof
+
+
+def run_setup(args, prefix):
+    """(brokers, work dir, Env) of a run from --only, --work-dir (default: a new temp dir named `prefix`...) and
+    --client-cpus, which this process takes on so that every client it starts inherits it."""
+    brokers = [args.only] if args.only else ["mala", "kafka"]
+    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    env = Env(args, work)
+    if env.client_cpus:
+        os.sched_setaffinity(0, env.client_cpus)  # inherited by every client process (and go build, javac)
+    return brokers, work, env
+
+
+def exit_on_problems(env, brokers, script, needs_go=True):
+    """Exits with status 2, saying why, when something a run needs is missing (Env.check)."""
+    problems = [p for p in env.check(brokers) if needs_go or not p.startswith("go ")]
+    for p in problems:
+        print(f"{script}: {p}", file=sys.stderr)
+    if problems:
+        sys.exit(2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: small record counts, 1 round")
@@ -903,22 +934,10 @@ def main():
     if args.from_json:
         return print_report(json.loads(Path(args.from_json).read_text()), args.from_json, args)
 
-    prof = dict(PROFILES["quick" if args.quick else "default"])
-    for k in ("rounds", "records_1k", "records_100", "latency_rate", "latency_seconds", "raw_mb"):
-        if getattr(args, k) is not None:
-            prof[k] = getattr(args, k)
-    brokers = [args.only] if args.only else ["mala", "kafka"]
-
-    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="mala-bench-e2e-"))
-    work.mkdir(parents=True, exist_ok=True)
-    env = Env(args, work)
-    if env.client_cpus:
-        os.sched_setaffinity(0, env.client_cpus)  # inherited by every client process (and go build, javac)
-    problems = env.check(brokers)
-    if problems:
-        for p in problems:
-            print(f"compare.py: {p}", file=sys.stderr)
-        return 2
+    prof = profile_from_args(args, PROFILES, ("rounds", "records_1k", "records_100", "latency_rate",
+                                              "latency_seconds", "raw_mb"))
+    brokers, work, env = run_setup(args, "mala-bench-e2e-")
+    exit_on_problems(env, brokers, "compare.py")
     env.compile_assign_consumer()
     env.build_franz_load()
     machine = machine_info(env)

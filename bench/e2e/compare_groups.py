@@ -41,7 +41,6 @@ import multiprocessing as mp
 import os
 import queue
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -407,19 +406,9 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the brokers' data dirs")
     args = ap.parse_args()
 
-    prof = dict(PROFILES["quick" if args.quick else "default"])
-    for k in ("rounds", "members", "commit_seconds"):
-        if getattr(args, k) is not None:
-            prof[k] = getattr(args, k)
-    brokers = [args.only] if args.only else ["mala", "kafka"]
-    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="mala-bench-groups-"))
-    work.mkdir(parents=True, exist_ok=True)
-    env = compare.Env(args, work)
-    problems = [p for p in env.check(brokers) if not p.startswith("go ")]  # franzload is not used here
-    if problems:
-        for p in problems:
-            print(f"compare_groups.py: {p}", file=sys.stderr)
-        return 2
+    prof = compare.profile_from_args(args, PROFILES, ("rounds", "members", "commit_seconds"))
+    brokers, work, env = compare.run_setup(args, "mala-bench-groups-")
+    compare.exit_on_problems(env, brokers, "compare_groups.py", needs_go=False)  # franzload is not used here
     machine = compare.machine_info(env)
     compare.log(f"work dir {work}; profile {prof}; group.initial.rebalance.delay.ms "
                 f"{args.initial_rebalance_delay_ms if args.initial_rebalance_delay_ms >= 0 else 'default'}; "

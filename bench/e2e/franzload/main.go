@@ -19,6 +19,10 @@
 //	franzload rawfetch --bootstrap B --topic T
 //	    Fetch requests on plain connections, one per partition, from the log start to the high watermark;
 //	    only batch headers are read. Bytes are whole record batches (headers included).
+//	franzload omb --bootstrap B --topic T [--producers 4 --consumers 4 --size 1024 --rate R --warmup D
+//	    --seconds D --drain D --group G --stat-pid PID]
+//	    the OpenMessaging Benchmark's workload shape (omb.go): producers and a consumer group at the same time,
+//	    publish and end-to-end latency histograms, at a fixed rate or as fast as the producers can.
 package main
 
 import (
@@ -54,14 +58,20 @@ func finish(r result, err error) {
 		r.MBPerSec = float64(r.Bytes) / mib / r.Seconds
 		r.RecordsPerSec = float64(r.Records) / r.Seconds
 	}
-	code := 0
 	if err != nil {
 		r.Error = err.Error()
-		code = 1
 	}
+	printAndExit(r, err)
+}
+
+// printAndExit prints a mode's result as one JSON line and exits 1 when the run failed.
+func printAndExit(r any, err error) {
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
-	os.Exit(code)
+	if err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 func produce(ctx context.Context, bootstrap, topic string, records, size int, acks string) (result, error) {
@@ -180,7 +190,7 @@ func consume(ctx context.Context, bootstrap, topic string) (result, error) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: franzload produce|consume|rawproduce|rawfetch --bootstrap B --topic T ...")
+		fmt.Fprintln(os.Stderr, "usage: franzload produce|consume|rawproduce|rawfetch|omb --bootstrap B --topic T ...")
 		os.Exit(2)
 	}
 	mode := os.Args[1]
@@ -192,6 +202,14 @@ func main() {
 	acks := fs.String("acks", "all", "1 or all")
 	batchBytes := fs.Int("batch-bytes", 1000000, "rawproduce: bytes per batch")
 	conns := fs.Int("conns", 2, "rawproduce: connections, one request in flight on each")
+	producers := fs.Int("producers", 4, "omb: producer clients")
+	consumers := fs.Int("consumers", 4, "omb: consumer clients, one group")
+	rate := fs.Float64("rate", 0, "omb: records/s over all producers, 0 for as fast as they can")
+	warmup := fs.Duration("warmup", 10*time.Second, "omb: warm-up, not measured")
+	seconds := fs.Duration("seconds", 30*time.Second, "omb: measured window")
+	drain := fs.Duration("drain", 60*time.Second, "omb: how long the consumers may take to read the rest")
+	group := fs.String("group", "omb", "omb: consumer group")
+	statPID := fs.Int("stat-pid", 0, "omb: a process (the broker) whose CPU during the window is reported")
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
 	if err := fs.Parse(os.Args[2:]); err != nil || *bootstrap == "" || *topic == "" {
 		fmt.Fprintln(os.Stderr, "--bootstrap and --topic are required")
@@ -208,6 +226,14 @@ func main() {
 		finish(rawProduce(ctx, *bootstrap, *topic, *records, *size, *batchBytes, *conns, *acks))
 	case "rawfetch":
 		finish(rawFetch(ctx, *bootstrap, *topic))
+	case "omb":
+		r, err := omb(ctx, ombConfig{bootstrap: *bootstrap, topic: *topic, group: *group, producers: *producers,
+			consumers: *consumers, size: *size, rate: *rate, warmup: *warmup, measure: *seconds, drain: *drain,
+			statPID: *statPID})
+		if err != nil {
+			r.Error = err.Error()
+		}
+		printAndExit(r, err)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", mode)
 		os.Exit(2)
