@@ -113,9 +113,9 @@ void node::open_replicas() {
           run_on_owner(tp, [this, tp] { _replicas[_placement.shard_of(tp)]->mark_offline({tp}); });
         }
       });
-  _publisher = std::make_unique<broker::metadata_publisher>(
-      _config.node_id(), replicas_by_shard(), _placement, _shards.get(), _metadata,
-      [this](std::string_view property) { return static_property(_config, property); }, _logs.get());
+  _publisher = std::make_unique<broker::metadata_publisher>(_config.node_id(), replicas_by_shard(),
+                                                            _placement, _shards.get(), _metadata,
+                                                            static_property_lookup(_config), _logs.get());
   // The group coordinator follows the images the replicas were given (its __consumer_offsets replicas exist).
   _publisher->set_published_listener([this](const metadata::metadata_image_ptr& image) {
     if (_groups) _groups->on_metadata(*image);

@@ -1,6 +1,8 @@
 #include "subsystem_options.h"
 
 #include <chrono>
+#include <map>
+#include <memory>
 
 #include <unistd.h>
 
@@ -25,23 +27,29 @@ int64_t wall_clock_ms() {
       .count();
 }
 
-std::optional<std::string> static_property(const node_config& config, std::string_view property) {
+std::function<std::optional<std::string>(std::string_view)> static_property_lookup(
+    const node_config& config) {
+  // The configuration file does not change while the node runs: the properties it sets are collected once
+  // (the controller resolves a topic's configs for every partition it elects a leader of).
+  auto set = std::make_shared<std::map<std::string, std::optional<std::string>, std::less<>>>();
   const auto values = config.all_values();
   auto is_set = [&](std::string_view name) {
     auto it = values.find(name);
     return it != values.end() && it->second.source != config_source::default_value;
   };
-  if (property == "log.retention.ms") {
-    if (is_set("log.retention.ms") || is_set("log.retention.minutes") || is_set("log.retention.hours"))
-      return std::to_string(config.log_retention_ms());
-    return std::nullopt;
+  for (const auto& [name, entry] : values) {
+    if (entry.source != config_source::default_value) (*set)[name] = entry.value;
   }
-  if (property == "log.roll.ms") {
-    if (is_set("log.roll.ms") || is_set("log.roll.hours")) return std::to_string(config.log_roll_ms());
-    return std::nullopt;
-  }
-  if (!is_set(property)) return std::nullopt;
-  return values.find(property)->second.value;
+  (*set).erase("log.retention.ms");
+  (*set).erase("log.roll.ms");
+  if (is_set("log.retention.ms") || is_set("log.retention.minutes") || is_set("log.retention.hours"))
+    (*set)["log.retention.ms"] = std::to_string(config.log_retention_ms());
+  if (is_set("log.roll.ms") || is_set("log.roll.hours"))
+    (*set)["log.roll.ms"] = std::to_string(config.log_roll_ms());
+  return [set](std::string_view property) -> std::optional<std::string> {
+    auto it = set->find(property);
+    return it == set->end() ? std::nullopt : it->second;
+  };
 }
 
 std::filesystem::path metadata_log_dir(const node_config& config) {
@@ -124,7 +132,7 @@ controller::controller_options controller_options_from(const node_config& config
   options.num_partitions = config.get_int("num.partitions").value_or(1);
   options.default_replication_factor =
       static_cast<int16_t>(config.get_int("default.replication.factor").value_or(1));
-  options.static_config = [&config](std::string_view property) { return static_property(config, property); };
+  options.static_config = static_property_lookup(config);
   options.delete_topic_enable = config.get_bool("delete.topic.enable").value_or(true);
   options.placement_seed = static_cast<uint64_t>(wall_clock_ms());
   options.clock_ms = wall_clock_ms;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,10 +30,10 @@ inline constexpr int32_t controller_request_timeout_ms = 30'000;
 
 int64_t wall_clock_ms();
 
-// The value of a broker property as the node's configuration file (or --override) sets it; nullopt when it is
-// left at its default. Topic-config defaults with several broker spellings (log.retention.hours / minutes /
-// ms, log.roll.hours / ms) resolve to the millisecond property.
-std::optional<std::string> static_property(const node_config& config, std::string_view property);
+// Looks up the value of a broker property as the node's configuration file (or --override) sets it; nullopt
+// when it is left at its default. Topic-config defaults with several broker spellings (log.retention.hours /
+// minutes / ms, log.roll.hours / ms) resolve to the millisecond property. Collected once: cheap per call.
+std::function<std::optional<std::string>(std::string_view)> static_property_lookup(const node_config& config);
 
 // metadata.log.dir (Kafka's KRaftConfigs): where __cluster_metadata-0 lives; the first log dir when unset.
 std::filesystem::path metadata_log_dir(const node_config& config);
