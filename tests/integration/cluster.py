@@ -187,6 +187,7 @@ class Cluster:
                 if n.node_id not in broker_only:
                     n.extra_args = ["--initial-controllers", self.initial_controllers]
             n.config.update(extra_config or {})
+        self.stop_timeout = STOP_TIMEOUT_S  # close(): SIGTERM until exit (a node with many logs flushes them all)
         self._api_versions = {}  # node id -> {api key: (min, max)}, reset at each start
         self.last_probe = {}  # node id -> last DescribeQuorum answer or error (shown when a wait times out)
 
@@ -321,14 +322,14 @@ class Cluster:
         n.paused = False
 
     def close(self):
-        """Teardown: SIGCONT+SIGTERM every running node, SIGKILL what is left after STOP_TIMEOUT_S.
+        """Teardown: SIGCONT+SIGTERM every running node, SIGKILL what is left after self.stop_timeout.
         Returns (nodes that died during the test, {node id: exit code} of the nodes that were running)."""
         died = [i for i in self.ids
                 if self.nodes[i].proc is not None and not self.nodes[i].alive() and not self.nodes[i].expected_exit]
         running = [i for i in self.ids if self.nodes[i].alive()]
         for i in running:
             self._signal_term(i)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
+        deadline = time.monotonic() + self.stop_timeout
         codes = {i: self._reap(i, deadline) for i in running}
         for n in self.nodes.values():
             n.close_log()

@@ -166,6 +166,7 @@ def test_twenty_thousand_partitions_one_node(mala_factory):
 @pytest.fixture
 def scale_cluster(tmp_path):
     c = Cluster(tmp_path, extra_config=SCALE_CONFIG)
+    c.stop_timeout = STOP_TIMEOUT_S
     yield c
     died, codes = c.close()
     bad = {i: code for i, code in codes.items() if code != 0}
