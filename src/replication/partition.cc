@@ -404,7 +404,9 @@ status partition::truncate_fully_and_start_at(int64_t offset) {
 status partition::close() {
   // An offline log's dir is failing: no file of it is written again (the next start rebuilds the state).
   if (!_producers || _log->is_offline()) return status::success();
-  auto written = _producers->take_snapshot(_log->log_end_offset());
+  // Not fsynced here: the log manager's shutdown syncs the whole file system once (the snapshot's CRC
+  // refuses a torn copy should that not happen).
+  auto written = _producers->take_snapshot(_log->log_end_offset(), storage::file_sync::later);
   return written.ok() ? status::success() : written.error();
 }
 

@@ -120,6 +120,20 @@ status fsync_dir(const std::filesystem::path& dir) {
   return status::success();
 }
 
+status sync_file_system(const std::filesystem::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return io_error("cannot open directory", dir, errno);
+  int err = 0;
+  if (auto fault = injected_fault(io_operation::sync, dir); fault.error != 0) {
+    err = fault.error;
+  } else if (::syncfs(fd) != 0) {
+    err = errno;
+  }
+  ::close(fd);
+  if (err != 0) return io_error("cannot sync the file system of", dir, err);
+  return status::success();
+}
+
 result<std::optional<std::string>> read_file_if_exists(const std::filesystem::path& path, size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

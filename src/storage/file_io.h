@@ -35,6 +35,10 @@ int sync_file(int fd, const std::filesystem::path& path, bool data_only = false)
 int reserve_blocks(int fd, int64_t offset, int64_t length, const std::filesystem::path& path);
 // Makes a directory's entries (a rename, a new file) durable.
 status fsync_dir(const std::filesystem::path& dir);
+// syncfs(2) of the file system holding `dir`: everything written to it so far (file data, mapped pages,
+// directory entries) is durable, and a write-back error since any open of it is reported (Linux 5.8+). One
+// call instead of an fsync per file: a clean shutdown of 20,000 logs.
+status sync_file_system(const std::filesystem::path& dir);
 // The file's contents, nullopt when it does not exist; reads at most max_bytes.
 result<std::optional<std::string>> read_file_if_exists(const std::filesystem::path& path,
                                                        size_t max_bytes = std::numeric_limits<size_t>::max());

@@ -295,7 +295,7 @@ struct partition_log::impl {
     return std::nullopt;
   }
 
-  status flush_segments();
+  status flush_segments(file_sync sync = file_sync::now);
   // Takes the log offline when a sync handed out before failed; true then.
   bool fail_on_failed_sync();
   // The files to sync so that everything written is durable, handed out (see flush_work()).
@@ -1132,11 +1132,21 @@ void partition_log::mark_flushed(int64_t offset) {
   if (offset > m.recovery_point) m.recovery_point = offset;
 }
 
-status partition_log::impl::flush_segments() {
-  // Everything up to the log end offset is already durable: nothing to sync (Kafka's flush skips this case
-  // too).
+status partition_log::impl::flush_segments(file_sync sync) {
+  // With file_sync::later the caller makes it all durable at once (a clean shutdown's syncfs), before it
+  // checkpoints the recovery point this moves.
+  if (sync == file_sync::later) {
+    files_to_sync.clear();
+    dir_sync_pending = false;
+    recovery_point = log_end_offset;
+    flush_pending_offset = log_end_offset;
+    last_flush_ms = clock();
+    return status::success();
+  }
   // The epoch checkpoint may have changed without data (a new epoch, a truncation): synced either way.
   if (auto st = epochs.sync(); !st.ok()) return storage_error(tp, st.message);
+  // Everything up to the log end offset is already durable: nothing to sync (Kafka's flush skips this case
+  // too).
   if (recovery_point >= log_end_offset && !dir_sync_pending) return status::success();
   auto it = floor_segment(recovery_point);
   if (it == segments.end()) it = segments.begin();
@@ -1163,7 +1173,7 @@ status partition_log::flush() {
   return status::success();
 }
 
-status partition_log::close() {
+status partition_log::close(file_sync sync) {
   auto& m = *_impl;
   if (m.closed) return m.failure;
   m.closed = true;
@@ -1171,7 +1181,7 @@ status partition_log::close() {
   if (m.offline()) return m.failure;
   // The log manager closes logs while it iterates them (shutdown, a dir going offline): a failure here is
   // returned to it, never sent to the listener.
-  auto st = m.flush_segments();
+  auto st = m.flush_segments(sync);
   if (!st.ok()) {
     m.failure = st;
     return st;

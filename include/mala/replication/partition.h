@@ -253,7 +253,8 @@ class partition {
   // every producer.
   status truncate_fully_and_start_at(int64_t offset);
   // Clean close of the replica (shutdown, or stop hosting it while keeping the log): a producer snapshot at
-  // the log end offset, so that the next start replays nothing.
+  // the log end offset, so that the next start replays nothing; written unsynced (the log manager's
+  // shutdown syncs the file system once).
   status close();
   // Follower: the leader's high watermark from a fetch response, bounded by our own log end offset.
   void update_high_watermark_from_leader(int64_t leader_high_watermark);

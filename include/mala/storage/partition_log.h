@@ -185,8 +185,10 @@ class partition_log {
   // Synchronous flush of everything (tests, clean shutdown).
   status flush();
   // Clean close: flushes, trims indexes. A flush that fails leaves the log offline (no listener) and the
-  // indexes untrimmed; an offline log is closed without touching its files.
-  status close();
+  // indexes untrimmed; an offline log is closed without touching its files. With file_sync::later nothing
+  // is fsynced and the recovery point moves to the log end offset: the caller syncs the file system
+  // (detail::sync_file_system) before it checkpoints that recovery point.
+  status close(file_sync sync = file_sync::now);
   // Deletes the whole partition directory (topic deletion).
   status delete_all();
 

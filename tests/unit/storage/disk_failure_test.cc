@@ -424,6 +424,39 @@ class log_dir_failure_test : public ::testing::Test {
   const uuid _topic_id = uuid::random();
 };
 
+// A clean shutdown fsyncs no file one by one: each dir's file system is synced once (syncfs) before its
+// recovery points are checkpointed and it is marked clean. When that sync fails the dir is not marked clean
+// and keeps its old checkpoints: the next start recovers it, and every record is still there.
+TEST_F(log_dir_failure_test, a_failed_file_system_sync_at_shutdown_leaves_the_dir_to_recovery) {
+  {
+    auto manager = open_manager();
+    ASSERT_TRUE(manager);
+    auto p0 = manager->create({"t", 0}, _topic_id, {});  // d1
+    auto p1 = manager->create({"t", 1}, _topic_id, {});  // d2
+    ASSERT_TRUE(p0.ok() && p1.ok());
+    for (auto* log : {*p0, *p1}) {
+      auto bytes = make_batch(3);
+      ASSERT_TRUE(log->append_as_leader(bytes, 0).ok());
+    }
+    scoped_faults faults({{io_operation::sync, (_root / "d1").string(), EIO}});
+    auto st = manager->shutdown(7);
+    EXPECT_EQ(st.code, error_code::kafka_storage_error);
+    EXPECT_NE(st.message.find("cannot sync the file system"), std::string::npos) << st.message;
+    EXPECT_EQ(faults.failed(), 1);  // the one syncfs: no file of d1 was fsynced on its own
+  }
+  EXPECT_FALSE(fs::exists(_root / "d1" / ".kafka_cleanshutdown"));
+  EXPECT_TRUE(fs::exists(_root / "d2" / ".kafka_cleanshutdown"));
+  auto manager = open_manager();
+  ASSERT_TRUE(manager);
+  EXPECT_EQ(manager->loaded().recovered, 1);
+  for (int32_t p = 0; p < 2; ++p) {
+    auto* log = manager->get({"t", p});
+    ASSERT_NE(log, nullptr);
+    EXPECT_EQ(log->log_end_offset(), 3);
+  }
+  EXPECT_TRUE(manager->shutdown().ok());
+}
+
 TEST_F(log_dir_failure_test, io_error_in_one_log_takes_its_dir_offline_and_the_other_dir_keeps_working) {
   auto manager = open_manager();
   ASSERT_TRUE(manager);
