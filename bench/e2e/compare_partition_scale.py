@@ -145,15 +145,20 @@ PARTITIONS_PER_REQUEST = 5000
 
 
 def create_topics_timed(broker, layout, timeout):
-    from confluent_kafka.admin import NewTopic
+    """CreateTopics of at most PARTITIONS_PER_REQUEST partitions each; a topic larger than that is created with
+    that many and grown by CreatePartitions requests of as many more."""
+    from confluent_kafka.admin import NewPartitions, NewTopic
     a = admin(broker)  # referenced until the answer: destroying the client fails the futures
     requests, current, size = [], [], 0
+    growth = []  # (topic, total after the request)
     for name, n in layout:
-        if current and size + n > PARTITIONS_PER_REQUEST:
+        first = min(n, PARTITIONS_PER_REQUEST)
+        if current and size + first > PARTITIONS_PER_REQUEST:
             requests.append(current)
             current, size = [], 0
-        current.append((name, n))
-        size += n
+        current.append((name, first))
+        size += first
+        growth += [(name, min(n, total)) for total in range(2 * first, n + first, first)]
     if current:
         requests.append(current)
     t0 = time.perf_counter()
@@ -161,6 +166,10 @@ def create_topics_timed(broker, layout, timeout):
         futures = a.create_topics([NewTopic(n, p, 1) for n, p in request], operation_timeout=timeout,
                                   request_timeout=timeout)
         for _, fut in futures.items():
+            fut.result(timeout=timeout)
+    for name, total in growth:
+        for _, fut in a.create_partitions([NewPartitions(name, total)], operation_timeout=timeout,
+                                          request_timeout=timeout).items():
             fut.result(timeout=timeout)
     del a
     deadline = time.monotonic() + timeout

@@ -78,9 +78,10 @@ class metadata_publisher {
   // Replicas applied by a shard before it serves other work again; an image changing no more than this many
   // on any shard is applied at once.
   static constexpr size_t apply_slice_size = 256;
-  // Logs a small image may have its shards create (a few files each, no fsync); more go to the publisher's
-  // thread.
-  static constexpr size_t inline_log_creations = 32;
+  // Logs a small image may have its shards create (a few files each, no fsync, well under a second for all);
+  // more go to the publisher's thread. A CreateTopics of up to this many partitions per broker is answered
+  // once every broker hosts them (tools and clients list a topic right after creating it).
+  static constexpr size_t inline_log_creations = 1000;
   void publish_latest();
   // On `shard`: applies hosted[from, from + apply_slice_size) of the job and posts the rest; the last shard
   // done has the home shard publish the image.

@@ -200,7 +200,7 @@ TEST_F(metadata_publisher_test, dynamic_broker_defaults_reach_topics_without_an_
   EXPECT_EQ(partition().min_insync_replicas(), 1);
 }
 
-// Issue 20: no shard is held by a large image. An image naming hundreds of replicas without logs is not
+// Issue 20: no shard is held by a large image. An image naming 1,200 replicas without logs is not
 // applied on the home shard: publish() returns at once, the publisher's thread creates the logs, then every
 // shard applies the latest image a slice at a time and the home shard publishes it; a client never sees a
 // partition that is not hosted yet. A small image is applied before publish() returns.
@@ -234,7 +234,7 @@ TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_bef
       [&](const metadata::metadata_image_ptr& image) { published.push_back(image); });
   shards.start();
 
-  constexpr int32_t partitions = 600;  // about 300 per shard: more than one slice
+  constexpr int32_t partitions = 1200;  // more than the shards create themselves, 600 per shard
   const uuid topic_id = uuid::random();
   // Every partition at `epoch`, partition 0 at `first_epoch` when given.
   auto image_with_epoch = [&](int32_t epoch, std::optional<int32_t> first_epoch = std::nullopt) {
@@ -288,7 +288,7 @@ TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_bef
   };
 
   auto first = image_with_epoch(1);
-  EXPECT_FALSE(publish_on_home(first));  // 600 logs to create: not on the shards
+  EXPECT_FALSE(publish_on_home(first));  // 1,200 logs to create: not on the shards
   ASSERT_TRUE(wait_published(first));
   EXPECT_EQ(logs->partitions().size(), static_cast<size_t>(partitions));
   EXPECT_EQ(hosted_on_their_shards(), partitions);
