@@ -56,7 +56,7 @@ class shard_pool {
   // Runs fn(shard) for every shard on that shard's thread and returns once all have: the caller's own shard
   // (when it is one) runs in place, the others are posted to and waited for, blocking the caller. Before
   // start() and after the threads ended every fn runs in place on the caller's thread. For the rare work
-  // that must reach every shard before the caller goes on (tests reading every shard's state);
+  // that must reach every shard before the caller goes on (the metadata publisher's small images);
   // nothing a shard runs may itself wait for another shard this way, or two shards could wait on each other.
   void run_on_each_and_wait(const std::function<void(size_t shard)>& fn);
   // Whether the shard threads run (between start() and join()).
