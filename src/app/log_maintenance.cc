@@ -198,7 +198,7 @@ struct log_maintenance::impl {
         asio::post(blocking, [this, shard, tp, files = std::move(files), upto] {
           for (const auto& f : files) {
             if (auto st = f->sync(); !st.ok()) {
-              log->error("fsync of {} failed: {}", f->path().string(), st.message);
+              log->error("fsync of {} failed: {}", f->path(), st.message);
               asio::post(timers[shard]->context, [this, shard, tp, st] {
                 auto* owner = replicas_on(shard);
                 if (auto* p = owner ? owner->get(tp) : nullptr) p->log().mark_sync_failed(st);

@@ -138,7 +138,7 @@ status partition_raft_log::close() {
   return st;
 }
 
-const std::filesystem::path& partition_raft_log::dir() const {
+std::filesystem::path partition_raft_log::dir() const {
   return _log->dir();
 }
 

@@ -75,7 +75,7 @@ status index_file::map(int fd, int64_t length) {
 
 status index_file::open(const std::filesystem::path& path, int32_t entry_size, int32_t max_index_size,
                         bool preallocate) {
-  _path = path;
+  _path = path.string();
   _entry_size = entry_size;
   _max_index_size = max_index_size;
   if (max_index_size < entry_size) {
@@ -196,7 +196,7 @@ status index_file::flush() const {
 status index_file::rename_to(const std::filesystem::path& path) {
   if (::rename(_path.c_str(), path.c_str()) != 0)
     return detail::io_error("cannot rename index", _path, errno);
-  _path = path;
+  _path = path.string();
   return status::success();
 }
 

@@ -54,7 +54,7 @@ class index_file {
   int64_t length() const { return _length; }
   int32_t max_index_size() const { return _max_index_size; }
   bool misaligned_on_open() const { return _misaligned_on_open; }
-  const std::filesystem::path& path() const { return _path; }
+  const std::string& path() const { return _path; }
 
   // Makes sure the slots below n are backed by disk blocks before they are written through the mapping: a
   // store into a sparse page of a full disk would raise SIGBUS and take the process down, where this returns
@@ -75,7 +75,7 @@ class index_file {
   status map(int fd, int64_t length);
   void unmap();
 
-  std::filesystem::path _path;
+  std::string _path;  // a string: a std::filesystem::path allocates each component apart
   uint8_t* _data = nullptr;
   int64_t _length = 0;
   int32_t _entry_size = 1;

@@ -34,7 +34,7 @@ bool update_needed(const std::vector<epoch_entry>& entries, const epoch_entry& e
 
 result<leader_epoch_cache> leader_epoch_cache::load(const std::filesystem::path& partition_dir) {
   leader_epoch_cache cache;
-  cache._path = partition_dir / leader_epoch_checkpoint_file;
+  cache._path = (partition_dir / leader_epoch_checkpoint_file).string();
   auto entries = read_epoch_checkpoint(cache._path);
   if (!entries) return entries.error();
   // Replayed through the assign rules (as Kafka's constructor does), so a checkpoint with non-monotonic
@@ -43,7 +43,7 @@ result<leader_epoch_cache> leader_epoch_cache::load(const std::filesystem::path&
     if (e.epoch < 0 || e.start_offset < 0) {
       return status::error(error_code::kafka_storage_error, "invalid entry " + std::to_string(e.epoch) + " " +
                                                                 std::to_string(e.start_offset) + " in " +
-                                                                cache._path.string());
+                                                                cache._path);
     }
     if (update_needed(cache._entries, e)) {
       drop_conflicting(cache._entries, e);
@@ -137,7 +137,7 @@ status leader_epoch_cache::sync() {
 std::optional<std::filesystem::path> leader_epoch_cache::take_unsynced() {
   if (!_unsynced) return std::nullopt;
   _unsynced = false;
-  return _path;
+  return std::filesystem::path(_path);
 }
 
 status leader_epoch_cache::persist(file_sync durability) {

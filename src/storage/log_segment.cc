@@ -218,8 +218,7 @@ segment_file::~segment_file() {
 result<std::vector<uint8_t>> segment_file::read(int64_t position, int32_t n) const {
   if (position < 0 || n < 0) {
     return status::error(error_code::unknown_server_error, "bad read of " + std::to_string(n) + " bytes at " +
-                                                               std::to_string(position) + " from " +
-                                                               _path.string());
+                                                               std::to_string(position) + " from " + _path);
   }
   std::vector<uint8_t> data(static_cast<size_t>(n));
   const int64_t got = pread_full(_fd, data.data(), data.size(), position);
@@ -229,7 +228,7 @@ result<std::vector<uint8_t>> segment_file::read(int64_t position, int32_t n) con
 }
 
 std::shared_ptr<const segment_file> segment_file::by_path(std::filesystem::path path) {
-  return std::shared_ptr<const segment_file>(new segment_file(-1, std::move(path)));
+  return std::shared_ptr<const segment_file>(new segment_file(-1, path.string()));
 }
 
 status segment_file::sync() const {
@@ -266,18 +265,17 @@ status segment_file::sync() const {
 // log_segment
 
 struct log_segment::impl {
-  fs::path dir;
   int64_t base_offset = 0;
   log_config config;
   std::function<int64_t()> clock;
   // The open .log (null while closed: see open_file_list); log_path is its current name.
   mutable std::shared_ptr<segment_file> file;
-  fs::path log_path;
+  std::string log_path;  // paths as strings: a std::filesystem::path allocates each component apart
   mutable open_file_entry lru;
   mutable int carried_sync_error = 0;
   std::unique_ptr<offset_index> offsets;
   std::unique_ptr<time_index> times;
-  fs::path txn_path;
+  std::string txn_path;
 
   int64_t size = 0;
   int64_t next_offset = 0;
@@ -395,7 +393,6 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
   std::unique_ptr<log_segment> segment(new log_segment());
   segment->_impl = std::make_unique<impl>();
   impl& s = *segment->_impl;
-  s.dir = dir;
   s.base_offset = base_offset;
   s.config = config;
   s.clock = std::move(clock_ms);
@@ -404,13 +401,13 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
   const fs::path log_path = segment_file_path(dir, base_offset, log_suffix);
   const fs::path offset_path = segment_file_path(dir, base_offset, offset_index_suffix);
   const fs::path time_path = segment_file_path(dir, base_offset, time_index_suffix);
-  s.txn_path = segment_file_path(dir, base_offset, txn_index_suffix);
+  s.txn_path = segment_file_path(dir, base_offset, txn_index_suffix).string();
 
   const int flags = create ? (O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC) : (O_RDWR | O_CLOEXEC);
   const int fd = ::open(log_path.c_str(), flags, 0644);
   if (fd < 0) return detail::io_error("cannot open segment", log_path, errno);
-  s.file = std::shared_ptr<segment_file>(new segment_file(fd, log_path));
-  s.log_path = log_path;
+  s.log_path = log_path.string();
+  s.file = std::shared_ptr<segment_file>(new segment_file(fd, s.log_path));
   struct stat st {};
   if (::fstat(fd, &st) != 0) return detail::io_error("cannot stat segment", log_path, errno);
   if (st.st_size > max_segment_position) {
@@ -501,7 +498,7 @@ void log_segment::update_config(const log_config& config) {
 
 status log_segment::append(std::span<const uint8_t> batch, const appended_batch& info) {
   impl& s = *_impl;
-  const fs::path& path = s.log_path;
+  const fs::path path = s.log_path;
   if (s.closed) return invariant_error("append to a closed segment", path);
   if (batch.empty()) return status::success();
   const int64_t lowest_base = s.size == 0 ? s.base_offset : s.next_offset;
@@ -644,14 +641,14 @@ status log_segment::check_indexes() const {
   if (auto last = s.offsets->last_entry();
       last && (last->offset >= s.next_offset || last->position >= s.size)) {
     return status::error(error_code::corrupt_message,
-                         "index " + s.offsets->path().string() + " is corrupt: its last entry (offset " +
+                         "index " + s.offsets->path() + " is corrupt: its last entry (offset " +
                              std::to_string(last->offset) + ", position " + std::to_string(last->position) +
                              ") is past the segment's data (next offset " + std::to_string(s.next_offset) +
                              ", size " + std::to_string(s.size) + ")");
   }
   if (auto last = s.times->last_entry(); last && last->offset >= s.next_offset) {
     return status::error(error_code::corrupt_message,
-                         "time index " + s.times->path().string() + " is corrupt: its last entry (offset " +
+                         "time index " + s.times->path() + " is corrupt: its last entry (offset " +
                              std::to_string(last->offset) + ") is past the segment's next offset " +
                              std::to_string(s.next_offset));
   }
@@ -660,7 +657,7 @@ status log_segment::check_indexes() const {
 
 result<segment_recovery> log_segment::recover() {
   impl& s = *_impl;
-  const fs::path& path = s.log_path;
+  const fs::path path = s.log_path;
   if (auto r = s.reset_indexes(); !r.ok()) return r;
 
   std::vector<uint8_t> buffer;
@@ -808,15 +805,15 @@ status log_segment::rename_for_deletion() {
   // close independently.
   const int fd = ::fcntl(s.fd(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return detail::io_error("cannot duplicate the descriptor of", deleted_log, errno);
-  s.file = std::shared_ptr<segment_file>(new segment_file(fd, deleted_log));
-  s.log_path = deleted_log;
+  s.log_path = deleted_log.string();
+  s.file = std::shared_ptr<segment_file>(new segment_file(fd, s.log_path));
   if (auto r = s.offsets->rename_to(with_suffix(s.offsets->path(), deleted_suffix)); !r.ok()) return r;
   if (auto r = s.times->rename_to(with_suffix(s.times->path(), deleted_suffix)); !r.ok()) return r;
   const fs::path deleted_txn = with_suffix(s.txn_path, deleted_suffix);
   if (::rename(s.txn_path.c_str(), deleted_txn.c_str()) != 0) {
     if (errno != ENOENT) return detail::io_error("cannot rename", s.txn_path, errno);
   }
-  s.txn_path = deleted_txn;
+  s.txn_path = deleted_txn.string();
   return status::success();
 }
 

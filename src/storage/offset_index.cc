@@ -117,7 +117,7 @@ int32_t offset_index::max_entries() const {
 }
 
 offset_position offset_index::entry(int32_t n) const {
-  MALA_ASSERT(n >= 0 && n < _impl->file.entries(), "entry {} out of range in index {}", n, path().string());
+  MALA_ASSERT(n >= 0 && n < _impl->file.entries(), "entry {} out of range in index {}", n, path());
   return _impl->at(n);
 }
 
@@ -154,7 +154,7 @@ status offset_index::flush() {
 status offset_index::sanity_check() const {
   const auto& f = _impl->file;
   if (f.misaligned_on_open() || f.length() % offset_index_entry_size != 0) {
-    return status::error(error_code::corrupt_message, "index " + f.path().string() +
+    return status::error(error_code::corrupt_message, "index " + f.path() +
                                                           " is corrupt: its size is not a multiple of " +
                                                           std::to_string(offset_index_entry_size));
   }
@@ -165,8 +165,8 @@ status offset_index::sanity_check() const {
     const int32_t position = _impl->position(i);
     if (relative <= previous_relative || position < previous_position) {
       return status::error(error_code::corrupt_message,
-                           "index " + f.path().string() + " is corrupt: entry " + std::to_string(i) +
-                               " (offset " + std::to_string(_impl->base_offset + relative) + ", position " +
+                           "index " + f.path() + " is corrupt: entry " + std::to_string(i) + " (offset " +
+                               std::to_string(_impl->base_offset + relative) + ", position " +
                                std::to_string(position) + ") is out of order or below the base offset " +
                                std::to_string(_impl->base_offset));
     }
@@ -179,7 +179,7 @@ status offset_index::sanity_check() const {
 int64_t offset_index::base_offset() const {
   return _impl->base_offset;
 }
-const std::filesystem::path& offset_index::path() const {
+const std::string& offset_index::path() const {
   return _impl->file.path();
 }
 status offset_index::rename_to(const std::filesystem::path& path) {

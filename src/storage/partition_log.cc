@@ -118,7 +118,7 @@ error_code code_for(proto::batch_status s) {
 }  // namespace
 
 struct partition_log::impl {
-  fs::path dir;
+  std::string dir;  // a string: a std::filesystem::path allocates each component apart
   topic_partition tp;
   log_config config;
   std::function<int64_t()> clock;
@@ -315,7 +315,7 @@ struct partition_log::impl {
 status partition_log::impl::load(const log_open_options& options) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return storage_error(tp, "cannot create " + dir.string() + ": " + ec.message());
+  if (ec) return storage_error(tp, "cannot create " + dir + ": " + ec.message());
 
   if (options.topic_id) {
     auto existing = read_partition_metadata(dir);
@@ -323,7 +323,7 @@ status partition_log::impl::load(const log_open_options& options) {
     if (existing->has_value()) {
       if (**existing != *options.topic_id) {
         return status::error(error_code::inconsistent_topic_id,
-                             describe(tp) + ": " + dir.string() + "/partition.metadata has topic id " +
+                             describe(tp) + ": " + dir + "/partition.metadata has topic id " +
                                  (*existing)->to_string() + ", expected " + options.topic_id->to_string());
       }
     } else if (auto st = write_partition_metadata(dir, *options.topic_id); !st.ok()) {
@@ -353,7 +353,7 @@ status partition_log::impl::load(const log_open_options& options) {
       index_files.push_back(it->path());
     }
   }
-  if (ec) return storage_error(tp, "cannot list " + dir.string() + ": " + ec.message());
+  if (ec) return storage_error(tp, "cannot list " + dir + ": " + ec.message());
   for (const auto& path : index_files) {
     auto name = path.filename().string();
     auto base = parse_segment_base_offset(name, offset_index_suffix);
@@ -491,7 +491,7 @@ result<std::unique_ptr<partition_log>> partition_log::open(const std::filesystem
   std::unique_ptr<partition_log> log(new partition_log());
   log->_impl = std::make_unique<impl>();
   auto& m = *log->_impl;
-  m.dir = dir;
+  m.dir = dir.string();
   m.tp = std::move(tp);
   m.config = config;
   m.clock = options.clock_ms ? options.clock_ms : std::function<int64_t()>(system_clock_ms);
@@ -510,7 +510,7 @@ partition_log::~partition_log() = default;
 const topic_partition& partition_log::partition() const {
   return _impl->tp;
 }
-const std::filesystem::path& partition_log::dir() const {
+std::filesystem::path partition_log::dir() const {
   return _impl->dir;
 }
 const log_config& partition_log::config() const {
@@ -1200,7 +1200,7 @@ status partition_log::delete_all() {
   m.closed = true;
   std::error_code ec;
   fs::remove_all(m.dir, ec);
-  if (ec) return storage_error(m.tp, "cannot delete " + m.dir.string() + ": " + ec.message());
+  if (ec) return storage_error(m.tp, "cannot delete " + m.dir + ": " + ec.message());
   return status::success();
 }
 

@@ -443,8 +443,8 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
     }
   }
   subsystem_logger("storage")->debug(
-      "{}: producer state of {} producers loaded up to offset {} (replayed from {})", _dir.string(),
-      _producers.size(), log_end_offset, replay_from);
+      "{}: producer state of {} producers loaded up to offset {} (replayed from {})", _dir, _producers.size(),
+      log_end_offset, replay_from);
   auto written = take_snapshot(log_end_offset);
   return written.ok() ? status::success() : written.error();
 }

@@ -112,7 +112,7 @@ int32_t time_index::max_entries() const {
 }
 
 timestamp_offset time_index::entry(int32_t n) const {
-  MALA_ASSERT(n >= 0 && n < _impl->file.entries(), "entry {} out of range in index {}", n, path().string());
+  MALA_ASSERT(n >= 0 && n < _impl->file.entries(), "entry {} out of range in index {}", n, path());
   return _impl->at(n);
 }
 
@@ -149,7 +149,7 @@ status time_index::flush() {
 status time_index::sanity_check() const {
   const auto& f = _impl->file;
   if (f.misaligned_on_open() || f.length() % time_index_entry_size != 0) {
-    return status::error(error_code::corrupt_message, "time index " + f.path().string() +
+    return status::error(error_code::corrupt_message, "time index " + f.path() +
                                                           " is corrupt: its size is not a multiple of " +
                                                           std::to_string(time_index_entry_size));
   }
@@ -160,7 +160,7 @@ status time_index::sanity_check() const {
     if (bad_offset || bad_timestamp) {
       return status::error(
           error_code::corrupt_message,
-          "time index " + f.path().string() + " is corrupt: entry " + std::to_string(i) + " (timestamp " +
+          "time index " + f.path() + " is corrupt: entry " + std::to_string(i) + " (timestamp " +
               std::to_string(_impl->timestamp(i)) + ", offset " +
               std::to_string(_impl->base_offset + relative) +
               ") has a timestamp or offset out of order, or an offset below the base offset " +
@@ -173,7 +173,7 @@ status time_index::sanity_check() const {
 int64_t time_index::base_offset() const {
   return _impl->base_offset;
 }
-const std::filesystem::path& time_index::path() const {
+const std::string& time_index::path() const {
   return _impl->file.path();
 }
 status time_index::rename_to(const std::filesystem::path& path) {

@@ -121,7 +121,7 @@ class partition_raft_log final : public raft_log {
   // The first failure; success while healthy.
   const status& failure() const { return _failure; }
   // The partition directory (the quorum-state file lives there too).
-  const std::filesystem::path& dir() const;
+  std::filesystem::path dir() const;
   // The underlying log (Fetch responses may serve its batches as they are).
   storage::partition_log& partition() { return *_log; }
 

@@ -57,7 +57,7 @@ class leader_epoch_cache {
 
  private:
   status persist(file_sync durability);
-  std::filesystem::path _path;
+  std::string _path;  // a string: a std::filesystem::path allocates each component apart
   std::vector<epoch_entry> _entries;
   bool _unsynced = false;
 };

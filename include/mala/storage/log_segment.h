@@ -28,7 +28,7 @@ class segment_file {
  public:
   ~segment_file();
   int fd() const { return _fd; }
-  const std::filesystem::path& path() const { return _path; }
+  const std::string& path() const { return _path; }
   // Reads exactly n bytes at position (fewer only at end of file).
   result<std::vector<uint8_t>> read(int64_t position, int32_t n) const;
   // A file or directory named by its path, to be synced only: its sync() opens and fsyncs it (a file gone
@@ -43,9 +43,9 @@ class segment_file {
 
  private:
   friend class log_segment;
-  segment_file(int fd, std::filesystem::path path) : _fd(fd), _path(std::move(path)) {}
-  int _fd = -1;  // -1 for a directory()
-  std::filesystem::path _path;
+  segment_file(int fd, std::string path) : _fd(fd), _path(std::move(path)) {}
+  int _fd = -1;       // -1 for a directory()
+  std::string _path;  // a string, not a std::filesystem::path (which keeps every component apart)
   mutable std::atomic<int> _sync_error{0};
 };
 

@@ -60,7 +60,7 @@ class offset_index {
   // of 8. corrupt_message when it fails.
   status sanity_check() const;
   int64_t base_offset() const;
-  const std::filesystem::path& path() const;
+  const std::string& path() const;
   status rename_to(const std::filesystem::path& path);
   status close_and_delete();
 

@@ -82,7 +82,7 @@ class partition_log {
   ~partition_log();
 
   const topic_partition& partition() const;
-  const std::filesystem::path& dir() const;
+  std::filesystem::path dir() const;
   const log_config& config() const;
   // A topic or broker-default config change (Kafka's UnifiedLog.updateConfig), applied to the open log at
   // once: segment.bytes / segment.ms to the active segment's next roll decision, max.message.bytes, the

@@ -187,13 +187,13 @@ class producer_state_manager {
 
  private:
   producer_state_manager(std::filesystem::path dir, producer_state_config config)
-      : _dir(std::move(dir)), _config(config) {}
+      : _dir(dir.string()), _config(config) {}
   void apply_batch(std::span<const uint8_t> batch);
   void apply_data_batch(const protocol::record_batch_header& batch, int64_t first_offset);
   void delete_snapshot(int64_t offset);
   bool expired(const producer_state_entry& entry, int64_t now_ms) const;
 
-  std::filesystem::path _dir;
+  std::string _dir;  // a string: a std::filesystem::path allocates each component apart
   producer_state_config _config;
   std::unordered_map<int64_t, producer_state_entry> _producers;
   std::map<int64_t, std::filesystem::path> _snapshots;  // by offset

@@ -52,7 +52,7 @@ class time_index {
   // non-decreasing, file size a multiple of 12. corrupt_message when it fails.
   status sanity_check() const;
   int64_t base_offset() const;
-  const std::filesystem::path& path() const;
+  const std::string& path() const;
   status rename_to(const std::filesystem::path& path);
   status close_and_delete();
 

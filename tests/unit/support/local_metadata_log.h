@@ -54,7 +54,7 @@ class local_metadata_log final : public metadata_log {
 
   // Flushes and closes the underlying log (also done by the destructor).
   status close();
-  const std::filesystem::path& dir() const;
+  std::filesystem::path dir() const;
 
  private:
   local_metadata_log(std::unique_ptr<storage::partition_log> log, local_metadata_log_options options);
@@ -88,7 +88,7 @@ inline status local_metadata_log::close() {
   return _log ? _log->close() : status::success();
 }
 
-inline const std::filesystem::path& local_metadata_log::dir() const {
+inline std::filesystem::path local_metadata_log::dir() const {
   return _log->dir();
 }
 
