@@ -5,7 +5,8 @@
 # Environment: MALA_JOBS (parallel build jobs, default 2), MALA_FUZZ_SECONDS (default 60),
 #              MALA_SKIP_SANITIZE=1 to skip the sanitizer + fuzz stage locally,
 #              MALA_BUILD_DIR / MALA_SANITIZE_DIR (default build, build-sanitize),
-#              MALA_TEST_SHARDS (mala.shards of the integration tests' nodes, default 4).
+#              MALA_TEST_SHARDS (mala.shards of the integration tests' nodes, default 4; a subset runs again
+#              with 1 and 2).
 set -uo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -145,6 +146,22 @@ if ((main_built)); then
   MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 2400 python3 -m pytest tests/integration -q -p no:cacheprovider \
     --junitxml="$repo_root/$build_dir/pytest-junit.xml"
   record_junit "integration tests" "$build_dir/pytest-junit.xml" $?
+
+  # The data path, groups and a whole-cluster crash again with 1 and 2 shards per node (one shard: no request
+  # crosses shards; two: as many shards as this machine has cores). The whole suite passes at 1, 2 and 4 (issue
+  # 20's closing note); these files run in about two minutes per shard count.
+  for shards in 1 2; do
+    note "integration tests with $shards shard(s) per node (pytest, a subset)"
+    MALA_TEST_SHARDS=$shards \
+    MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 900 python3 -m pytest -q -p no:cacheprovider \
+      tests/integration/test_produce_consume.py tests/integration/test_consumer_groups.py \
+      tests/integration/test_consumer_groups_848.py tests/integration/test_consumer_groups_clients.py \
+      tests/integration/test_connection_pipeline.py tests/integration/test_bad_input.py \
+      tests/integration/test_seed_bus_events.py tests/integration/test_live_topic_configs.py \
+      tests/integration/test_whole_cluster_crash_elections.py \
+      --junitxml="$repo_root/$build_dir/pytest-junit-$shards-shards.xml"
+    record_junit "integration, $shards shard(s)" "$build_dir/pytest-junit-$shards-shards.xml" $?
+  done
 else
   record "integration tests" 0 1 0 "(not run: build failed)"
 fi
