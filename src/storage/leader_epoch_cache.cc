@@ -63,7 +63,8 @@ status leader_epoch_cache::assign(int32_t epoch, int64_t start_offset) {
   if (!update_needed(_entries, entry)) return status::success();
   drop_conflicting(_entries, entry);
   _entries.push_back(entry);
-  return persist(file_sync::later);
+  _changed = true;
+  return status::success();
 }
 
 std::optional<epoch_entry> leader_epoch_cache::latest() const {
@@ -106,7 +107,8 @@ status leader_epoch_cache::truncate_from_end(int64_t end_offset) {
   if (end_offset < 0 || _entries.empty() || _entries.back().start_offset < end_offset)
     return status::success();
   while (!_entries.empty() && _entries.back().start_offset >= end_offset) _entries.pop_back();
-  return persist(file_sync::later);
+  _changed = true;
+  return status::success();
 }
 
 status leader_epoch_cache::truncate_from_start(int64_t start_offset) {
@@ -121,16 +123,23 @@ status leader_epoch_cache::truncate_from_start(int64_t start_offset) {
   if (first_kept == std::next(_entries.begin()) && _entries.front() == moved) return status::success();
   _entries.erase(_entries.begin(), first_kept);
   _entries.insert(_entries.begin(), moved);
-  return persist(file_sync::later);
+  _changed = true;
+  return status::success();
 }
 
 status leader_epoch_cache::clear() {
   _entries.clear();
-  return persist(file_sync::later);
+  _changed = true;
+  return status::success();
+}
+
+status leader_epoch_cache::write(file_sync durability) {
+  if (!_changed) return status::success();
+  return persist(durability);
 }
 
 status leader_epoch_cache::sync() {
-  if (!_unsynced) return status::success();
+  if (!_changed && !_unsynced) return status::success();
   return persist(file_sync::now);
 }
 
@@ -142,7 +151,10 @@ std::optional<std::filesystem::path> leader_epoch_cache::take_unsynced() {
 
 status leader_epoch_cache::persist(file_sync durability) {
   auto st = write_epoch_checkpoint(_path, _entries, durability);
-  if (st.ok()) _unsynced = durability == file_sync::later;
+  if (st.ok()) {
+    _changed = false;
+    _unsynced = durability == file_sync::later;
+  }
   return st;
 }
 

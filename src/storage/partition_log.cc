@@ -1081,9 +1081,13 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::impl::hand_out_u
   }
   for (auto& path : m.files_to_sync) files.push_back(segment_file::by_path(std::move(path)));
   m.files_to_sync.clear();
-  // The leader-epoch checkpoint that assign() wrote unsynced is synced in the same job as the data it
-  // describes; until that job completes the recovery point stays below that data, so a crash in between
-  // rebuilds the epochs by the recovery scan.
+  // The leader-epoch checkpoint is written (unsynced) now if the epochs changed, and synced in the same job
+  // as the data it describes; until that job completes the recovery point stays below that data, so a crash
+  // in between rebuilds the epochs by the recovery scan.
+  if (auto st = m.epochs.write(file_sync::later); !st.ok()) {
+    (void)m.fail(storage_error(m.tp, st.message));
+    return {};
+  }
   if (auto epochs_path = m.epochs.take_unsynced()) {
     files.push_back(segment_file::by_path(std::move(*epochs_path)));
     m.dir_sync_pending = true;
@@ -1118,6 +1122,7 @@ result<partition_log::sync_work> partition_log::sync_all_work(int64_t now_ms) {
   if (m.closed) return storage_error(m.tp, "the log is closed");
   if (m.fail_on_failed_sync()) return m.failure;
   auto files = m.hand_out_unflushed(now_ms);
+  if (m.offline()) return m.failure;  // the epoch checkpoint could not be written
   return sync_work{std::move(files), m.log_end_offset};
 }
 
@@ -1136,6 +1141,7 @@ status partition_log::impl::flush_segments(file_sync sync) {
   // With file_sync::later the caller makes it all durable at once (a clean shutdown's syncfs), before it
   // checkpoints the recovery point this moves.
   if (sync == file_sync::later) {
+    if (auto st = epochs.write(file_sync::later); !st.ok()) return storage_error(tp, st.message);
     files_to_sync.clear();
     dir_sync_pending = false;
     recovery_point = log_end_offset;

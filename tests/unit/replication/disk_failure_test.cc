@@ -150,7 +150,9 @@ TEST_F(disk_failure_test, failed_append_stops_every_replica_of_the_dir_and_the_o
   ASSERT_TRUE(read->data.has_value());
 }
 
-TEST_F(disk_failure_test, failed_epoch_checkpoint_on_becoming_leader_takes_the_dir_offline) {
+// Becoming leader changes the epoch cache in memory; the checkpoint is written with the log's next flush,
+// and a failure there takes the dir offline.
+TEST_F(disk_failure_test, failed_epoch_checkpoint_after_becoming_leader_takes_the_dir_offline) {
   partition* p0 = lead(0);
   ASSERT_TRUE(p0);
   storage::set_io_fault_injector([](storage::io_operation op, const std::filesystem::path& path,
@@ -165,9 +167,12 @@ TEST_F(disk_failure_test, failed_epoch_checkpoint_on_becoming_leader_takes_the_d
   l.topic_id = _topic_id;
   l.state = partition_state{self, 2, 2, {self, 2}, {self}, 1};
   auto applied = _replicas->apply_leadership(l);
+  ASSERT_TRUE(applied.ok()) << applied.error().message;
+  EXPECT_FALSE(p0->log().is_offline());
+  auto flush = p0->log().sync_all_work(start_ms);
   storage::set_io_fault_injector({});
-  ASSERT_FALSE(applied.ok());
-  EXPECT_EQ(applied.error().code, error_code::kafka_storage_error);
+  ASSERT_FALSE(flush.ok());
+  EXPECT_EQ(flush.error().code, error_code::kafka_storage_error);
   EXPECT_TRUE(p0->log().is_offline());
   EXPECT_TRUE(_logs->is_offline({"orders", 0}));
   EXPECT_FALSE(_logs->dirs()[0].online);

@@ -41,12 +41,19 @@ TEST_F(leader_epoch_cache_test, empty_cache) {
   EXPECT_EQ(cache.end_offset_for_epoch(0, 10), (epoch_end_offset{-1, -1}));
 }
 
-TEST_F(leader_epoch_cache_test, assign_appends_and_persists) {
+TEST_F(leader_epoch_cache_test, assign_appends_in_memory_and_write_persists) {
   auto cache = load();
   ASSERT_TRUE(cache.assign(2, 6).ok());
   ASSERT_TRUE(cache.assign(3, 8).ok());
   EXPECT_EQ(cache.entries(), (entries{{2, 6}, {3, 8}}));
+  EXPECT_TRUE(on_disk().empty());  // no file work per epoch: written with the log's next flush
+  EXPECT_FALSE(cache.take_unsynced().has_value());
+  ASSERT_TRUE(cache.write(file_sync::later).ok());
   EXPECT_EQ(on_disk(), cache.entries());
+  EXPECT_TRUE(cache.take_unsynced().has_value());  // written unsynced: the flush that wrote it syncs it
+  EXPECT_FALSE(cache.take_unsynced().has_value());
+  ASSERT_TRUE(cache.write(file_sync::later).ok());  // unchanged: nothing written again
+  EXPECT_FALSE(cache.take_unsynced().has_value());
   EXPECT_EQ(cache.latest(), (epoch_entry{3, 8}));
   EXPECT_EQ(cache.latest_epoch(), 3);
   auto reloaded = load();
@@ -81,6 +88,7 @@ TEST_F(leader_epoch_cache_test, assign_removes_conflicting_entries) {
   EXPECT_EQ(cache.entries(), (entries{{2, 6}, {5, 7}}));
   ASSERT_TRUE(cache.assign(6, 0).ok());
   EXPECT_EQ(cache.entries(), (entries{{6, 0}}));
+  ASSERT_TRUE(cache.sync().ok());
   EXPECT_EQ(on_disk(), cache.entries());
 }
 
@@ -132,6 +140,7 @@ TEST_F(leader_epoch_cache_test, truncate_from_end) {
   EXPECT_EQ(cache.entries(), (entries{{2, 6}, {3, 8}, {4, 11}}));
   ASSERT_TRUE(cache.truncate_from_end(11).ok());
   EXPECT_EQ(cache.entries(), (entries{{2, 6}, {3, 8}}));
+  ASSERT_TRUE(cache.sync().ok());
   EXPECT_EQ(on_disk(), cache.entries());
   ASSERT_TRUE(cache.truncate_from_end(7).ok());
   EXPECT_EQ(cache.entries(), (entries{{2, 6}}));
@@ -154,6 +163,7 @@ TEST_F(leader_epoch_cache_test, truncate_from_start) {
   EXPECT_EQ(cache.entries(), (entries{{4, 11}}));
   ASSERT_TRUE(cache.truncate_from_start(100).ok());
   EXPECT_EQ(cache.entries(), (entries{{4, 100}}));
+  ASSERT_TRUE(cache.sync().ok());
   EXPECT_EQ(on_disk(), cache.entries());
 }
 

@@ -803,6 +803,8 @@ TEST_F(partition_log_test, crash_recovery_cuts_exactly_the_torn_tail) {
   {
     auto log = open();
     for (int i = 0; i < 8; ++i) append(*log, make_batch(2), 1);
+    // The flush that let the recovery point pass offset 6 wrote the epoch checkpoint.
+    ASSERT_TRUE(log->flush().ok());
     // An epoch assigned for data that never made it to disk.
     ASSERT_TRUE(log->epochs().assign(2, log->log_end_offset()).ok());
     leo = log->log_end_offset();
@@ -841,8 +843,9 @@ TEST_F(partition_log_test, crash_recovery_cuts_exactly_the_torn_tail) {
   EXPECT_EQ(append(*log, make_batch(1), 1).first_offset, leo);
 }
 
-// assign() writes the epoch checkpoint without an fsync, so a power loss can leave an older one; the batches
-// recovered after an unclean shutdown carry their epochs and put the lost entries back.
+// The epoch checkpoint is written only with the log's flushes (and without an fsync before the flush job
+// syncs it), so a crash can leave an older one; the batches recovered after an unclean shutdown carry their
+// epochs and put the lost entries back.
 TEST_F(partition_log_test, unclean_recovery_rebuilds_epochs_a_lost_checkpoint_write_held) {
   auto batch_size = static_cast<int32_t>(make_batch(2).size());
   _config.segment_bytes = batch_size * 3;
@@ -859,7 +862,8 @@ TEST_F(partition_log_test, unclean_recovery_rebuilds_epochs_a_lost_checkpoint_wr
   ASSERT_TRUE(log);
   EXPECT_EQ(log->epochs().entries(), (std::vector<epoch_entry>{{1, 0}, {4, 8}, {7, 14}}));
   EXPECT_EQ(log->epochs().end_offset_for_epoch(4, log->log_end_offset()), (epoch_end_offset{4, 14}));
-  // The rebuilt entries are on disk for the next start.
+  // The rebuilt entries are on disk once the log flushes.
+  ASSERT_TRUE(log->flush().ok());
   auto stored = read_epoch_checkpoint(_dir / "leader-epoch-checkpoint");
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(*stored, (std::vector<epoch_entry>{{1, 0}, {4, 8}, {7, 14}}));
