@@ -9,6 +9,7 @@ kafka-delete-records (DeleteRecordsCommand) and confluent-kafka (ListOffsets thr
 assign() consumer starting at offset 0)."""
 
 import json
+import re
 import time
 
 import pytest
@@ -187,6 +188,11 @@ def test_delete_records_with_a_follower_down_answers_once_it_is_fenced(fast_clus
     c.start(follower)
     c.wait_until(lambda: len(partition_view(c, topic, 0, via=leader)["isr"]) == 3 or None, timeout=40,
                  interval=0.25, what=f"node {follower} back in the ISR")
+    # The leader adds the follower to the ISR as the fetch that caught it up arrives, before the follower has
+    # the answer (which carries the log start): wait for the follower to take it before stopping it.
+    took_start = re.compile(rf"{topic}-0: log start offset \d+ -> 12\b")
+    c.wait_until(lambda: took_start.search(c.nodes[follower].log_path.read_text(errors="replace")) or None,
+                 timeout=20, interval=0.1, what=f"node {follower} taking log start 12 from its leader")
     assert c.stop(follower) == 0
     assert checkpointed_log_starts(c, follower, topic) == {0: 12}
     c.start(follower)
