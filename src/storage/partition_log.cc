@@ -304,8 +304,9 @@ struct partition_log::impl {
   status truncate_to(int64_t offset);
   status truncate_fully_and_start_at(int64_t offset);
   status load(const log_open_options& options);
-  // Rolls back or completes a clean that a crash interrupted (.cleaned / .swap files), removes .deleted ones.
-  status recover_interrupted_clean();
+  // Rolls back or completes a clean that a crash interrupted (.cleaned / .swap files), removes .deleted ones;
+  // `names` (the directory's files) is updated to what remains.
+  status recover_interrupted_clean(std::vector<std::string>& names);
   // `parsed`: the header of leader_records' only batch, parsed by the caller; updated by the stamping.
   result<append_result> append(std::span<uint8_t> leader_records, std::span<const uint8_t> follower_records,
                                std::optional<int32_t> leader_epoch,
@@ -337,15 +338,18 @@ status partition_log::impl::load(const log_open_options& options) {
   // First pass: files a crash left behind. Segments renamed for deletion and half-written checkpoint temp
   // files go; a clean interrupted by the crash is rolled back or completed (cleaning_recovery.h). Index
   // files without their .log go too (Kafka's orphaned index check).
-  if (auto st = recover_interrupted_clean(); !st.ok()) return st;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file()) names.push_back(it->path().filename().string());
+  }
+  if (ec) return storage_error(tp, "cannot list " + dir + ": " + ec.message());
+  if (auto st = recover_interrupted_clean(names); !st.ok()) return st;
   std::set<int64_t> bases;
   std::vector<fs::path> index_files;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file()) continue;
-    auto name = it->path().filename().string();
+  for (const auto& name : names) {
     if (name.ends_with(".tmp")) {
       std::error_code rm;
-      fs::remove(it->path(), rm);
+      fs::remove(fs::path(dir) / name, rm);
       continue;
     }
     if (auto base = parse_segment_base_offset(name, log_suffix)) {
@@ -353,10 +357,9 @@ status partition_log::impl::load(const log_open_options& options) {
     } else if (parse_segment_base_offset(name, offset_index_suffix) ||
                parse_segment_base_offset(name, time_index_suffix) ||
                parse_segment_base_offset(name, txn_index_suffix)) {
-      index_files.push_back(it->path());
+      index_files.push_back(fs::path(dir) / name);
     }
   }
-  if (ec) return storage_error(tp, "cannot list " + dir + ": " + ec.message());
   for (const auto& path : index_files) {
     auto name = path.filename().string();
     auto base = parse_segment_base_offset(name, offset_index_suffix);
@@ -519,13 +522,7 @@ std::optional<int64_t> next_offset_of_segment(const fs::path& path, int64_t base
 
 }  // namespace
 
-status partition_log::impl::recover_interrupted_clean() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_regular_file()) names.push_back(it->path().filename().string());
-  }
-  if (ec) return storage_error(tp, "cannot list " + dir + ": " + ec.message());
+status partition_log::impl::recover_interrupted_clean(std::vector<std::string>& names) {
   const auto plan = plan_swap_recovery(names, [&](const std::string& swap_name) -> std::optional<int64_t> {
     const std::string stem = swap_name.substr(0, swap_name.size() - swap_suffix.size());
     auto base = parse_segment_base_offset(stem, log_suffix);
@@ -543,7 +540,14 @@ status partition_log::impl::recover_interrupted_clean() {
     if (::rename((fs::path(dir) / from).c_str(), (fs::path(dir) / to).c_str()) != 0)
       return detail::io_error("cannot rename", fs::path(dir) / from, errno);
   }
-  if (!plan.renames.empty() || !plan.remove.empty()) {
+  if (plan.renames.empty() && plan.remove.empty()) return status::success();
+  std::erase_if(names, [&](const std::string& n) {
+    return std::find(plan.remove.begin(), plan.remove.end(), n) != plan.remove.end();
+  });
+  for (const auto& [from, to] : plan.renames) std::replace(names.begin(), names.end(), from, to);
+  // A completed swap is made durable before the load goes on (removals need not be: a later load redoes
+  // them).
+  if (!plan.renames.empty()) {
     if (auto st = detail::fsync_dir(dir); !st.ok()) return storage_error(tp, st.message);
   }
   return status::success();
