@@ -389,7 +389,8 @@ struct log_segment::impl {
 
 result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int64_t base_offset,
                                                        const log_config& config, bool create,
-                                                       std::function<int64_t()> clock_ms) {
+                                                       std::function<int64_t()> clock_ms,
+                                                       std::string_view name_suffix) {
   std::unique_ptr<log_segment> segment(new log_segment());
   segment->_impl = std::make_unique<impl>();
   impl& s = *segment->_impl;
@@ -398,10 +399,11 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
   s.clock = std::move(clock_ms);
   s.next_offset = base_offset;
 
-  const fs::path log_path = segment_file_path(dir, base_offset, log_suffix);
-  const fs::path offset_path = segment_file_path(dir, base_offset, offset_index_suffix);
-  const fs::path time_path = segment_file_path(dir, base_offset, time_index_suffix);
-  s.txn_path = segment_file_path(dir, base_offset, txn_index_suffix).string();
+  const fs::path log_path = with_suffix(segment_file_path(dir, base_offset, log_suffix), name_suffix);
+  const fs::path offset_path =
+      with_suffix(segment_file_path(dir, base_offset, offset_index_suffix), name_suffix);
+  const fs::path time_path = with_suffix(segment_file_path(dir, base_offset, time_index_suffix), name_suffix);
+  s.txn_path = with_suffix(segment_file_path(dir, base_offset, txn_index_suffix), name_suffix).string();
 
   const int flags = create ? (O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC) : (O_RDWR | O_CLOEXEC);
   const int fd = ::open(log_path.c_str(), flags, 0644);
@@ -796,24 +798,33 @@ status log_segment::flush() {
 }
 
 status log_segment::rename_for_deletion() {
+  return change_suffix("", deleted_suffix);
+}
+
+status log_segment::change_suffix(std::string_view from, std::string_view to) {
   impl& s = *_impl;
-  const fs::path log_path = s.log_path;
-  const fs::path deleted_log = with_suffix(log_path, deleted_suffix);
-  if (::rename(log_path.c_str(), deleted_log.c_str()) != 0)
-    return detail::io_error("cannot rename", log_path, errno);
+  auto renamed = [&](const std::string& path) -> std::string {
+    std::string_view p = path;
+    if (!from.empty() && p.ends_with(from)) p.remove_suffix(from.size());
+    return std::string(p) + std::string(to);
+  };
+  const std::string old_log = s.log_path;
+  const std::string new_log = renamed(old_log);
+  if (::rename(old_log.c_str(), new_log.c_str()) != 0)
+    return detail::io_error("cannot rename", old_log, errno);
   // Handles already given out keep their path; new ones get the new name. A duplicate descriptor lets both
   // close independently.
   const int fd = ::fcntl(s.fd(), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return detail::io_error("cannot duplicate the descriptor of", deleted_log, errno);
-  s.log_path = deleted_log.string();
+  if (fd < 0) return detail::io_error("cannot duplicate the descriptor of", new_log, errno);
+  s.log_path = new_log;
   s.file = std::shared_ptr<segment_file>(new segment_file(fd, s.log_path));
-  if (auto r = s.offsets->rename_to(with_suffix(s.offsets->path(), deleted_suffix)); !r.ok()) return r;
-  if (auto r = s.times->rename_to(with_suffix(s.times->path(), deleted_suffix)); !r.ok()) return r;
-  const fs::path deleted_txn = with_suffix(s.txn_path, deleted_suffix);
-  if (::rename(s.txn_path.c_str(), deleted_txn.c_str()) != 0) {
+  if (auto r = s.offsets->rename_to(renamed(s.offsets->path())); !r.ok()) return r;
+  if (auto r = s.times->rename_to(renamed(s.times->path())); !r.ok()) return r;
+  const std::string new_txn = renamed(s.txn_path);
+  if (::rename(s.txn_path.c_str(), new_txn.c_str()) != 0) {
     if (errno != ENOENT) return detail::io_error("cannot rename", s.txn_path, errno);
   }
-  s.txn_path = deleted_txn.string();
+  s.txn_path = new_txn;
   return status::success();
 }
 

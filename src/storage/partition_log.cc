@@ -20,6 +20,7 @@
 #include "mala/common/logging.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/checkpoint_file.h"
+#include "mala/storage/cleaning_recovery.h"
 #include "mala/storage/record_validation.h"
 
 namespace mala::storage {
@@ -303,6 +304,9 @@ struct partition_log::impl {
   status truncate_to(int64_t offset);
   status truncate_fully_and_start_at(int64_t offset);
   status load(const log_open_options& options);
+  // Rolls back or completes a clean that a crash interrupted (.cleaned / .swap files), removes .deleted ones;
+  // `names` (the directory's files) is updated to what remains.
+  status recover_interrupted_clean(std::vector<std::string>& names);
   // `parsed`: the header of leader_records' only batch, parsed by the caller; updated by the stamping.
   result<append_result> append(std::span<uint8_t> leader_records, std::span<const uint8_t> follower_records,
                                std::optional<int32_t> leader_epoch,
@@ -331,18 +335,21 @@ status partition_log::impl::load(const log_open_options& options) {
     }
   }
 
-  // First pass: files a crash left behind. Segments renamed for deletion, compaction output (no compaction
-  // runs yet, so every .cleaned/.swap file is stray) and half-written checkpoint temp files all go. Index
+  // First pass: files a crash left behind. Segments renamed for deletion and half-written checkpoint temp
+  // files go; a clean interrupted by the crash is rolled back or completed (cleaning_recovery.h). Index
   // files without their .log go too (Kafka's orphaned index check).
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file()) names.push_back(it->path().filename().string());
+  }
+  if (ec) return storage_error(tp, "cannot list " + dir + ": " + ec.message());
+  if (auto st = recover_interrupted_clean(names); !st.ok()) return st;
   std::set<int64_t> bases;
   std::vector<fs::path> index_files;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file()) continue;
-    auto name = it->path().filename().string();
-    if (name.ends_with(deleted_suffix) || name.ends_with(cleaned_suffix) || name.ends_with(swap_suffix) ||
-        name.ends_with(".tmp")) {
+  for (const auto& name : names) {
+    if (name.ends_with(".tmp")) {
       std::error_code rm;
-      fs::remove(it->path(), rm);
+      fs::remove(fs::path(dir) / name, rm);
       continue;
     }
     if (auto base = parse_segment_base_offset(name, log_suffix)) {
@@ -350,10 +357,9 @@ status partition_log::impl::load(const log_open_options& options) {
     } else if (parse_segment_base_offset(name, offset_index_suffix) ||
                parse_segment_base_offset(name, time_index_suffix) ||
                parse_segment_base_offset(name, txn_index_suffix)) {
-      index_files.push_back(it->path());
+      index_files.push_back(fs::path(dir) / name);
     }
   }
-  if (ec) return storage_error(tp, "cannot list " + dir + ": " + ec.message());
   for (const auto& path : index_files) {
     auto name = path.filename().string();
     auto base = parse_segment_base_offset(name, offset_index_suffix);
@@ -482,6 +488,68 @@ status partition_log::impl::load(const log_open_options& options) {
   // The checkpoint is written before the data it describes, so after a crash it can be ahead of the log.
   if (auto st = epochs.truncate_from_end(log_end_offset); !st.ok()) return storage_error(tp, st.message);
   if (auto st = epochs.truncate_from_start(log_start_offset); !st.ok()) return storage_error(tp, st.message);
+  return status::success();
+}
+
+namespace {
+
+// The offset after the last whole batch of the segment file at `path` (its base offset when it holds none),
+// by hopping over batch headers; nullopt when it cannot be opened or read, or is not named as a segment.
+std::optional<int64_t> next_offset_of_segment(const fs::path& path, int64_t base_offset) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  int64_t next = base_offset;
+  int64_t position = 0;
+  uint8_t header[protocol::batch_layout::header_size];
+  while (position + static_cast<int64_t>(sizeof header) <= st.st_size) {
+    const ssize_t got = ::pread(fd, header, sizeof header, position);
+    if (got != static_cast<ssize_t>(sizeof header)) break;
+    auto h = protocol::parse_batch_header({header, sizeof header});
+    if (!h || h->batch_length < 0) break;
+    const int64_t end = position + h->size_in_bytes();
+    if (end > st.st_size) break;  // a torn last batch: the load's recovery cuts it
+    next = std::max(next, h->next_offset());
+    position = end;
+  }
+  ::close(fd);
+  return next;
+}
+
+}  // namespace
+
+status partition_log::impl::recover_interrupted_clean(std::vector<std::string>& names) {
+  const auto plan = plan_swap_recovery(names, [&](const std::string& swap_name) -> std::optional<int64_t> {
+    const std::string stem = swap_name.substr(0, swap_name.size() - swap_suffix.size());
+    auto base = parse_segment_base_offset(stem, log_suffix);
+    if (!base) return std::nullopt;
+    return next_offset_of_segment(fs::path(dir) / swap_name, *base);
+  });
+  for (const auto& name : plan.remove) {
+    std::error_code rm;
+    fs::remove(fs::path(dir) / name, rm);
+    if (rm) return storage_error(tp, "cannot delete " + name + ": " + rm.message());
+  }
+  for (const auto& [from, to] : plan.renames) {
+    subsystem_logger("storage")->info("{}: completing an interrupted clean: {} -> {}", describe(tp), from,
+                                      to);
+    if (::rename((fs::path(dir) / from).c_str(), (fs::path(dir) / to).c_str()) != 0)
+      return detail::io_error("cannot rename", fs::path(dir) / from, errno);
+  }
+  if (plan.renames.empty() && plan.remove.empty()) return status::success();
+  std::erase_if(names, [&](const std::string& n) {
+    return std::find(plan.remove.begin(), plan.remove.end(), n) != plan.remove.end();
+  });
+  for (const auto& [from, to] : plan.renames) std::replace(names.begin(), names.end(), from, to);
+  // A completed swap is made durable before the load goes on (removals need not be: a later load redoes
+  // them).
+  if (!plan.renames.empty()) {
+    if (auto st = detail::fsync_dir(dir); !st.ok()) return storage_error(tp, st.message);
+  }
   return status::success();
 }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "mala/common/result.h"
@@ -82,9 +83,11 @@ class log_segment {
   // segment's indexes keep their length (call offsets()/times().resize() when it becomes the active segment).
   // A missing index file is created empty and reported by index_files_created(). clock_ms (wall clock; tests
   // inject one) defaults to the system clock.
+  // name_suffix is appended to every file name (".cleaned": the log cleaner's output, cleaning_recovery.h).
   static result<std::unique_ptr<log_segment>> open(const std::filesystem::path& dir, int64_t base_offset,
                                                    const log_config& config, bool create,
-                                                   std::function<int64_t()> clock_ms = {});
+                                                   std::function<int64_t()> clock_ms = {},
+                                                   std::string_view name_suffix = {});
   // Releases the descriptor and mappings without trimming (close() trims).
   ~log_segment();
 
@@ -159,6 +162,9 @@ class log_segment {
   // Renames every file to <name>.deleted (asynchronous deletion); the handles stay valid (file() then returns
   // a new handle with the new path; earlier handles keep theirs).
   status rename_for_deletion();
+  // Renames every file from <name><from> to <name><to> (the cleaner's .cleaned -> .swap -> no suffix), with
+  // the handles as rename_for_deletion().
+  status change_suffix(std::string_view from, std::string_view to);
   // Unlinks the files under their current names; file_slices already handed out keep reading.
   status delete_files();
   // Adds the final time index entry and trims indexes, like Kafka's close; leaves files in place. The segment

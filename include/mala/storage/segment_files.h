@@ -16,8 +16,8 @@ inline constexpr std::string_view time_index_suffix = ".timeindex";
 inline constexpr std::string_view txn_index_suffix = ".txnindex";
 inline constexpr std::string_view deleted_suffix =
     ".deleted";  // segment files waiting for file.delete.delay.ms
-inline constexpr std::string_view cleaned_suffix = ".cleaned";  // compaction output (later)
-inline constexpr std::string_view swap_suffix = ".swap";        // compaction swap (later)
+inline constexpr std::string_view cleaned_suffix = ".cleaned";  // compaction output (cleaning_recovery.h)
+inline constexpr std::string_view swap_suffix = ".swap";        // compaction swap (cleaning_recovery.h)
 inline constexpr std::string_view partition_metadata_file = "partition.metadata";
 inline constexpr std::string_view leader_epoch_checkpoint_file = "leader-epoch-checkpoint";
 inline constexpr std::string_view recovery_point_checkpoint_file = "recovery-point-offset-checkpoint";

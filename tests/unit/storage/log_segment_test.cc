@@ -649,6 +649,40 @@ TEST_F(log_segment_test, rename_for_deletion_keeps_handles_valid) {
   EXPECT_EQ(slice_bytes(*slice).size(), static_cast<size_t>(slice->size));  // still readable after unlink
 }
 
+// The log cleaner writes a segment under .cleaned names and swaps it in by renaming (.swap, then none); the
+// segment keeps serving through the renames and reopens under its final name.
+TEST_F(log_segment_test, a_segment_written_under_a_suffix_is_renamed_into_place) {
+  auto r = log_segment::open(
+      _dir, 1000, _config, true, [this] { return _now; }, cleaned_suffix);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto segment = std::move(*r);
+  const auto batches = fill(*segment, 10);
+  ASSERT_TRUE(segment->on_roll().ok());
+  ASSERT_TRUE(segment->flush().ok());
+  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix, txn_index_suffix}) {
+    EXPECT_FALSE(fs::exists(file(suffix))) << suffix;
+    EXPECT_TRUE(fs::exists(fs::path(file(suffix)) += cleaned_suffix)) << suffix;
+  }
+  ASSERT_TRUE(segment->change_suffix(cleaned_suffix, swap_suffix).ok());
+  EXPECT_TRUE(fs::exists(fs::path(file(log_suffix)) += swap_suffix));
+  EXPECT_FALSE(fs::exists(fs::path(file(log_suffix)) += cleaned_suffix));
+  ASSERT_TRUE(segment->change_suffix(swap_suffix, "").ok());
+  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix, txn_index_suffix}) {
+    EXPECT_TRUE(fs::exists(file(suffix))) << suffix;
+  }
+  EXPECT_EQ(segment->file()->path(), file(log_suffix).string());
+  EXPECT_EQ(segment->read(batches[4].info.base_offset, 1 << 20, INT64_MAX, INT64_MAX, true)->position,
+            batches[4].position);
+  const int64_t next = segment->next_offset();
+  ASSERT_TRUE(segment->close().ok());
+  segment.reset();
+  auto reopened = open(false);
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(reopened->next_offset(), next);
+  EXPECT_TRUE(reopened->check_indexes().ok());
+  EXPECT_FALSE(reopened->index_files_created());
+}
+
 TEST_F(log_segment_test, create_replaces_stale_files) {
   {
     auto segment = open(true);

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <string>
@@ -982,6 +983,65 @@ TEST_F(partition_log_test, delete_all_removes_the_directory) {
   append(*log, make_batch(1));
   ASSERT_TRUE(log->delete_all().ok());
   EXPECT_FALSE(fs::exists(_dir));
+}
+
+}  // namespace
+}  // namespace mala::storage
+
+namespace mala::storage {
+namespace {
+
+// A clean interrupted by a crash (issue 21; Kafka's LogCleanerTest.testRecoveryAfterCrash): the cleaned
+// segment that replaces segments 0 and 6 was renamed to .swap, the old segments still there. Opening the log
+// completes the swap (the old files of the range go, the index is rebuilt); a clean that had only written
+// .cleaned files is rolled back. Every offset reads back either way.
+TEST_F(partition_log_test, an_interrupted_clean_is_completed_or_rolled_back_at_open) {
+  auto batch_size = static_cast<int32_t>(make_batch(2).size());
+  _config.segment_bytes = batch_size * 3;
+  {
+    auto log = open();
+    for (int i = 0; i < 8; ++i) append(*log, make_batch(2));
+    ASSERT_EQ(log->segment_count(), 3u);  // bases 0, 6, 12
+    ASSERT_TRUE(log->close().ok());
+  }
+  auto bytes_of = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string merged =
+      bytes_of(_dir / "00000000000000000000.log") + bytes_of(_dir / "00000000000000000006.log");
+
+  // Only .cleaned files: rolled back.
+  {
+    std::ofstream(_dir / "00000000000000000000.log.cleaned", std::ios::binary) << merged;
+    std::ofstream(_dir / "00000000000000000000.index.cleaned", std::ios::binary) << "junk";
+    auto log = open();
+    ASSERT_TRUE(log);
+    EXPECT_EQ(log->segment_count(), 3u);
+    EXPECT_FALSE(fs::exists(_dir / "00000000000000000000.log.cleaned"));
+    EXPECT_FALSE(fs::exists(_dir / "00000000000000000000.index.cleaned"));
+    EXPECT_EQ(read_all(*log).size(), 8u);
+    ASSERT_TRUE(log->close().ok());
+  }
+  // The .swap log in place and an old segment already renamed .deleted: the swap completes.
+  {
+    std::ofstream(_dir / "00000000000000000000.log.swap", std::ios::binary) << merged;
+    std::ofstream(_dir / "00000000000000000000.timeindex.swap", std::ios::binary) << "junk";
+    fs::rename(_dir / "00000000000000000006.log", _dir / "00000000000000000006.log.deleted");
+    auto log = open(options(false, 0));
+    ASSERT_TRUE(log);
+    EXPECT_EQ(log->segment_count(), 2u);  // 0 (merged) and 12
+    for (const char* gone : {"00000000000000000000.log.swap", "00000000000000000000.timeindex.swap",
+                             "00000000000000000006.log.deleted", "00000000000000000006.index",
+                             "00000000000000000006.timeindex"}) {
+      EXPECT_FALSE(fs::exists(_dir / gone)) << gone;
+    }
+    EXPECT_TRUE(fs::exists(_dir / "00000000000000000000.index"));  // rebuilt
+    EXPECT_EQ(log->log_end_offset(), 16);
+    EXPECT_EQ(read_all(*log).size(), 8u);
+    for (int64_t offset = 0; offset < 16; ++offset)
+      EXPECT_EQ(batches_of(read_ok(*log, offset, 1)).size(), 1u);
+  }
 }
 
 }  // namespace
