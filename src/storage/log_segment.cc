@@ -813,11 +813,13 @@ status log_segment::change_suffix(std::string_view from, std::string_view to) {
   if (::rename(old_log.c_str(), new_log.c_str()) != 0)
     return detail::io_error("cannot rename", old_log, errno);
   // Handles already given out keep their path; new ones get the new name. A duplicate descriptor lets both
-  // close independently.
-  const int fd = ::fcntl(s.fd(), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return detail::io_error("cannot duplicate the descriptor of", new_log, errno);
+  // close independently. A segment without an open descriptor opens the file under its new name when used.
+  if (s.file) {
+    const int fd = ::fcntl(s.file->fd(), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return detail::io_error("cannot duplicate the descriptor of", new_log, errno);
+    s.file = std::shared_ptr<segment_file>(new segment_file(fd, new_log));
+  }
   s.log_path = new_log;
-  s.file = std::shared_ptr<segment_file>(new segment_file(fd, s.log_path));
   if (auto r = s.offsets->rename_to(renamed(s.offsets->path())); !r.ok()) return r;
   if (auto r = s.times->rename_to(renamed(s.times->path())); !r.ok()) return r;
   const std::string new_txn = renamed(s.txn_path);
@@ -825,6 +827,14 @@ status log_segment::change_suffix(std::string_view from, std::string_view to) {
     if (errno != ENOENT) return detail::io_error("cannot rename", s.txn_path, errno);
   }
   s.txn_path = new_txn;
+  return status::success();
+}
+
+status log_segment::release_descriptor() {
+  impl& s = *_impl;
+  if (s.lru.list) s.lru.list->unlink(s.lru);
+  if (s.file) s.carried_sync_error = s.file->sync_error();
+  s.file.reset();
   return status::success();
 }
 

@@ -1113,6 +1113,84 @@ result<int32_t> partition_log::apply_retention(int64_t now_ms, int64_t high_wate
   return removed;
 }
 
+std::optional<cleaning_snapshot> partition_log::snapshot_for_cleaning(
+    std::optional<int64_t> checkpoint, int64_t last_stable_offset, int64_t now_ms,
+    std::vector<int64_t> producer_last_offsets) {
+  auto& m = *_impl;
+  if (m.offline() || m.closed || m.config.cleanup == cleanup_policy::delete_segments) return std::nullopt;
+  if (m.segments.size() < 2) return std::nullopt;
+  std::vector<segment_summary> all;
+  all.reserve(m.segments.size());
+  for (const auto& [base, segment] : m.segments) {
+    segment_summary s;
+    s.base_offset = base;
+    s.size_bytes = segment->size();
+    s.offset_index_bytes = int64_t{segment->offsets().entries()} * offset_index_entry_size;
+    s.time_index_bytes = int64_t{segment->times().entries()} * time_index_entry_size;
+    s.largest_timestamp = largest_timestamp(*segment);
+    s.first_batch_timestamp = segment->first_batch_timestamp();
+    all.push_back(s);
+  }
+  const compaction_settings settings{m.config.min_cleanable_dirty_ratio, m.config.min_compaction_lag_ms,
+                                     m.config.max_compaction_lag_ms};
+  cleanable_range range = plan_cleanable_range(all, m.log_start_offset, m.log_end_offset, checkpoint,
+                                               last_stable_offset, now_ms, settings);
+  if (!range.eligible(settings) || range.first_dirty_offset >= range.first_uncleanable_offset)
+    return std::nullopt;
+  cleaning_snapshot snapshot;
+  snapshot.tp = m.tp;
+  snapshot.dir = m.dir;
+  snapshot.config = m.config;
+  snapshot.log_start_offset = m.log_start_offset;
+  snapshot.range = range;
+  snapshot.producer_last_offsets = std::move(producer_last_offsets);
+  auto it = m.floor_segment(m.log_start_offset);
+  if (it == m.segments.end()) it = m.segments.begin();
+  size_t index = static_cast<size_t>(std::distance(m.segments.cbegin(), it));
+  for (; std::next(it) != m.segments.end() && it->first < range.first_uncleanable_offset; ++it, ++index) {
+    snapshot.segments.push_back({it->first, it->second->size(), it->second->file()});
+    snapshot.summaries.push_back(all[index]);
+  }
+  if (snapshot.segments.empty()) return std::nullopt;
+  return snapshot;
+}
+
+status partition_log::replace_with_cleaned(cleaned_log& cleaned) {
+  auto& m = *_impl;
+  if (m.offline()) {
+    discard_cleaned(cleaned);
+    return m.failure;
+  }
+  // The log may have changed while the round ran off the shard: every replaced segment must still be here
+  // with the size the round read, and nothing may lie between them.
+  for (const auto& g : cleaned.groups) {
+    auto it = m.segments.find(g.replaced_bases.front());
+    for (size_t i = 0; i < g.replaced_bases.size(); ++i, ++it) {
+      if (it == m.segments.end() || it->first != g.replaced_bases[i] ||
+          it->second->size() != g.replaced_sizes[i] || std::next(it) == m.segments.end()) {
+        discard_cleaned(cleaned);
+        return status::error(error_code::unknown_server_error,
+                             describe(m.tp) + ": the log changed during cleaning; the round is discarded");
+      }
+    }
+  }
+  const int64_t now = m.clock ? m.clock() : system_clock_ms();
+  for (auto& g : cleaned.groups) {
+    auto& segment = g.segment;
+    if (auto st = segment->change_suffix(cleaned_suffix, swap_suffix); !st.ok()) return m.fail(st);
+    for (int64_t base : g.replaced_bases) {
+      auto node = m.segments.extract(base);
+      if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok()) return m.fail(st);
+    }
+    if (auto st = segment->change_suffix(swap_suffix, ""); !st.ok()) return m.fail(st);
+    segment->update_config(m.config);
+    m.segments.emplace(segment->base_offset(), std::move(segment));
+  }
+  m.dir_sync_pending = true;
+  cleaned.groups.clear();
+  return status::success();
+}
+
 void partition_log::delete_expired_files(int64_t now_ms) {
   auto& m = *_impl;
   std::erase_if(m.pending_deletes, [&](impl::pending_delete& p) {

@@ -23,13 +23,16 @@ struct log_config {
   // message.timestamp.after.max.ms; beyond either, Produce answers INVALID_TIMESTAMP.
   int64_t message_timestamp_before_max_ms = std::numeric_limits<int64_t>::max();  // ...before.max.ms
   int64_t message_timestamp_after_max_ms = 3'600'000;                             // ...after.max.ms
-  int64_t retention_ms = 7LL * 24 * 3600 * 1000;                 // retention.ms; -1 = unlimited
-  int64_t retention_bytes = -1;                                  // retention.bytes; -1 = unlimited
-  int64_t file_delete_delay_ms = 60'000;                         // file.delete.delay.ms
-  int64_t flush_messages = std::numeric_limits<int64_t>::max();  // flush.messages
-  int64_t flush_ms = std::numeric_limits<int64_t>::max();        // flush.ms
-  cleanup_policy cleanup = cleanup_policy::delete_segments;      // cleanup.policy
-  int64_t delete_retention_ms = 24LL * 3600 * 1000;              // delete.retention.ms
+  int64_t retention_ms = 7LL * 24 * 3600 * 1000;                        // retention.ms; -1 = unlimited
+  int64_t retention_bytes = -1;                                         // retention.bytes; -1 = unlimited
+  int64_t file_delete_delay_ms = 60'000;                                // file.delete.delay.ms
+  int64_t flush_messages = std::numeric_limits<int64_t>::max();         // flush.messages
+  int64_t flush_ms = std::numeric_limits<int64_t>::max();               // flush.ms
+  cleanup_policy cleanup = cleanup_policy::delete_segments;             // cleanup.policy
+  int64_t delete_retention_ms = 24LL * 3600 * 1000;                     // delete.retention.ms
+  double min_cleanable_dirty_ratio = 0.5;                               // min.cleanable.dirty.ratio
+  int64_t min_compaction_lag_ms = 0;                                    // min.compaction.lag.ms
+  int64_t max_compaction_lag_ms = std::numeric_limits<int64_t>::max();  // max.compaction.lag.ms
 };
 
 }  // namespace mala::storage

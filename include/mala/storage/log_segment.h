@@ -165,6 +165,10 @@ class log_segment {
   // Renames every file from <name><from> to <name><to> (the cleaner's .cleaned -> .swap -> no suffix), with
   // the handles as rename_for_deletion().
   status change_suffix(std::string_view from, std::string_view to);
+  // Closes the .log descriptor this thread opened (the next use opens it again, on the thread that uses the
+  // segment then): a segment written on one thread and handed to another (the cleaner's output) leaves no
+  // entry in the first thread's list of open files.
+  status release_descriptor();
   // Unlinks the files under their current names; file_slices already handed out keep reading.
   status delete_files();
   // Adds the final time index entry and trims indexes, like Kafka's close; leaves files in place. The segment

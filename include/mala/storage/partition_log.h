@@ -20,6 +20,7 @@
 #include "mala/common/result.h"
 #include "mala/common/uuid.h"
 #include "mala/storage/leader_epoch_cache.h"
+#include "mala/storage/log_cleaner.h"
 #include "mala/storage/log_config.h"
 #include "mala/storage/log_segment.h"
 #include "mala/storage/record_validation.h"
@@ -163,6 +164,23 @@ class partition_log {
   result<int32_t> apply_retention(int64_t now_ms, int64_t high_watermark);
   // Removes .deleted files whose delay has passed.
   void delete_expired_files(int64_t now_ms);
+
+  // Log compaction (log_cleaner.h). The closed segments a cleaning round reads, with how dirty the log is
+  // (cleaning_plan.h: `checkpoint` is the cleaner's offset for the log, `last_stable_offset` the high
+  // watermark or the first offset of an open transaction, the topic's min.cleanable.dirty.ratio and
+  // min/max.compaction.lag.ms apply). nullopt when the log is offline, not compacted, or has nothing to
+  // clean. `producer_last_offsets` (sorted) is copied into the snapshot.
+  std::optional<cleaning_snapshot> snapshot_for_cleaning(std::optional<int64_t> checkpoint,
+                                                         int64_t last_stable_offset, int64_t now_ms,
+                                                         std::vector<int64_t> producer_last_offsets);
+  // Swaps the round's new segments in place of the ones they replace (Kafka's replaceSegments: the new files
+  // go .cleaned -> .swap, the old ones -> .deleted and away after file.delete.delay.ms, then .swap -> final
+  // name; readers holding slices of the old files keep reading them). When the log changed since the
+  // snapshot (a replaced segment is gone or has another size: retention, truncation) nothing is swapped,
+  // the new files are deleted and the answer is UNKNOWN_SERVER_ERROR (the log serves on; the next round
+  // starts over).
+  // An I/O error renaming takes the log offline (recovery completes or undoes the swap at the next load).
+  status replace_with_cleaned(cleaned_log& cleaned);
 
   // Flush policy (flush.messages / flush.ms): the segment files to fsync up to the log end offset now, or an
   // empty list. The caller runs the syncs off the shard and reports back with mark_flushed(); a sync that

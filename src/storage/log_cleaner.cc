@@ -1,0 +1,250 @@
+#include "mala/storage/log_cleaner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "mala/protocol/record_batch.h"
+
+namespace mala::storage {
+namespace {
+
+namespace layout = protocol::batch_layout;
+
+constexpr int64_t read_chunk_bytes = 1 << 20;
+
+status corrupt(const cleaning_snapshot& s, int64_t base, int64_t position, const std::string& what) {
+  return status::error(error_code::corrupt_message, s.tp.topic + "-" + std::to_string(s.tp.partition) +
+                                                        ": segment " + offset_file_stem(base) + " at byte " +
+                                                        std::to_string(position) + ": " + what);
+}
+
+// Whole batches of one closed segment, read in chunks of about a megabyte (a larger batch in one read).
+class batch_reader {
+ public:
+  batch_reader(const cleaning_snapshot& snapshot, const cleaning_segment& segment, const cleaning_controls& c)
+      : _snapshot(snapshot), _segment(segment), _controls(c) {}
+
+  // The next batch, an empty span at the end, or an error.
+  result<std::span<const uint8_t>> next() {
+    if (_position >= _segment.size_bytes) return std::span<const uint8_t>{};
+    if (_offset + layout::log_overhead > _chunk.size() || !whole_batch_buffered()) {
+      if (auto st = fill(); !st.ok()) return st;
+    }
+    if (_offset + layout::log_overhead > _chunk.size())
+      return corrupt(_snapshot, _segment.base_offset, _position, "batch header cut short");
+    const int64_t size = batch_size_at(_offset);
+    if (size < static_cast<int64_t>(layout::header_size) || _offset + size > _chunk.size())
+      return corrupt(_snapshot, _segment.base_offset, _position, "batch size out of bounds");
+    std::span<const uint8_t> batch(_chunk.data() + _offset, static_cast<size_t>(size));
+    _offset += static_cast<size_t>(size);
+    _position += size;
+    return batch;
+  }
+  int64_t position() const { return _position; }
+
+ private:
+  int64_t batch_size_at(size_t at) const {
+    const uint8_t* p = _chunk.data() + at + layout::log_overhead - 4;
+    const int32_t length = static_cast<int32_t>((uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
+                                                (uint32_t{p[2]} << 8) | uint32_t{p[3]});
+    return int64_t{length} + layout::log_overhead;
+  }
+  bool whole_batch_buffered() const {
+    return _offset + layout::log_overhead <= _chunk.size() &&
+           _offset + batch_size_at(_offset) <= _chunk.size();
+  }
+  // Reads from _position: a chunk, or the whole batch there when it is larger.
+  status fill() {
+    int64_t want = std::min(read_chunk_bytes, _segment.size_bytes - _position);
+    if (want >= static_cast<int64_t>(layout::log_overhead)) {
+      auto head = _segment.file->read(_position, static_cast<int32_t>(layout::log_overhead));
+      if (!head) return head.error();
+      if (head->size() == layout::log_overhead) {
+        _chunk = std::move(*head);
+        _offset = 0;
+        const int64_t size = batch_size_at(0);
+        if (size > want && size <= _segment.size_bytes - _position) want = size;
+      }
+    }
+    if (want > std::numeric_limits<int32_t>::max())
+      return corrupt(_snapshot, _segment.base_offset, _position, "batch larger than 2 GiB");
+    auto bytes = _segment.file->read(_position, static_cast<int32_t>(want));
+    if (!bytes) return bytes.error();
+    _chunk = std::move(*bytes);
+    _offset = 0;
+    if (_controls.throttle) _controls.throttle(static_cast<int64_t>(_chunk.size()));
+    return status::success();
+  }
+
+  const cleaning_snapshot& _snapshot;
+  const cleaning_segment& _segment;
+  const cleaning_controls& _controls;
+  std::vector<uint8_t> _chunk;
+  size_t _offset = 0;
+  int64_t _position = 0;
+};
+
+bool stopped(const cleaning_controls& c) {
+  return c.stop && c.stop->load(std::memory_order_relaxed);
+}
+
+status stopped_error() {
+  return status::error(error_code::request_timed_out, "the cleaner is stopping");
+}
+
+// Kafka's buildOffsetMap: the latest offset of every key from the first dirty offset on, until the map is
+// full or the first uncleanable offset is reached.
+status build_key_map(const cleaning_snapshot& s, key_offset_map& map, filter_buffers& buffers,
+                     const cleaning_controls& controls, cleaning_stats& stats) {
+  map.clear();
+  const int64_t start = s.range.first_dirty_offset;
+  map.set_latest_offset(start - 1);
+  for (size_t i = 0; i < s.segments.size(); ++i) {
+    const cleaning_segment& segment = s.segments[i];
+    const int64_t segment_end =
+        i + 1 < s.segments.size() ? s.segments[i + 1].base_offset : s.range.first_uncleanable_offset;
+    if (segment_end <= start) continue;
+    batch_reader reader(s, segment, controls);
+    for (;;) {
+      if (stopped(controls)) return stopped_error();
+      const int64_t position = reader.position();
+      auto batch = reader.next();
+      if (!batch) return batch.error();
+      if (batch->empty()) break;
+      stats.map_bytes_read += static_cast<int64_t>(batch->size());
+      protocol::record_batch_view view(*batch);
+      if (!view.ok()) return corrupt(s, segment.base_offset, position, "invalid batch");
+      const auto& h = view.header();
+      if (h.last_offset() < start) continue;
+      if (!h.is_control()) {
+        auto records = view.records(buffers.decompressed);
+        while (auto r = records.next()) {
+          const int64_t offset = h.base_offset + r->offset_delta;
+          if (offset < start || !r->key) continue;
+          if (!map.put(*r->key, offset)) {
+            map.set_latest_offset(offset - 1);
+            return status::success();
+          }
+        }
+        if (!records.ok()) return corrupt(s, segment.base_offset, position, "invalid records");
+      }
+      map.set_latest_offset(std::max(map.latest_offset(), h.last_offset()));
+    }
+    // Offsets up to the next segment hold no record: they count as covered.
+    map.set_latest_offset(std::max(map.latest_offset(), segment_end - 1));
+  }
+  return status::success();
+}
+
+// Rewrites segments [begin, end) of the snapshot into one new .cleaned segment.
+result<std::unique_ptr<log_segment>> clean_group(const cleaning_snapshot& s, size_t begin, size_t end,
+                                                 const compaction_round& round, filter_buffers& buffers,
+                                                 const cleaning_controls& controls, cleaning_stats& stats) {
+  const int64_t base = s.segments[begin].base_offset;
+  auto opened = log_segment::open(s.dir, base, s.config, /*create=*/true, {}, cleaned_suffix);
+  if (!opened) return opened.error();
+  std::unique_ptr<log_segment> out = std::move(*opened);
+  std::vector<uint8_t> kept;
+  for (size_t i = begin; i < end; ++i) {
+    const cleaning_segment& segment = s.segments[i];
+    batch_reader reader(s, segment, controls);
+    for (;;) {
+      if (stopped(controls)) {
+        (void)out->delete_files();
+        return stopped_error();
+      }
+      const int64_t position = reader.position();
+      auto batch = reader.next();
+      if (!batch) {
+        (void)out->delete_files();
+        return batch.error();
+      }
+      if (batch->empty()) break;
+      stats.bytes_read += static_cast<int64_t>(batch->size());
+      auto header = protocol::parse_batch_header(*batch);
+      batch_facts facts;
+      if (header && header->producer_id >= 0) {
+        facts.producers_last_batch = std::binary_search(s.producer_last_offsets.begin(),
+                                                        s.producer_last_offsets.end(), header->last_offset());
+      }
+      kept.clear();
+      const filtered_batch outcome = filter_batch(*batch, round, facts, kept, buffers);
+      if (outcome.outcome == batch_outcome::corrupt) {
+        (void)out->delete_files();
+        return corrupt(s, segment.base_offset, position, "invalid batch");
+      }
+      stats.records_removed += outcome.records_removed;
+      if (outcome.outcome == batch_outcome::removed) {
+        ++stats.batches_removed;
+        continue;
+      }
+      const protocol::record_batch_view written(kept, protocol::crc_check::skip);
+      const auto& h = written.header();
+      appended_batch info{h.base_offset, h.last_offset(), h.max_timestamp, h.last_offset()};
+      if (auto st = out->append(kept, info); !st.ok()) {
+        (void)out->delete_files();
+        return st;
+      }
+      stats.bytes_written += static_cast<int64_t>(kept.size());
+      if (controls.throttle) controls.throttle(static_cast<int64_t>(kept.size()));
+    }
+  }
+  status st = out->on_roll();
+  if (st.ok()) st = out->flush();
+  if (st.ok()) st = out->release_descriptor();
+  if (!st.ok()) {
+    (void)out->delete_files();
+    return st;
+  }
+  return out;
+}
+
+}  // namespace
+
+result<cleaned_log> clean_log(const cleaning_snapshot& s, int64_t now_ms, key_offset_map& map,
+                              filter_buffers& buffers, const cleaning_controls& controls) {
+  cleaned_log cleaned;
+  if (auto st = build_key_map(s, map, buffers, controls, cleaned.stats); !st.ok()) return st;
+  cleaned.stats.keys = map.size();
+  const int64_t end = map.latest_offset() + 1;
+  if (end <= s.range.first_dirty_offset) {
+    return status::error(error_code::invalid_config,
+                         "log.cleaner.dedupe.buffer.size holds too few keys to clean " + s.tp.topic + "-" +
+                             std::to_string(s.tp.partition));
+  }
+  cleaned.next_dirty_offset = end;
+
+  // Kafka's cleanSegments over log.logSegments(0, endOffset): every segment starting below the map's end.
+  size_t count = 0;
+  while (count < s.segments.size() && s.segments[count].base_offset < end) ++count;
+  std::vector<segment_summary> summaries(s.summaries.begin(),
+                                         s.summaries.begin() + static_cast<std::ptrdiff_t>(count));
+  const int64_t bound =
+      count < s.segments.size() ? s.segments[count].base_offset : s.range.first_uncleanable_offset;
+  const compaction_round round{&map, now_ms, s.config.delete_retention_ms, end};
+  for (const segment_group& g :
+       group_segments(summaries, s.config.segment_bytes, s.config.segment_index_bytes, bound)) {
+    auto segment = clean_group(s, g.begin, g.end, round, buffers, controls, cleaned.stats);
+    if (!segment) {
+      discard_cleaned(cleaned);
+      return segment.error();
+    }
+    cleaned_group group;
+    group.segment = std::move(*segment);
+    for (size_t i = g.begin; i < g.end; ++i) {
+      group.replaced_bases.push_back(s.segments[i].base_offset);
+      group.replaced_sizes.push_back(s.segments[i].size_bytes);
+    }
+    cleaned.groups.push_back(std::move(group));
+  }
+  return cleaned;
+}
+
+void discard_cleaned(cleaned_log& cleaned) {
+  for (auto& g : cleaned.groups) {
+    if (g.segment) (void)g.segment->delete_files();
+  }
+  cleaned.groups.clear();
+}
+
+}  // namespace mala::storage
