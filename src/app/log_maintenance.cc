@@ -39,6 +39,12 @@ storage::log_config log_defaults_from(const node_config& config) {
   c.file_delete_delay_ms = config.get_long("log.segment.delete.delay.ms").value_or(60'000);
   c.flush_messages = config.log_flush_interval_messages();
   c.flush_ms = config.log_flush_interval_ms();
+  c.delete_retention_ms = config.get_long("log.cleaner.delete.retention.ms").value_or(c.delete_retention_ms);
+  c.min_cleanable_dirty_ratio =
+      config.get_double("log.cleaner.min.cleanable.ratio").value_or(c.min_cleanable_dirty_ratio);
+  c.min_compaction_lag_ms = config.get_long("log.cleaner.min.compaction.lag.ms").value_or(0);
+  c.max_compaction_lag_ms =
+      config.get_long("log.cleaner.max.compaction.lag.ms").value_or(c.max_compaction_lag_ms);
   const auto policy = config.get_list("log.cleanup.policy").value_or(std::vector<std::string>{"delete"});
   const bool compact = std::find(policy.begin(), policy.end(), "compact") != policy.end();
   const bool del = std::find(policy.begin(), policy.end(), "delete") != policy.end();

@@ -287,6 +287,7 @@ void node::open_server() {
 
   _maintenance =
       std::make_unique<log_maintenance>(*_shards, *_logs, _config, _placement, replicas_by_shard());
+  _cleaning = std::make_unique<log_cleaning>(*_shards, *_logs, _config, _placement, replicas_by_shard());
   _controller_work_timer = std::make_unique<asio::steady_timer>(_shards->context(0));
   _signals = std::make_unique<asio::signal_set>(_shards->context(0), SIGTERM, SIGINT);
 }
@@ -321,8 +322,9 @@ status node::start() {
     _groups->on_metadata(*_metadata.current());
     _groups->start();
   }
-  // 3. Log maintenance (retention, checkpoints, flushes).
+  // 3. Log maintenance (retention, checkpoints, flushes) and the log cleaner's threads.
   _maintenance->start();
+  _cleaning->start();
   // 4. SIGTERM / SIGINT run the stop sequence on shard 0.
   _signals->async_wait([this](const std::error_code& ec, int signal) {
     if (ec) return;
@@ -353,6 +355,7 @@ asio::awaitable<void> node::stop() {
   _server->stop();
   _publisher->stop();
   _maintenance->stop();
+  _cleaning->stop();
   if (_groups) _groups->stop();
   _controller_work_timer->cancel();
   if (_lifecycle) _lifecycle->stop();

@@ -36,6 +36,7 @@
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "log_cleaning.h"
 #include "log_maintenance.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/broker_lifecycle.h"
@@ -138,6 +139,7 @@ class node {
   std::vector<net::listen_endpoint> _listen_now;        // controller listeners (all, without the broker role)
   std::vector<net::listen_endpoint> _listen_caught_up;  // broker listeners
   std::unique_ptr<log_maintenance> _maintenance;
+  std::unique_ptr<log_cleaning> _cleaning;
   // Timers and signals on shard 0's io_context: they go before the shards.
   std::unique_ptr<asio::steady_timer> _controller_work_timer;
   std::unique_ptr<asio::signal_set> _signals;

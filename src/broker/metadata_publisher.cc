@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -48,7 +49,11 @@ bool same_log_config(const replication::log_config& a, const replication::log_co
          a.message_timestamp_after_max_ms == b.message_timestamp_after_max_ms &&
          a.retention_ms == b.retention_ms && a.retention_bytes == b.retention_bytes &&
          a.file_delete_delay_ms == b.file_delete_delay_ms && a.flush_messages == b.flush_messages &&
-         a.flush_ms == b.flush_ms && a.cleanup == b.cleanup && a.delete_retention_ms == b.delete_retention_ms;
+         a.flush_ms == b.flush_ms && a.cleanup == b.cleanup &&
+         a.delete_retention_ms == b.delete_retention_ms &&
+         a.min_cleanable_dirty_ratio == b.min_cleanable_dirty_ratio &&
+         a.min_compaction_lag_ms == b.min_compaction_lag_ms &&
+         a.max_compaction_lag_ms == b.max_compaction_lag_ms;
 }
 
 }  // namespace
@@ -76,6 +81,14 @@ replication::log_config effective_log_config(const metadata::metadata_image& ima
   parse_number(get("flush.messages"), c.flush_messages);
   parse_number(get("flush.ms"), c.flush_ms);
   parse_number(get("delete.retention.ms"), c.delete_retention_ms);
+  if (auto ratio = get("min.cleanable.dirty.ratio")) {
+    char* end = nullptr;
+    const double value = std::strtod(ratio->c_str(), &end);
+    if (end == ratio->c_str() + ratio->size() && value >= 0 && value <= 1)
+      c.min_cleanable_dirty_ratio = value;
+  }
+  parse_number(get("min.compaction.lag.ms"), c.min_compaction_lag_ms);
+  parse_number(get("max.compaction.lag.ms"), c.max_compaction_lag_ms);
   const auto policy = controller::parse_config_list(get("cleanup.policy").value_or("delete"));
   const bool compact = std::find(policy.begin(), policy.end(), "compact") != policy.end();
   const bool del = std::find(policy.begin(), policy.end(), "delete") != policy.end();

@@ -237,6 +237,18 @@ def rdkafka_consume(bootstrap, topic, partition_offsets, count=None, timeout=30,
         consumer.close()
 
 
+def wait_until(predicate, timeout, what, interval=0.2):
+    """Polls predicate() until it returns something true (returned) or fails the test after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
 def rdkafka_admin(bootstrap):
     from confluent_kafka.admin import AdminClient
 

@@ -19,7 +19,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from cluster import Cluster
-from real_clients import CONFIGS_TOOL, create_topic, rdkafka_admin, rdkafka_produce, shared_node, step_ok, tool_batch
+from real_clients import (CONFIGS_TOOL, create_topic, rdkafka_admin, rdkafka_produce, shared_node, step_ok, tool_batch,
+                          wait_until)
 from real_clients import node_log_on_failure  # noqa: F401 (autouse: the shared node's log after a failure)
 
 TIMEOUT = 30
@@ -39,17 +40,6 @@ def node(request, tmp_path_factory):
 
 
 # --- helpers --------------------------------------------------------------------------------------------------------
-
-def wait_until(predicate, timeout, what, interval=0.2):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
-
 
 def describe_topic_config(bootstrap, topic, key):
     admin = rdkafka_admin(bootstrap)

@@ -1,0 +1,299 @@
+#include "log_cleaning.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <asio/post.hpp>
+
+#include "mala/common/logging.h"
+#include "mala/storage/checkpoint_file.h"
+#include "mala/storage/log_cleaner.h"
+
+namespace mala::app {
+
+namespace {
+
+using storage::topic_partition;
+
+constexpr std::string_view cleaner_checkpoint_file = "cleaner-offset-checkpoint";
+
+int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A log the cleaner may clean, as one shard saw it.
+struct candidate {
+  size_t shard = 0;
+  storage::cleaning_snapshot snapshot;
+};
+
+}  // namespace
+
+struct log_cleaning::impl {
+  impl(net::shard_pool& pool, storage::log_manager& l, const node_config& config,
+       replication::replica_placement p, std::vector<replication::replica_manager*> r)
+      : shards(pool),
+        logs(l),
+        placement(p),
+        replicas(std::move(r)),
+        enabled(config.get_bool("log.cleaner.enable").value_or(true)),
+        threads(std::max(0, config.get_int("log.cleaner.threads").value_or(1))),
+        backoff(std::chrono::milliseconds(config.get_long("log.cleaner.backoff.ms").value_or(15'000))),
+        dedupe_bytes(std::max<int64_t>(config.get_long("log.cleaner.dedupe.buffer.size").value_or(128 << 20),
+                                       1 << 20)),
+        load_factor(
+            std::clamp(config.get_double("log.cleaner.io.buffer.load.factor").value_or(0.9), 0.1, 1.0)),
+        max_bytes_per_second(config.get_double("log.cleaner.io.max.bytes.per.second").value_or(1e308)) {}
+
+  net::shard_pool& shards;
+  storage::log_manager& logs;
+  replication::replica_placement placement;
+  std::vector<replication::replica_manager*> replicas;  // by shard
+  bool enabled;
+  int threads;
+  std::chrono::milliseconds backoff;
+  int64_t dedupe_bytes;
+  double load_factor;
+  double max_bytes_per_second;
+  std::shared_ptr<spdlog::logger> log = subsystem_logger("cleaner");
+
+  std::vector<std::thread> workers;
+  std::atomic<bool> stopping{false};
+  // False once stopped: work posted to a shard and run after that does nothing.
+  std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
+  std::mutex mutex;
+  std::condition_variable wake;
+  // Guarded by mutex:
+  std::map<topic_partition, std::pair<std::string, int64_t>> checkpoints;  // tp -> (log dir, first dirty)
+  std::set<topic_partition> in_progress;
+  std::set<topic_partition> uncleanable;  // a corrupt batch stopped its clean
+  // The throttle: bytes since the window started.
+  std::chrono::steady_clock::time_point window_start = std::chrono::steady_clock::now();
+  double window_bytes = 0;
+
+  void load_checkpoints() {
+    for (const auto& dir : logs.dirs()) {
+      if (!dir.online) continue;
+      auto read = storage::read_offset_checkpoint(dir.path / cleaner_checkpoint_file);
+      if (!read) continue;  // none yet
+      for (const auto& [tp, offset] : *read) checkpoints[tp] = {dir.path.string(), offset};
+    }
+  }
+
+  // Writes the checkpoint file of one log dir (on the cleaner thread; mutex not held by the caller).
+  void write_checkpoint(const std::string& dir) {
+    storage::offset_checkpoint offsets;
+    {
+      std::lock_guard guard(mutex);
+      for (const auto& [tp, entry] : checkpoints) {
+        if (entry.first == dir && logs.get(tp) != nullptr) offsets[tp] = entry.second;
+      }
+    }
+    if (auto st =
+            storage::write_offset_checkpoint(std::filesystem::path(dir) / cleaner_checkpoint_file, offsets);
+        !st.ok()) {
+      log->error("cannot write {} in {}: {}", cleaner_checkpoint_file, dir, st.message);
+    }
+  }
+
+  // Runs fn on `shard` and waits for its answer; nullopt when stopping.
+  template <typename Fn>
+  auto on_shard(size_t shard, Fn fn) -> std::optional<decltype(fn())> {
+    using value = decltype(fn());
+    auto promise = std::make_shared<std::promise<value>>();
+    auto future = promise->get_future();
+    asio::post(shards.context(shard), [promise, alive = alive, f = std::move(fn)]() mutable {
+      if (*alive) promise->set_value(f());
+    });
+    while (future.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+      if (stopping) return std::nullopt;
+    }
+    return future.get();
+  }
+
+  // On a shard: the compacted logs it owns that are worth a clean.
+  std::vector<candidate> candidates_on(size_t shard) {
+    std::vector<candidate> out;
+    auto* r = shard < replicas.size() ? replicas[shard] : nullptr;
+    if (!r) return out;
+    const int64_t now = wall_clock_ms();
+    for (const auto& tp : r->partitions()) {
+      auto* p = r->get(tp);
+      if (!p || p->log().config().cleanup == storage::cleanup_policy::delete_segments) continue;
+      std::optional<int64_t> checkpoint;
+      {
+        std::lock_guard guard(mutex);
+        if (in_progress.contains(tp) || uncleanable.contains(tp)) continue;
+        if (auto it = checkpoints.find(tp); it != checkpoints.end()) checkpoint = it->second.second;
+      }
+      std::vector<int64_t> producer_last_offsets;
+      if (const auto* producers = p->producer_state()) {
+        for (const auto& [id, entry] : producers->producers()) {
+          if (entry.last_offset() >= 0) producer_last_offsets.push_back(entry.last_offset());
+        }
+        std::sort(producer_last_offsets.begin(), producer_last_offsets.end());
+      }
+      auto snapshot = p->log().snapshot_for_cleaning(checkpoint, p->high_watermark(), now,
+                                                     std::move(producer_last_offsets));
+      if (snapshot) out.push_back({shard, std::move(*snapshot)});
+    }
+    return out;
+  }
+
+  // Kafka's grabFilthiestCompactedLog: the highest dirty ratio (a max.compaction.lag.ms delay first).
+  std::optional<candidate> choose() {
+    std::optional<candidate> best;
+    for (size_t shard = 0; shard < shards.size(); ++shard) {
+      auto found = on_shard(shard, [this, shard] { return candidates_on(shard); });
+      if (!found) return std::nullopt;
+      for (auto& c : *found) {
+        auto rank = [](const candidate& x) {
+          return std::pair{x.snapshot.range.max_compaction_delay_ms > 0, x.snapshot.range.cleanable_ratio()};
+        };
+        if (!best || rank(c) > rank(*best)) best = std::move(c);
+      }
+    }
+    if (best) {
+      std::lock_guard guard(mutex);
+      if (!in_progress.insert(best->snapshot.tp).second) return std::nullopt;
+    }
+    return best;
+  }
+
+  void throttle(int64_t bytes) {
+    if (max_bytes_per_second >= 1e300) return;
+    std::chrono::duration<double> wait{0};
+    {
+      std::lock_guard guard(mutex);
+      window_bytes += static_cast<double>(bytes);
+      const auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start);
+      const double allowed_seconds = window_bytes / max_bytes_per_second;
+      if (allowed_seconds > elapsed.count())
+        wait = std::chrono::duration<double>(allowed_seconds - elapsed.count());
+      if (elapsed.count() > 1.0) {
+        window_start = std::chrono::steady_clock::now();
+        window_bytes = 0;
+      }
+    }
+    if (wait.count() > 0) std::this_thread::sleep_for(std::min(wait, std::chrono::duration<double>(1.0)));
+  }
+
+  void run(storage::key_offset_map& map) {
+    storage::filter_buffers buffers;
+    const storage::cleaning_controls controls{&stopping, [this](int64_t bytes) { throttle(bytes); }};
+    while (!stopping) {
+      auto chosen = choose();
+      if (!chosen) {
+        std::unique_lock lock(mutex);
+        wake.wait_for(lock, backoff, [this] { return stopping.load(); });
+        continue;
+      }
+      const auto& snapshot = chosen->snapshot;
+      const topic_partition tp = snapshot.tp;
+      const auto started = std::chrono::steady_clock::now();
+      auto cleaned = storage::clean_log(snapshot, wall_clock_ms(), map, buffers, controls);
+      map.clear();
+      if (!cleaned) {
+        if (!stopping) {
+          log->error("{}-{}: cleaning stopped: {}", tp.topic, tp.partition, cleaned.error().message);
+        }
+        std::lock_guard guard(mutex);
+        in_progress.erase(tp);
+        if (cleaned.error().code == error_code::corrupt_message ||
+            cleaned.error().code == error_code::invalid_config) {
+          uncleanable.insert(tp);
+        }
+        continue;
+      }
+      auto swap = std::make_shared<storage::cleaned_log>(std::move(*cleaned));
+      auto swapped = on_shard(chosen->shard, [this, tp, swap]() -> status {
+        auto* r = chosen_replicas(tp);
+        auto* p = r ? r->get(tp) : nullptr;
+        if (!p) {
+          storage::discard_cleaned(*swap);
+          return status::error(error_code::unknown_topic_or_partition, "the log is gone");
+        }
+        return p->log().replace_with_cleaned(*swap);
+      });
+      if (!swapped) {
+        // Stopping before the shard ran the swap: the .cleaned files are rolled back at the next load.
+        std::lock_guard guard(mutex);
+        in_progress.erase(tp);
+        break;
+      }
+      const auto elapsed_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+              .count();
+      const std::string log_dir = std::filesystem::path(snapshot.dir).parent_path().string();
+      {
+        std::lock_guard guard(mutex);
+        in_progress.erase(tp);
+        if (swapped->ok()) checkpoints[tp] = {log_dir, swap->next_dirty_offset};
+      }
+      if (!swapped->ok()) {
+        log->info("{}-{}: cleaned segments not swapped in: {}", tp.topic, tp.partition, swapped->message);
+        continue;
+      }
+      write_checkpoint(log_dir);
+      const auto& s = swap->stats;
+      log->info(
+          "{}-{}: cleaned offsets {}..{} in {} ms: {} keys, {} bytes read ({} for the key map), {} written, "
+          "{} "
+          "records removed",
+          tp.topic, tp.partition, snapshot.log_start_offset, swap->next_dirty_offset - 1, elapsed_ms, s.keys,
+          s.bytes_read, s.map_bytes_read, s.bytes_written, s.records_removed);
+    }
+  }
+
+  replication::replica_manager* chosen_replicas(const topic_partition& tp) {
+    const size_t shard = placement.shard_of(tp);
+    return shard < replicas.size() ? replicas[shard] : nullptr;
+  }
+};
+
+log_cleaning::log_cleaning(net::shard_pool& shards, storage::log_manager& logs, const node_config& config,
+                           replication::replica_placement placement,
+                           std::vector<replication::replica_manager*> replicas_by_shard)
+    : _impl(std::make_unique<impl>(shards, logs, config, placement, std::move(replicas_by_shard))) {}
+
+log_cleaning::~log_cleaning() {
+  stop();
+}
+
+void log_cleaning::start() {
+  auto& m = *_impl;
+  if (!m.enabled || m.threads == 0 || !m.workers.empty()) return;
+  m.load_checkpoints();
+  const size_t per_thread = static_cast<size_t>(m.dedupe_bytes / m.threads);
+  for (int i = 0; i < m.threads; ++i) {
+    m.workers.emplace_back([&m, per_thread] {
+      storage::key_offset_map map(per_thread, m.load_factor);
+      m.run(map);
+    });
+  }
+  m.log->info("log cleaner started: {} thread(s), {} MiB of key map each ({} keys)", m.threads,
+              per_thread >> 20, static_cast<size_t>(static_cast<double>(per_thread / 24) * m.load_factor));
+}
+
+void log_cleaning::stop() {
+  auto& m = *_impl;
+  m.stopping = true;
+  m.wake.notify_all();
+  for (auto& t : m.workers) {
+    if (t.joinable()) t.join();
+  }
+  m.workers.clear();
+  *m.alive = false;
+}
+
+}  // namespace mala::app
