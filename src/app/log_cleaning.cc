@@ -170,22 +170,31 @@ struct log_cleaning::impl {
     return best;
   }
 
+  // Holds all threads together to log.cleaner.io.max.bytes.per.second (Kafka's Throttler): the bytes since
+  // the window started may not run ahead of the rate; a thread that would sleeps (in steps, so that stop() is
+  // not held up), and the window restarts once a thread catches up after a few idle seconds.
   void throttle(int64_t bytes) {
-    if (max_bytes_per_second >= 1e300) return;
-    std::chrono::duration<double> wait{0};
+    if (max_bytes_per_second >= 1e300 || max_bytes_per_second <= 0) return;
+    using seconds = std::chrono::duration<double>;
+    seconds wait{0};
     {
       std::lock_guard guard(mutex);
-      window_bytes += static_cast<double>(bytes);
-      const auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start);
-      const double allowed_seconds = window_bytes / max_bytes_per_second;
-      if (allowed_seconds > elapsed.count())
-        wait = std::chrono::duration<double>(allowed_seconds - elapsed.count());
-      if (elapsed.count() > 1.0) {
-        window_start = std::chrono::steady_clock::now();
+      const auto now = std::chrono::steady_clock::now();
+      seconds elapsed = now - window_start;
+      if (elapsed.count() > 5.0 && window_bytes / max_bytes_per_second < elapsed.count()) {
+        window_start = now;
         window_bytes = 0;
+        elapsed = seconds{0};
       }
+      window_bytes += static_cast<double>(bytes);
+      wait = seconds(window_bytes / max_bytes_per_second) - elapsed;
     }
-    if (wait.count() > 0) std::this_thread::sleep_for(std::min(wait, std::chrono::duration<double>(1.0)));
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(wait);
+    while (!stopping && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
+          std::chrono::milliseconds(100), until - std::chrono::steady_clock::now()));
+    }
   }
 
   void run(storage::key_offset_map& map) {
@@ -201,6 +210,9 @@ struct log_cleaning::impl {
       const auto& snapshot = chosen->snapshot;
       const topic_partition tp = snapshot.tp;
       const auto started = std::chrono::steady_clock::now();
+      log->info("{}-{}: cleaning round started: dirty offsets {}..{}, {} of {} bytes dirty", tp.topic,
+                tp.partition, snapshot.range.first_dirty_offset, snapshot.range.first_uncleanable_offset - 1,
+                snapshot.range.cleanable_bytes, snapshot.range.clean_bytes + snapshot.range.cleanable_bytes);
       auto cleaned = storage::clean_log(snapshot, wall_clock_ms(), map, buffers, controls);
       map.clear();
       if (!cleaned) {
