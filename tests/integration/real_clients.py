@@ -249,6 +249,31 @@ def wait_until(predicate, timeout, what, interval=0.2):
     pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
+def rdkafka_read_to_end(bootstrap, topic, partition=0, timeout=60):
+    """Every record of one partition from offset 0 to its end, read with confluent-kafka (assign, no group
+    commits): [(offset, key bytes or None, value bytes or None)]. Fails the test on a consume error or timeout."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-to-end", "enable.auto.commit": False,
+                         "enable.partition.eof": True, "socket.timeout.ms": 10000})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == -191:  # _PARTITION_EOF
+                    return out
+                pytest.fail(f"consume error: {msg.error()}")
+            out.append((msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    pytest.fail(f"{topic}-{partition}: did not reach the end within {timeout} s")
+
+
 def rdkafka_admin(bootstrap):
     from confluent_kafka.admin import AdminClient
 

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from conftest import MalaNode
-from real_clients import create_topic, wait_until
+from real_clients import create_topic, rdkafka_read_to_end, wait_until
 
 TIMEOUT = 60
 BUSES = 40
@@ -21,24 +21,7 @@ BUSES = 40
 
 def read_from_start(bootstrap, topic):
     """Every record of partition 0 from offset 0: [(offset, key, value)]."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "new-service", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "socket.timeout.ms": 10000})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == -191:  # _PARTITION_EOF
-                    return out
-                pytest.fail(f"consume error: {msg.error()}")
-            out.append((msg.offset(), msg.key().decode(), None if msg.value() is None else msg.value().decode()))
-    finally:
-        consumer.close()
-    pytest.fail("did not reach the end of the partition")
+    return [(o, k.decode(), None if v is None else v.decode()) for o, k, v in rdkafka_read_to_end(bootstrap, topic)]
 
 
 def produce(bootstrap, topic, records):

@@ -11,10 +11,10 @@ import random
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from conftest import MalaNode
-from real_clients import create_topic, wait_until
+from real_clients import create_topic, rdkafka_read_to_end, wait_until
 
 TOPIC = "bus-latest-position"
 KEYS = 60
@@ -61,24 +61,12 @@ class updater:
 
 
 def latest_by_key(bootstrap):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "socket.timeout.ms": 10000})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    """Each key's latest seq read from offset 0, and every offset read."""
     latest, offsets = {}, []
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                assert msg.error().code() == -191, msg.error()  # _PARTITION_EOF
-                return latest, offsets
-            offsets.append(msg.offset())
-            latest[int(msg.key().decode().split("-")[1])] = int(msg.value().decode().split(":")[0])
-    finally:
-        consumer.close()
-    raise AssertionError("the reader did not reach the end of the partition")
+    for offset, key, value in rdkafka_read_to_end(bootstrap, TOPIC):
+        offsets.append(offset)
+        latest[int(key.decode().split("-")[1])] = int(value.decode().split(":")[0])
+    return latest, offsets
 
 
 def test_sigkill_at_random_moments_of_cleaning_loses_no_acknowledged_update(tmp_path):

@@ -1,0 +1,236 @@
+#include "partition_log_impl.h"
+
+#include <algorithm>
+
+#include "mala/common/logging.h"
+
+namespace mala::storage {
+
+namespace {
+namespace fs = std::filesystem;
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Truncation, retention, deletion.
+
+status partition_log::truncate_to(int64_t offset) {
+  auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  return m.fail_on_io_error(m.truncate_to(offset));
+}
+
+status partition_log::impl::truncate_to(int64_t offset) {
+  auto& m = *this;
+  if (offset < 0)
+    return status::error(error_code::unknown_server_error, describe(m.tp) + ": negative truncation offset");
+  if (offset >= m.log_end_offset) {
+    // A leader may have assigned an epoch without appending anything under it (Kafka's truncateTo does this
+    // too).
+    if (auto st = m.epochs.truncate_from_end(m.log_end_offset); !st.ok())
+      return storage_error(m.tp, st.message);
+    return status::success();
+  }
+  if (m.segments.begin()->first > offset) return truncate_fully_and_start_at(offset);
+
+  const int64_t now = m.clock();
+  status first_error;
+  while (m.segments.rbegin()->first > offset) {
+    auto node = m.segments.extract(std::prev(m.segments.end()));
+    if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok() && first_error.ok())
+      first_error = st;
+  }
+  auto& last = m.active();
+  auto cut = last.truncate_to(offset);
+  if (!cut)
+    return storage_error(
+        m.tp, "cannot truncate segment " + offset_file_stem(last.base_offset()) + ": " + cut.error().message);
+  // The segment that becomes active again takes appends: its indexes were trimmed when it rolled.
+  if (auto st = last.offsets().resize(m.config.segment_index_bytes); !st.ok())
+    return storage_error(m.tp, st.message);
+  if (auto st = last.times().resize(m.config.segment_index_bytes); !st.ok())
+    return storage_error(m.tp, st.message);
+  // truncate_to drops the whole batch holding `offset`: the log ends where the last kept batch does.
+  m.log_end_offset = last.next_offset();
+  m.log_start_offset = std::min(m.log_start_offset.load(), m.log_end_offset);
+  m.recovery_point = std::min(m.recovery_point.load(), m.log_end_offset);
+  m.flush_pending_offset = std::min(m.flush_pending_offset, m.log_end_offset);
+  if (auto st = m.epochs.truncate_from_end(m.log_end_offset); !st.ok())
+    return storage_error(m.tp, st.message);
+  m.new_jitter();
+  return first_error;
+}
+
+status partition_log::truncate_fully_and_start_at(int64_t offset) {
+  auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  return m.fail_on_io_error(m.truncate_fully_and_start_at(offset));
+}
+
+status partition_log::impl::truncate_fully_and_start_at(int64_t offset) {
+  auto& m = *this;
+  const int64_t now = m.clock();
+  status first_error;
+  while (!m.segments.empty()) {
+    auto node = m.segments.extract(m.segments.begin());
+    if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok() && first_error.ok())
+      first_error = st;
+  }
+  auto segment = m.create_segment(offset);
+  if (!segment) return segment.error();
+  m.segments.emplace(offset, std::move(*segment));
+  m.log_start_offset = offset;
+  m.log_end_offset = offset;
+  m.recovery_point = offset;
+  m.flush_pending_offset = offset;
+  m.dir_sync_pending = true;
+  m.new_jitter();
+  if (auto st = m.epochs.clear(); !st.ok()) return storage_error(m.tp, st.message);
+  return first_error;
+}
+
+status partition_log::increment_log_start_offset(int64_t offset, int64_t high_watermark) {
+  auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  if (offset > high_watermark || offset > m.log_end_offset) {
+    return status::error(error_code::offset_out_of_range,
+                         describe(m.tp) + ": cannot raise the log start offset to " + std::to_string(offset) +
+                             " beyond the high watermark " + std::to_string(high_watermark));
+  }
+  if (offset <= m.log_start_offset) return status::success();
+  m.log_start_offset = offset;
+  if (auto st = m.epochs.truncate_from_start(offset); !st.ok()) return storage_error(m.tp, st.message);
+  return status::success();
+}
+
+result<int32_t> partition_log::apply_retention(int64_t now_ms, int64_t high_watermark) {
+  auto& m = *_impl;
+  // The log manager takes the dir offline for a failed retention itself (it is iterating its logs here).
+  if (m.offline()) return m.failure;
+  int32_t removed = 0;
+  auto run = [&](const std::vector<int64_t>& bases, const char* reason) -> status {
+    auto n = m.delete_segments(bases, now_ms, reason);
+    if (!n) return n.error();
+    removed += *n;
+    return status::success();
+  };
+
+  // Segments wholly below the log start offset (DeleteRecords, or a start raised by an earlier deletion).
+  auto below_start = m.deletable(high_watermark, [&](const log_segment&, const log_segment& next) {
+    return next.base_offset() <= m.log_start_offset;
+  });
+  if (auto st = run(below_start, "log start offset"); !st.ok()) return st;
+
+  if (m.config.cleanup != cleanup_policy::compact) {
+    // retention.bytes: drop oldest segments while the log stays at or above the limit without them.
+    if (m.config.retention_bytes >= 0) {
+      int64_t excess = m.size_bytes() - m.config.retention_bytes;
+      if (excess >= 0) {
+        auto by_size = m.deletable(high_watermark, [&](const log_segment& segment, const log_segment&) {
+          if (excess - segment.size() < 0) return false;
+          excess -= segment.size();
+          return true;
+        });
+        if (auto st = run(by_size, "retention.bytes"); !st.ok()) return st;
+      }
+    }
+    // retention.ms: measured from a segment's largest timestamp.
+    if (m.config.retention_ms >= 0) {
+      auto by_time = m.deletable(high_watermark, [&](const log_segment& segment, const log_segment&) {
+        return now_ms - largest_timestamp(segment) > m.config.retention_ms;
+      });
+      if (auto st = run(by_time, "retention.ms"); !st.ok()) return st;
+    }
+  }
+  return removed;
+}
+
+std::optional<cleaning_snapshot> partition_log::snapshot_for_cleaning(
+    std::optional<int64_t> checkpoint, int64_t last_stable_offset, int64_t now_ms,
+    std::vector<int64_t> producer_last_offsets) {
+  auto& m = *_impl;
+  if (m.offline() || m.closed || m.config.cleanup == cleanup_policy::delete_segments) return std::nullopt;
+  if (m.segments.size() < 2) return std::nullopt;
+  std::vector<segment_summary> all;
+  all.reserve(m.segments.size());
+  for (const auto& [base, segment] : m.segments) {
+    segment_summary s;
+    s.base_offset = base;
+    s.size_bytes = segment->size();
+    s.offset_index_bytes = int64_t{segment->offsets().entries()} * offset_index_entry_size;
+    s.time_index_bytes = int64_t{segment->times().entries()} * time_index_entry_size;
+    s.largest_timestamp = largest_timestamp(*segment);
+    s.first_batch_timestamp = segment->first_batch_timestamp();
+    all.push_back(s);
+  }
+  const compaction_settings settings{m.config.min_cleanable_dirty_ratio, m.config.min_compaction_lag_ms,
+                                     m.config.max_compaction_lag_ms};
+  cleanable_range range = plan_cleanable_range(all, m.log_start_offset, m.log_end_offset, checkpoint,
+                                               last_stable_offset, now_ms, settings);
+  if (!range.eligible(settings) || range.first_dirty_offset >= range.first_uncleanable_offset)
+    return std::nullopt;
+  cleaning_snapshot snapshot;
+  snapshot.tp = m.tp;
+  snapshot.dir = m.dir;
+  snapshot.config = m.config;
+  snapshot.log_start_offset = m.log_start_offset;
+  snapshot.range = range;
+  snapshot.producer_last_offsets = std::move(producer_last_offsets);
+  auto it = m.floor_segment(m.log_start_offset);
+  if (it == m.segments.end()) it = m.segments.begin();
+  size_t index = static_cast<size_t>(std::distance(m.segments.cbegin(), it));
+  for (; std::next(it) != m.segments.end() && it->first < range.first_uncleanable_offset; ++it, ++index) {
+    snapshot.segments.push_back({it->first, it->second->size(), it->second->file()});
+    snapshot.summaries.push_back(all[index]);
+  }
+  if (snapshot.segments.empty()) return std::nullopt;
+  return snapshot;
+}
+
+status partition_log::replace_with_cleaned(cleaned_log& cleaned) {
+  auto& m = *_impl;
+  if (m.offline()) {
+    discard_cleaned(cleaned);
+    return m.failure;
+  }
+  // The log may have changed while the round ran off the shard: every replaced segment must still be here
+  // with the size the round read, and nothing may lie between them.
+  for (const auto& g : cleaned.groups) {
+    auto it = m.segments.find(g.replaced_bases.front());
+    for (size_t i = 0; i < g.replaced_bases.size(); ++i, ++it) {
+      if (it == m.segments.end() || it->first != g.replaced_bases[i] ||
+          it->second->size() != g.replaced_sizes[i] || std::next(it) == m.segments.end()) {
+        discard_cleaned(cleaned);
+        return status::error(error_code::unknown_server_error,
+                             describe(m.tp) + ": the log changed during cleaning; the round is discarded");
+      }
+    }
+  }
+  const int64_t now = m.clock ? m.clock() : system_clock_ms();
+  for (auto& g : cleaned.groups) {
+    auto& segment = g.segment;
+    if (auto st = segment->change_suffix(cleaned_suffix, swap_suffix); !st.ok()) return m.fail(st);
+    for (int64_t base : g.replaced_bases) {
+      auto node = m.segments.extract(base);
+      if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok()) return m.fail(st);
+    }
+    if (auto st = segment->change_suffix(swap_suffix, ""); !st.ok()) return m.fail(st);
+    segment->update_config(m.config);
+    m.segments.emplace(segment->base_offset(), std::move(segment));
+  }
+  m.dir_sync_pending = true;
+  cleaned.groups.clear();
+  return status::success();
+}
+
+void partition_log::delete_expired_files(int64_t now_ms) {
+  auto& m = *_impl;
+  std::erase_if(m.pending_deletes, [&](impl::pending_delete& p) {
+    if (p.due_ms > now_ms) return false;
+    if (auto st = p.segment->delete_files(); !st.ok()) {
+      subsystem_logger("storage")->warn("{}: cannot delete segment files: {}", describe(m.tp), st.message);
+    }
+    return true;
+  });
+}
+
+}  // namespace mala::storage
