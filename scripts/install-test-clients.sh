@@ -3,6 +3,7 @@
 #   - kcat (librdkafka's command-line client, Debian package),
 #   - Java 17 + Maven, then Apache Kafka's own jars (kafka-clients, kafka-tools, ...) from Maven Central into
 #     tests/integration/.deps/kafka-libs and the small Java programs of tests/integration/java compiled against them,
+#   - Kafka Connect's worker (tests/integration/apps/connect-pom.xml) into tests/integration/.deps/connect-libs,
 #   - Python packages pinned in tests/integration/requirements.txt (pytest, confluent-kafka, kafka-python),
 #   - tests/integration/go: mala-go-client (franz-go and sarama, versions pinned in go.mod/go.sum, from the Go module
 #     proxy) built into tests/integration/.deps/bin,
@@ -77,6 +78,20 @@ if [[ ! -f $libs_dir/.pom-sha256 || $(cat "$libs_dir/.pom-sha256") != "$pom_hash
   (cd "$java_dir" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$libs_dir")
   echo "$pom_hash" >"$libs_dir/.pom-sha256"
 fi
+
+# --- Applications that live on compacted topics (issue 21), each on a class path of its own -------------------------
+resolve_app() {  # resolve_app POM DIR: the runtime jars of the POM's dependencies into DIR, when the POM changed
+  local pom=$1 dir=$2 hash
+  hash=$(sha256sum "$pom" | cut -d' ' -f1)
+  if [[ ! -f $dir/.pom-sha256 || $(cat "$dir/.pom-sha256") != "$hash" ]]; then
+    echo "install-test-clients: resolving $(basename "$pom") with Maven"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dir"
+    echo "$hash" >"$dir/.pom-sha256"
+  fi
+}
+resolve_app "$it_dir/apps/connect-pom.xml" "$deps_dir/connect-libs"
 
 # --- Small Java programs -----------------------------------------------------------------------------------------
 classes_dir=$deps_dir/classes
