@@ -250,12 +250,13 @@ def wait_until(predicate, timeout, what, interval=0.2):
 
 
 def rdkafka_read_to_end(bootstrap, topic, partition=0, timeout=60):
-    """Every record of one partition from offset 0 to its end, read with confluent-kafka (assign, no group
+    """Every record of one partition from offset 0 (or the log start offset) to its end, read with confluent-kafka (assign, no group
     commits): [(offset, key bytes or None, value bytes or None)]. Fails the test on a consume error or timeout."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-to-end", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "socket.timeout.ms": 10000})
+                         "enable.partition.eof": True, "socket.timeout.ms": 10000,
+                         "auto.offset.reset": "earliest"})  # offset 0 below the log start: from the log start
     consumer.assign([TopicPartition(topic, partition, 0)])
     out = []
     deadline = time.monotonic() + timeout

@@ -6,14 +6,16 @@ tombstones gone once delete.retention.ms has passed after the clean that first k
 are what a restart loads, and the cleaner-offset-checkpoint records where the dirty part starts.
 """
 
+import json
 import re
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from clients import java
 from conftest import MalaNode
-from real_clients import create_topic, rdkafka_read_to_end, wait_until
+from real_clients import create_topic, rdkafka_admin, rdkafka_read_to_end, wait_until
 
 TIMEOUT = 60
 BUSES = 40
@@ -44,7 +46,8 @@ def cleaned_rounds(node, topic):
 
 @pytest.fixture
 def node(tmp_path):
-    n = MalaNode(tmp_path, name="compaction", extra_config={"log.cleaner.backoff.ms": 200})
+    n = MalaNode(tmp_path, name="compaction", extra_config={"log.cleaner.backoff.ms": 200,
+                                                            "log.retention.check.interval.ms": 500})
     n.start()
     yield n
     n.stop()
@@ -166,3 +169,124 @@ def test_offset_commits_of_a_group_stay_bounded_in_the_cleaned_offsets_topic(tmp
         assert committed[0].offset == commits
     finally:
         node.stop()
+
+
+def java_records(out):
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_java_clients_read_kafkas_compacted_view_and_kafka_dump_log_reads_the_cleaned_segments(node):
+    """Apache Kafka's Java producer (idempotent, acks=all) writes waves of account updates and tombstones; after
+    cleaning, the Java consumer reading from offset 0 gets exactly what Kafka's cleaner leaves: below the active
+    segment the last record of every key (tombstones kept inside delete.retention.ms), the active segment as
+    written. kafka-dump-log then reads the cleaned segments and their indexes with no error."""
+    topic = "accounts"
+    create_topic(node.bootstrap, topic, config={  # index.interval.bytes small: the cleaned segment gets index entries
+        "cleanup.policy": "compact", "segment.ms": "300", "min.cleanable.dirty.ratio": "0.01",
+        "index.interval.bytes": "100"})
+    written = []
+    for wave in range(5):
+        written += java_records(java("mala.it.Produce", "--bootstrap", node.bootstrap, "--topic", topic, "--count", 30,
+                                     "--key-prefix", "acct-", "--value-prefix", f"w{wave}-").stdout)
+        time.sleep(0.4)
+    written += java_records(java("mala.it.Produce", "--bootstrap", node.bootstrap, "--topic", topic, "--count", 3,
+                                 "--key-prefix", "acct-", "--tombstones", "true").stdout)
+    time.sleep(0.4)  # the tail rolls the segment: every account record becomes cleanable
+    written += java_records(java("mala.it.Produce", "--bootstrap", node.bootstrap, "--topic", topic, "--count", 1,
+                                 "--key-prefix", "tail-").stdout)
+    assert len(written) == 154 and [r["offset"] for r in written] == list(range(154))
+
+    last_of_key = {r["key"]: r["offset"] for r in written}
+    expected = [(r["offset"], r["key"], r["value"]) for r in written if last_of_key[r["key"]] == r["offset"]]
+    assert len(expected) == 31 and sum(1 for e in expected if e[2] is None) == 3
+
+    def consumed():
+        out = java("mala.it.Consume", "--bootstrap", node.bootstrap, "--topic", topic, "--offset", -2).stdout
+        return [(r["offset"], r["key"], r["value"]) for r in java_records(out)]
+
+    wait_until(lambda: consumed() == expected, TIMEOUT, "the Java consumer reading Kafka's compacted view",
+               interval=1.0)
+
+    part = node.log_dir / f"{topic}-0"
+    segments = sorted(p.name[:-len(".log")] for p in part.glob("*.log"))
+    result = java("org.apache.kafka.tools.DumpLogSegments", "--deep-iteration", "--print-data-log",
+                  "--files", ",".join(str(part / f"{s}.log") for s in segments), timeout=120)
+    dumped = [int(m.group(1)) for m in re.finditer(r"^\| offset: (\d+) ", result.stdout, re.MULTILINE)]
+    assert dumped == [e[0] for e in expected], result.stdout
+    assert "isvalid: false" not in result.stdout and "isvalid: true" in result.stdout
+    # Gaps between the offsets of a cleaned log are reported as non-consecutive (so they are for Kafka's own
+    # cleaned segments); anything else is a problem.
+    problems = re.sub(r"Non-consecutive offsets in \S+\n(  \d+ is followed by \d+\n)*", "", result.stderr)
+    assert not re.search(r"exception|error|corrupt|invalid", problems, re.IGNORECASE), result.stderr
+    # The indexes of the cleaned segments (the active one's are preallocated, which the tool misreads for any
+    # broker's active segment).
+    cleaned = segments[:-1]
+    assert cleaned and all(int(s) < 153 for s in cleaned) and int(segments[-1]) == 153, segments
+    indexes = [f"{s}{ext}" for s in cleaned for ext in (".index", ".timeindex")]
+    checked = java("org.apache.kafka.tools.DumpLogSegments", "--index-sanity-check",
+                   "--files", ",".join(str(part / f) for f in indexes), timeout=120)
+    for f in indexes:
+        assert f"{f} passed sanity check." in checked.stdout, checked.stdout + checked.stderr
+    verified = java("org.apache.kafka.tools.DumpLogSegments", "--verify-index-only",
+                    "--files", ",".join(str(part / f) for f in indexes), timeout=120)
+    # A time index entry may name the empty batch a cleaned producer's last batch leaves (Kafka 4.x's segments index
+    # every batch's max timestamp, empty ones too): the tool then finds no record and reports "log timestamp: -1".
+    # Any other mismatch is a problem.
+    report = re.sub(r"Found timestamp mismatch in :\S+\n  Index timestamp: \d+, log timestamp: -1\n", "",
+                    verified.stdout + verified.stderr)
+    assert not re.search(r"mismatch|out of order|not found|exception", report, re.IGNORECASE), report
+
+
+def alter_topic(bootstrap, topic, configs):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = rdkafka_admin(bootstrap)
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    admin.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(timeout=TIMEOUT)
+
+
+def test_cleanup_policy_changes_at_run_time_and_compact_delete_applies_both(node):
+    """A topic created with cleanup.policy=delete is never cleaned; switched to compact at run time (no restart) the
+    cleaner compacts it; switched to compact,delete with a short retention.ms, retention also removes whole old
+    segments, compacted or not, while the recent records stay."""
+    topic = "policy-change"
+    create_topic(node.bootstrap, topic, config={
+        "cleanup.policy": "delete", "segment.ms": "300", "min.cleanable.dirty.ratio": "0.01"})
+    latest = {}
+    for wave in range(4):
+        produce_wave(node.bootstrap, topic, wave)
+        latest.update({f"bus-{b}": f"pos-{wave}-{b}" for b in range(BUSES)})
+        time.sleep(0.4)
+    produce(node.bootstrap, topic, [(b"depot", b"open")])
+    latest["depot"] = "open"
+    produced = 4 * BUSES + 1
+
+    time.sleep(2)  # ten cleaner backoffs: a delete-only topic is left alone
+    assert cleaned_rounds(node, topic) == 0
+    assert len(read_from_start(node.bootstrap, topic)) == produced
+
+    alter_topic(node.bootstrap, topic, {"cleanup.policy": "compact"})
+
+    def compacted():
+        records = read_from_start(node.bootstrap, topic)
+        return len(records) == len(latest) and {k: v for _, k, v in records} == latest and records
+
+    records = wait_until(compacted, TIMEOUT, "the topic compacted after the switch to compact", interval=1.0)
+    assert cleaned_rounds(node, topic) >= 1
+    compacted_end = records[-1][0]
+
+    # compact,delete: retention.ms now also applies; the old segments (the cleaned one included) age out, the
+    # records written after the change stay.
+    alter_topic(node.bootstrap, topic, {"cleanup.policy": "compact,delete", "retention.ms": "3000"})
+    time.sleep(3.5)
+    fresh = [(f"fresh-{i}".encode(), b"v") for i in range(5)]
+    produce(node.bootstrap, topic, fresh)
+
+    def retained_only_fresh():
+        records = read_from_start(node.bootstrap, topic)
+        return all(o > compacted_end for o, _, _ in records) and records
+
+    records = wait_until(retained_only_fresh, TIMEOUT, "retention removing the old segments of compact,delete",
+                         interval=1.0)
+    assert [k for _, k, _ in records] == [k.decode() for k, _ in fresh]

@@ -5,7 +5,9 @@
 //
 // usage: Produce --bootstrap B --topic T --count N [--key-prefix K] [--key-count C] [--value-prefix V]
 //                [--partition P] [--interval-ms M] [--prop name=value]... [--init-transactions true]
-//   record i gets key <K><i % C> (C defaults to N; no key when K is absent) and value <V><i>; with --interval-ms
+//                [--tombstones true]
+//   record i gets key <K><i % C> (C defaults to N; no key when K is absent) and value <V><i> (no value, a
+//   tombstone of a compacted topic, with --tombstones true); with --interval-ms
 //   the sends are spread out (M ms between two), so that the producer runs across failures a test injects.
 //   --init-transactions true: initTransactions() first (with --prop transactional.id=...), as a transactional
 //   application does before its first send.
@@ -35,6 +37,7 @@ public final class Produce {
     int partition = Integer.parseInt(a.get("--partition", "-1"));
     long intervalMs = Long.parseLong(a.get("--interval-ms", "0"));
     boolean initTransactions = Boolean.parseBoolean(a.get("--init-transactions", "false"));
+    boolean tombstones = Boolean.parseBoolean(a.get("--tombstones", "false"));
 
     Properties props = new Properties();
     props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -53,7 +56,7 @@ public final class Produce {
     List<ProducerRecord<String, String>> records = new ArrayList<>(count);
     for (int i = 0; i < count; i++) {
       String key = keyPrefix == null ? null : keyPrefix + (i % keyCount);
-      String value = valuePrefix + i;
+      String value = tombstones ? null : valuePrefix + i;
       records.add(partition >= 0 ? new ProducerRecord<>(topic, partition, key, value)
                                  : new ProducerRecord<>(topic, key, value));
     }
