@@ -219,11 +219,15 @@ struct log_cleaning::impl {
         if (!stopping) {
           log->error("{}-{}: cleaning stopped: {}", tp.topic, tp.partition, cleaned.error().message);
         }
-        std::lock_guard guard(mutex);
+        std::unique_lock lock(mutex);
         in_progress.erase(tp);
         if (cleaned.error().code == error_code::corrupt_message ||
             cleaned.error().code == error_code::invalid_config) {
           uncleanable.insert(tp);
+        } else {
+          // An I/O error (a full disk): the log keeps its segments and is retried after the backoff, not in a
+          // loop that would fail at once again.
+          wake.wait_for(lock, backoff, [this] { return stopping.load(); });
         }
         continue;
       }

@@ -296,3 +296,58 @@ def test_full_tmpfs_takes_the_partition_offline_and_a_restart_on_the_full_disk_s
     node = limited_node
     node.start()
     check_disk_full(node, "dir-b", "dir-a", TMPFS_SIZE)
+
+
+def test_full_disk_during_cleaning_leaves_the_original_segments_and_cleaning_resumes_once_space_is_back(
+        tiny_tmpfs, limited_node):
+    """Issue 21: a compacted partition on the tmpfs dir holds several closed segments; the tmpfs is then filled
+    (a file takes all but 16 KiB) and the topic switched to compact. The cleaner's rewrite fails (ENOSPC): the node
+    stays up, says so in its log, leaves no .cleaned file, and the partition keeps every record it had. Once the
+    file is removed, a later round (after log.cleaner.backoff.ms) cleans the log."""
+    import os
+
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from real_clients import rdkafka_admin, rdkafka_read_to_end, wait_until
+
+    node = limited_node
+    node.config.update({"log.cleaner.backoff.ms": 200})
+    node.start()
+    create_topic(node.bootstrap, "in-dir-a")  # the first topic goes to the first dir
+    create_topic(node.bootstrap, "positions", config={"cleanup.policy": "delete", "segment.bytes": 1024 * 1024,
+                                                      "min.cleanable.dirty.ratio": "0.01"})
+    part = tiny_tmpfs / "positions-0"
+    assert part.is_dir()
+    value = "p" * 2000
+    records = [(f"bus-{i % 20}".encode(), f"{i:06d}{value}".encode()) for i in range(1800)]
+    produced = rdkafka_produce(node.bootstrap, "positions", records, timeout=60, acks="all")
+    assert len(produced) == len(records)
+    assert len(list(part.glob("*.log"))) >= 3
+    before = rdkafka_read_to_end(node.bootstrap, "positions")
+    assert len(before) == len(records)
+
+    free = os.statvfs(tiny_tmpfs)
+    filler = tiny_tmpfs / "filler"
+    with open(filler, "wb") as f:
+        f.write(b"\0" * max(0, free.f_bavail * free.f_frsize - 16 * 1024))
+
+    admin = rdkafka_admin(node.bootstrap)
+    res = ConfigResource(ResourceType.TOPIC, "positions", incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res], request_timeout=30)[res].result(timeout=30)
+
+    wait_until(lambda: "positions-0: cleaning stopped" in node.full_log(), 60, "the cleaner's failure on the full disk")
+    assert node.alive()
+    assert "positions-0: cleaned offsets" not in node.full_log()
+    assert not list(part.glob("*.cleaned")) and not list(part.glob("*.swap"))
+    assert rdkafka_read_to_end(node.bootstrap, "positions") == before
+
+    filler.unlink()
+    wait_until(lambda: "positions-0: cleaned offsets" in node.full_log(), 60, "a clean once the disk has room")
+    after = rdkafka_read_to_end(node.bootstrap, "positions")
+    latest = {}
+    for offset, key, v in before:
+        latest[key] = (offset, v)
+    # Every key's latest record survives (the active segment keeps what it holds as written).
+    assert {k: (o, v) for o, k, v in after if latest[k][0] == o} == latest
+    assert len(after) < len(before)
