@@ -58,6 +58,9 @@ group_coordinator_driver_options group_coordinator_options_from(const node_confi
       config.get_string("group.consumer.migration.policy").value_or("bidirectional");
   o.commit_timeout_ms = config.get_int("offsets.commit.timeout.ms").value_or(5000);
   o.load_buffer_bytes = config.get_int("offsets.load.buffer.size").value_or(5 << 20);
+  // Kafka's codec ids are the batch attribute's compression bits (the config's bounds keep it 0..4).
+  o.compression =
+      static_cast<protocol::compression_codec>(config.get_int("offsets.topic.compression.codec").value_or(0));
   return o;
 }
 
@@ -261,8 +264,9 @@ void group_coordinator_driver::append(int32_t partition, std::vector<coordinator
   auto* replica = _impl->replicas.get(offsets_partition(partition));
   if (!replica) return complete(error_code::not_leader_or_follower);
   // One batch per write, as the coordinator runtime appends them: magic 2, no producer, create time now,
-  // uncompressed (offsets.topic.compression.codec defaults to none).
+  // compressed with offsets.topic.compression.codec (none by default).
   protocol::record_batch_builder builder;
+  builder.compression(_impl->options.compression);
   const int64_t now = _impl->now();
   for (const auto& r : records) {
     std::optional<std::span<const uint8_t>> value;

@@ -257,6 +257,10 @@ std::vector<config_key> build_table() {
      .doc = "How long an offset commit waits for its record to be committed to __consumer_offsets."},
     {.name = "offsets.load.buffer.size", .type = int32, .default_value = "5242880", .min = 1,
      .importance = high, .doc = "Bytes read at a time when a coordinator loads a __consumer_offsets partition."},
+    {.name = "offsets.topic.compression.codec", .type = int32, .default_value = "0", .min = 0, .max = 4,
+     .importance = high,
+     .doc = "Compression of the batches the group coordinator writes to __consumer_offsets: 0 none, 1 gzip, "
+            "2 snappy, 3 lz4, 4 zstd."},
     {.name = "offsets.topic.segment.bytes", .type = int32, .default_value = "104857600", .min = 1,
      .importance = high, .doc = "segment.bytes of __consumer_offsets, kept small for fast compaction and loading."},
     {.name = "producer.id.expiration.ms", .type = int32, .default_value = "86400000", .min = 1, .importance = low,

@@ -130,11 +130,26 @@ def test_keyless_records_are_refused_by_a_compacted_topic(node):
     assert errors[0].code() == KafkaError.INVALID_RECORD, errors[0]
 
 
+def batch_codecs(segment_path):
+    """The compression codec (attribute bits 0-2) of every batch of a segment file."""
+    data = segment_path.read_bytes()
+    position, codecs = 0, []
+    while position + 61 <= len(data):
+        length = int.from_bytes(data[position + 8:position + 12], "big")
+        if length <= 0:
+            break  # preallocated tail
+        codecs.append(int.from_bytes(data[position + 21:position + 23], "big") & 0x7)
+        position += 12 + length
+    return codecs
+
+
 def test_offset_commits_of_a_group_stay_bounded_in_the_cleaned_offsets_topic(tmp_path):
-    """Many commits of one group: __consumer_offsets (1 MiB segments here) is cleaned down to a few segments, and
-    the group's committed offset replays from the cleaned partition after a restart."""
+    """Many commits of one group: __consumer_offsets (1 MiB segments here, zstd batches through
+    offsets.topic.compression.codec 4) is cleaned down to a few segments, every batch still zstd, and the group's
+    committed offset replays from the cleaned partition after a restart."""
     node = MalaNode(tmp_path, name="offsets-compaction", extra_config={
-        "log.cleaner.backoff.ms": 200, "offsets.topic.segment.bytes": 1048576, "offsets.topic.num.partitions": 1})
+        "log.cleaner.backoff.ms": 200, "offsets.topic.segment.bytes": 1048576, "offsets.topic.num.partitions": 1,
+        "offsets.topic.compression.codec": 4})
     node.start()
     try:
         topic = "positions-read"
@@ -159,6 +174,8 @@ def test_offset_commits_of_a_group_stay_bounded_in_the_cleaned_offsets_topic(tmp
         wait_until(lambda: cleaned_rounds(node, "__consumer_offsets") >= 1, TIMEOUT, "a clean of __consumer_offsets")
         size = sum(p.stat().st_size for p in offsets_dir.glob("*.log"))
         assert len(segments()) <= 3 and size < 2 * 1048576, (segments(), size)
+        codecs = {codec for name in segments() for codec in batch_codecs(offsets_dir / name)}
+        assert codecs == {4}, codecs  # zstd
         assert node.stop() == 0
         node.start()
         check = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "committer", "socket.timeout.ms": 10000})

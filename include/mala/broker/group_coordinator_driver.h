@@ -17,6 +17,7 @@
 
 #include "mala/coordinator/group_coordinator.h"
 #include "mala/metadata/metadata_image.h"
+#include "mala/protocol/record_batch.h"
 
 namespace asio {
 class io_context;
@@ -36,7 +37,9 @@ struct group_coordinator_driver_options {
   coordinator::group_coordinator_config coordinator;
   int32_t commit_timeout_ms = 5000;     // offsets.commit.timeout.ms
   int32_t load_buffer_bytes = 5 << 20;  // offsets.load.buffer.size
-  std::function<int64_t()> clock_ms;    // wall clock
+  protocol::compression_codec compression =
+      protocol::compression_codec::none;  // offsets.topic.compression.codec
+  std::function<int64_t()> clock_ms;      // wall clock
 };
 
 // The coordinator settings of a node configuration (Kafka's property names and defaults).
