@@ -80,8 +80,8 @@ filtered_batch filter_batch(std::span<const uint8_t> batch, const compaction_rou
   // Kafka's shouldRetainRecord, record by record.
   const bool retain_deletes = !has_horizon || round.now_ms < h.base_timestamp;
   const int64_t map_end = round.latest ? round.latest->latest_offset() : -1;
-  std::vector<protocol::record_view> kept;
-  kept.reserve(static_cast<size_t>(std::max(h.record_count, 0)));
+  std::vector<protocol::record_view>& kept = buffers.kept;
+  kept.clear();
   bool tombstone_kept = false;
   int64_t max_timestamp = protocol::no_timestamp;
   int32_t seen = 0;

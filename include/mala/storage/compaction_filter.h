@@ -31,6 +31,7 @@
 #include <span>
 #include <vector>
 
+#include "mala/protocol/record_batch.h"
 #include "mala/storage/key_offset_map.h"
 
 namespace mala::storage {
@@ -72,6 +73,7 @@ struct filter_buffers {
   std::vector<uint8_t> decompressed;  // the records of a compressed batch
   std::vector<uint8_t> records;       // the kept records of a rebuilt compressed batch, before compression
   std::vector<uint8_t> record_head;   // a re-encoded record's fields before its key
+  std::vector<protocol::record_view> kept;  // the surviving records of the batch being filtered
 };
 
 // Appends what of `batch` (one whole v2 batch) survives `round` to `out`.
