@@ -135,6 +135,12 @@ class KafkaCleaner(CleanerBrokerMixin, compare.KafkaBroker):
 
 def thread_cpu(pid):
     """{tid: (name, user + system CPU seconds)} of every live thread of the process."""
+    return {tid: (name, cpu) for tid, (name, cpu, _) in thread_sched(pid).items()}
+
+
+def thread_sched(pid):
+    """{tid: (name, user + system CPU seconds, seconds runnable but waiting for a CPU)} of every live thread:
+    /proc/PID/task/TID/stat and schedstat (its second field: time on a run queue)."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -144,7 +150,12 @@ def thread_cpu(pid):
             continue
         name = stat[stat.find("(") + 1:stat.rfind(")")]
         fields = stat[stat.rfind(")") + 2:].split()
-        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / compare.clk_tck())
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                waited = int(f.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            waited = 0.0
+        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / compare.clk_tck(), waited)
     return out
 
 
@@ -155,6 +166,23 @@ def cpu_by_thread_name(before, after):
         key = re.sub(r"\d+", "N", name)
         out[key] = out.get(key, 0.0) + cpu - before.get(tid, (name, 0.0))[1]
     return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v > 0}
+
+
+def sample_blocked_threads(pid, seen):
+    """Counts, in `seen`, the broker's threads found in uninterruptible sleep (state D: waiting on the disk or
+    the file system) now, by thread name (digits as N) and kernel wait channel."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+            if stat[stat.rfind(")") + 2] != "D":
+                continue
+            with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                wchan = f.read().strip() or "?"
+        except OSError:
+            continue
+        key = re.sub(r"\d+", "N", stat[stat.find("(") + 1:stat.rfind(")")]) + " in " + wchan
+        seen[key] = seen.get(key, 0) + 1
 
 
 def parse_ts(s):
@@ -327,6 +355,7 @@ def run_one(env, cls, keys, args):
         with open(f"/proc/{broker.proc.pid}/clear_refs", "w") as f:
             f.write("5")  # resets VmHWM to the current RSS
         res["rss_before_mb"] = rss_kb(broker) / 1024
+        res["rss_anon_before_mb"] = compare.proc_status_kb(broker.proc.pid, "RssAnon") / 1024
         # Cleaning, under the same latency load.
         lp = LatencyProducer(broker, args).start()
         time.sleep(1.0)
@@ -334,7 +363,8 @@ def run_one(env, cls, keys, args):
         set_compact(broker)
         t_trigger = time.monotonic()
         c_start = t_start = t_end = None
-        rss_max = 0
+        rss_max = anon_max = file_max = 0
+        blocked_samples, polls = {}, 0
         done = []
         deadline = t_trigger + args.timeout
         while True:
@@ -342,22 +372,31 @@ def run_one(env, cls, keys, args):
             if not broker.alive():
                 raise RuntimeError(f"{broker.name} exited with {broker.proc.returncode}:\n{broker.log_tail()}")
             rss_max = max(rss_max, rss_kb(broker))
+            anon_max = max(anon_max, compare.proc_status_kb(broker.proc.pid, "RssAnon"))
+            file_max = max(file_max, compare.proc_status_kb(broker.proc.pid, "RssFile"))
+            if t_start is not None:
+                polls += 1
+                sample_blocked_threads(broker.proc.pid, blocked_samples)
             with open(broker.log_path, "rb") as f:
                 f.seek(log_offset)
                 text = f.read().decode(errors="replace")
             if t_start is None and cls.START_RE.search(text):
                 t_start, c_start = time.monotonic(), broker.cpu_seconds()
-                threads_start = thread_cpu(broker.proc.pid)
+                threads_start = thread_sched(broker.proc.pid)
             done = broker.rounds(text)
             if done and done[-1][2] >= active_base:
                 t_end, c_end = time.monotonic(), broker.cpu_seconds()
-                threads_end = thread_cpu(broker.proc.pid)
+                threads_end = thread_sched(broker.proc.pid)
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"not cleaned up to offset {active_base} after {args.timeout} s; rounds {done}")
         samples = lp.stop()
         res["peak_rss_mb"] = compare.proc_status_kb(broker.proc.pid, "VmHWM") / 1024
         res["sampled_max_rss_mb"] = rss_max / 1024
+        # VmRSS counts mapped file pages too (segments and indexes a broker maps); RssAnon is its own memory.
+        res["sampled_max_rss_anon_mb"] = anon_max / 1024
+        res["sampled_max_rss_file_mb"] = file_max / 1024
+        res["rss_anon_growth_mb"] = res["sampled_max_rss_anon_mb"] - res["rss_anon_before_mb"]
         res["rss_growth_mb"] = res["peak_rss_mb"] - res["rss_before_mb"]
         res["rounds"] = len(done)
         res["round_details"] = [d for *_, d in done]
@@ -368,15 +407,28 @@ def run_one(env, cls, keys, args):
         res["trigger_to_done_s"] = t_end - t_trigger
         window = t_end - t_start
         res["window_s"] = window
+        res["threads_in_D_state"] = {"polls": polls, "seen": blocked_samples}
         res["process_cpu_s"] = c_end - c_start
         res["process_cpu_less_baseline_s"] = (c_end - c_start) - base_cpu_rate * window
         pid = broker.proc.pid
-        per_thread = {f"{name}/{tid}": cpu - threads_start.get(tid, (name, 0.0))[1]
-                      for tid, (name, cpu) in threads_end.items() if cls.is_cleaner_thread(tid, name, pid)}
-        res["cleaner_threads_cpu"] = {k: v for k, v in per_thread.items() if v > 0}
-        res["clean_cpu_s"] = sum(per_thread.values())
-        during = [lat for sent, lat in samples if t_start <= sent <= t_end]
-        res["cleaning_latency"] = percentiles(during)
+        per_thread = {f"{name}/{tid}": (cpu - threads_start.get(tid, (name, 0.0, 0.0))[1],
+                                        waited - threads_start.get(tid, (name, 0.0, 0.0))[2])
+                      for tid, (name, cpu, waited) in threads_end.items() if cls.is_cleaner_thread(tid, name, pid)}
+        res["cleaner_threads_cpu"] = {k: v[0] for k, v in per_thread.items() if v[0] > 0}
+        res["clean_cpu_s"] = sum(v[0] for v in per_thread.values())
+        # Where the cleaner thread's wall time went: on a CPU, runnable but waiting for one (the machine's other
+        # load), or neither (blocked: I/O, fsync, locks, sleeps).
+        res["mib_per_cleaner_cpu_s"] = res["dirty_bytes"] / MIB / res["clean_cpu_s"] if res["clean_cpu_s"] else None
+        res["clean_runqueue_wait_s"] = sum(v[1] for v in per_thread.values())
+        res["clean_blocked_s"] = max(0.0, window - res["clean_cpu_s"] - res["clean_runqueue_wait_s"])
+        during = [(sent, lat) for sent, lat in samples if t_start <= sent <= t_end]
+        res["cleaning_latency"] = percentiles([lat for _, lat in during])
+        # When the slowest records were sent, against when the rounds ended (seconds from the first round's start
+        # as the broker logged it; the first round's start as seen here is up to 50 ms later).
+        res["slowest_while_cleaning"] = [[round(sent - t_start, 3), round(1000 * lat, 1)]
+                                         for sent, lat in sorted(during, key=lambda x: -x[1])[:10]]
+        if first_start:
+            res["round_ends_s"] = [round((end - first_start).total_seconds(), 3) for _, end, _, _ in done]
         res["latency_errors"] = lp.errors
         b, c = res["baseline_latency"].get("p99_ms"), res["cleaning_latency"].get("p99_ms")
         res["p99_ratio"] = c / b if b and c else None
@@ -405,10 +457,15 @@ ROWS = [
     ("clean_s", "cleaning time, first round start to last round end (s)", "{:.2f}"),
     ("clean_mib_per_s", "cleaner throughput (MiB of dirty log / s)", "{:.1f}"),
     ("clean_cpu_s", "CPU of the cleaner thread(s) during the clean (s)", "{:.2f}"),
+    ("mib_per_cleaner_cpu_s", "dirty MiB cleaned per CPU second of the cleaner thread(s)", "{:.0f}"),
+    ("clean_runqueue_wait_s", "cleaner thread runnable, waiting for a CPU (s)", "{:.2f}"),
+    ("clean_blocked_s", "cleaner thread blocked: I/O, fsync, locks (s, the rest of the window)", "{:.2f}"),
     ("process_cpu_s", "CPU of the whole broker during the clean, latency load included (s)", "{:.2f}"),
     ("rss_before_mb", "RSS before cleaning (MiB)", "{:.0f}"),
     ("peak_rss_mb", "peak RSS while cleaning, VmHWM (MiB)", "{:.0f}"),
     ("rss_growth_mb", "peak RSS growth over RSS before (MiB)", "{:.0f}"),
+    ("sampled_max_rss_anon_mb", "largest anonymous RSS while cleaning, sampled every 50 ms (MiB)", "{:.0f}"),
+    ("rss_anon_growth_mb", "its growth over the anonymous RSS before (MiB)", "{:.0f}"),
     ("cleaned_bytes_after", "cleaned segments' size after (MiB; active segment not counted)",
      lambda v: f"{v / MIB:.1f}"),
     (("baseline_latency", "p99_ms"), "produce p99 without cleaning (ms)", "{:.2f}"),
