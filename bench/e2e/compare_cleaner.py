@@ -168,21 +168,25 @@ def cpu_by_thread_name(before, after):
     return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
-def sample_blocked_threads(pid, seen):
-    """Counts, in `seen`, the broker's threads found in uninterruptible sleep (state D: waiting on the disk or
-    the file system) now, by thread name (digits as N) and kernel wait channel."""
+def sample_thread_states(pid, seen):
+    """Counts the broker's threads by name (digits as N), state (R running or runnable, S sleeping, D waiting on
+    the disk or the file system) and kernel wait channel, now; returns the counts and adds them to `seen`."""
+    now = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 stat = f.read()
-            if stat[stat.rfind(")") + 2] != "D":
-                continue
+            state = stat[stat.rfind(")") + 2]
             with open(f"/proc/{pid}/task/{tid}/wchan") as f:
-                wchan = f.read().strip() or "?"
+                wchan = f.read().strip() or "-"
         except OSError:
             continue
-        key = re.sub(r"\d+", "N", stat[stat.find("(") + 1:stat.rfind(")")]) + " in " + wchan
-        seen[key] = seen.get(key, 0) + 1
+        name = re.sub(r"\d+", "N", stat[stat.find("(") + 1:stat.rfind(")")])
+        key = f"{name} {state} {wchan if state != 'R' else ''}".strip()
+        now[key] = now.get(key, 0) + 1
+    for key, n in now.items():
+        seen[key] = seen.get(key, 0) + n
+    return now
 
 
 def parse_ts(s):
@@ -265,6 +269,7 @@ class LatencyProducer:
         self.rate = args.latency_rate
         self.payload = os.urandom(args.value_bytes)
         self.samples = []
+        self.outstanding = {}  # send time -> True, for the records not yet acknowledged
         self.errors = 0
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -280,16 +285,24 @@ class LatencyProducer:
             sent = now
 
             def on_delivery(err, msg, sent=sent):
+                self.outstanding.pop(sent, None)
                 if err is not None:
                     self.errors += 1
                 else:
                     self.samples.append((sent, msg.latency()))
 
+            self.outstanding[sent] = True
             self.p.produce(LATENCY_TOPIC, self.payload, on_delivery=on_delivery)
             self.p.poll(0)
             next_at += interval
             if next_at < now - 1.0:  # fell a second behind (a stall): do not burst to catch up
                 next_at = now
+
+    def oldest_outstanding(self):
+        try:
+            return next(iter(self.outstanding), None)  # dicts keep insertion order: the oldest first
+        except RuntimeError:  # changed by the producer thread while read
+            return None
 
     def start(self):
         self.thread.start()
@@ -364,7 +377,7 @@ def run_one(env, cls, keys, args):
         t_trigger = time.monotonic()
         c_start = t_start = t_end = None
         rss_max = anon_max = file_max = 0
-        blocked_samples, polls = {}, 0
+        state_samples, slow_samples, polls = {}, [], 0
         done = []
         deadline = t_trigger + args.timeout
         while True:
@@ -376,7 +389,10 @@ def run_one(env, cls, keys, args):
             file_max = max(file_max, compare.proc_status_kb(broker.proc.pid, "RssFile"))
             if t_start is not None:
                 polls += 1
-                sample_blocked_threads(broker.proc.pid, blocked_samples)
+                states = sample_thread_states(broker.proc.pid, state_samples)
+                oldest = lp.oldest_outstanding()
+                if oldest is not None and time.monotonic() - oldest > 0.1:
+                    slow_samples.append([round(time.monotonic() - t_start, 3), states])
             with open(broker.log_path, "rb") as f:
                 f.seek(log_offset)
                 text = f.read().decode(errors="replace")
@@ -407,7 +423,18 @@ def run_one(env, cls, keys, args):
         res["trigger_to_done_s"] = t_end - t_trigger
         window = t_end - t_start
         res["window_s"] = window
-        res["threads_in_D_state"] = {"polls": polls, "seen": blocked_samples}
+        # Every thread's CPU and time waiting for a CPU in the window, summed by name (digits as N).
+        by_name = {}
+        for tid, (name, cpu, waited) in threads_end.items():
+            _, cpu0, waited0 = threads_start.get(tid, (name, 0.0, 0.0))
+            k = re.sub(r"\d+", "N", name)
+            c, w = by_name.get(k, (0.0, 0.0))
+            by_name[k] = (c + cpu - cpu0, w + waited - waited0)
+        res["window_cpu_and_runqueue_wait_by_thread"] = {k: [round(c, 2), round(w, 2)] for k, (c, w) in
+                                                         sorted(by_name.items(), key=lambda kv: -kv[1][0])
+                                                         if c > 0 or w > 0.01}
+        res["thread_states"] = {"polls": polls, "seen": dict(sorted(state_samples.items(), key=lambda kv: -kv[1]))}
+        res["thread_states_while_a_record_waited_over_100ms"] = slow_samples[:40]
         res["process_cpu_s"] = c_end - c_start
         res["process_cpu_less_baseline_s"] = (c_end - c_start) - base_cpu_rate * window
         pid = broker.proc.pid
