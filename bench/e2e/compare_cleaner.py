@@ -189,6 +189,23 @@ def sample_thread_states(pid, seen):
     return now
 
 
+STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def machine_cpu():
+    """The machine's CPU seconds so far by kind, from the first line of /proc/stat."""
+    with open("/proc/stat") as f:
+        values = f.readline().split()[1:1 + len(STAT_FIELDS)]
+    return [int(v) / compare.clk_tck() for v in values]
+
+
+def machine_cpu_share(before, after):
+    """Cores busy with each kind of work between two machine_cpu() readings."""
+    total = sum(after) - sum(before)
+    cpus = os.cpu_count() or 1
+    return {k: round(cpus * (a - b) / total, 2) for k, a, b in zip(STAT_FIELDS, after, before)} if total else {}
+
+
 def parse_ts(s):
     return datetime.datetime.strptime(s, "%Y-%m-%d %H:%M:%S.%f")
 
@@ -354,9 +371,11 @@ def run_one(env, cls, keys, args):
         time.sleep(args.warmup_seconds)
         lp.samples = []
         c0, t0, threads0 = broker.cpu_seconds(), time.monotonic(), thread_cpu(broker.proc.pid)
+        machine0 = machine_cpu()
         time.sleep(args.baseline_seconds)
         base_cpu_rate = (broker.cpu_seconds() - c0) / (time.monotonic() - t0)
         res["baseline_cpu_by_thread"] = cpu_by_thread_name(threads0, thread_cpu(broker.proc.pid))
+        res["baseline_machine_cores"] = machine_cpu_share(machine0, machine_cpu())
         samples = lp.stop()
         res["baseline_latency"] = percentiles([lat for _, lat in samples])
         res["baseline_cpu_per_s"] = base_cpu_rate
@@ -369,6 +388,13 @@ def run_one(env, cls, keys, args):
             f.write("5")  # resets VmHWM to the current RSS
         res["rss_before_mb"] = rss_kb(broker) / 1024
         res["rss_anon_before_mb"] = compare.proc_status_kb(broker.proc.pid, "RssAnon") / 1024
+        if args.cleaner_nice:
+            # An experiment: the cleaner thread(s) at a lower scheduling priority, set from outside.
+            pid = broker.proc.pid
+            reniced = [tid for tid, (name, _) in thread_cpu(pid).items() if cls.is_cleaner_thread(tid, name, pid)]
+            for tid in reniced:
+                os.setpriority(os.PRIO_PROCESS, tid, args.cleaner_nice)
+            res["reniced_threads"] = len(reniced)
         # Cleaning, under the same latency load.
         lp = LatencyProducer(broker, args).start()
         time.sleep(1.0)
@@ -399,10 +425,12 @@ def run_one(env, cls, keys, args):
             if t_start is None and cls.START_RE.search(text):
                 t_start, c_start = time.monotonic(), broker.cpu_seconds()
                 threads_start = thread_sched(broker.proc.pid)
+                machine_start = machine_cpu()
             done = broker.rounds(text)
             if done and done[-1][2] >= active_base:
                 t_end, c_end = time.monotonic(), broker.cpu_seconds()
                 threads_end = thread_sched(broker.proc.pid)
+                res["cleaning_machine_cores"] = machine_cpu_share(machine_start, machine_cpu())
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"not cleaned up to offset {active_base} after {args.timeout} s; rounds {done}")
@@ -547,6 +575,9 @@ def main():
     ap.add_argument("--baseline-seconds", type=float, default=15)
     ap.add_argument("--settle", type=float, default=2)
     ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--cleaner-nice", type=int, default=0,
+                    help="experiment: set this nice value on the cleaner thread(s) (Mala: every thread but the "
+                         "shards and the main thread) before cleaning")
     ap.add_argument("--timeout", type=float, default=600, help="seconds any one step may take")
     ap.add_argument("--only", choices=["mala", "kafka"])
     ap.add_argument("--mala-bin", default=str(compare.REPO / "build" / "src" / "app" / "mala"))
@@ -576,7 +607,8 @@ def main():
     started = time.time()
     out = {"machine": compare.machine_info(env), "brokers": brokers, "keys": key_counts,
            "settings": {k: getattr(args, k) for k in ("records", "value_bytes", "segment_mib", "dedupe_mib",
-                                                      "latency_rate", "warmup_seconds", "baseline_seconds", "seed")},
+                                                      "latency_rate", "warmup_seconds", "baseline_seconds", "seed",
+                                                      "cleaner_nice")},
            "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
            "results": {b: {} for b in brokers}}
     json_path = Path(args.json) if args.json else work / "results.json"
