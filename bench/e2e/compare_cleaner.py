@@ -23,15 +23,18 @@ log.cleaner.backoff.ms=1000:
      its growth over the RSS before; CPU seconds of the cleaner thread (Kafka: kafka-log-cleaner-thread-0; Mala:
      its threads other than the shard-N request threads and the main thread) and of the whole broker, from the
      first round's start to the end; produce p50/p99 of the records sent while cleaning against the baseline's;
-     the size of the cleaned segments afterwards (the same data, so about the same for both).
+     the size of the cleaned segments afterwards (the same data, so about the same for both). Diagnostics in the
+     JSON: the cleaner thread's time runnable but waiting for a CPU (schedstat), every thread's CPU and run-queue
+     time in the window, the machine's CPU by kind, the broker's thread states sampled every 50 ms (and those
+     sampled while a produce record had waited over 100 ms), the slowest records and when they were sent.
 
 Kafka logs through slf4j-simple (the jars' binding) to its broker.log, at INFO, with timestamps turned on here.
 Prints a Markdown table with Mala/Kafka ratios and writes the raw numbers to <work dir>/results.json. Nothing is
 asserted.
 
-  bench/e2e/compare_cleaner.py                                  # K = 10k and 2M, both brokers (about 15 min)
+  bench/e2e/compare_cleaner.py                                  # K = 10k and 2M, both brokers (about 4 min)
   bench/e2e/compare_cleaner.py --keys 10000 --records 300000 --only mala   # a quick look
-  bench/e2e/compare_cleaner.py --from-json bench/e2e/results/2026-12-04-cleaner.json
+  bench/e2e/compare_cleaner.py --from-json bench/e2e/results/2026-12-04-cleaner-default.json
 
 Needs: build/src/app/mala (or --mala-bin), Kafka's jars in tests/integration/.deps/kafka-libs, java, confluent-kafka.
 """
@@ -61,7 +64,8 @@ LATENCY_TOPIC = "latency"
 
 def extra_properties(args):
     return ["", "# compare_cleaner.py: the same key map for both, and a short idle backoff",
-            f"log.cleaner.dedupe.buffer.size={args.dedupe_mib * MIB}", "log.cleaner.backoff.ms=1000", ""]
+            f"log.cleaner.dedupe.buffer.size={args.dedupe_mib * MIB}", "log.cleaner.backoff.ms=1000"] + (
+                [f"log.cleaner.io.max.bytes.per.second={int(args.io_max_mib * MIB)}"] if args.io_max_mib else []) + [""]
 
 
 class CleanerBrokerMixin:
@@ -575,6 +579,8 @@ def main():
     ap.add_argument("--baseline-seconds", type=float, default=15)
     ap.add_argument("--settle", type=float, default=2)
     ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--io-max-mib", type=float, default=0,
+                    help="log.cleaner.io.max.bytes.per.second for both, in MiB/s (default: unlimited)")
     ap.add_argument("--cleaner-nice", type=int, default=0,
                     help="experiment: set this nice value on the cleaner thread(s) (Mala: every thread but the "
                          "shards and the main thread) before cleaning")
@@ -608,7 +614,7 @@ def main():
     out = {"machine": compare.machine_info(env), "brokers": brokers, "keys": key_counts,
            "settings": {k: getattr(args, k) for k in ("records", "value_bytes", "segment_mib", "dedupe_mib",
                                                       "latency_rate", "warmup_seconds", "baseline_seconds", "seed",
-                                                      "cleaner_nice")},
+                                                      "cleaner_nice", "io_max_mib")},
            "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
            "results": {b: {} for b in brokers}}
     json_path = Path(args.json) if args.json else work / "results.json"
