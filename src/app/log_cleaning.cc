@@ -1,7 +1,13 @@
 #include "log_cleaning.h"
 
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -24,6 +30,7 @@ namespace {
 using storage::topic_partition;
 
 constexpr std::string_view cleaner_checkpoint_file = "cleaner-offset-checkpoint";
+constexpr int cleaner_nice = 10;  // a tenth of a shard's CPU share when both want a core (CFS weights)
 
 int64_t wall_clock_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -51,6 +58,7 @@ struct log_cleaning::impl {
         backoff(std::chrono::milliseconds(config.get_long("log.cleaner.backoff.ms").value_or(15'000))),
         dedupe_bytes(std::max<int64_t>(config.get_long("log.cleaner.dedupe.buffer.size").value_or(128 << 20),
                                        1 << 20)),
+        io_buffer_bytes(std::max<int64_t>(config.get_long("log.cleaner.io.buffer.size").value_or(512 << 10), 0)),
         load_factor(
             std::clamp(config.get_double("log.cleaner.io.buffer.load.factor").value_or(0.9), 0.1, 1.0)),
         max_bytes_per_second(config.get_double("log.cleaner.io.max.bytes.per.second").value_or(1e308)) {}
@@ -63,6 +71,7 @@ struct log_cleaning::impl {
   int threads;
   std::chrono::milliseconds backoff;
   int64_t dedupe_bytes;
+  int64_t io_buffer_bytes;  // all threads' read buffers together, as Kafka's
   double load_factor;
   double max_bytes_per_second;
   std::shared_ptr<spdlog::logger> log = subsystem_logger("cleaner");
@@ -199,7 +208,8 @@ struct log_cleaning::impl {
 
   void run(storage::key_offset_map& map) {
     storage::filter_buffers buffers;
-    const storage::cleaning_controls controls{&stopping, [this](int64_t bytes) { throttle(bytes); }};
+    const storage::cleaning_controls controls{&stopping, [this](int64_t bytes) { throttle(bytes); },
+                                              io_buffer_bytes / std::max(threads, 1)};
     while (!stopping) {
       auto chosen = choose();
       if (!chosen) {
@@ -292,7 +302,13 @@ void log_cleaning::start() {
   m.load_checkpoints();
   const size_t per_thread = static_cast<size_t>(m.dedupe_bytes / m.threads);
   for (int i = 0; i < m.threads; ++i) {
-    m.workers.emplace_back([&m, per_thread] {
+    m.workers.emplace_back([&m, per_thread, i] {
+      // Named for top -H; niced, so that on a busy node the shards' requests take the CPU first (the cleaner
+      // still runs, at a lower share).
+      pthread_setname_np(pthread_self(), fmt::format("log-cleaner-{}", i).c_str());
+      if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), cleaner_nice) != 0) {
+        m.log->warn("cannot lower the priority of cleaner thread {}: {}", i, std::strerror(errno));
+      }
       storage::key_offset_map map(per_thread, m.load_factor);
       m.run(map);
     });

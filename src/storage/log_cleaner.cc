@@ -10,7 +10,7 @@ namespace {
 
 namespace layout = protocol::batch_layout;
 
-constexpr int64_t read_chunk_bytes = 1 << 20;
+constexpr int64_t min_read_bytes = 4096;
 
 status corrupt(const cleaning_snapshot& s, int64_t base, int64_t position, const std::string& what) {
   return status::error(error_code::corrupt_message, s.tp.topic + "-" + std::to_string(s.tp.partition) +
@@ -55,7 +55,8 @@ class batch_reader {
   }
   // Reads from _position: a chunk, or the whole batch there when it is larger.
   status fill() {
-    int64_t want = std::min(read_chunk_bytes, _segment.size_bytes - _position);
+    int64_t want =
+        std::min(std::max(_controls.read_buffer_bytes, min_read_bytes), _segment.size_bytes - _position);
     if (want >= static_cast<int64_t>(layout::log_overhead)) {
       auto head = _segment.file->read(_position, static_cast<int32_t>(layout::log_overhead));
       if (!head) return head.error();
