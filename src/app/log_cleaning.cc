@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <future>
 #include <map>
 #include <mutex>
@@ -58,7 +58,8 @@ struct log_cleaning::impl {
         backoff(std::chrono::milliseconds(config.get_long("log.cleaner.backoff.ms").value_or(15'000))),
         dedupe_bytes(std::max<int64_t>(config.get_long("log.cleaner.dedupe.buffer.size").value_or(128 << 20),
                                        1 << 20)),
-        io_buffer_bytes(std::max<int64_t>(config.get_long("log.cleaner.io.buffer.size").value_or(512 << 10), 0)),
+        io_buffer_bytes(
+            std::max<int64_t>(config.get_long("log.cleaner.io.buffer.size").value_or(512 << 10), 0)),
         load_factor(
             std::clamp(config.get_double("log.cleaner.io.buffer.load.factor").value_or(0.9), 0.1, 1.0)),
         max_bytes_per_second(config.get_double("log.cleaner.io.max.bytes.per.second").value_or(1e308)) {}

@@ -80,8 +80,8 @@ struct cleaning_controls {
   const std::atomic<bool>* stop = nullptr;  // set: give up (the .cleaned files written so far are deleted)
   // Called with the bytes read or written since the last call; may sleep to hold the I/O rate.
   std::function<void(int64_t bytes)> throttle;
-  // How much of a segment one read takes (log.cleaner.io.buffer.size over the threads); a larger batch is read
-  // whole.
+  // How much of a segment one read takes (log.cleaner.io.buffer.size over the threads); a larger batch is
+  // read whole.
   int64_t read_buffer_bytes = 1 << 20;
 };
 
