@@ -423,11 +423,9 @@ def main():
     work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="mala-bench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     env = compare.Env(args, work)
-    if "mala" in brokers and not os.access(env.mala_bin, os.X_OK):
-        print(f"mala binary not found at {env.mala_bin}", file=sys.stderr)
-        return 2
-    if "kafka" in brokers and not env.classpath:
-        print(f"Kafka jars not found in {env.kafka_libs}", file=sys.stderr)
+    problems = [p for p in env.check(brokers) if not p.startswith("go ")]  # no Go load tool here
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
         return 2
     classes = {"mala": MalaScale, "kafka": KafkaScale}
     started = time.time()
