@@ -12,6 +12,7 @@ Needs root and iproute2 (ip netns, veth, bridge); every test using it fails, not
 that CI cannot pass without running it.
 """
 
+import errno
 import os
 import shutil
 import signal
@@ -56,7 +57,19 @@ class _Forwarder:
         self.target = target
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", listen_port))
+        # The published port lies in the ephemeral range: a client's outgoing connection (a reconnect attempt of
+        # a client an earlier test left to the garbage collector) may hold it for a moment. Docker would fail the
+        # same way; here the port is free again within a few seconds.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.sock.bind(("127.0.0.1", listen_port))
+                break
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                    self.sock.close()
+                    raise
+                time.sleep(0.2)
         self.sock.listen(64)
         self.closed = False
         self.conns = []
