@@ -119,6 +119,7 @@ void node::open_replicas() {
   // The group coordinator follows the images the replicas were given (its __consumer_offsets replicas exist).
   _publisher->set_published_listener([this](const metadata::metadata_image_ptr& image) {
     if (_groups) _groups->on_metadata(*image);
+    if (_transactions) _transactions->on_metadata(*image);
   });
 }
 
@@ -218,6 +219,11 @@ void node::open_broker() {
   // The coordinators' partitions (__consumer_offsets) live on the home shard with them (replica_placement).
   _groups = std::make_unique<broker::group_coordinator_driver>(_shards->context(0), *_replicas[0],
                                                                std::move(group_options));
+  // The transaction coordinator, beside it on the home shard with __transaction_state.
+  auto txn_options = broker::transaction_coordinator_options_from(_config);
+  txn_options.clock_ms = wall_clock_ms;
+  _transactions = std::make_unique<broker::transaction_coordinator_driver>(
+      _shards->context(0), *_replicas[0], _metadata, *_peers, _producer_ids, std::move(txn_options));
 
   std::vector<uuid> log_dir_ids;  // only log.dirs (a separate metadata.log.dir is last in _dirs.dirs)
   for (size_t i = 0; i < _config.log_dirs().size(); ++i) log_dir_ids.push_back(_dirs.dirs[i].directory_id);
@@ -269,6 +275,7 @@ void node::open_server() {
   _services.fetch_sessions = _fetch_sessions.get();
   _services.producer_ids = &_producer_ids;
   _services.groups = _groups ? &_groups->coordinator() : nullptr;
+  _services.transactions = _transactions ? &_transactions->coordinator() : nullptr;
   _services.clock_ms = wall_clock_ms;
   _dispatcher = std::make_unique<broker::broker_dispatcher>(_services);
   _server = std::make_unique<net::kafka_server>(*_shards, *_dispatcher, server_limits_from(_config));
@@ -322,6 +329,10 @@ status node::start() {
     _groups->on_metadata(*_metadata.current());
     _groups->start();
   }
+  if (_transactions) {
+    _transactions->on_metadata(*_metadata.current());
+    _transactions->start();
+  }
   // 3. Log maintenance (retention, checkpoints, flushes) and the log cleaner's threads.
   _maintenance->start();
   _cleaning->start();
@@ -357,6 +368,7 @@ asio::awaitable<void> node::stop() {
   _maintenance->stop();
   _cleaning->stop();
   if (_groups) _groups->stop();
+  if (_transactions) _transactions->stop();
   _controller_work_timer->cancel();
   if (_lifecycle) _lifecycle->stop();
   // Each shard's fetcher and ISR manager stop on their shard, before any shard's loop ends.
@@ -388,6 +400,8 @@ status node::close() {
   _isr_changes.clear();
   _services.groups = nullptr;
   _groups.reset();
+  _services.transactions = nullptr;
+  _transactions.reset();
   if (_lifecycle) _broker_epoch = _lifecycle->broker_epoch();
   _lifecycle.reset();
   // The high watermarks are checkpointed while the replicas still exist; then the replicas stop before their

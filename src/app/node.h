@@ -43,6 +43,7 @@
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/fetch_sessions.h"
 #include "mala/broker/group_coordinator_driver.h"
+#include "mala/broker/transaction_coordinator_driver.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/metadata_publisher.h"
 #include "mala/broker/producer_id_allocator.h"
@@ -125,6 +126,7 @@ class node {
   std::unique_ptr<controller::metadata_loader> _loader;
   // Step 4 (broker role only).
   std::unique_ptr<broker::group_coordinator_driver> _groups;
+  std::unique_ptr<broker::transaction_coordinator_driver> _transactions;
   std::unique_ptr<broker::broker_lifecycle> _lifecycle;
   // One of each per shard (index: shard), for the replicas that shard owns.
   std::vector<std::unique_ptr<replication::follower_fetcher>> _fetchers;

@@ -10,6 +10,8 @@
 #include "handlers/allocate_producer_ids.h"
 #include "handlers/alter_configs.h"
 #include "handlers/alter_partition.h"
+#include "handlers/add_offsets_to_txn.h"
+#include "handlers/add_partitions_to_txn.h"
 #include "handlers/api_versions.h"
 #include "handlers/begin_quorum_epoch.h"
 #include "handlers/broker_heartbeat.h"
@@ -27,7 +29,9 @@
 #include "handlers/describe_log_dirs.h"
 #include "handlers/describe_quorum.h"
 #include "handlers/describe_topic_partitions.h"
+#include "handlers/describe_transactions.h"
 #include "handlers/elect_leaders.h"
+#include "handlers/end_txn.h"
 #include "handlers/end_quorum_epoch.h"
 #include "handlers/fetch.h"
 #include "handlers/fetch_snapshot.h"
@@ -38,6 +42,7 @@
 #include "handlers/join_group.h"
 #include "handlers/leave_group.h"
 #include "handlers/list_groups.h"
+#include "handlers/list_transactions.h"
 #include "handlers/list_offsets.h"
 #include "handlers/metadata.h"
 #include "handlers/offset_commit.h"
@@ -144,6 +149,11 @@ handler_table::handler_table() {
       entry<handlers::create_topics_handler>("CreateTopics"),
       entry<handlers::delete_topics_handler>("DeleteTopics"),
       entry<handlers::init_producer_id_handler>("InitProducerId"),
+      entry<handlers::add_partitions_to_txn_handler>("AddPartitionsToTxn"),
+      entry<handlers::add_offsets_to_txn_handler>("AddOffsetsToTxn"),
+      entry<handlers::end_txn_handler>("EndTxn"),
+      entry<handlers::describe_transactions_handler>("DescribeTransactions"),
+      entry<handlers::list_transactions_handler>("ListTransactions"),
       entry<handlers::describe_configs_handler>("DescribeConfigs"),
       entry<handlers::alter_configs_handler>("AlterConfigs"),
       entry<handlers::describe_acls_handler>("DescribeAcls"),

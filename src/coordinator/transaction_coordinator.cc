@@ -16,8 +16,12 @@ namespace {
 constexpr const char* abort_timer_key = "txn-abort-timed-out";
 constexpr const char* expire_timer_key = "txn-expire-ids";
 
-std::string marker_timer_key(const std::string& transactional_id) { return "txn-markers/" + transactional_id; }
-std::string complete_timer_key(const std::string& transactional_id) { return "txn-complete/" + transactional_id; }
+std::string marker_timer_key(const std::string& transactional_id) {
+  return "txn-markers/" + transactional_id;
+}
+std::string complete_timer_key(const std::string& transactional_id) {
+  return "txn-complete/" + transactional_id;
+}
 
 // What the marker channel does with a leader's answer (TransactionMarkerRequestCompletionHandler).
 enum class marker_outcome : uint8_t { written, retry, drop_transaction, drop_partition };
@@ -43,7 +47,8 @@ marker_outcome classify_marker_error(error_code e) {
 
 transaction_coordinator::transaction_coordinator(transaction_coordinator_config config,
                                                  transaction_log_writer& writer, txn_marker_sender& markers,
-                                                 producer_id_source producer_ids, std::function<int64_t()> clock_ms)
+                                                 producer_id_source producer_ids,
+                                                 std::function<int64_t()> clock_ms)
     : _config(std::move(config)),
       _writer(writer),
       _markers(markers),
@@ -53,7 +58,9 @@ transaction_coordinator::transaction_coordinator(transaction_coordinator_config 
   schedule_periodic();
 }
 
-transaction_coordinator::~transaction_coordinator() { *_alive = false; }
+transaction_coordinator::~transaction_coordinator() {
+  *_alive = false;
+}
 
 int32_t transaction_coordinator::partition_for(std::string_view transactional_id) const {
   return transaction_partition(transactional_id, std::max(1, _config.state_log_partitions));
@@ -115,7 +122,9 @@ void transaction_coordinator::unload(int32_t partition) {
   _partitions.erase(partition);
 }
 
-bool transaction_coordinator::is_owned(int32_t partition) const { return _partitions.contains(partition); }
+bool transaction_coordinator::is_owned(int32_t partition) const {
+  return _partitions.contains(partition);
+}
 
 std::optional<int32_t> transaction_coordinator::coordinator_epoch(int32_t partition) const {
   auto it = _partitions.find(partition);
@@ -129,7 +138,8 @@ std::vector<int32_t> transaction_coordinator::owned_partitions() const {
   return out;
 }
 
-const transaction_coordinator::partition_entry* transaction_coordinator::active_entry(int32_t partition) const {
+const transaction_coordinator::partition_entry* transaction_coordinator::active_entry(
+    int32_t partition) const {
   auto it = _partitions.find(partition);
   if (it == _partitions.end() || it->second.loading) return nullptr;
   return &it->second;
@@ -166,9 +176,10 @@ result<transaction_metadata*> transaction_coordinator::find(const std::string& t
 void transaction_coordinator::write_transition(const std::string& transactional_id, int32_t partition,
                                                int32_t coordinator_epoch, transaction_transition t,
                                                error_callback done) {
-  auto record = t.state == transaction_state::dead
-                    ? transaction_log_tombstone(transactional_id)
-                    : transaction_log_record(transactional_id, t, transaction_log_value_version(_transaction_version));
+  auto record =
+      t.state == transaction_state::dead
+          ? transaction_log_tombstone(transactional_id)
+          : transaction_log_record(transactional_id, t, transaction_log_value_version(_transaction_version));
   const int32_t timeout = t.timeout_ms > 0 ? t.timeout_ms : 30'000;
   _writer.append(partition, std::move(record), timeout,
                  [this, alive = _alive, transactional_id, partition, coordinator_epoch, t = std::move(t),
@@ -206,10 +217,12 @@ void transaction_coordinator::write_transition(const std::string& transactional_
 // --- InitProducerId
 
 void transaction_coordinator::init_producer_id(const std::string& transactional_id, int32_t timeout_ms,
-                                               std::optional<producer_id_and_epoch> expected, init_callback done) {
+                                               std::optional<producer_id_and_epoch> expected,
+                                               init_callback done) {
   auto fail = [&done](error_code e) { done({e, {}}); };
   if (transactional_id.empty()) return fail(error_code::invalid_request);
-  if (timeout_ms <= 0 || timeout_ms > _config.max_timeout_ms) return fail(error_code::invalid_transaction_timeout);
+  if (timeout_ms <= 0 || timeout_ms > _config.max_timeout_ms)
+    return fail(error_code::invalid_transaction_timeout);
   auto found = find(transactional_id);
   if (!found) return fail(found.error().code);
   const int32_t partition = partition_for(transactional_id);
@@ -219,13 +232,14 @@ void transaction_coordinator::init_producer_id(const std::string& transactional_
     auto id = _producer_ids();
     if (!id) return fail(id.error().code);
     auto& txns = _partitions.at(partition).transactions;
-    txn = &txns.insert_or_assign(transactional_id,
-                                 transaction_metadata(transactional_id, *id, no_producer_epoch, timeout_ms, now()))
+    txn = &txns.insert_or_assign(transactional_id, transaction_metadata(transactional_id, *id,
+                                                                        no_producer_epoch, timeout_ms, now()))
                .first->second;
   }
   if (txn->pending_state()) return fail(error_code::concurrent_transactions);
   if (expected) {
-    const bool valid = txn->producer_epoch() == no_producer_epoch || expected->producer_id == txn->producer_id() ||
+    const bool valid = txn->producer_epoch() == no_producer_epoch ||
+                       expected->producer_id == txn->producer_id() ||
                        (expected->producer_id == txn->prev_producer_id() &&
                         expected->producer_epoch >= exhausted_producer_epoch);
     if (!valid) return fail(error_code::producer_fenced);
@@ -240,11 +254,11 @@ void transaction_coordinator::init_producer_id(const std::string& transactional_
       const int16_t fenced_epoch = txn->prepare_fence_producer_epoch(server_tv < 2);
       _log->info("transaction {}: InitProducerId while a transaction is open: aborting it (epoch {})",
                  transactional_id, fenced_epoch);
-      end_transaction_internal(transactional_id, txn->producer_id(), fenced_epoch, false, false, server_tv,
-                               [done = std::move(done)](end_txn_result r) {
-                                 done({r.error == error_code::none ? error_code::concurrent_transactions : r.error,
-                                       {}});
-                               });
+      end_transaction_internal(
+          transactional_id, txn->producer_id(), fenced_epoch, false, false, server_tv,
+          [done = std::move(done)](end_txn_result r) {
+            done({r.error == error_code::none ? error_code::concurrent_transactions : r.error, {}});
+          });
       clear_unstarted_fence(transactional_id);
       return;
     }
@@ -264,7 +278,8 @@ void transaction_coordinator::init_producer_id(const std::string& transactional_
     new_producer_id = *id;
   }
   auto t = txn->prepare_increment_epoch(
-      timeout_ms, expected ? std::optional<int16_t>(expected->producer_epoch) : std::nullopt, new_producer_id, now());
+      timeout_ms, expected ? std::optional<int16_t>(expected->producer_epoch) : std::nullopt, new_producer_id,
+      now());
   if (!t) return fail(t.error().code);
   const producer_id_and_epoch answer{t->producer_id, t->producer_epoch};
   write_transition(transactional_id, partition, coordinator_epoch, std::move(*t),
@@ -290,7 +305,8 @@ void transaction_coordinator::add_partitions(const std::string& transactional_id
     return done(error_code::concurrent_transactions);
   }
   if (txn->state() == transaction_state::ongoing &&
-      std::includes(txn->partitions().begin(), txn->partitions().end(), partitions.begin(), partitions.end())) {
+      std::includes(txn->partitions().begin(), txn->partitions().end(), partitions.begin(),
+                    partitions.end())) {
     return done(error_code::none);
   }
   const int32_t partition = partition_for(transactional_id);
@@ -300,7 +316,8 @@ void transaction_coordinator::add_partitions(const std::string& transactional_id
 }
 
 void transaction_coordinator::add_offsets(const std::string& transactional_id, int64_t producer_id,
-                                          int16_t producer_epoch, const std::string& group_id, error_callback done) {
+                                          int16_t producer_epoch, const std::string& group_id,
+                                          error_callback done) {
   const int32_t p = group_partition(group_id, std::max(1, _config.offsets_topic_partitions));
   add_partitions(transactional_id, producer_id, producer_epoch, {{std::string(offsets_topic_name), p}}, 0,
                  std::move(done));
@@ -337,15 +354,17 @@ std::vector<std::pair<txn_partition, error_code>> transaction_coordinator::verif
 // --- EndTxn
 
 void transaction_coordinator::end_transaction(const std::string& transactional_id, int64_t producer_id,
-                                              int16_t producer_epoch, bool commit, int16_t client_transaction_version,
-                                              end_callback done) {
-  end_transaction_internal(transactional_id, producer_id, producer_epoch, commit, true, client_transaction_version,
-                           std::move(done));
+                                              int16_t producer_epoch, bool commit,
+                                              int16_t client_transaction_version, end_callback done) {
+  end_transaction_internal(transactional_id, producer_id, producer_epoch, commit, true,
+                           client_transaction_version, std::move(done));
 }
 
-void transaction_coordinator::end_transaction_internal(const std::string& transactional_id, int64_t producer_id,
-                                                       int16_t producer_epoch, bool commit, bool from_client,
-                                                       int16_t client_transaction_version, end_callback done) {
+void transaction_coordinator::end_transaction_internal(const std::string& transactional_id,
+                                                       int64_t producer_id, int16_t producer_epoch,
+                                                       bool commit, bool from_client,
+                                                       int16_t client_transaction_version,
+                                                       end_callback done) {
   using enum transaction_state;
   auto fail = [&done](error_code e) { done({e, {}}); };
   if (transactional_id.empty()) return fail(error_code::invalid_request);
@@ -382,7 +401,8 @@ void transaction_coordinator::end_transaction_internal(const std::string& transa
   } else {
     valid_epoch = (!from_client || current) && producer_epoch >= stored;
   }
-  if (txn->producer_id() != producer_id && !retry_on_overflow) return fail(error_code::invalid_producer_id_mapping);
+  if (txn->producer_id() != producer_id && !retry_on_overflow)
+    return fail(error_code::invalid_producer_id_mapping);
   if (!valid_epoch) return fail(error_code::producer_fenced);
   if (txn->pending_state() && !fencing) return fail(error_code::concurrent_transactions);
 
@@ -394,8 +414,10 @@ void transaction_coordinator::end_transaction_internal(const std::string& transa
       start = true;
       break;
     case empty:
-      if (v2 && !commit && current) start = true;
-      else return fail(error_code::invalid_txn_state);
+      if (v2 && !commit && current)
+        start = true;
+      else
+        return fail(error_code::invalid_txn_state);
       break;
     case complete_commit:
     case complete_abort: {
@@ -433,26 +455,26 @@ void transaction_coordinator::end_transaction_internal(const std::string& transa
   }
   auto t = txn->prepare_abort_or_commit(commit ? prepare_commit : prepare_abort, client_transaction_version,
                                         next_producer_id, now());
-  const producer_id_and_epoch answer =
-      t.next_producer_id != no_producer_id ? producer_id_and_epoch{t.next_producer_id, 0}
+  const producer_id_and_epoch answer = t.next_producer_id != no_producer_id
+                                           ? producer_id_and_epoch{t.next_producer_id, 0}
                                            : producer_id_and_epoch{t.producer_id, t.producer_epoch};
-  write_transition(
-      transactional_id, partition, coordinator_epoch, std::move(t),
-      [this, alive = _alive, transactional_id, partition, coordinator_epoch, fencing, answer,
-       done = std::move(done)](error_code e) {
-        if (!*alive) return;
-        if (e != error_code::none) {
-          if (fencing) {
-            if (auto* txn = lookup(partition, coordinator_epoch, transactional_id)) txn->set_failed_epoch_fence(true);
-          }
-          return done({e, {}});
-        }
-        auto* txn = lookup(partition, coordinator_epoch, transactional_id);
-        if (!txn) return done({error_code::not_coordinator, {}});
-        // Answer now: the decision is durable; the markers follow.
-        done({error_code::none, answer});
-        begin_markers(transactional_id, partition, coordinator_epoch, *txn);
-      });
+  write_transition(transactional_id, partition, coordinator_epoch, std::move(t),
+                   [this, alive = _alive, transactional_id, partition, coordinator_epoch, fencing, answer,
+                    done = std::move(done)](error_code e) {
+                     if (!*alive) return;
+                     if (e != error_code::none) {
+                       if (fencing) {
+                         if (auto* txn = lookup(partition, coordinator_epoch, transactional_id))
+                           txn->set_failed_epoch_fence(true);
+                       }
+                       return done({e, {}});
+                     }
+                     auto* txn = lookup(partition, coordinator_epoch, transactional_id);
+                     if (!txn) return done({error_code::not_coordinator, {}});
+                     // Answer now: the decision is durable; the markers follow.
+                     done({error_code::none, answer});
+                     begin_markers(transactional_id, partition, coordinator_epoch, *txn);
+                   });
 }
 
 void transaction_coordinator::clear_unstarted_fence(const std::string& transactional_id) {
@@ -493,7 +515,8 @@ void transaction_coordinator::send_markers(const std::string& transactional_id) 
                 });
 }
 
-void transaction_coordinator::on_marker_results(const std::string& transactional_id, int32_t coordinator_epoch,
+void transaction_coordinator::on_marker_results(const std::string& transactional_id,
+                                                int32_t coordinator_epoch,
                                                 std::vector<txn_marker_result> results) {
   auto it = _completions.find(transactional_id);
   if (it == _completions.end() || it->second.coordinator_epoch != coordinator_epoch) return;
@@ -541,28 +564,28 @@ void transaction_coordinator::write_complete(const std::string& transactional_id
   const auto& c = it->second;
   const int32_t partition = c.partition;
   const int32_t coordinator_epoch = c.coordinator_epoch;
-  write_transition(transactional_id, partition, coordinator_epoch, c.complete,
-                   [this, alive = _alive, transactional_id, partition, coordinator_epoch](error_code e) {
-                     if (!*alive) return;
-                     auto it = _completions.find(transactional_id);
-                     if (it == _completions.end() || it->second.coordinator_epoch != coordinator_epoch) return;
-                     if (e == error_code::coordinator_not_available) {
-                       // Not written (too few replicas, a timeout): the transition stays pending; try again.
-                       // write_transition abandoned the pending state: take it again.
-                       if (auto* txn = lookup(partition, coordinator_epoch, transactional_id)) {
-                         it->second.complete = txn->prepare_complete(now());
-                       }
-                       _timers.schedule(complete_timer_key(transactional_id),
-                                        now() + _config.complete_retry_backoff_ms,
-                                        [this, transactional_id] { write_complete(transactional_id); });
-                       return;
-                     }
-                     if (e != error_code::none) {
-                       _log->warn("transaction {}: completion not written ({}); the next coordinator finishes it",
-                                  transactional_id, error_name(e));
-                     }
-                     _completions.erase(it);
-                   });
+  write_transition(
+      transactional_id, partition, coordinator_epoch, c.complete,
+      [this, alive = _alive, transactional_id, partition, coordinator_epoch](error_code e) {
+        if (!*alive) return;
+        auto it = _completions.find(transactional_id);
+        if (it == _completions.end() || it->second.coordinator_epoch != coordinator_epoch) return;
+        if (e == error_code::coordinator_not_available) {
+          // Not written (too few replicas, a timeout): the transition stays pending; try again.
+          // write_transition abandoned the pending state: take it again.
+          if (auto* txn = lookup(partition, coordinator_epoch, transactional_id)) {
+            it->second.complete = txn->prepare_complete(now());
+          }
+          _timers.schedule(complete_timer_key(transactional_id), now() + _config.complete_retry_backoff_ms,
+                           [this, transactional_id] { write_complete(transactional_id); });
+          return;
+        }
+        if (e != error_code::none) {
+          _log->warn("transaction {}: completion not written ({}); the next coordinator finishes it",
+                     transactional_id, error_name(e));
+        }
+        _completions.erase(it);
+      });
 }
 
 // --- Administration
@@ -657,7 +680,9 @@ void transaction_coordinator::schedule_periodic() {
   }
 }
 
-void transaction_coordinator::run_expired_timers() { _timers.run_due(now()); }
+void transaction_coordinator::run_expired_timers() {
+  _timers.run_due(now());
+}
 
 void transaction_coordinator::abort_timed_out_transactions() {
   const int64_t now_ms = now();
@@ -679,12 +704,12 @@ void transaction_coordinator::abort_timed_out_transactions() {
     const int16_t fenced_epoch = txn->prepare_fence_producer_epoch(server_tv < 2);
     _log->info("transaction {} (producer {}) timed out after {} ms: aborting it", id, txn->producer_id(),
                txn->timeout_ms());
-    end_transaction_internal(id, txn->producer_id(), fenced_epoch, false, false, server_tv,
-                             [this, id](end_txn_result r) {
-                               if (r.error != error_code::none) {
-                                 _log->warn("transaction {}: timed-out abort failed: {}", id, error_name(r.error));
-                               }
-                             });
+    end_transaction_internal(
+        id, txn->producer_id(), fenced_epoch, false, false, server_tv, [this, id](end_txn_result r) {
+          if (r.error != error_code::none) {
+            _log->warn("transaction {}: timed-out abort failed: {}", id, error_name(r.error));
+          }
+        });
     clear_unstarted_fence(id);
   }
 }

@@ -7,8 +7,9 @@ namespace mala::coordinator {
 
 namespace {
 
-constexpr std::array<std::string_view, 8> state_names{
-    "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"};
+constexpr std::array<std::string_view, 8> state_names{"Empty",        "Ongoing",          "PrepareCommit",
+                                                      "PrepareAbort", "CompleteCommit",   "CompleteAbort",
+                                                      "Dead",         "PrepareEpochFence"};
 
 // Kafka's TransactionState.validPreviousStates (TV2 also lets an abort start from Empty / Complete*).
 bool valid_previous(transaction_state to, transaction_state from) {
@@ -80,10 +81,8 @@ transaction_transition transaction_metadata::transit(transaction_state target) c
   return t;
 }
 
-result<transaction_transition> transaction_metadata::prepare_increment_epoch(int32_t timeout_ms,
-                                                                            std::optional<int16_t> expected_epoch,
-                                                                            int64_t new_producer_id,
-                                                                            int64_t now_ms) {
+result<transaction_transition> transaction_metadata::prepare_increment_epoch(
+    int32_t timeout_ms, std::optional<int16_t> expected_epoch, int64_t new_producer_id, int64_t now_ms) {
   if (is_producer_epoch_exhausted() && (!expected_epoch || *expected_epoch == _v.producer_epoch)) {
     return prepare_producer_id_rotation(new_producer_id, timeout_ms, expected_epoch.has_value(), now_ms);
   }
@@ -159,7 +158,8 @@ transaction_transition transaction_metadata::prepare_add_partitions(const std::s
 
 transaction_transition transaction_metadata::prepare_abort_or_commit(transaction_state target,
                                                                      int16_t client_transaction_version,
-                                                                     int64_t next_producer_id, int64_t now_ms) {
+                                                                     int64_t next_producer_id,
+                                                                     int64_t now_ms) {
   transaction_transition t = transit(target);
   if (client_transaction_version >= 2 && _v.producer_epoch < INT16_MAX) {
     t.producer_epoch = static_cast<int16_t>(_v.producer_epoch + 1);
@@ -208,9 +208,9 @@ transaction_transition transaction_metadata::prepare_dead() {
 
 status transaction_metadata::complete_transition(const transaction_transition& t) {
   if (!_pending || *_pending != t.state) {
-    return status::error(error_code::invalid_txn_state,
-                         std::string("transition to ") + std::string(transaction_state_name(t.state)) +
-                             " is not the pending one");
+    return status::error(error_code::invalid_txn_state, std::string("transition to ") +
+                                                            std::string(transaction_state_name(t.state)) +
+                                                            " is not the pending one");
   }
   if (!valid_previous(t.state, _v.state)) {
     _pending.reset();

@@ -24,8 +24,8 @@ std::vector<uint8_t> encode_key(const std::string& transactional_id) {
 
 }  // namespace
 
-coordinator_record transaction_log_record(const std::string& transactional_id, const transaction_transition& t,
-                                          int16_t value_version) {
+coordinator_record transaction_log_record(const std::string& transactional_id,
+                                          const transaction_transition& t, int16_t value_version) {
   protocol::transaction_log_value v;
   v.producer_id = t.producer_id;
   v.producer_epoch = t.producer_epoch;
@@ -59,7 +59,7 @@ coordinator_record transaction_log_tombstone(const std::string& transactional_id
 }
 
 result<transaction_log_entry> decode_transaction_log_record(std::span<const uint8_t> key,
-                                                           std::optional<std::span<const uint8_t>> value) {
+                                                            std::optional<std::span<const uint8_t>> value) {
   protocol::wire_reader kr(key);
   const int16_t key_type = kr.read_int16();
   if (!kr.ok()) return status::error(error_code::corrupt_message, "record key shorter than its type");

@@ -24,6 +24,10 @@ class producer_id_allocator {
   // with the block source's error, or unknown_server_error for a block that fails the checks.
   result<int64_t> next_id(const block_source& fetch_block);
 
+  // Makes `block` the current block when the current one is used up (nothing happens otherwise); fails the
+  // same checks as next_id.
+  status install(const controller::producer_id_block& block);
+
   // The ids left in the current block, for tests and logs.
   int64_t remaining() const { return _end - _next; }
 

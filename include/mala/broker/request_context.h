@@ -28,7 +28,8 @@ class raft_node;
 }
 namespace mala::coordinator {
 class group_coordinator;
-}
+class transaction_coordinator;
+}  // namespace mala::coordinator
 
 namespace mala::broker {
 
@@ -68,6 +69,9 @@ struct broker_services {
   // The group coordinator (consumer groups, committed offsets); home shard only. Null: group requests are
   // answered COORDINATOR_NOT_AVAILABLE.
   coordinator::group_coordinator* groups = nullptr;
+  // The transaction coordinator (transactional ids, __transaction_state); home shard only. Null: transaction
+  // requests are answered COORDINATOR_NOT_AVAILABLE.
+  coordinator::transaction_coordinator* transactions = nullptr;
   sharded_fetch_session_cache* fetch_sessions = nullptr;  // KIP-227 session caches, one per shard
   std::function<int64_t()> clock_ms;                      // wall clock in ms (tests inject one)
 

@@ -7,7 +7,8 @@
 // unconditionally, so their finalized level is fixed: the eligible leader replicas of KIP-966 and the
 // consumer group protocol of KIP-848 are always on, and kraft.version is 1 when the voter set lives in the
 // metadata log (KIP-853, controller.quorum.bootstrap.servers) and 0 with static controller.quorum.voters.
-// Transactions are not served, so transaction.version is not listed.
+// transaction.version is 1 (transactions v1 records and APIs; KIP-890 part 2's transactions v2 needs the
+// implicit partition add from Produce v12, not built yet).
 //
 // Pure data and functions: safe from any thread.
 #pragma once
@@ -46,12 +47,24 @@ struct implemented_feature {
   int16_t fixed_level;
 };
 
-inline constexpr std::array<implemented_feature, 4> implemented_features{{
+inline constexpr std::string_view transaction_version_feature = "transaction.version";
+
+inline constexpr std::array<implemented_feature, 5> implemented_features{{
     {metadata_version_feature, minimum_metadata_version, bootstrap_metadata_version, -1},
     {kraft_version_feature, 0, 1, -1},
     {"eligible.leader.replicas.version", 0, 1, 1},
     {"group.version", 0, 1, 1},
+    {transaction_version_feature, 0, 1, 1},
 }};
+
+// The level of a feature in force: the fixed level of those Mala always has, else what the image finalized
+// (0 when it finalized nothing).
+inline int16_t finalized_feature_level(const metadata::metadata_image& image, std::string_view name) {
+  for (const auto& f : implemented_features) {
+    if (f.name == name && f.fixed_level >= 0) return f.fixed_level;
+  }
+  return image.feature_level(std::string(name));
+}
 
 // A freshly formatted cluster's first write: FeatureLevelRecord metadata.version = bootstrap_metadata_version
 // (what `kafka-storage format` puts in bootstrap.checkpoint). Empty when `image` has finalized it already.

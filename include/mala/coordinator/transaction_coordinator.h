@@ -54,12 +54,14 @@ class logger;
 namespace mala::coordinator {
 
 struct transaction_coordinator_config {
-  int32_t state_log_partitions = 50;                   // transaction.state.log.num.partitions
-  int32_t max_timeout_ms = 900'000;                    // transaction.max.timeout.ms
-  int64_t id_expiration_ms = 604'800'000;              // transactional.id.expiration.ms
-  int64_t abort_timed_out_interval_ms = 10'000;        // transaction.abort.timed.out.transaction.cleanup.interval.ms
-  int64_t remove_expired_interval_ms = 3'600'000;      // transaction.remove.expired.transaction.cleanup.interval.ms
-  int32_t offsets_topic_partitions = 50;               // where AddOffsetsToTxn's group lives
+  int32_t state_log_partitions = 50;       // transaction.state.log.num.partitions
+  int32_t max_timeout_ms = 900'000;        // transaction.max.timeout.ms
+  int64_t id_expiration_ms = 604'800'000;  // transactional.id.expiration.ms
+  int64_t abort_timed_out_interval_ms =
+      10'000;  // transaction.abort.timed.out.transaction.cleanup.interval.ms
+  int64_t remove_expired_interval_ms =
+      3'600'000;                          // transaction.remove.expired.transaction.cleanup.interval.ms
+  int32_t offsets_topic_partitions = 50;  // where AddOffsetsToTxn's group lives
   int64_t marker_retry_backoff_ms = 100;
   int64_t complete_retry_backoff_ms = 100;
 };
@@ -129,8 +131,8 @@ struct transaction_listing {
 struct list_transactions_filter {
   std::vector<std::string> states;  // names; empty: every state
   std::vector<int64_t> producer_ids;
-  int64_t duration_ms = -1;                   // open longer than this (-1: any)
-  std::optional<std::string> id_pattern;      // a regular expression matching the whole id
+  int64_t duration_ms = -1;               // open longer than this (-1: any)
+  std::optional<std::string> id_pattern;  // a regular expression matching the whole id
 };
 struct list_transactions_result {
   error_code error = error_code::none;
@@ -166,7 +168,8 @@ class transaction_coordinator {
   // --- Partitions
   void begin_loading(int32_t partition, int32_t coordinator_epoch);
   // One record of the partition's log, in offset order; undecodable records are skipped (error returned).
-  status replay(int32_t partition, std::span<const uint8_t> key, std::optional<std::span<const uint8_t>> value);
+  status replay(int32_t partition, std::span<const uint8_t> key,
+                std::optional<std::span<const uint8_t>> value);
   // The replay reached the log end: the partition serves, and its Prepare* transactions get their markers.
   void complete_loading(int32_t partition);
   void unload(int32_t partition);
@@ -180,15 +183,16 @@ class transaction_coordinator {
                         std::optional<producer_id_and_epoch> expected, init_callback done);
   // AddPartitionsToTxn (client form, or a broker's implicit add under transactions v2).
   void add_partitions(const std::string& transactional_id, int64_t producer_id, int16_t producer_epoch,
-                      std::set<txn_partition> partitions, int16_t client_transaction_version, error_callback done);
+                      std::set<txn_partition> partitions, int16_t client_transaction_version,
+                      error_callback done);
   // AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction.
   void add_offsets(const std::string& transactional_id, int64_t producer_id, int16_t producer_epoch,
                    const std::string& group_id, error_callback done);
   // AddPartitionsToTxn VerifyOnly (KIP-890 part 1): per partition NONE when it is in the transaction,
   // TRANSACTION_ABORTABLE when not; or one error for all.
-  std::vector<std::pair<txn_partition, error_code>> verify_partitions(const std::string& transactional_id,
-                                                                       int64_t producer_id, int16_t producer_epoch,
-                                                                       const std::vector<txn_partition>& partitions) const;
+  std::vector<std::pair<txn_partition, error_code>> verify_partitions(
+      const std::string& transactional_id, int64_t producer_id, int16_t producer_epoch,
+      const std::vector<txn_partition>& partitions) const;
   // EndTxn. `client_transaction_version` is 2 for EndTxn v5+, else 0.
   void end_transaction(const std::string& transactional_id, int64_t producer_id, int16_t producer_epoch,
                        bool commit, int16_t client_transaction_version, end_callback done);
@@ -198,7 +202,9 @@ class transaction_coordinator {
   list_transactions_result list(const list_transactions_filter& filter) const;
 
   // --- Time
-  void set_deadline_listener(std::function<void(int64_t)> listener) { _timers.set_listener(std::move(listener)); }
+  void set_deadline_listener(std::function<void(int64_t)> listener) {
+    _timers.set_listener(std::move(listener));
+  }
   std::optional<int64_t> next_deadline() const { return _timers.next_deadline(); }
   void run_expired_timers();
   // The periodic checks, also callable directly (tests).
@@ -224,13 +230,14 @@ class transaction_coordinator {
   result<transaction_metadata*> find(const std::string& transactional_id);
   const partition_entry* active_entry(int32_t partition) const;
   bool still_owned(int32_t partition, int32_t coordinator_epoch) const;
-  transaction_metadata* lookup(int32_t partition, int32_t coordinator_epoch, const std::string& transactional_id);
+  transaction_metadata* lookup(int32_t partition, int32_t coordinator_epoch,
+                               const std::string& transactional_id);
   // Appends `t` for `transactional_id` and adopts it once written; `done` gets the client-facing error.
   void write_transition(const std::string& transactional_id, int32_t partition, int32_t coordinator_epoch,
                         transaction_transition t, error_callback done);
-  void end_transaction_internal(const std::string& transactional_id, int64_t producer_id, int16_t producer_epoch,
-                                bool commit, bool from_client, int16_t client_transaction_version,
-                                end_callback done);
+  void end_transaction_internal(const std::string& transactional_id, int64_t producer_id,
+                                int16_t producer_epoch, bool commit, bool from_client,
+                                int16_t client_transaction_version, end_callback done);
   void clear_unstarted_fence(const std::string& transactional_id);
   // After Prepare*: markers to the partitions, then Complete*.
   void begin_markers(const std::string& transactional_id, int32_t partition, int32_t coordinator_epoch,

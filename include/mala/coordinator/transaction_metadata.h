@@ -100,7 +100,8 @@ class transaction_metadata {
   // InitProducerId on Empty / CompleteCommit / CompleteAbort: the next epoch (or, when `expected_epoch` is
   // a retry of the last bump, the same one). PRODUCER_FENCED when the expected epoch is neither.
   // `new_producer_id` is used when the epoch is exhausted (Kafka's prepareProducerIdRotation).
-  result<transaction_transition> prepare_increment_epoch(int32_t timeout_ms, std::optional<int16_t> expected_epoch,
+  result<transaction_transition> prepare_increment_epoch(int32_t timeout_ms,
+                                                         std::optional<int16_t> expected_epoch,
                                                          int64_t new_producer_id, int64_t now_ms);
   // InitProducerId for a producer id that rotated (exhausted epoch): a new id at epoch 0.
   transaction_transition prepare_producer_id_rotation(int64_t new_producer_id, int32_t timeout_ms,
@@ -117,8 +118,8 @@ class transaction_metadata {
   // Adds partitions (from Empty / Complete*: a new transaction starts now).
   transaction_transition prepare_add_partitions(const std::set<txn_partition>& added, int64_t now_ms,
                                                 int16_t client_transaction_version);
-  // PrepareCommit / PrepareAbort. Under transactions v2 the epoch goes up and `next_producer_id` (allocated by
-  // the caller when the epoch is exhausted, else -1) is where the producer continues.
+  // PrepareCommit / PrepareAbort. Under transactions v2 the epoch goes up and `next_producer_id` (allocated
+  // by the caller when the epoch is exhausted, else -1) is where the producer continues.
   transaction_transition prepare_abort_or_commit(transaction_state target, int16_t client_transaction_version,
                                                  int64_t next_producer_id, int64_t now_ms);
   // CompleteCommit / CompleteAbort after the markers (from PrepareCommit / PrepareAbort).

@@ -36,8 +36,8 @@ inline int16_t transaction_log_value_version(int16_t transaction_version) {
   return transaction_version >= 1 ? 1 : 0;
 }
 
-coordinator_record transaction_log_record(const std::string& transactional_id, const transaction_transition& t,
-                                          int16_t value_version);
+coordinator_record transaction_log_record(const std::string& transactional_id,
+                                          const transaction_transition& t, int16_t value_version);
 coordinator_record transaction_log_tombstone(const std::string& transactional_id);
 
 // A record read back; `value` is nullopt for a tombstone.
@@ -49,6 +49,6 @@ struct transaction_log_entry {
 // CORRUPT_MESSAGE for a key or value that does not parse; UNSUPPORTED_VERSION for a key or value version this
 // schema does not know (skipped on load, as Kafka does).
 result<transaction_log_entry> decode_transaction_log_record(std::span<const uint8_t> key,
-                                                           std::optional<std::span<const uint8_t>> value);
+                                                            std::optional<std::span<const uint8_t>> value);
 
 }  // namespace mala::coordinator

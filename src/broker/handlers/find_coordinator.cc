@@ -4,15 +4,13 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "handlers/admin_common.h"
 #include "handlers/group_common.h"
-#include "mala/broker/refused_requests.h"
 #include "mala/common/error_code.h"
 #include "mala/common/logging.h"
 #include "mala/controller/quorum_controller.h"
 #include "mala/coordinator/group_placement.h"
+#include "mala/coordinator/transaction_records.h"
 
 namespace mala::broker::handlers {
 
@@ -23,11 +21,6 @@ constexpr int8_t group_key_type = 0;
 constexpr int8_t transaction_key_type = 1;
 constexpr int8_t share_key_type = 2;
 
-// What a transactional producer is told until the transaction coordinator is built (issue: transactions).
-constexpr std::string_view transactions_not_supported =
-    "Transactions are not supported by Mala yet: there is no transaction coordinator, so a producer with a "
-    "transactional.id (or Kafka Streams with processing.guarantee=exactly_once_v2) cannot run against it";
-
 struct coordinator_answer {
   error_code error = error_code::none;
   std::optional<std::string> message;  // the error message; the error's default message when unset
@@ -36,34 +29,77 @@ struct coordinator_answer {
   int32_t port = -1;
 };
 
-// The CreateTopics that makes __consumer_offsets with Kafka's settings
-// (GroupCoordinatorService.groupMetadataTopicConfigs); nullopt when the image has it already.
-std::optional<protocol::create_topics_request> offsets_topic_creation(const broker_services& services) {
+// An internal topic a coordinator keeps its state in, as Kafka creates it on the first FindCoordinator.
+struct internal_topic {
+  std::string name;
+  int32_t partitions = 50;
+  int32_t replication_factor = 3;
+  std::vector<std::pair<std::string, std::string>> configs;
+};
+
+int32_t config_int(const node_config* config, const char* key, int32_t fallback) {
+  return config ? config->get_int(key).value_or(fallback) : fallback;
+}
+
+// __consumer_offsets with Kafka's settings (GroupCoordinatorService.groupMetadataTopicConfigs).
+internal_topic offsets_topic(const broker_services& services) {
+  const node_config* config = services.config;
+  internal_topic t;
+  t.name = std::string(coordinator::offsets_topic_name);
+  t.partitions = services.groups->config().offsets_topic_num_partitions;
+  t.replication_factor = config_int(config, "offsets.topic.replication.factor", 3);
+  t.configs = {
+      {"cleanup.policy", "compact"},
+      {"compression.type", "producer"},
+      {"segment.bytes", std::to_string(config_int(config, "offsets.topic.segment.bytes", 104'857'600))}};
+  return t;
+}
+
+// __transaction_state with Kafka's settings (TransactionStateManager.transactionTopicConfigs). Its
+// min.insync.replicas (transaction.state.log.min.isr, 2) is capped at the replication factor, so that a
+// single node serves transactions without a setting (Kafka's own single-node examples lower it to 1).
+internal_topic transaction_state_topic(const broker_services& services) {
+  const node_config* config = services.config;
+  internal_topic t;
+  t.name = std::string(coordinator::transaction_state_topic_name);
+  t.partitions = config_int(config, "transaction.state.log.num.partitions", 50);
+  t.replication_factor = config_int(config, "transaction.state.log.replication.factor", 3);
+  t.configs = {
+      {"cleanup.policy", "compact"},
+      {"compression.type", "uncompressed"},
+      {"unclean.leader.election.enable", "false"},
+      {"segment.bytes",
+       std::to_string(config_int(config, "transaction.state.log.segment.bytes", 104'857'600))},
+      {"min.insync.replicas", std::to_string(config_int(config, "transaction.state.log.min.isr", 2))}};
+  return t;
+}
+
+// The CreateTopics that makes `topic`; nullopt when the image has it already.
+std::optional<protocol::create_topics_request> internal_topic_creation(const broker_services& services,
+                                                                       internal_topic topic) {
   const auto image = services.metadata->current();
-  if (image->find_topic(std::string(coordinator::offsets_topic_name))) return std::nullopt;
+  if (image->find_topic(topic.name)) return std::nullopt;
   int32_t live = 0;
   for (const auto& [id, b] : image->brokers) {
     if (!b.fenced) ++live;
   }
-  const node_config* config = services.config;
-  const int32_t wanted_rf = config ? config->get_int("offsets.topic.replication.factor").value_or(3) : 3;
   protocol::create_topics_request create;
   create.timeout_ms = 30'000;
   auto& t = create.topics.emplace_back();
-  t.name = std::string(coordinator::offsets_topic_name);
-  t.num_partitions = services.groups->config().offsets_topic_num_partitions;
-  t.replication_factor = static_cast<int16_t>(std::max(1, std::min(wanted_rf, live)));
-  const std::string segment_bytes = std::to_string(
-      config ? config->get_int("offsets.topic.segment.bytes").value_or(104'857'600) : 104'857'600);
-  t.configs.push_back({"cleanup.policy", "compact"});
-  t.configs.push_back({"compression.type", "producer"});
-  t.configs.push_back({"segment.bytes", segment_bytes});
+  t.name = topic.name;
+  t.num_partitions = topic.partitions;
+  const int32_t rf = std::max(1, std::min(topic.replication_factor, live));
+  t.replication_factor = static_cast<int16_t>(rf);
+  for (auto& [key, value] : topic.configs) {
+    if (key == "min.insync.replicas") value = std::to_string(std::min(rf, std::max(1, std::stoi(value))));
+    t.configs.push_back({key, value});
+  }
   return create;
 }
 
-// Creates __consumer_offsets through the active controller (forwarded when it is on another node).
-asio::awaitable<void> ensure_offsets_topic(request_context& ctx) {
-  auto create = offsets_topic_creation(ctx.services);
+// Creates an internal topic through the active controller (forwarded when it is on another node).
+asio::awaitable<void> ensure_internal_topic(request_context& ctx, internal_topic topic) {
+  auto create = internal_topic_creation(ctx.services, std::move(topic));
   if (!create) co_return;
   constexpr int16_t version = protocol::create_topics_request::max_version;
   const auto& request = *create;
@@ -85,15 +121,15 @@ asio::awaitable<void> ensure_offsets_topic(request_context& ctx) {
   }
 }
 
-coordinator_answer group_coordinator_for(const request_context& ctx, const metadata::metadata_image& image,
-                                         const std::string& group_id) {
+// The leader of the partition of `topic_name` that `partition_of` picks for a key (from the partition count).
+template <typename PartitionOf>
+coordinator_answer coordinator_for(const request_context& ctx, const metadata::metadata_image& image,
+                                   std::string_view topic_name, PartitionOf partition_of) {
   coordinator_answer a;
   a.error = error_code::coordinator_not_available;
-  if (!ctx.services.groups) return a;
-  const auto* topic = image.find_topic(std::string(coordinator::offsets_topic_name));
-  if (!topic) return a;
-  const int32_t partition =
-      coordinator::group_partition(group_id, static_cast<int32_t>(topic->partitions.size()));
+  const auto* topic = image.find_topic(std::string(topic_name));
+  if (!topic || topic->partitions.empty()) return a;
+  const int32_t partition = partition_of(static_cast<int32_t>(topic->partitions.size()));
   const auto* p = find_partition(image, topic->name, partition);
   if (!p || p->leader < 0) return a;
   auto b = image.brokers.find(p->leader);
@@ -120,10 +156,11 @@ asio::awaitable<std::optional<find_coordinator_handler::response>> find_coordina
   }
   const int8_t key_type = req.key_type;
 
-  if (key_type == group_key_type && !keys.empty() && services.groups &&
-      (services.controller || services.controller_link) &&
-      !services.metadata->current()->find_topic(std::string(coordinator::offsets_topic_name))) {
-    co_await ensure_offsets_topic(ctx);
+  const bool can_create = !keys.empty() && (services.controller || services.controller_link);
+  if (key_type == group_key_type && can_create && services.groups) {
+    co_await ensure_internal_topic(ctx, offsets_topic(services));
+  } else if (key_type == transaction_key_type && can_create && services.transactions) {
+    co_await ensure_internal_topic(ctx, transaction_state_topic(services));
   }
   const auto image = services.metadata->current();
 
@@ -131,18 +168,19 @@ asio::awaitable<std::optional<find_coordinator_handler::response>> find_coordina
   for (const auto& key : keys) {
     coordinator_answer a;
     if (key_type == group_key_type) {
-      a = group_coordinator_for(ctx, *image, key);
+      if (services.groups) {
+        a = coordinator_for(ctx, *image, coordinator::offsets_topic_name,
+                            [&key](int32_t n) { return coordinator::group_partition(key, n); });
+      } else {
+        a.error = error_code::coordinator_not_available;
+      }
     } else if (key_type == transaction_key_type) {
-      // No transaction coordinator yet. Not COORDINATOR_NOT_AVAILABLE, which clients retry silently until
-      // their own timeout (Streams waited 300 s with no trace anywhere): an error the Java producer treats as
-      // fatal, with a message that says why ("Could not find a coordinator ... due to unexpected error:
-      // ...").
-      a.error = error_code::unsupported_version;
-      a.message = std::string(transactions_not_supported);
-      log_refused_request(
-          "transaction coordinator client " + ctx.header.client_id.value_or(""),
-          fmt::format("FindCoordinator for transactional id '{}' from client id '{}' ({}): {}", key,
-                      ctx.header.client_id.value_or(""), ctx.connection.peer, transactions_not_supported));
+      if (services.transactions) {
+        a = coordinator_for(ctx, *image, coordinator::transaction_state_topic_name,
+                            [&key](int32_t n) { return coordinator::transaction_partition(key, n); });
+      } else {
+        a.error = error_code::coordinator_not_available;
+      }
     } else if (key_type == share_key_type) {
       a.error = error_code::invalid_request;  // no share coordinator (and v<6 cannot ask for one)
     } else {

@@ -76,17 +76,28 @@ class answer_slot {
   std::shared_ptr<state> _state;
 };
 
-// Runs fn(coordinator, answer) on the home shard, where fn hands the request to the coordinator with `answer`
-// as its callback, and resumes with what the coordinator answers. services.groups must be set.
+// Runs fn(answer) on the home shard, where fn hands a request to a coordinator with `answer` as its
+// callback, and resumes with what the coordinator answers.
 template <typename T, typename Fn>
-asio::awaitable<T> call_group_coordinator(const broker_services& services, Fn fn) {
-  auto run = [&services, fn = std::move(fn)]() mutable -> asio::awaitable<T> {
+asio::awaitable<T> call_on_home_shard(const broker_services& services, Fn fn) {
+  auto run = [fn = std::move(fn)]() mutable -> asio::awaitable<T> {
     auto executor = co_await asio::this_coro::executor;
     answer_slot<T> slot(executor);
-    fn(*services.groups, slot.callback());
+    fn(slot.callback());
     co_return co_await slot.wait();
   };
   co_return co_await on_home_shard_async(services, std::move(run));
+}
+
+// call_on_home_shard with the group coordinator: fn(coordinator, answer). services.groups must be set.
+template <typename T, typename Fn>
+asio::awaitable<T> call_group_coordinator(const broker_services& services, Fn fn) {
+  auto* groups = services.groups;
+  // A named callable (GCC bug 100611: a prvalue argument of a coroutine may be destroyed twice).
+  auto call = [groups, fn = std::move(fn)](std::function<void(T)> answer) mutable {
+    fn(*groups, std::move(answer));
+  };
+  co_return co_await call_on_home_shard<T>(services, std::move(call));
 }
 
 // Who sent the request, as the coordinator records members: the client id, and the peer address the way

@@ -5,11 +5,11 @@
 // fresh id). A request with exactly one of producer id / epoch set is INVALID_REQUEST. When no block can be
 // had the answer is COORDINATOR_LOAD_IN_PROGRESS, Kafka's retriable "waiting for the next block".
 //
-// With a transactional id: an empty one is INVALID_REQUEST, a timeout outside (0, transaction.max.timeout.ms]
-// INVALID_TRANSACTION_TIMEOUT, as Kafka checks first; then, since Mala has no transaction coordinator yet,
-// COORDINATOR_NOT_AVAILABLE: the Java client and librdkafka treat it as retriable (look the coordinator up
-// again and retry until their transaction/max.block timeouts), which is what a Kafka cluster answers while
-// __transaction_state has no available leader.
+// With a transactional id: an empty one is INVALID_REQUEST; then the transaction coordinator (on the home
+// shard) answers: a timeout outside (0, transaction.max.timeout.ms] is INVALID_TRANSACTION_TIMEOUT, the next
+// epoch of the id (a new producer id once exhausted), CONCURRENT_TRANSACTIONS while an open transaction is
+// aborted first (fencing its producer), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as Kafka. v0-v3 get
+// INVALID_PRODUCER_EPOCH where v4+ get PRODUCER_FENCED.
 #pragma once
 
 #include <optional>

@@ -27,7 +27,8 @@ struct test_log_writer : transaction_log_writer {
   std::deque<pending_write> pending;
   std::vector<std::pair<int32_t, coordinator_record>> committed;
 
-  void append(int32_t partition, coordinator_record record, int32_t, std::function<void(error_code)> done) override {
+  void append(int32_t partition, coordinator_record record, int32_t,
+              std::function<void(error_code)> done) override {
     pending.push_back({partition, std::move(record), std::move(done)});
   }
   // Completes the writes in order, and those they cause.
@@ -83,7 +84,8 @@ class transaction_coordinator_test : public ::testing::Test {
     transaction_coordinator_config config;
     config.state_log_partitions = 1;
     config.offsets_topic_partitions = 1;
-    coordinator = std::make_unique<transaction_coordinator>(config, writer, markers, next_id_source(), clock());
+    coordinator =
+        std::make_unique<transaction_coordinator>(config, writer, markers, next_id_source(), clock());
     coordinator->begin_loading(0, 5);
     coordinator->complete_loading(0);
   }
@@ -113,7 +115,8 @@ class transaction_coordinator_test : public ::testing::Test {
   // EndTxn; the markers are left pending.
   end_txn_result end(const std::string& id, producer_id_and_epoch p, bool commit, int16_t tv) {
     std::optional<end_txn_result> out;
-    coordinator->end_transaction(id, p.producer_id, p.producer_epoch, commit, tv, [&out](end_txn_result r) { out = r; });
+    coordinator->end_transaction(id, p.producer_id, p.producer_epoch, commit, tv,
+                                 [&out](end_txn_result r) { out = r; });
     writer.complete_all();
     EXPECT_TRUE(out);
     return out.value_or(end_txn_result{error_code::unknown_server_error, {}});
@@ -373,7 +376,8 @@ TEST_F(transaction_coordinator_test, requests_for_partitions_not_led_or_loading_
 TEST_F(transaction_coordinator_test, a_write_finishing_after_a_reload_answers_not_coordinator) {
   auto p = init("t1").producer;
   std::optional<error_code> out;
-  coordinator->add_partitions("t1", p.producer_id, p.producer_epoch, {topic_a0}, 0, [&out](error_code e) { out = e; });
+  coordinator->add_partitions("t1", p.producer_id, p.producer_epoch, {topic_a0}, 0,
+                              [&out](error_code e) { out = e; });
   // Leadership moved and came back under a new epoch before the append completed.
   coordinator->begin_loading(0, 9);
   coordinator->complete_loading(0);
@@ -493,7 +497,8 @@ TEST(transaction_records_test, values_round_trip_at_both_versions) {
   ASSERT_TRUE(dead.ok());
   EXPECT_FALSE(dead->value);
   std::vector<uint8_t> other_key{0, 1, 0, 2, 't', 'x'};
-  EXPECT_EQ(decode_transaction_log_record(other_key, std::nullopt).error().code, error_code::unsupported_version);
+  EXPECT_EQ(decode_transaction_log_record(other_key, std::nullopt).error().code,
+            error_code::unsupported_version);
   std::vector<uint8_t> cut(r.value->begin(), r.value->begin() + 5);
   EXPECT_EQ(decode_transaction_log_record(r.key, std::span<const uint8_t>(cut)).error().code,
             error_code::corrupt_message);
