@@ -51,10 +51,13 @@ def run(*cmd, check=True):
 
 
 class _Forwarder:
-    """127.0.0.1:port -> (host, port): Docker's userland proxy for a published port."""
+    """127.0.0.1:port -> (host, port): Docker's userland proxy for a published port. Port 0: the OS picks one
+    (self.port). `observe`, if given, is called with every chunk of bytes a client sends, on that connection's
+    thread, with an object that stands for the connection."""
 
-    def __init__(self, listen_port, target):
+    def __init__(self, listen_port, target, observe=None):
         self.target = target
+        self.observe = observe
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # The published port lies in the ephemeral range: a client's outgoing connection (a reconnect attempt of
@@ -71,6 +74,7 @@ class _Forwarder:
                     raise
                 time.sleep(0.2)
         self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
         self.closed = False
         self.conns = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -88,17 +92,19 @@ class _Forwarder:
                 client.close()
                 continue
             self.conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, observe in ((client, upstream, self.observe), (upstream, client, None)):
+                threading.Thread(target=self._pipe, args=(a, b, observe), daemon=True).start()
 
     @staticmethod
-    def _pipe(src, dst):
+    def _pipe(src, dst, observe):
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
                 dst.sendall(data)
+                if observe:
+                    observe(src, data)
         except OSError:
             pass
         finally:

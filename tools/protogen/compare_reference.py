@@ -37,11 +37,33 @@ from proto_model import Field, Message, VersionRange  # noqa: E402
 #     librdkafka refuses to produce compressed batches otherwise; the schema JSON itself still says 3+.
 #   JoinGroup v0-v1: KAFKA-19444 (apache/kafka#20116, 4.0.1 and 4.1.0) - restored for older librdkafka with
 #     Kerberos; the 4.0.1+ jars' JoinGroupRequest.json says 0-9.
-# Messages whose newest version is newer than the reference in ../shared (which predates Kafka 4.0): api key ->
-# (newest version Mala defines, why). Versions both know are compared as usual; the newer one is Kafka 4.0's.
-#   Vote v2: KIP-996 pre-vote (Kafka 4.0, KAFKA-16164): PartitionData gains PreVote; the response is unchanged.
-NEWER_THAN_REFERENCE: dict[int, tuple[int, str]] = {
-    52: (2, "KIP-996 PreVote, Kafka 4.0"),
+# APIs and records Mala deliberately defines below the reference's newest version (Kafka 4.4): API or record name
+# -> (newest version Mala serves, why). The test fails if an entry is stale (the definition reaches the reference's
+# newest version, or serves another version than the entry says), so entries are removed as the versions are built.
+# For these the field ranges are compared up to the served version only (a field the reference ends at the first
+# version Mala does not serve, e.g. `Name v0-12` where v13 uses topic ids, matches Mala's `Name v0+`).
+# A definition whose newest version is `unstable-latest` serves the version below it.
+OLDER_THAN_REFERENCE: dict[str, tuple[int, str]] = {
+    "Fetch": (17, "v18 (KIP-1166) HighWatermark in replica fetch requests not built"),
+    "ListOffsets": (10, "v11 (KIP-1023) EARLIEST_PENDING_UPLOAD (-6) timestamp: no tiered storage"),
+    "Metadata": (12, "v13 top-level ErrorCode (REBOOTSTRAP_REQUIRED): 0 would do on the wire, but "
+                  "it is on every client's path: a change of its own, with its tests"),
+    "OffsetCommit": (9, "v10 topic ids instead of names (KIP-848) not built"),
+    "OffsetFetch": (9, "v10 topic ids instead of names (KIP-848) not built"),
+    "DescribeGroups": (5, "v6 (KIP-1043) GROUP_ID_NOT_FOUND / classic-vs-consumer group errors not built"),
+    "ApiVersions": (4, "v5 (KIP-1242) ClusterId/NodeId check and REBOOTSTRAP_REQUIRED not built"),
+    "AlterPartitionReassignments": (0, "v1 AllowReplicationFactorChange not built"),
+    "DescribeCluster": (1, "v2 (KIP-1073) IncludeFencedBrokers / fenced broker list not built"),
+    "BrokerHeartbeat": (1, "v2 CordonedLogDirs (KIP-1066) not built"),
+    "ConsumerGroupDescribe": (0, "v1 MemberType (KIP-1099) not built"),
+    "TxnOffsetCommit": (5, "v6 topic ids (KIP-1319) not built"),
+    "RegisterBrokerRecord": (3, "v4 CordonedLogDirs (KIP-1066) not built"),
+    "BrokerRegistrationChangeRecord": (2, "v3 CordonedLogDirs (KIP-1066) not built"),
+}
+# Reference records Mala has no definition for yet: name -> why. Stale entries (a definition exists) fail.
+NOT_DEFINED: dict[str, str] = {
+    "ClearElrRecord": "eligible leader replicas (KIP-966) not built",
+    "UnregisterControllerRecord": "controller unregistration not built",
 }
 
 API_MINIMUMS: dict[int, tuple[str, int, str]] = {
@@ -113,6 +135,15 @@ HEADERS = ("RequestHeader", "ResponseHeader")
 CONTROL_RECORDS = ("LeaderChangeMessage", "SnapshotHeaderRecord", "SnapshotFooterRecord", "VotersRecord",
                    "KRaftVersionRecord")
 
+# Coordinator records (Kafka 4.4's "coordinator-key"/"coordinator-value" schemas): a key's `apiKey` is its record
+# type, the int16 that starts the key bytes, and its fields are at version 0. Mala's key definitions are `data` with
+# versions= the record types they cover (the int16 is read as the version), so key version v is compared with the
+# key schema whose apiKey is v: the schema of the same name, or the one named here. Values keep their own versions.
+#   OffsetCommitKey v0: Kafka 4.4 names record type 0 LegacyOffsetCommitKey (same fields, same bytes).
+COORDINATOR_KEY_ALIASES: dict[tuple[str, int], str] = {
+    ("OffsetCommitKey", 0): "LegacyOffsetCommitKey",
+}
+
 INT_TYPES = {"int8", "int16", "uint16", "int32", "int64", "uint32"}
 
 
@@ -161,6 +192,11 @@ def load_reference(reference_dir: Path) -> dict[str, dict]:
     return schemas
 
 
+def field_versions(node: dict) -> str:
+    """A schema field's "versions", or its "taggedVersions" when it has none."""
+    return node["versions"] if "versions" in node else node["taggedVersions"]
+
+
 def json_default_text(value: object) -> str:
     """A JSON `default` as the literal our grammar writes (the schemas use both "false" and false, "-1" and -1)."""
     if isinstance(value, bool):
@@ -173,7 +209,9 @@ def json_default_text(value: object) -> str:
 # --- reference JSON -> proto_model objects (independent of json_to_proto.py's text output) ---
 
 def _ref_field(node: dict) -> Field:
-    f = Field(name=node["name"], type=node["type"], versions=VersionRange.parse(node["versions"]))
+    # A tagged field without "versions" exists in its tagged versions (as Kafka's generator reads it; 4.4's
+    # TransactionLogValue.json writes its tagged fields so).
+    f = Field(name=node["name"], type=node["type"], versions=VersionRange.parse(field_versions(node)))
     f.nullable = VersionRange.parse(node.get("nullableVersions", "none"))
     f.tagged = VersionRange.parse(node.get("taggedVersions", "none"))
     f.tag = int(node["tag"]) if "tag" in node else None  # BrokerHeartbeatRequest.json writes "tag": "0"
@@ -197,6 +235,44 @@ def reference_message(schema: dict) -> Message:
         msg.common_structs.append(proto_model.Struct(name=s["name"], versions=VersionRange.parse(s["versions"]),
                                                      fields=[_ref_field(f) for f in s.get("fields", [])]))
     return msg
+
+
+def _at_version(f: Field, v: int) -> Field | None:
+    """A copy of a version-0 coordinator key field moved to version v (None if absent at version 0)."""
+    if not f.versions.contains(0):
+        return None
+    moved = Field(name=f.name, type=f.type, versions=VersionRange(v, v))
+    moved.nullable = VersionRange(v, v) if f.nullable.contains(0) else VersionRange.parse("none")
+    moved.tagged = VersionRange(v, v) if f.tagged.contains(0) else VersionRange.parse("none")
+    moved.tag, moved.default, moved.ignorable, moved.mapkey, moved.entity = (f.tag, f.default, f.ignorable,
+                                                                             f.mapkey, f.entity)
+    moved.fields = [c for c in (_at_version(child, v) for child in f.fields) if c is not None]
+    return moved
+
+
+def coordinator_key_reference(mine: Message, schemas: dict[str, dict]) -> Message | str:
+    """The reference for a Mala coordinator key definition: the key schemas of each record type in versions=,
+    their fields moved to that version and merged (see COORDINATOR_KEY_ALIASES), or an error."""
+    merged = Message(kind="data", name=mine.name, api_key=None, versions=mine.versions,
+                     flexible=VersionRange.parse("none"), unstable_latest=False)
+    for v in range(mine.versions.low, mine.versions.high + 1):
+        name = COORDINATOR_KEY_ALIASES.get((mine.name, v), mine.name)
+        schema = schemas.get(name)
+        if schema is None or schema.get("type") != "coordinator-key" or schema.get("apiKey") != v:
+            return f"{mine.name} v{v}: no coordinator-key schema {name} with apiKey {v} (the record type)"
+        ref = reference_message(schema)
+        if str(ref.versions) != "0" or not ref.flexible.is_none():
+            return f"{mine.name} v{v}: {name} has validVersions {ref.versions}, flexible {ref.flexible}; expected 0, none"
+        for f in ref.fields:
+            moved = _at_version(f, v)
+            if moved is None:
+                continue
+            same = next((g for g in merged.fields if g.name == moved.name and g.type == moved.type), None)
+            if same is None:
+                merged.fields.append(moved)
+            else:
+                same.versions = VersionRange(same.versions.low, v)
+    return merged
 
 
 # --- per-version flattening ---
@@ -336,14 +412,24 @@ def compare_message(mine: Message, ref: Message) -> tuple[list[str], int]:
         errors.append(f"{n}: key={mine.api_key}, reference apiKey is {ref.api_key}")
     if str(mine.flexible) != str(ref.flexible):
         errors.append(f"{n}: flexible={mine.flexible}, reference flexibleVersions is {ref.flexible}")
-    if mine.unstable_latest != ref.unstable_latest:
-        errors.append(f"{n}: unstable-latest is {mine.unstable_latest}, reference latestVersionUnstable is "
-                      f"{ref.unstable_latest}")
+    older = OLDER_THAN_REFERENCE.get(base_name(mine))
     if mine.versions.is_none():
         errors.append(f"{n}: versions=none")
-    elif mine.versions.high != ref.versions.high and not (
-            mine.api_key in NEWER_THAN_REFERENCE and mine.versions.high == NEWER_THAN_REFERENCE[mine.api_key][0]):
-        errors.append(f"{n}: versions={mine.versions} must end at the reference's newest version {ref.versions.high}")
+    elif older is None:
+        if mine.unstable_latest != ref.unstable_latest:
+            errors.append(f"{n}: unstable-latest is {mine.unstable_latest}, reference latestVersionUnstable is "
+                          f"{ref.unstable_latest}")
+        if mine.versions.high != ref.versions.high:
+            errors.append(f"{n}: versions={mine.versions} must end at the reference's newest version "
+                          f"{ref.versions.high} (or be listed in OLDER_THAN_REFERENCE)")
+    else:
+        unstable = mine.unstable_latest or base_name(mine) in UNSTABLE_LATEST_APIS  # the flag is on requests only
+        served = mine.versions.high - (1 if unstable else 0)
+        newest_stable = ref.versions.high - (1 if ref.unstable_latest else 0)
+        if served >= newest_stable or mine.versions.high > ref.versions.high:
+            errors.append(f"{n}: serves v{served}, the reference's newest; remove its OLDER_THAN_REFERENCE entry")
+        elif served != older[0]:
+            errors.append(f"{n}: serves up to v{served}, OLDER_THAN_REFERENCE says {older[0]}")
     if mine.kind in ("request", "response"):
         expected = expected_range(mine, ref)
         if isinstance(expected, str):
@@ -356,7 +442,7 @@ def compare_message(mine: Message, ref: Message) -> tuple[list[str], int]:
             if str(mine.extra_versions) != str(VersionRange.parse(extras)):
                 errors.append(f"{n}: extra-versions={mine.extra_versions}, expected {extras}")
     else:
-        if str(mine.versions) != str(ref.versions):
+        if str(mine.versions) != str(ref.versions) and (older is None or mine.versions.low != ref.versions.low):
             errors.append(f"{n}: versions={mine.versions}, reference validVersions is {ref.versions}")
         if not mine.extra_versions.is_none():
             errors.append(f"{n}: extra-versions is only meaningful for requests and responses")
@@ -364,8 +450,9 @@ def compare_message(mine: Message, ref: Message) -> tuple[list[str], int]:
                                                    mine.versions.contains(mine.extra_versions.high)):
         errors.append(f"{n}: extra-versions={mine.extra_versions} lies outside versions={mine.versions}")
     # Field ranges are copied as the reference states them ("0+" stays "0+" even where versions= starts later).
-    ranges_ref = dict(_ranges(ref))
-    for path, text in _ranges(mine):
+    clip = None if older is None or mine.versions.is_none() else mine.versions.high
+    ranges_ref = dict(_ranges(ref, clip))
+    for path, text in _ranges(mine, clip):
         if path in ranges_ref and ranges_ref[path] != text:
             errors.append(f"{n}: {path}: ranges {text}, reference states {ranges_ref[path]}")
     common = mine.versions.intersect(ref.versions)
@@ -382,19 +469,37 @@ def compare_message(mine: Message, ref: Message) -> tuple[list[str], int]:
     return errors, compared
 
 
-def _ranges(msg: Message) -> list[tuple[str, str]]:
-    """Every declared field (all versions) with its version, nullable and tagged ranges as written."""
+def _ranges(msg: Message, clip: int | None = None) -> list[tuple[str, str]]:
+    """Every declared field (all versions) with its version, nullable and tagged ranges as written; with `clip`,
+    the ranges cut at that version (fields only present above it are left out)."""
     out: list[tuple[str, str]] = []
+
+    def cut(r: VersionRange) -> VersionRange:
+        return r if clip is None else r.intersect(VersionRange(0, clip))
 
     def walk(fields: list[Field], prefix: str) -> None:
         for f in fields:
-            out.append((prefix + f.name, f"v{f.versions} nullable={f.nullable} tagged={f.tagged}"))
+            if clip is not None and cut(f.versions).is_none():
+                continue
+            out.append((prefix + f.name,
+                        f"v{cut(f.versions)} nullable={cut(f.nullable)} tagged={cut(f.tagged)}"))
             walk(f.fields, prefix + f.name + ("[]." if f.is_array else "."))
 
     walk(msg.fields, "")
     for s in msg.common_structs:
         walk(s.fields, f"struct {s.name}.")
     return out
+
+
+# API names whose request definition is unstable-latest (filled by main before comparing).
+UNSTABLE_LATEST_APIS: set[str] = set()
+
+
+def base_name(msg: Message) -> str:
+    """The allow-list name: the API name for a request or response, else the message name."""
+    if msg.kind in ("request", "response") and msg.api_key in API_MINIMUMS:
+        return API_MINIMUMS[msg.api_key][0]
+    return msg.name
 
 
 def _versions_text(versions: list[int]) -> str:
@@ -439,6 +544,7 @@ def main() -> int:
         return 1
 
     failures = 0
+    UNSTABLE_LATEST_APIS.update(base_name(m) for m in messages if m.kind == "request" and m.unstable_latest)
     by_name: dict[str, Message] = {}
     for msg in messages:
         by_name[msg.name] = msg
@@ -466,13 +572,25 @@ def main() -> int:
             print(f"FAIL {msg.name}: no reference schema named {msg.name} in {args.reference_dir}")
             failures += 1
             continue
-        errors, compared = compare_message(msg, reference_message(schema))
+        if schema.get("type") == "coordinator-key":
+            ref = coordinator_key_reference(msg, coordinator_reference)
+            if isinstance(ref, str):
+                print(f"FAIL {ref}")
+                failures += 1
+                continue
+        else:
+            ref = reference_message(schema)
+            if ref.kind == "coordinator-value":  # record type in apiKey; a Mala value is plain `data`
+                ref.kind, ref.api_key = "data", None
+        errors, compared = compare_message(msg, ref)
         if errors:
             failures += 1
             for e in errors:
                 print(f"FAIL {e}")
         else:
-            print(f"ok {msg.name} v{msg.versions} ({compared} version{'' if compared == 1 else 's'})")
+            older = OLDER_THAN_REFERENCE.get(base_name(msg))
+            note = "" if older is None else f"; allowed below the reference's newest: {older[1]}"
+            print(f"ok {msg.name} v{msg.versions} ({compared} version{'' if compared == 1 else 's'}{note})")
 
     missing: list[str] = []
     for key, (api, _, _) in sorted(API_MINIMUMS.items()):
@@ -488,11 +606,21 @@ def main() -> int:
             missing.append(h)
     if metadata_reference is not None:
         for name in sorted(metadata_reference):
-            if name not in by_name:
+            if name in NOT_DEFINED:
+                if name in by_name:
+                    print(f"FAIL {name}: defined now; remove its NOT_DEFINED entry")
+                    failures += 1
+                else:
+                    print(f"allowed {name}: not defined ({NOT_DEFINED[name]})")
+            elif name not in by_name:
                 missing.append(name)
             elif by_name[name].kind != "metadata":
                 print(f"FAIL {name}: kind {by_name[name].kind}, expected metadata")
                 failures += 1
+    for name in sorted(OLDER_THAN_REFERENCE):
+        if name not in by_name and name + "Request" not in by_name:
+            print(f"FAIL OLDER_THAN_REFERENCE names {name}, which has no definition")
+            failures += 1
     for name in missing:
         print(f"FAIL missing definition proto/{name}.msg")
     failures += len(missing)

@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_reference import API_MINIMUMS, CONTROL_RECORDS, HEADERS, json_default_text, load_schema  # noqa: E402
+from compare_reference import (API_MINIMUMS, CONTROL_RECORDS, HEADERS, field_versions, json_default_text,  # noqa: E402
+                               load_schema)
 from proto_model import VersionRange  # noqa: E402
 
 
@@ -32,8 +33,12 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _field_lines(node: dict, depth: int) -> list[str]:
-    parts = [node["name"], node["type"], "v" + node["versions"]]
+def _field_lines(node: dict, depth: int, key_version: int | None = None) -> list[str]:
+    """One field (and its children); with key_version, a coordinator key field moved from version 0 to it."""
+    versions = field_versions(node)
+    if key_version is not None:
+        versions = str(key_version) if VersionRange.parse(versions).contains(0) else "none"
+    parts = [node["name"], node["type"], "v" + versions]
     if "nullableVersions" in node and not VersionRange.parse(node["nullableVersions"]).is_none():
         parts.append("nullable=" + node["nullableVersions"])
     if "taggedVersions" in node and not VersionRange.parse(node["taggedVersions"]).is_none():
@@ -51,7 +56,7 @@ def _field_lines(node: dict, depth: int) -> list[str]:
         parts.append("entity=" + node["entityType"])
     lines = ["  " * depth + " ".join(parts)]
     for child in node.get("fields", []):
-        lines.extend(_field_lines(child, depth + 1))
+        lines.extend(_field_lines(child, depth + 1, key_version))
     return lines
 
 
@@ -62,7 +67,17 @@ def convert(schema: dict, source_name: str, min_version: int | None = None, extr
     if not extras.is_none():
         low = min(low, extras.low)
     versions = VersionRange(low, valid.high)
-    head = [schema["type"], schema["name"]]
+    kind = schema["type"]
+    key_version = None
+    if kind in ("coordinator-key", "coordinator-value"):
+        # Mala's coordinator records are `data`: a value keeps its versions; a key's version is its record type
+        # (apiKey), the int16 its bytes start with (compare_reference.py COORDINATOR_KEY_ALIASES).
+        if kind == "coordinator-key":
+            key_version = int(schema["apiKey"])
+            versions = VersionRange(key_version, key_version)
+        kind = "data"
+        schema = {k: v for k, v in schema.items() if k != "apiKey"}
+    head = [kind, schema["name"]]
     if "apiKey" in schema:
         head.append(f"key={schema['apiKey']}")
     head.append(f"versions={versions}")
@@ -76,7 +91,7 @@ def convert(schema: dict, source_name: str, min_version: int | None = None, extr
              "# checked by tools/protogen/compare_reference.py. Grammar: docs/protocol-definitions.md.",
              " ".join(head)]
     for f in schema.get("fields", []):
-        lines.extend(_field_lines(f, 1))
+        lines.extend(_field_lines(f, 1, key_version))
     for s in schema.get("commonStructs", []):
         lines.append(f"  struct {s['name']} v{s['versions']}")
         for f in s.get("fields", []):

@@ -1,6 +1,6 @@
-// DeleteGroups (key 42, v0-2): deletes empty groups and their offsets (tombstones in __consumer_offsets);
-// NON_EMPTY_GROUP while members exist, GROUP_ID_NOT_FOUND for unknown ones. A name given twice is answered
-// once.
+// DeleteGroups (key 42, v0-3; v3 answers ErrorMessage null): deletes empty groups and their offsets
+// (tombstones in __consumer_offsets); NON_EMPTY_GROUP while members exist, GROUP_ID_NOT_FOUND for unknown
+// ones. A name given twice is answered once.
 #pragma once
 
 #include <optional>
@@ -18,7 +18,7 @@ struct delete_groups_handler {
   using response = protocol::delete_groups_response;
   static constexpr int16_t api_key = 42;
   static constexpr int16_t min_version = 0;
-  static constexpr int16_t max_version = 2;
+  static constexpr int16_t max_version = 3;
 
   static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
                                                                int16_t version);

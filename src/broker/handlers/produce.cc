@@ -15,6 +15,7 @@
 
 #include "handlers/data_path.h"
 #include "mala/common/logging.h"
+#include "mala/common/uuid.h"
 #include "mala/protocol/record_batch.h"
 
 namespace mala::broker::handlers {
@@ -236,19 +237,33 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     std::optional<partition_response> answer;
   };
   std::vector<slot> slots;
+  // v13+ names topics by id (KIP-516): resolved here; an id the metadata does not know leaves the name empty
+  // and its partitions answer UNKNOWN_TOPIC_ID. The answer names each topic as the request did.
+  const bool by_topic_id = version >= produce_topic_ids_min_version;
   std::vector<std::string> topic_names;
+  std::vector<uuid> topic_ids;
   std::map<std::pair<std::string, int32_t>, size_t> slot_of;
   size_t entry_index = 0;
   for (const auto& topic : req.topic_data) {
+    std::string name = topic.name;
+    if (by_topic_id) {
+      const auto* known = image->find_topic(topic.topic_id);
+      name = known ? known->name : std::string();
+    }
+    // The request's own naming is the key: two unknown ids stay apart.
+    const std::string key = by_topic_id ? topic.topic_id.to_string() : name;
     for (const auto& p : topic.partition_data) {
       checked_records* records = &checked[entry_index++];
-      auto [it, inserted] = slot_of.try_emplace({topic.name, p.index}, slots.size());
+      auto [it, inserted] = slot_of.try_emplace({key, p.index}, slots.size());
       if (inserted) {
         size_t entry = topic_names.size();
         for (size_t i = 0; i < topic_names.size(); ++i) {
-          if (topic_names[i] == topic.name) entry = i;
+          if (by_topic_id ? topic_ids[i] == topic.topic_id : topic_names[i] == name) entry = i;
         }
-        if (entry == topic_names.size()) topic_names.push_back(topic.name);
+        if (entry == topic_names.size()) {
+          topic_names.push_back(name);
+          topic_ids.push_back(by_topic_id ? topic.topic_id : uuid{});
+        }
         slots.push_back({entry, p.index, records, std::nullopt});
       } else {
         slots[it->second].records = records;
@@ -267,6 +282,7 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     for (const auto& topic : req.topic_data) {
       auto& t = refused.responses.emplace_back();
       t.name = topic.name;
+      t.topic_id = topic.topic_id;
       for (const auto& p : topic.partition_data) {
         t.partition_responses.push_back(
             error_response(p.index, error_code::transactional_id_authorization_failed));
@@ -279,6 +295,10 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
   for (size_t i = 0; i < slots.size(); ++i) {
     auto& s = slots[i];
     const std::string& topic = topic_names[s.topic_entry];
+    if (by_topic_id && topic.empty()) {
+      s.answer = error_response(s.partition, error_code::unknown_topic_id);
+      continue;
+    }
     const auto* known = find_partition(*image, topic, s.partition);
     if (!known) {
       s.answer = error_response(s.partition, error_code::unknown_topic_or_partition);
@@ -332,8 +352,10 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     // notices (and refreshes its metadata) instead of writing into the void.
     for (const auto& s : slots) {
       if (s.answer && s.answer->error_code != to_wire(error_code::none)) {
+        const auto& name = topic_names[s.topic_entry];
         ctx.close_reason = fmt::format("acks=0 produce to {}-{} failed with error {}",
-                                       topic_names[s.topic_entry], s.partition, s.answer->error_code);
+                                       name.empty() ? topic_ids[s.topic_entry].to_string() : name,
+                                       s.partition, s.answer->error_code);
         break;
       }
     }
@@ -345,6 +367,7 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
   for (size_t e = 0; e < topic_names.size(); ++e) {
     auto& t = resp.responses.emplace_back();
     t.name = topic_names[e];
+    t.topic_id = topic_ids[e];
     for (auto& s : slots) {
       if (s.topic_entry != e) continue;
       auto& answer = t.partition_responses.emplace_back(std::move(*s.answer));

@@ -18,7 +18,13 @@
 // Answers carry base_offset, log_append_time_ms (-1 unless the topic uses LogAppendTime) and
 // log_start_offset; errors carry -1 in all three, as Kafka's PartitionResponse(error) does.
 //
-// Served v3-11; ApiVersions advertises v0 (KAFKA-18659: librdkafka checks the advertised minimum before
+// - v13+ names topics by id: an id the metadata does not know is UNKNOWN_TOPIC_ID, and the answer names
+//   topics by id;
+// - v12 is v11 on the wire: a client that sends it with transactional batches expects transactions v2
+//   (KIP-890: the partition is added to the transaction implicitly). Mala does not advertise the
+//   `transaction.version` feature, so no client does yet; transactional batches are written as in v11.
+//
+// Served v3-13; ApiVersions advertises v0 (KAFKA-18659: librdkafka checks the advertised minimum before
 // sending compressed batches), and v0-v2 requests are refused as Kafka 4 refuses them.
 //
 // Not yet: transactional produce is written without the KIP-890 verification against the transaction
@@ -36,12 +42,15 @@
 
 namespace mala::broker::handlers {
 
+// The first Produce version that names topics by id instead of by name (KIP-516).
+inline constexpr int16_t produce_topic_ids_min_version = 13;
+
 struct produce_handler {
   using request = protocol::produce_request;
   using response = protocol::produce_response;
   static constexpr int16_t api_key = 0;
   static constexpr int16_t min_version = 3;
-  static constexpr int16_t max_version = 11;
+  static constexpr int16_t max_version = 13;
 
   static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
                                                                int16_t version);

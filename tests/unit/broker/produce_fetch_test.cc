@@ -50,6 +50,39 @@ TEST_P(produce_fetch_test, produce_then_fetch_round_trip) {
   EXPECT_EQ(unknown_id.partition().high_watermark, -1);
 }
 
+// v12 is v11 on the wire; v13 names topics by id (KIP-516): a known id is written to its topic and answered
+// by that id, an unknown one is UNKNOWN_TOPIC_ID, a known id with an unknown partition
+// UNKNOWN_TOPIC_OR_PARTITION.
+TEST_P(produce_fetch_test, produce_v12_and_v13_by_topic_id) {
+  EXPECT_EQ(produce("orders", 0, batch(2), -1, 12).base_offset, 0);
+
+  const auto records = batch(3);
+  const auto other_records = batch(1);
+  auto req = produce_req("", 0, records);
+  req.topic_data[0].topic_id = topic_id("orders");
+  auto& unknown = req.topic_data.emplace_back();
+  unknown.topic_id = uuid::random();
+  unknown.partition_data.push_back({0, records_view::of(other_records)});
+  auto& no_partition = req.topic_data.emplace_back();
+  no_partition.topic_id = topic_id("orders");
+  no_partition.partition_data.push_back({99, records_view::of(other_records)});
+  auto resp = decode<produce_response>(send(frame(0, 13, req)), 13);
+  ASSERT_EQ(resp.responses.size(), 2u);  // the known id is listed once, with both of its partitions
+  EXPECT_EQ(resp.responses[0].topic_id, topic_id("orders"));
+  ASSERT_EQ(resp.responses[0].partition_responses.size(), 2u);
+  EXPECT_EQ(resp.responses[0].partition_responses[0].error_code, 0);
+  EXPECT_EQ(resp.responses[0].partition_responses[0].base_offset, 2);
+  EXPECT_EQ(resp.responses[0].partition_responses[1].index, 99);
+  EXPECT_EQ(resp.responses[0].partition_responses[1].error_code, 3);  // UNKNOWN_TOPIC_OR_PARTITION
+  EXPECT_EQ(resp.responses[1].topic_id, req.topic_data[1].topic_id);
+  ASSERT_EQ(resp.responses[1].partition_responses.size(), 1u);
+  EXPECT_EQ(resp.responses[1].partition_responses[0].error_code, 100);  // UNKNOWN_TOPIC_ID
+  EXPECT_EQ(resp.responses[1].partition_responses[0].base_offset, -1);
+
+  auto f = fetch(fetch_req({{"orders", 0, 0}}), 17);
+  EXPECT_EQ(batches_in(f.partition().records), (std::vector<std::pair<int64_t, int32_t>>{{0, 2}, {2, 3}}));
+}
+
 TEST_P(produce_fetch_test, acks_zero_gets_no_response) {
   auto result = send(frame(0, 9, produce_req("orders", 0, batch(2), 0)));
   EXPECT_EQ(result.what, net::dispatch_result::action::no_response);
