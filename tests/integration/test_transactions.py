@@ -12,6 +12,8 @@
   followed by a restart): the output holds every committed input record exactly once, and kafka-consumer-groups.sh
   shows the group's offsets committed by the transactions with the lag the broker's end offsets give.
 - kafka-transactions.sh abort --start-offset ends a transaction left open on a partition (the LSO moves there).
+- transaction.version=1 (kafka-features.sh downgrade): the Java producer's classic flow, same guarantees, no epoch
+  bump per transaction.
 """
 
 import collections
@@ -245,3 +247,40 @@ def test_abort_command_ends_a_transaction_left_open(broker):
     _, u_sum = read_topic(b, "hung", "read_uncommitted")
     assert c_sum["end_offsets"] == u_sum["end_offsets"] == {"0": start + 3 + 1}  # past the admin's abort marker
     check_whole(committed, "hung", [0], 3, 1, "read_committed after abort")
+    assert transactions_tool(b, ("find-hanging", "--broker-id", broker.broker_id))[0] == []
+
+
+FEATURES_TOOL = "org.apache.kafka.tools.FeatureCommand"  # kafka-features.sh
+
+
+def transaction_version(bootstrap):
+    from real_clients import step_ok, tool_batch
+
+    out = step_ok(tool_batch((FEATURES_TOOL, "--bootstrap-server", bootstrap, "describe"))[0])
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) >= 2 and cols[1] == "transaction.version":
+            return int(cols[cols.index("FinalizedVersionLevel:") + 1])
+    pytest.fail(f"no transaction.version in kafka-features describe:\n{out}")
+
+
+def test_transactions_v1_after_feature_downgrade(broker):
+    """transaction.version=1 (classic transactions, no epoch bump at commit/abort) finalized with kafka-features.sh
+    downgrade: the Java producer falls back to the TV1 flow and the same guarantees hold; upgraded back at the end."""
+    from real_clients import step_ok, tool_batch
+
+    b = broker.bootstrap
+    assert transaction_version(b) == 2  # Kafka 4.x's default
+    step_ok(tool_batch((FEATURES_TOOL, "--bootstrap-server", b, "downgrade", "--feature", "transaction.version=1"))[0])
+    try:
+        assert transaction_version(b) == 1
+        create_topics(b, "classic", partitions=PARTITIONS)
+        s = txn_produce(b, "classic", "classic", 6, 5, abort_every=2)
+        assert s["committed"] == [0, 2, 4] and s["aborted"] == [1, 3, 5]
+        check_producer(b, "classic", s, PARTITIONS)
+        d = transactions_tool(b, ("describe", "--transactional-id", "classic"))[0][0]
+        assert d["TransactionState"] == "CompleteAbort" and d["ProducerEpoch"] == "0", d  # TV1: no bump per end
+    finally:
+        step_ok(tool_batch((FEATURES_TOOL, "--bootstrap-server", b, "upgrade", "--feature",
+                            "transaction.version=2"))[0])
+    assert transaction_version(b) == 2
