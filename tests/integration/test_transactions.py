@@ -16,29 +16,14 @@
   bump per transaction.
 """
 
-import collections
-
 import pytest
 
-from txn_harness import (BROKERS, check_offsets_unique, check_producer, check_whole, create_topics, group_lag,
-                         read_topic, run_java, run_java_parallel, start_broker, transactions_seen, transactions_tool,
-                         txn_produce, wait_for)
+from real_clients import wait_until
+from txn_harness import (check_copy, check_group, check_producer, check_whole, copy_expectations, create_topics,
+                         read_topic, run_java, run_java_parallel, transactions_seen, transactions_tool, txn_produce)
+from txn_harness import broker, broker_log_on_failure  # noqa: F401 (fixtures: Apache Kafka, then Mala)
 
 PARTITIONS = 3
-
-
-@pytest.fixture(scope="module", params=BROKERS)
-def broker(request, tmp_path_factory):
-    yield from start_broker(request, tmp_path_factory, "txn")
-
-
-@pytest.fixture(autouse=True)
-def broker_log_on_failure(request):
-    yield
-    report = getattr(request.node, "rep_call", None)
-    b = request.node.funcargs.get("broker")
-    if report is not None and report.failed and b is not None:
-        print(b.log_text(120))
 
 
 def test_read_committed_sees_committed_transactions_whole_and_once(broker):
@@ -130,7 +115,7 @@ def test_transaction_timeout_aborts_and_moves_the_last_stable_offset(broker):
     def aborted():
         d = transactions_tool(b, ("describe", "--transactional-id", "expiring"))[0][0]
         return d if d["TransactionState"] == "CompleteAbort" else None
-    d = wait_for(aborted, 60, "the coordinator to abort the timed-out transaction", interval=1)
+    d = wait_until(aborted, 60, "the coordinator to abort the timed-out transaction", interval=1)
     assert int(d["ProducerEpoch"]) > open_epoch  # the zombie is fenced
     assert d["TopicPartitions"] == ""
     committed, c_sum = read_topic(b, "expiring", "read_committed")
@@ -159,38 +144,6 @@ def test_zombie_producer_is_fenced(broker):
     assert [r["value"] for r in committed] == ["zombie:successor"]
     # The zombie's record is in the log, aborted when the successor's initTransactions fenced it.
     assert [r["value"] for r in uncommitted] == ["zombie:zombie", "zombie:successor"]
-
-
-def copy_expectations(bootstrap, topic):
-    """The input's committed records per partition (what an exactly-once copy must output) and the group offsets a
-    finished copy commits: one past the last committed record of each partition."""
-    committed, _ = read_topic(bootstrap, topic, "read_committed")
-    per_partition = collections.defaultdict(list)
-    for r in sorted(committed, key=lambda r: (r["partition"], r["offset"])):
-        per_partition[r["partition"]].append((r["key"], r["value"]))
-    offsets = {p: max(r["offset"] for r in committed if r["partition"] == p) + 1 for p in per_partition}
-    return per_partition, offsets
-
-
-def check_copy(bootstrap, output, expected):
-    """The output, read_committed, is exactly one copy of each committed input record, in input order per partition."""
-    out, _ = read_topic(bootstrap, output, "read_committed")
-    check_offsets_unique(out, "copy output")
-    got = collections.defaultdict(list)
-    for r in sorted(out, key=lambda r: (r["partition"], r["offset"])):
-        got[r["partition"]].append((r["key"], r["value"]))
-    want = {p: [(k, "copy:" + v) for k, v in recs] for p, recs in expected.items()}
-    assert dict(got) == want
-
-
-def check_group(bootstrap, group, topic, offsets):
-    lag = group_lag(bootstrap, group)
-    _, u_sum = read_topic(bootstrap, topic, "read_uncommitted")
-    for p, committed_offset in offsets.items():
-        current, end, lag_value = lag[(topic, p)]
-        assert current == committed_offset, (p, lag)
-        assert end == u_sum["end_offsets"][str(p)], (p, lag, u_sum)
-        assert lag_value == end - current, (p, lag)
 
 
 def test_consume_transform_produce_with_send_offsets(broker):

@@ -19,28 +19,14 @@ import time
 import pytest
 
 from real_clients import go_client, kafkajs
-from test_transactions import check_copy, check_group, copy_expectations
-from txn_harness import BROKERS, check_producer, create_topics, start_broker, txn_produce
+from txn_harness import check_copy, check_group, check_producer, copy_expectations, create_topics, txn_produce
+from txn_harness import broker, broker_log_on_failure  # noqa: F401 (fixtures: Apache Kafka, then Mala)
 
 PARTITIONS = 3
 TRANSACTIONS = 9
 RECORDS = 6
 ABORT_EVERY = 3
 CLIENTS = ["confluent", "franz", "kafkajs"]
-
-
-@pytest.fixture(scope="module", params=BROKERS)
-def broker(request, tmp_path_factory):
-    yield from start_broker(request, tmp_path_factory, "txnclients")
-
-
-@pytest.fixture(autouse=True)
-def broker_log_on_failure(request):
-    yield
-    report = getattr(request.node, "rep_call", None)
-    b = request.node.funcargs.get("broker")
-    if report is not None and report.failed and b is not None:
-        print(b.log_text(120))
 
 
 def summary_line(lines, key):

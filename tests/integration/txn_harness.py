@@ -8,7 +8,6 @@ shape, so one checker serves them all: record i of transaction t of a producer t
 """
 
 import collections
-import os
 import subprocess
 import time
 
@@ -43,6 +42,22 @@ class Broker:
         self.bootstrap = bootstrap
         self.broker_id = broker_id
         self.log_text = log_text
+
+
+@pytest.fixture(scope="module", params=BROKERS)
+def broker(request, tmp_path_factory):
+    """The broker of a transaction test module: Apache Kafka, then Mala (import it into the module)."""
+    yield from start_broker(request, tmp_path_factory, request.module.__name__.removeprefix("test_"))
+
+
+@pytest.fixture(autouse=True)
+def broker_log_on_failure(request):
+    """Import into a module using `broker`: the broker's log tail after a failing test."""
+    yield
+    report = getattr(request.node, "rep_call", None)
+    b = request.node.funcargs.get("broker")
+    if report is not None and report.failed and b is not None:
+        print(b.log_text(120))
 
 
 def start_broker(request, tmp_path_factory, name):
@@ -181,6 +196,38 @@ def check_producer(bootstrap, topic, summary, partitions):
     return (committed, c_sum), (uncommitted, u_sum)
 
 
+def copy_expectations(bootstrap, topic):
+    """The input's committed records per partition (what an exactly-once copy must output) and the group offsets a
+    finished copy commits: one past the last committed record of each partition."""
+    committed, _ = read_topic(bootstrap, topic, "read_committed")
+    per_partition = collections.defaultdict(list)
+    for r in sorted(committed, key=lambda r: (r["partition"], r["offset"])):
+        per_partition[r["partition"]].append((r["key"], r["value"]))
+    offsets = {p: max(r["offset"] for r in committed if r["partition"] == p) + 1 for p in per_partition}
+    return per_partition, offsets
+
+
+def check_copy(bootstrap, output, expected):
+    """The output, read_committed, is exactly one copy of each committed input record, in input order per partition."""
+    out, _ = read_topic(bootstrap, output, "read_committed")
+    check_offsets_unique(out, "copy output")
+    got = collections.defaultdict(list)
+    for r in sorted(out, key=lambda r: (r["partition"], r["offset"])):
+        got[r["partition"]].append((r["key"], r["value"]))
+    want = {p: [(k, "copy:" + v) for k, v in recs] for p, recs in expected.items()}
+    assert dict(got) == want
+
+
+def check_group(bootstrap, group, topic, offsets):
+    lag = group_lag(bootstrap, group)
+    _, u_sum = read_topic(bootstrap, topic, "read_uncommitted")
+    for p, committed_offset in offsets.items():
+        current, end, lag_value = lag[(topic, p)]
+        assert current == committed_offset, (p, lag)
+        assert end == u_sum["end_offsets"][str(p)], (p, lag, u_sum)
+        assert lag_value == end - current, (p, lag)
+
+
 # --- tool output -------------------------------------------------------------------------------------------------
 
 def tool_table(text):
@@ -232,19 +279,3 @@ def group_lag(bootstrap, group):
                                                        num(row["LAG"]))
     assert rows, f"no partitions in kafka-consumer-groups output:\n{out['stdout']}"
     return rows
-
-
-def wait_for(predicate, timeout, what, interval=0.5):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
-
-
-def unique(prefix):
-    """A name no earlier run used (brokers are shared by a module's tests)."""
-    return f"{prefix}-{os.getpid()}-{time.monotonic_ns() % 10**9}"

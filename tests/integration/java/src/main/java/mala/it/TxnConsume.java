@@ -67,7 +67,7 @@ public final class TxnConsume {
           got++;
         }
         if (!batch.isEmpty()) lastRecordAt = System.currentTimeMillis();
-        if (!reached) reached = reachedEnd(consumer, ends);
+        if (!reached) reached = Consume.reachedEnd(consumer, ends);
         if (reached && System.currentTimeMillis() - lastRecordAt >= idleMs) break;
       }
       if (!reached) {
@@ -93,12 +93,5 @@ public final class TxnConsume {
     System.out.print(out);
     System.out.flush();
     System.exit(exit);
-  }
-
-  private static boolean reachedEnd(KafkaConsumer<String, String> consumer, Map<TopicPartition, Long> ends) {
-    for (Map.Entry<TopicPartition, Long> e : ends.entrySet()) {
-      if (consumer.position(e.getKey(), Duration.ofSeconds(10)) < e.getValue()) return false;
-    }
-    return true;
   }
 }

@@ -60,6 +60,9 @@ public final class TxnCopy {
     cprops.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
     cprops.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPoll);
     cprops.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
+    // A restarted copier rejoins once the crashed member's session expired: 10 s rather than the default 45 s.
+    cprops.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+    cprops.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "1000");
     cprops.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
     cprops.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
 
