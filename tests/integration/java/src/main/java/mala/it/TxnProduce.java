@@ -5,14 +5,17 @@
 // can tell every record's transaction and whether that transaction arrived whole.
 //
 // usage: TxnProduce --bootstrap B --topic T --transactional-id ID --transactions N --records M
-//                   [--partitions P] [--abort-every K] [--tag TAG] [--leave-open true] [--prop name=value]...
+//                   [--partitions P] [--abort-every K] [--tag TAG] [--leave-open true] [--pause-ms MS]
+//                   [--prop name=value]...
+//   --pause-ms: a pause between two transactions (the run then spans the faults a test injects).
 //   --partitions: how many partitions (0..P-1) the records go to (default: every partition of the topic).
 //   --leave-open true: after the N transactions, begin one more (number N), send its M records, flush them (they are
 //     in the log, the transaction is open), print the summary with "open": N and halt the JVM without committing,
 //     aborting or closing: the transaction is left to the coordinator's transaction.timeout.ms.
 // Prints one JSON line: {"transactional_id": ID, "tag": TAG, "records_per_txn": M, "partitions": P,
 //   "committed": [t...], "aborted": [t...], "open": t|null}. Exit code 0 when every transaction ended as planned, 1
-//   otherwise (the exception goes to stderr, its class name to the JSON's "error" on a last line).
+//   otherwise: the exception goes to stderr, the summary gets "error": <its class> and "uncertain": <the transaction
+//   in progress, whose outcome the producer does not know: absent, or present whole>, and the program stops.
 package mala.it;
 
 import java.util.ArrayList;
@@ -35,6 +38,7 @@ public final class TxnProduce {
     int abortEvery = Integer.parseInt(a.get("--abort-every", "0"));
     String tag = a.get("--tag", txnId);
     boolean leaveOpen = Boolean.parseBoolean(a.get("--leave-open", "false"));
+    long pauseMs = Long.parseLong(a.get("--pause-ms", "0"));
 
     Properties props = producerProps(bootstrap, txnId);
     for (String p : a.all("--prop")) {
@@ -44,11 +48,14 @@ public final class TxnProduce {
     }
     List<Integer> committed = new ArrayList<>();
     List<Integer> aborted = new ArrayList<>();
+    int current = -1;
     KafkaProducer<String, String> producer = new KafkaProducer<>(props);
     try {
       if (partitions <= 0) partitions = producer.partitionsFor(topic).size();
       producer.initTransactions();
       for (int t = 0; t < transactions; t++) {
+        if (pauseMs > 0 && t > 0) Thread.sleep(pauseMs);
+        current = t;
         producer.beginTransaction();
         sendTransaction(producer, topic, tag, t, records, partitions);
         if (abortEvery > 0 && t % abortEvery == abortEvery - 1) {
@@ -59,6 +66,7 @@ public final class TxnProduce {
           producer.commitTransaction();
           committed.add(t);
         }
+        current = -1;
       }
       if (leaveOpen) {
         producer.beginTransaction();
@@ -73,7 +81,8 @@ public final class TxnProduce {
     } catch (Exception e) {
       e.printStackTrace();
       System.out.println(summary(txnId, tag, records, partitions, committed, aborted, null)
-          .replaceFirst("\\}$", ",\"error\":" + Json.str(e.getClass().getName()) + "}"));
+          .replaceFirst("\\}$", ",\"error\":" + Json.str(e.getClass().getName()) + ",\"uncertain\":"
+              + (current < 0 ? "null" : current) + "}"));
       System.out.flush();
       producer.close(java.time.Duration.ofSeconds(5));
       System.exit(1);
