@@ -4,6 +4,8 @@
 #   - Java 17 + Maven, then Apache Kafka's own jars (kafka-clients, kafka-tools, ...) from Maven Central into
 #     tests/integration/.deps/kafka-libs and the small Java programs of tests/integration/java compiled against them,
 #   - Kafka Connect's worker (tests/integration/apps/connect-pom.xml) into tests/integration/.deps/connect-libs,
+#   - Kafka Streams + rocksdbjni (tests/integration/apps/streams-pom.xml) into tests/integration/.deps/streams-libs and
+#     the Streams apps of tests/integration/apps/streams compiled against them into .deps/streams-classes,
 #   - Python packages pinned in tests/integration/requirements.txt (pytest, confluent-kafka, kafka-python),
 #   - tests/integration/go: mala-go-client (franz-go and sarama, versions pinned in go.mod/go.sum, from the Go module
 #     proxy) built into tests/integration/.deps/bin,
@@ -92,6 +94,19 @@ resolve_app() {  # resolve_app POM DIR: the runtime jars of the POM's dependenci
   fi
 }
 resolve_app "$it_dir/apps/connect-pom.xml" "$deps_dir/connect-libs"
+resolve_app "$it_dir/apps/streams-pom.xml" "$deps_dir/streams-libs"
+
+# --- Kafka Streams applications (issue 22), compiled against .deps/streams-libs -----------------------------------------
+streams_classes=$deps_dir/streams-classes
+mapfile -t streams_sources < <(find "$it_dir/apps/streams" -name '*.java' | sort)
+streams_hash=$(cat "${streams_sources[@]}" "$deps_dir/streams-libs/.pom-sha256" | sha256sum | cut -d' ' -f1)
+if [[ ! -f $streams_classes/.src-sha256 || $(cat "$streams_classes/.src-sha256") != "$streams_hash" ]]; then
+  echo "install-test-clients: compiling ${#streams_sources[@]} Kafka Streams app(s)"
+  rm -rf "$streams_classes"
+  mkdir -p "$streams_classes"
+  javac -encoding UTF-8 --release 17 -cp "$deps_dir/streams-libs/*" -d "$streams_classes" "${streams_sources[@]}"
+  echo "$streams_hash" >"$streams_classes/.src-sha256"
+fi
 
 # --- Small Java programs -----------------------------------------------------------------------------------------
 classes_dir=$deps_dir/classes
@@ -139,4 +154,4 @@ if [[ ! -f $node_dir/node_modules/.lock-sha256 || $(cat "$node_dir/node_modules/
   echo "$lock_hash" >"$node_dir/node_modules/.lock-sha256"
 fi
 
-echo "install-test-clients: kcat, Java tools (Kafka $(ls "$libs_dir" | sed -n 's/^kafka-clients-\(.*\)\.jar$/\1/p')), Python clients, mala-go-client, KafkaJS ready"
+echo "install-test-clients: kcat, Java tools (Kafka $(ls "$libs_dir" | sed -n 's/^kafka-clients-\(.*\)\.jar$/\1/p')), Kafka Streams, Python clients, mala-go-client, KafkaJS ready"

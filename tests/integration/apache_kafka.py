@@ -25,10 +25,14 @@ def free_port() -> int:
 
 
 def kafka_cluster_id() -> str:
-    """A random cluster id in Kafka's form (a base64url uuid without padding)."""
+    """A random cluster id in Kafka's form (a base64url uuid without padding). Never one starting with "-": the
+    storage tool's argument parser would take it for a flag ("--cluster-id/-t: expected one argument")."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class ApacheKafkaNode:

@@ -16,6 +16,12 @@
 //	mala-go-client franz group-consume --bootstrap B --topic T --group G --count N [--group-protocol classic|consumer]
 //	        [--commit]
 //	    one line per record as consume; joins the group, reads N records, commits them with --commit, leaves
+//	mala-go-client franz txn-produce --bootstrap B --topic T --transactional-id ID --transactions N --records M
+//	        --partitions P [--abort-every K] [--tag TAG]
+//	    one summary line, as the Java TxnProduce prints (franz_txn.go)
+//	mala-go-client franz txn-copy --bootstrap B --topic IN --output OUT --group G --transactional-id ID --count N
+//	        [--abort-every K] [--max-poll-records R]
+//	    GroupTransactSession consume-transform-produce; one summary line {"copied","committed","aborted"}
 package main
 
 import (
@@ -50,6 +56,13 @@ type options struct {
 	group             string
 	groupProtocol     string
 	commit            bool
+	transactionalID   string
+	transactions      int
+	records           int
+	abortEvery        int
+	tag               string
+	output            string
+	maxPollRecords    int
 }
 
 type multiFlag []string
@@ -213,6 +226,13 @@ func main() {
 	fs.StringVar(&o.group, "group", "", "group-consume: the consumer group")
 	fs.StringVar(&o.groupProtocol, "group-protocol", "classic", "group-consume: classic|consumer (KIP-848)")
 	fs.BoolVar(&o.commit, "commit", false, "group-consume: commit what was read before leaving")
+	fs.StringVar(&o.transactionalID, "transactional-id", "", "txn-produce / txn-copy: the transactional id")
+	fs.IntVar(&o.transactions, "transactions", 1, "txn-produce: transactions")
+	fs.IntVar(&o.records, "records", 1, "txn-produce: records per transaction")
+	fs.IntVar(&o.abortEvery, "abort-every", 0, "txn-produce / txn-copy: abort every K-th transaction (0: none)")
+	fs.StringVar(&o.tag, "tag", "", "txn-produce: the records' tag (default: the transactional id)")
+	fs.StringVar(&o.output, "output", "", "txn-copy: the output topic")
+	fs.IntVar(&o.maxPollRecords, "max-poll-records", 50, "txn-copy: records per poll (one transaction each)")
 	if err := fs.Parse(rest); err != nil {
 		usage(err.Error())
 	}
@@ -232,6 +252,27 @@ func main() {
 			usage("group-consume is a franz command")
 		}
 		if err := franzGroupConsume(ctx, o, func(r record) { printJSON(r) }); err != nil {
+			fail(err)
+		}
+		return
+	}
+
+	if cmd == "txn-produce" || cmd == "txn-copy" {
+		if lib != "franz" {
+			usage(cmd + " is a franz command")
+		}
+		if o.transactionalID == "" {
+			usage("--transactional-id is required")
+		}
+		var v any
+		var err error
+		if cmd == "txn-produce" {
+			v, err = franzTxnProduce(ctx, o)
+		} else {
+			v, err = franzTxnCopy(ctx, o)
+		}
+		printJSON(v)
+		if err != nil {
 			fail(err)
 		}
 		return

@@ -14,6 +14,16 @@
 //   node kafkajs-client.js group-consume --topic T --group G --count N [--commit]
 //     KafkaJS's group consumer (classic protocol; KafkaJS has no KIP-848 support): joins G, prints N records as
 //     consume does, commits them with --commit (resolved offsets), disconnects (LeaveGroup)
+//   node kafkajs-client.js txn-produce --topic T --transactional-id ID --transactions N --records M --partitions P
+//        [--abort-every K] [--tag TAG]
+//     KafkaJS transactions (producer.transaction(), send, commit / abort): record i of transaction t has key
+//     "<tag>-<t>", value "<tag>:<t>:<i>:<M>", partition i % P; t aborted when t % K == K-1. One summary line, as the
+//     Java TxnProduce prints: {"transactional_id","tag","records_per_txn","partitions","committed","aborted","open"}
+//   node kafkajs-client.js txn-copy --topic IN --output OUT --group G --transactional-id ID --count N [--abort-every K]
+//     consume-transform-produce: a read_committed group consumer (eachBatch), one transaction per batch copying each
+//     record to OUT (same partition and key, value "copy:<value>") with transaction.sendOffsets for the group; every
+//     K-th transaction aborted (the consumer seeks back to the batch's first offset). Stops after N records copied by
+//     committed transactions; one summary line {"copied","committed","aborted"}
 //
 // KafkaJS's consumer only works inside a consumer group (it has no assign/seek without one), and this milestone
 // of Mala serves consumers without groups. So `consume` uses KafkaJS's own cluster and broker layer, the one its
@@ -34,6 +44,7 @@ function parseArgs(argv) {
     bootstrap: '', topic: '', count: 1, keyPrefix: '', valuePrefix: 'value-', partition: -1, offset: -2,
     compression: 'none', acks: -1, idempotent: false, autoCreate: false, partitions: 1, replicationFactor: 1,
     configs: [], timeout: 30000, group: '', commit: false,
+    transactionalId: '', transactions: 1, records: 1, abortEvery: 0, tag: '', output: '',
   }
   const names = {
     '--bootstrap': ['bootstrap', String], '--topic': ['topic', String], '--count': ['count', Number],
@@ -41,7 +52,9 @@ function parseArgs(argv) {
     '--partition': ['partition', Number], '--offset': ['offset', String], '--compression': ['compression', String],
     '--acks': ['acks', Number], '--partitions': ['partitions', Number],
     '--replication-factor': ['replicationFactor', Number], '--timeout': ['timeout', Number],
-    '--group': ['group', String],
+    '--group': ['group', String], '--transactional-id': ['transactionalId', String],
+    '--transactions': ['transactions', Number], '--records': ['records', Number],
+    '--abort-every': ['abortEvery', Number], '--tag': ['tag', String], '--output': ['output', String],
   }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
@@ -288,6 +301,95 @@ async function groupConsume(kafka, o) {
   }
 }
 
+async function txnProduce(kafka, o) {
+  if (!o.transactionalId) usage('--transactional-id is required')
+  const tag = o.tag || o.transactionalId
+  const summary = {
+    transactional_id: o.transactionalId, tag, records_per_txn: o.records, partitions: o.partitions,
+    committed: [], aborted: [], open: null,
+  }
+  const producer = kafka.producer({ transactionalId: o.transactionalId, idempotent: true, maxInFlightRequests: 1 })
+  await producer.connect()
+  try {
+    for (let t = 0; t < o.transactions; t++) {
+      const txn = await producer.transaction()
+      const messages = []
+      for (let i = 0; i < o.records; i++) {
+        messages.push({ key: `${tag}-${t}`, value: `${tag}:${t}:${i}:${o.records}`, partition: i % o.partitions })
+      }
+      await txn.send({ topic: o.topic, messages, acks: -1 })
+      if (o.abortEvery > 0 && t % o.abortEvery === o.abortEvery - 1) {
+        await txn.abort()
+        summary.aborted.push(t)
+      } else {
+        await txn.commit()
+        summary.committed.push(t)
+      }
+    }
+  } finally {
+    print(summary)
+    await producer.disconnect()
+  }
+}
+
+async function txnCopy(kafka, o) {
+  if (!o.transactionalId || !o.group || !o.output) usage('--transactional-id, --group and --output are required')
+  const summary = { copied: 0, committed: 0, aborted: 0 }
+  const producer = kafka.producer({ transactionalId: o.transactionalId, idempotent: true, maxInFlightRequests: 1 })
+  const consumer = kafka.consumer({
+    groupId: o.group, readUncommitted: false, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200,
+  })
+  await producer.connect()
+  await consumer.connect()
+  let transactions = 0
+  let resolve
+  let reject
+  const done = new Promise((res, rej) => { resolve = res; reject = rej })
+  try {
+    await consumer.subscribe({ topic: o.topic, fromBeginning: true })
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch }) => {
+        if (summary.copied >= o.count || batch.messages.length === 0) return
+        try {
+          const txn = await producer.transaction()
+          transactions++
+          await txn.send({
+            topic: o.output,
+            acks: -1,
+            messages: batch.messages.map(m => ({ key: m.key, value: `copy:${m.value}`, partition: batch.partition })),
+          })
+          const next = (BigInt(batch.messages[batch.messages.length - 1].offset) + 1n).toString()
+          await txn.sendOffsets({
+            consumerGroupId: o.group,
+            topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: next }] }],
+          })
+          if (o.abortEvery > 0 && transactions % o.abortEvery === 0) {
+            await txn.abort()
+            summary.aborted++
+            // Read the batch again: back to its first offset (the group's committed offset).
+            consumer.seek({ topic: batch.topic, partition: batch.partition, offset: batch.messages[0].offset })
+            return
+          }
+          await txn.commit()
+          summary.committed++
+          summary.copied += batch.messages.length
+          consumer.seek({ topic: batch.topic, partition: batch.partition, offset: next })
+          if (summary.copied >= o.count) resolve()
+        } catch (e) {
+          reject(e)
+        }
+      },
+    })
+    await done
+  } finally {
+    print(summary)
+    await consumer.disconnect()
+    await producer.disconnect()
+  }
+}
+
 async function main() {
   const argv = process.argv.slice(2)
   const cmd = argv.shift()
@@ -312,6 +414,8 @@ async function main() {
   else if (cmd === 'consume') await consume(kafka, o)
   else if (cmd === 'admin') await admin(kafka, sub, o)
   else if (cmd === 'group-consume') await groupConsume(kafka, o)
+  else if (cmd === 'txn-produce') await txnProduce(kafka, o)
+  else if (cmd === 'txn-copy') await txnCopy(kafka, o)
   else usage(`unknown command ${cmd}`)
 }
 

@@ -86,7 +86,7 @@ public final class Consume {
     System.exit(exit);
   }
 
-  private static boolean reachedEnd(KafkaConsumer<String, String> consumer, Map<TopicPartition, Long> ends) {
+  static boolean reachedEnd(KafkaConsumer<String, String> consumer, Map<TopicPartition, Long> ends) {
     for (Map.Entry<TopicPartition, Long> e : ends.entrySet()) {
       if (consumer.position(e.getKey(), Duration.ofSeconds(10)) < e.getValue()) return false;
     }
