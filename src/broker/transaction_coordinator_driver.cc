@@ -155,6 +155,7 @@ struct transaction_coordinator_driver::impl {
     m.producer_epoch = request.producer_epoch;
     m.transaction_result = request.commit;
     m.coordinator_epoch = request.coordinator_epoch;
+    m.transaction_version = static_cast<int8_t>(request.transaction_version);
     for (const auto& p : request.partitions) {
       if (m.topics.empty() || m.topics.back().name != p.topic) m.topics.emplace_back().name = p.topic;
       m.topics.back().partition_indexes.push_back(p.partition);

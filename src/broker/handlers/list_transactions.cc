@@ -17,6 +17,7 @@ asio::awaitable<std::optional<list_transactions_handler::response>> list_transac
   filter.states = req.state_filters;
   filter.producer_ids = req.producer_id_filters;
   filter.duration_ms = req.duration_filter;
+  filter.id_pattern = req.transactional_id_pattern;
   auto call = [filter](coordinator::transaction_coordinator& c, auto done) { done(c.list(filter)); };
   auto listed = co_await call_transaction_coordinator<coordinator::list_transactions_result>(ctx.services,
                                                                                              std::move(call));

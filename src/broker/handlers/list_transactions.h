@@ -1,6 +1,6 @@
 // ListTransactions (key 66; kafka-transactions.sh list / find-hanging): the transactions this node
 // coordinates, filtered by state names (unknown names are echoed in UnknownStateFilters), producer ids and
-// (v1+) how long they have been open. COORDINATOR_LOAD_IN_PROGRESS while a partition loads.
+// (v1+) how long they have been open and (v2+) a regular expression the whole id must match. COORDINATOR_LOAD_IN_PROGRESS while a partition loads.
 #pragma once
 
 #include <optional>
@@ -18,7 +18,7 @@ struct list_transactions_handler {
   using response = protocol::list_transactions_response;
   static constexpr int16_t api_key = 66;
   static constexpr int16_t min_version = 0;
-  static constexpr int16_t max_version = 1;
+  static constexpr int16_t max_version = 2;
 
   static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
                                                                int16_t version);
