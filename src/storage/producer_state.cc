@@ -323,6 +323,28 @@ result<producer_check_outcome> producer_state_manager::check_records(std::span<c
   return check(headers, log_never_written);
 }
 
+status producer_state_manager::check_marker(const txn_marker_request& marker) const {
+  const producer_state_entry* entry = find(marker.producer_id);
+  if (!entry) return status::success();
+  const std::string what = "marker of producer " + std::to_string(marker.producer_id) + " epoch " +
+                           std::to_string(marker.producer_epoch) + " coordinator epoch " +
+                           std::to_string(marker.coordinator_epoch);
+  // Kafka's ProducerAppendInfo.checkProducerEpoch for a coordinator's marker.
+  const bool epoch_bumped = marker.transaction_version >= 2;
+  if (marker.producer_epoch < entry->producer_epoch ||
+      (epoch_bumped && marker.producer_epoch == entry->producer_epoch && entry->current_txn_first_offset)) {
+    return status::error(error_code::invalid_producer_epoch,
+                         what + ": the producer's epoch is " + std::to_string(entry->producer_epoch) +
+                             (epoch_bumped ? " (transactions v2 markers carry a bumped epoch)" : ""));
+  }
+  if (marker.coordinator_epoch < entry->coordinator_epoch) {
+    return status::error(error_code::transaction_coordinator_fenced,
+                         what + ": the producer's last marker came from coordinator epoch " +
+                             std::to_string(entry->coordinator_epoch));
+  }
+  return status::success();
+}
+
 void producer_state_manager::apply_data_batch(const proto::record_batch_header& batch, int64_t first_offset) {
   auto [it, inserted] = _producers.try_emplace(batch.producer_id);
   auto& entry = it->second;
@@ -331,13 +353,37 @@ void producer_state_manager::apply_data_batch(const proto::record_batch_header& 
   set_epoch(entry, batch.producer_epoch);
   add_batch(entry, metadata_of(batch, first_offset));
   entry.last_timestamp = batch.max_timestamp;
-  if (batch.is_transactional() && !entry.current_txn_first_offset)
+  if (batch.is_transactional() && !entry.current_txn_first_offset) {
     entry.current_txn_first_offset = first_offset;
+    _ongoing_txns.emplace(first_offset, batch.producer_id);
+  }
 }
 
-void producer_state_manager::apply_batch(std::span<const uint8_t> batch) {
+std::optional<completed_txn> producer_state_manager::complete_txn(producer_state_entry& entry,
+                                                                  int64_t marker_offset, bool aborted) {
+  if (!entry.current_txn_first_offset) return std::nullopt;
+  completed_txn done{.producer_id = entry.producer_id,
+                     .first_offset = *entry.current_txn_first_offset,
+                     .last_offset = marker_offset,
+                     .aborted = aborted,
+                     .last_stable_offset = marker_offset + 1};
+  // Kafka's lastStableOffset(completedTxn): the earliest transaction still open by another producer.
+  for (const auto& [first, producer] : _ongoing_txns) {
+    if (producer != entry.producer_id) {
+      done.last_stable_offset = first;
+      break;
+    }
+  }
+  _ongoing_txns.erase(done.first_offset);
+  _unreplicated_txns.insert_or_assign(done.first_offset, done);
+  entry.current_txn_first_offset.reset();
+  return done;
+}
+
+std::optional<completed_txn> producer_state_manager::apply_batch(std::span<const uint8_t> batch) {
   auto header = proto::parse_batch_header(batch);
-  if (!header) return;
+  if (!header) return std::nullopt;
+  std::optional<completed_txn> completed;
   if (header->producer_id != proto::no_producer_id) {
     if (!header->is_control()) {
       apply_data_batch(*header, header->base_offset);
@@ -347,16 +393,36 @@ void producer_state_manager::apply_batch(std::span<const uint8_t> batch) {
       if (inserted) entry.producer_id = header->producer_id;
       set_epoch(entry, header->producer_epoch);
       entry.coordinator_epoch = marker->coordinator_epoch;
-      entry.current_txn_first_offset.reset();
+      completed = complete_txn(entry, header->base_offset, !marker->is_commit());
       entry.last_timestamp = marker->timestamp;
     }
   }
   _map_end_offset = header->next_offset();
+  return completed;
 }
 
-void producer_state_manager::on_append(std::span<const uint8_t> records) {
+std::vector<completed_txn> producer_state_manager::on_append(std::span<const uint8_t> records) {
+  std::vector<completed_txn> completed;
   proto::batch_splitter splitter(records);
-  while (auto batch = splitter.next()) apply_batch(*batch);
+  while (auto batch = splitter.next()) {
+    if (auto done = apply_batch(*batch)) completed.push_back(*done);
+  }
+  return completed;
+}
+
+std::optional<int64_t> producer_state_manager::first_unstable_offset() const {
+  std::optional<int64_t> first;
+  if (!_ongoing_txns.empty()) first = _ongoing_txns.begin()->first;
+  if (!_unreplicated_txns.empty()) {
+    const int64_t unreplicated = _unreplicated_txns.begin()->first;
+    first = first ? std::min(*first, unreplicated) : unreplicated;
+  }
+  return first;
+}
+
+void producer_state_manager::on_high_watermark_updated(int64_t high_watermark) {
+  std::erase_if(_unreplicated_txns,
+                [&](const auto& item) { return item.second.last_offset < high_watermark; });
 }
 
 void producer_state_manager::update(const proto::record_batch_header& batch, int64_t first_offset) {
@@ -365,17 +431,28 @@ void producer_state_manager::update(const proto::record_batch_header& batch, int
   _map_end_offset = first_offset + batch.last_offset_delta + 1;
 }
 
-status producer_state_manager::reload(const partition_log& log, int64_t now_ms) {
+status producer_state_manager::reload(partition_log& log, int64_t now_ms) {
+  const aborted_txn_rebuild rebuild{
+      .truncate_from = [&log](int64_t offset) { return log.truncate_aborted_txns(offset); },
+      .append =
+          [&log](const completed_txn& txn) {
+            return log.append_aborted_txn({.producer_id = txn.producer_id,
+                                           .first_offset = txn.first_offset,
+                                           .last_offset = txn.last_offset,
+                                           .last_stable_offset = txn.last_stable_offset});
+          },
+  };
   return reload(
       log.log_start_offset(), log.log_end_offset(),
       [&log](int64_t from, int64_t to, const log_batch_visitor& visit) {
         return scan_log_batches(log, from, to, visit);
       },
-      now_ms);
+      now_ms, &rebuild);
 }
 
 status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_offset,
-                                      const log_batch_scanner& scan, int64_t now_ms) {
+                                      const log_batch_scanner& scan, int64_t now_ms,
+                                      const aborted_txn_rebuild* rebuild) {
   // Kafka's truncateAndReload: a snapshot above the log end describes batches that are gone; one at or below
   // the log start offset describes producers whose batches retention may have deleted.
   std::vector<int64_t> out_of_range;
@@ -390,6 +467,8 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
   }
 
   _producers.clear();
+  _ongoing_txns.clear();
+  _unreplicated_txns.clear();
   _map_end_offset = log_start_offset;
   _last_snapshot_offset = log_start_offset;
   while (!_snapshots.empty()) {
@@ -410,7 +489,11 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
       continue;
     }
     for (auto& entry : *entries) {
-      if (!expired(entry, now_ms)) _producers.insert_or_assign(entry.producer_id, std::move(entry));
+      if (expired(entry, now_ms)) continue;
+      // Kafka's loadFromSnapshot: an open transaction in the snapshot is open at its offset.
+      if (entry.current_txn_first_offset)
+        _ongoing_txns.emplace(*entry.current_txn_first_offset, entry.producer_id);
+      _producers.insert_or_assign(entry.producer_id, std::move(entry));
     }
     _map_end_offset = offset;
     _last_snapshot_offset = offset;
@@ -418,11 +501,19 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
   }
 
   const int64_t replay_from = _map_end_offset;
+  // The aborted-transaction entries from here on are rebuilt by the replay (Kafka's LogSegment.recover
+  // rebuilds a recovered segment's .txnindex the same way), so a crash that lost some leaves none missing.
+  if (rebuild) {
+    if (auto st = rebuild->truncate_from(replay_from); !st.ok()) return st;
+  }
   if (log_end_offset > replay_from) {
-    if (auto st = scan(replay_from, log_end_offset, [this](std::span<const uint8_t> b) { apply_batch(b); });
-        !st.ok()) {
-      return st;
-    }
+    status index_error;
+    auto st = scan(replay_from, log_end_offset, [&](std::span<const uint8_t> b) {
+      auto done = apply_batch(b);
+      if (done && done->aborted && rebuild && index_error.ok()) index_error = rebuild->append(*done);
+    });
+    if (!st.ok()) return st;
+    if (!index_error.ok()) return index_error;
   }
   subsystem_logger("storage")->debug(
       "{}: producer state of {} producers loaded up to offset {} (replayed from {})", _dir, _producers.size(),
@@ -433,6 +524,8 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
 
 status producer_state_manager::truncate_fully_and_start_at(int64_t offset) {
   _producers.clear();
+  _ongoing_txns.clear();
+  _unreplicated_txns.clear();
   while (!_snapshots.empty()) delete_snapshot(_snapshots.begin()->first);
   _map_end_offset = offset;
   _last_snapshot_offset = 0;
@@ -440,6 +533,7 @@ status producer_state_manager::truncate_fully_and_start_at(int64_t offset) {
 }
 
 void producer_state_manager::on_log_start_offset_incremented(int64_t log_start_offset) {
+  on_high_watermark_updated(log_start_offset);
   _map_end_offset = std::max(_map_end_offset, log_start_offset);
   _last_snapshot_offset = latest_snapshot_offset().value_or(log_start_offset);
 }

@@ -38,6 +38,18 @@ struct txn_marker {
   friend bool operator==(const txn_marker&, const txn_marker&) = default;
 };
 
+// A marker the transaction coordinator asks a partition leader to write (one partition of a WriteTxnMarkers
+// entry), before it is a batch.
+struct txn_marker_request {
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  bool commit = false;
+  int32_t coordinator_epoch = 0;
+  // WriteTxnMarkers v2's TransactionVersion (0 before v2): 2 means KIP-890 transactions v2, where every end
+  // of a transaction bumps the producer epoch.
+  int8_t transaction_version = 0;
+};
+
 // One control batch holding `marker`, base offset 0 (the log assigns it), partition leader epoch -1 (the
 // leader stamps it), CRC valid.
 std::vector<uint8_t> encode_txn_marker_batch(const txn_marker& marker);
