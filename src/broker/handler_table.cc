@@ -25,6 +25,7 @@
 #include "handlers/describe_configs.h"
 #include "handlers/describe_groups.h"
 #include "handlers/describe_log_dirs.h"
+#include "handlers/describe_producers.h"
 #include "handlers/describe_quorum.h"
 #include "handlers/describe_topic_partitions.h"
 #include "handlers/elect_leaders.h"
@@ -47,6 +48,7 @@
 #include "handlers/produce.h"
 #include "handlers/sync_group.h"
 #include "handlers/vote.h"
+#include "handlers/write_txn_markers.h"
 
 namespace mala::broker {
 
@@ -144,6 +146,8 @@ handler_table::handler_table() {
       entry<handlers::create_topics_handler>("CreateTopics"),
       entry<handlers::delete_topics_handler>("DeleteTopics"),
       entry<handlers::init_producer_id_handler>("InitProducerId"),
+      entry<handlers::write_txn_markers_handler>("WriteTxnMarkers"),
+      entry<handlers::describe_producers_handler>("DescribeProducers"),
       entry<handlers::describe_configs_handler>("DescribeConfigs"),
       entry<handlers::alter_configs_handler>("AlterConfigs"),
       entry<handlers::describe_acls_handler>("DescribeAcls"),

@@ -4,6 +4,7 @@
 #include <limits>
 #include <system_error>
 
+#include "big_endian.h"
 #include "file_io.h"
 #include "mala/common/crc32c.h"
 #include "mala/common/logging.h"
@@ -76,21 +77,6 @@ std::string describe_retained(const producer_state_entry& entry) {
   return out.empty() ? "none" : out;
 }
 
-template <typename T>
-void put_be(std::string& out, T value) {
-  auto v = static_cast<std::make_unsigned_t<T>>(value);
-  for (int shift = static_cast<int>(sizeof(T) * 8) - 8; shift >= 0; shift -= 8) {
-    out.push_back(static_cast<char>(static_cast<uint8_t>(v >> shift)));
-  }
-}
-
-template <typename T>
-T get_be(std::span<const uint8_t> bytes, size_t pos) {
-  std::make_unsigned_t<T> v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v = static_cast<std::make_unsigned_t<T>>((v << 8) | bytes[pos + i]);
-  return static_cast<T>(v);
-}
-
 status corrupt(std::string what) {
   return status::error(error_code::corrupt_message, "producer snapshot: " + std::move(what));
 }
@@ -115,22 +101,22 @@ int32_t batch_last_sequence(const proto::record_batch_header& batch) {
 std::string encode_producer_snapshot(std::span<const producer_state_entry> entries) {
   std::string out;
   out.reserve(producer_snapshot_entries_offset + 4 + entries.size() * producer_snapshot_entry_size);
-  put_be<int16_t>(out, producer_snapshot_version);
-  put_be<uint32_t>(out, 0);  // CRC, filled in below
-  put_be<int32_t>(out, static_cast<int32_t>(entries.size()));
+  detail::append_be<int16_t>(out, producer_snapshot_version);
+  detail::append_be<uint32_t>(out, 0);  // CRC, filled in below
+  detail::append_be<int32_t>(out, static_cast<int32_t>(entries.size()));
   for (const auto& e : entries) {
     // Kafka keeps only the last batch in a snapshot; the others come back from the log replay after it.
     const bool has_batch = !e.batches.empty();
-    put_be<int64_t>(out, e.producer_id);
-    put_be<int16_t>(out, e.producer_epoch);
-    put_be<int32_t>(out, e.last_sequence());
-    put_be<int64_t>(out, e.last_offset());
-    put_be<int32_t>(
+    detail::append_be<int64_t>(out, e.producer_id);
+    detail::append_be<int16_t>(out, e.producer_epoch);
+    detail::append_be<int32_t>(out, e.last_sequence());
+    detail::append_be<int64_t>(out, e.last_offset());
+    detail::append_be<int32_t>(
         out,
         has_batch ? static_cast<int32_t>(e.batches.back().last_offset - e.batches.back().first_offset) : 0);
-    put_be<int64_t>(out, e.last_timestamp);
-    put_be<int32_t>(out, e.coordinator_epoch);
-    put_be<int64_t>(out, e.current_txn_first_offset.value_or(-1));
+    detail::append_be<int64_t>(out, e.last_timestamp);
+    detail::append_be<int32_t>(out, e.coordinator_epoch);
+    detail::append_be<int64_t>(out, e.current_txn_first_offset.value_or(-1));
   }
   auto covered = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(out.data()), out.size())
                      .subspan(producer_snapshot_entries_offset);
@@ -143,15 +129,15 @@ std::string encode_producer_snapshot(std::span<const producer_state_entry> entri
 
 result<std::vector<producer_state_entry>> decode_producer_snapshot(std::span<const uint8_t> bytes) {
   if (bytes.size() < producer_snapshot_entries_offset + 4) return corrupt("too short");
-  const auto version = get_be<int16_t>(bytes, 0);
+  const auto version = detail::read_be<int16_t>(bytes, 0);
   if (version != producer_snapshot_version) return corrupt("unknown version " + std::to_string(version));
-  const auto stored_crc = get_be<uint32_t>(bytes, producer_snapshot_crc_offset);
+  const auto stored_crc = detail::read_be<uint32_t>(bytes, producer_snapshot_crc_offset);
   const auto computed_crc = crc32c(bytes.subspan(producer_snapshot_entries_offset));
   if (stored_crc != computed_crc) {
     return corrupt("CRC mismatch (stored " + std::to_string(stored_crc) + ", computed " +
                    std::to_string(computed_crc) + ")");
   }
-  const auto count = get_be<int32_t>(bytes, producer_snapshot_entries_offset);
+  const auto count = detail::read_be<int32_t>(bytes, producer_snapshot_entries_offset);
   const size_t body = bytes.size() - producer_snapshot_entries_offset - 4;
   if (count < 0 || body != static_cast<size_t>(count) * producer_snapshot_entry_size) {
     return corrupt(std::to_string(count) + " entries do not fit " + std::to_string(body) + " bytes");
@@ -161,14 +147,14 @@ result<std::vector<producer_state_entry>> decode_producer_snapshot(std::span<con
   size_t pos = producer_snapshot_entries_offset + 4;
   for (int32_t i = 0; i < count; ++i, pos += producer_snapshot_entry_size) {
     producer_state_entry e;
-    e.producer_id = get_be<int64_t>(bytes, pos);
-    e.producer_epoch = get_be<int16_t>(bytes, pos + 8);
-    const auto last_sequence = get_be<int32_t>(bytes, pos + 10);
-    const auto last_offset = get_be<int64_t>(bytes, pos + 14);
-    const auto offset_delta = get_be<int32_t>(bytes, pos + 22);
-    e.last_timestamp = get_be<int64_t>(bytes, pos + 26);
-    e.coordinator_epoch = get_be<int32_t>(bytes, pos + 34);
-    const auto txn_first_offset = get_be<int64_t>(bytes, pos + 38);
+    e.producer_id = detail::read_be<int64_t>(bytes, pos);
+    e.producer_epoch = detail::read_be<int16_t>(bytes, pos + 8);
+    const auto last_sequence = detail::read_be<int32_t>(bytes, pos + 10);
+    const auto last_offset = detail::read_be<int64_t>(bytes, pos + 14);
+    const auto offset_delta = detail::read_be<int32_t>(bytes, pos + 22);
+    e.last_timestamp = detail::read_be<int64_t>(bytes, pos + 26);
+    e.coordinator_epoch = detail::read_be<int32_t>(bytes, pos + 34);
+    const auto txn_first_offset = detail::read_be<int64_t>(bytes, pos + 38);
     if (txn_first_offset >= 0) e.current_txn_first_offset = txn_first_offset;
     if (last_offset >= 0) {
       e.batches.push_back({.first_sequence = decrement_sequence(last_sequence, offset_delta),
@@ -503,7 +489,7 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
   const int64_t replay_from = _map_end_offset;
   // The aborted-transaction entries from here on are rebuilt by the replay (Kafka's LogSegment.recover
   // rebuilds a recovered segment's .txnindex the same way), so a crash that lost some leaves none missing.
-  if (rebuild) {
+  if (rebuild && log_end_offset > replay_from) {
     if (auto st = rebuild->truncate_from(replay_from); !st.ok()) return st;
   }
   if (log_end_offset > replay_from) {

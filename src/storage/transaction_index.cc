@@ -3,37 +3,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "big_endian.h"
 #include "file_io.h"
 
 namespace mala::storage {
 
-namespace {
-
-template <typename T>
-void put_be(std::string& out, T value) {
-  auto v = static_cast<std::make_unsigned_t<T>>(value);
-  for (int shift = static_cast<int>(sizeof(T) * 8) - 8; shift >= 0; shift -= 8) {
-    out.push_back(static_cast<char>(static_cast<uint8_t>(v >> shift)));
-  }
-}
-
-template <typename T>
-T get_be(std::span<const uint8_t> bytes, size_t pos) {
-  std::make_unsigned_t<T> v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v = static_cast<std::make_unsigned_t<T>>((v << 8) | bytes[pos + i]);
-  return static_cast<T>(v);
-}
-
-}  // namespace
-
 std::string encode_aborted_txn(const aborted_txn& txn) {
   std::string out;
   out.reserve(aborted_txn_entry_size);
-  put_be<int16_t>(out, aborted_txn_version);
-  put_be<int64_t>(out, txn.producer_id);
-  put_be<int64_t>(out, txn.first_offset);
-  put_be<int64_t>(out, txn.last_offset);
-  put_be<int64_t>(out, txn.last_stable_offset);
+  detail::append_be<int16_t>(out, aborted_txn_version);
+  detail::append_be<int64_t>(out, txn.producer_id);
+  detail::append_be<int64_t>(out, txn.first_offset);
+  detail::append_be<int64_t>(out, txn.last_offset);
+  detail::append_be<int64_t>(out, txn.last_stable_offset);
   return out;
 }
 
@@ -41,16 +23,16 @@ result<std::vector<aborted_txn>> decode_aborted_txns(std::span<const uint8_t> by
   std::vector<aborted_txn> out;
   out.reserve(bytes.size() / aborted_txn_entry_size);
   for (size_t pos = 0; pos + aborted_txn_entry_size <= bytes.size(); pos += aborted_txn_entry_size) {
-    const auto version = get_be<int16_t>(bytes, pos);
+    const auto version = detail::read_be<int16_t>(bytes, pos);
     if (version != aborted_txn_version) {
       return status::error(error_code::corrupt_message, "aborted transaction entry of unknown version " +
                                                             std::to_string(version) + " at byte " +
                                                             std::to_string(pos));
     }
-    out.push_back({.producer_id = get_be<int64_t>(bytes, pos + 2),
-                   .first_offset = get_be<int64_t>(bytes, pos + 10),
-                   .last_offset = get_be<int64_t>(bytes, pos + 18),
-                   .last_stable_offset = get_be<int64_t>(bytes, pos + 26)});
+    out.push_back({.producer_id = detail::read_be<int64_t>(bytes, pos + 2),
+                   .first_offset = detail::read_be<int64_t>(bytes, pos + 10),
+                   .last_offset = detail::read_be<int64_t>(bytes, pos + 18),
+                   .last_stable_offset = detail::read_be<int64_t>(bytes, pos + 26)});
   }
   return out;
 }
