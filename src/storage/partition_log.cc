@@ -729,8 +729,8 @@ result<std::vector<aborted_txn>> partition_log::collect_aborted_transactions(int
   auto it = m.floor_segment(fetch_offset);
   if (it == m.segments.end()) it = m.segments.begin();
   // Kafka's LocalLog.collectAbortedTransactions: from the segment holding the fetch offset on, until an entry
-  // shows that no later one can overlap the range (its LSO is at or past the upper bound). A later segment may
-  // hold the abort of a transaction that started inside the range, so the walk is not cut at the bound.
+  // shows that no later one can overlap the range (its LSO is at or past the upper bound). A later segment
+  // may hold the abort of a transaction that started inside the range, so the walk is not cut at the bound.
   for (; it != m.segments.end(); ++it) {
     auto complete = it->second->txns().collect(fetch_offset, upper_bound, out);
     if (!complete) return storage_error(m.tp, complete.error().message);
