@@ -27,6 +27,7 @@
 #include "handlers/describe_configs.h"
 #include "handlers/describe_groups.h"
 #include "handlers/describe_log_dirs.h"
+#include "handlers/describe_producers.h"
 #include "handlers/describe_quorum.h"
 #include "handlers/describe_topic_partitions.h"
 #include "handlers/describe_transactions.h"
@@ -52,6 +53,7 @@
 #include "handlers/produce.h"
 #include "handlers/sync_group.h"
 #include "handlers/vote.h"
+#include "handlers/write_txn_markers.h"
 
 namespace mala::broker {
 
@@ -154,6 +156,8 @@ handler_table::handler_table() {
       entry<handlers::end_txn_handler>("EndTxn"),
       entry<handlers::describe_transactions_handler>("DescribeTransactions"),
       entry<handlers::list_transactions_handler>("ListTransactions"),
+      entry<handlers::write_txn_markers_handler>("WriteTxnMarkers"),
+      entry<handlers::describe_producers_handler>("DescribeProducers"),
       entry<handlers::describe_configs_handler>("DescribeConfigs"),
       entry<handlers::alter_configs_handler>("AlterConfigs"),
       entry<handlers::describe_acls_handler>("DescribeAcls"),

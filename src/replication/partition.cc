@@ -60,6 +60,7 @@ partition::partition(storage::partition_log* log, uuid topic_id, partition_optio
     }
   }
   if (!_load_status.ok()) subsystem_logger("replication")->error("{}", _load_status.message);
+  high_watermark_changed();
   _last_producer_expiry_check_ms = now_ms();
   // Kafka snapshots the producer state at every segment roll (UnifiedLog.roll), so that a restart replays at
   // most the active segment. Not fsynced here, on the shard: the log syncs it with the flush the roll makes
@@ -104,6 +105,13 @@ bool partition::under_min_isr() const {
 
 bool partition::under_replicated() const {
   return _is_leader && _state.isr.size() < _state.replicas.size();
+}
+
+int64_t partition::last_stable_offset() const {
+  const auto first_unstable = _producers ? _producers->first_unstable_offset() : std::nullopt;
+  if (!first_unstable || *first_unstable >= _high_watermark) return _high_watermark;
+  // Kafka raises the first unstable offset to the log start offset (maybeIncrementFirstUnstableOffset).
+  return std::max(*first_unstable, _log->log_start_offset());
 }
 
 int64_t partition::log_start_offset() const {
@@ -223,8 +231,32 @@ bool partition::maybe_increment_high_watermark(int64_t now) {
   return true;
 }
 
+void partition::high_watermark_changed() {
+  if (_producers) _producers->on_high_watermark_updated(_high_watermark);
+}
+
+status partition::index_aborted_txns(const std::vector<storage::completed_txn>& completed) {
+  for (const auto& txn : completed) {
+    if (!txn.aborted) continue;
+    // Kafka's UnifiedLog.append: the abort goes into the index after the data is in the log.
+    auto st = _log->append_aborted_txn({.producer_id = txn.producer_id,
+                                        .first_offset = txn.first_offset,
+                                        .last_offset = txn.last_offset,
+                                        .last_stable_offset = txn.last_stable_offset});
+    if (!st.ok()) {
+      subsystem_logger("replication")
+          ->error("{}: cannot index the aborted transaction of producer {} ({}..{}): {}",
+                  describe(topic_partition()), txn.producer_id, txn.first_offset, txn.last_offset,
+                  st.message);
+      return st;
+    }
+  }
+  return status::success();
+}
+
 void partition::set_high_watermark(int64_t offset) {
   _high_watermark = offset;
+  high_watermark_changed();
   // The epoch's start is reached: "latest" is safe to answer again.
   if (_leader_epoch_start_offset && *_leader_epoch_start_offset <= _high_watermark)
     _leader_epoch_start_offset.reset();
@@ -353,16 +385,50 @@ result<append_outcome> partition::append_as_leader(std::span<uint8_t> records, p
   if (batch) {
     _producers->update(batch->header, batch->header.base_offset);
   } else {
-    _producers->on_append(records);
+    (void)index_aborted_txns(_producers->on_append(records));
   }
+  return finish_leader_append(*appended, acks, now);
+}
 
+result<append_outcome> partition::append_txn_marker(const storage::txn_marker_request& marker) {
+  const auto& tp = topic_partition();
+  if (_log->is_offline()) return _log->offline_error();
+  if (!_is_leader) {
+    return status::error(error_code::not_leader_or_follower,
+                         describe(tp) + ": not the leader on " + std::to_string(_options.local_replica_id));
+  }
+  constexpr int16_t acks_all = -1;
+  if (auto code = check_acks_before_append(acks_all, _state.isr.size(), min_insync_replicas());
+      code != error_code::none) {
+    return status::error(code, describe(tp) + ": transaction marker with isr " + ids_string(_state.isr) +
+                                   " and min.insync.replicas " + std::to_string(min_insync_replicas()));
+  }
+  if (!_producers) return _load_status;
+  if (auto st = _producers->check_marker(marker); !st.ok()) {
+    return status::error(st.code, describe(tp) + ": " + st.message);
+  }
+  const int64_t now = now_ms();
+  auto bytes = storage::encode_txn_marker_batch(
+      {.producer_id = marker.producer_id,
+       .producer_epoch = marker.producer_epoch,
+       .type = marker.commit ? storage::txn_marker_type::commit : storage::txn_marker_type::abort,
+       .coordinator_epoch = marker.coordinator_epoch,
+       .timestamp = now});
+  auto appended = _log->append_as_leader(bytes, _state.leader_epoch);
+  if (!appended) return appended.error();
+  if (auto st = index_aborted_txns(_producers->on_append(bytes)); !st.ok()) return st;
+  return finish_leader_append(*appended, acks_all, now);
+}
+
+append_outcome partition::finish_leader_append(const storage::append_result& appended, int16_t acks,
+                                               int64_t now) {
   append_outcome out;
-  out.appended = *appended;
+  out.appended = appended;
   maybe_increment_high_watermark(now);
   out.log_start_offset = _log->log_start_offset();
   out.high_watermark = _high_watermark;
   if (acks == -1) {
-    out.required_offset = appended->last_offset + 1;
+    out.required_offset = appended.last_offset + 1;
     auto check = check_enough_replicas_reach_offset(_high_watermark, out.required_offset, _state.isr.size(),
                                                     min_insync_replicas());
     out.done = check.done;
@@ -382,16 +448,21 @@ result<storage::append_result> partition::append_as_follower(std::span<const uin
         describe(topic_partition()) + ": not a follower on " + std::to_string(_options.local_replica_id));
   }
   auto appended = _log->append_as_follower(records);
-  if (appended && _producers) _producers->on_append(records);
+  if (appended && _producers) {
+    if (auto st = index_aborted_txns(_producers->on_append(records)); !st.ok()) return st;
+  }
   return appended;
 }
 
 status partition::truncate_to(int64_t offset) {
   if (auto st = _log->truncate_to(offset); !st.ok()) return st;
   _high_watermark = std::clamp(_high_watermark, _log->log_start_offset(), _log->log_end_offset());
-  // Kafka's truncateTo -> rebuildProducerState: snapshots above the new end go, the rest is replayed.
-  if (_producers) return _producers->reload(*_log, now_ms());
-  return status::success();
+  // Kafka's truncateTo -> rebuildProducerState: snapshots above the new end go, the rest is replayed (open
+  // transactions and the aborted-transaction entries after the snapshot with it).
+  if (!_producers) return status::success();
+  auto st = _producers->reload(*_log, now_ms());
+  high_watermark_changed();
+  return st;
 }
 
 status partition::truncate_fully_and_start_at(int64_t offset) {
@@ -426,6 +497,7 @@ void partition::update_high_watermark_from_leader(int64_t leader_high_watermark)
   // A follower's high watermark is the leader's, but never past what it has itself (Kafka's
   // updateHighWatermark).
   _high_watermark = std::clamp(leader_high_watermark, _log->log_start_offset(), _log->log_end_offset());
+  high_watermark_changed();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -495,6 +567,17 @@ result<read_outcome> partition::read(const read_request& request) const {
   auto data = _log->read(request.fetch_offset, request.max_bytes, max_offset, request.min_one_batch);
   if (!data) return data.error();
   out.data = std::move(data->data);
+  if (request.replica_id < 0 && request.isolation == isolation_level::read_committed &&
+      !request.up_to_log_end) {
+    // Kafka bounds the search by the offset after the bytes read; the read bound (the LSO) gives a superset,
+    // which is harmless: consumers apply an entry only to the batches they receive.
+    out.aborted_transactions.emplace();
+    if (out.data) {
+      auto aborted = _log->collect_aborted_transactions(request.fetch_offset, max_offset);
+      if (!aborted) return aborted.error();
+      out.aborted_transactions = std::move(*aborted);
+    }
+  }
   return out;
 }
 
@@ -543,6 +626,30 @@ result<list_offset_outcome> partition::list_offset(int64_t timestamp,
       return not_available();
     }
   }
+  return out;
+}
+
+result<std::vector<producer_description>> partition::describe_producers() const {
+  const auto& tp = topic_partition();
+  if (_log->is_offline()) return _log->offline_error();
+  if (!_is_leader) {
+    return status::error(error_code::not_leader_or_follower,
+                         describe(tp) + ": not the leader on " + std::to_string(_options.local_replica_id));
+  }
+  if (!_producers) return _load_status;
+  std::vector<producer_description> out;
+  out.reserve(_producers->producer_count());
+  for (const auto& [id, entry] : _producers->producers()) {
+    out.push_back({.producer_id = id,
+                   .producer_epoch = entry.producer_epoch,
+                   .last_sequence = entry.last_sequence(),
+                   .last_timestamp = entry.last_timestamp,
+                   .coordinator_epoch = entry.coordinator_epoch,
+                   .current_txn_start_offset = entry.current_txn_first_offset.value_or(-1)});
+  }
+  std::sort(out.begin(), out.end(), [](const producer_description& a, const producer_description& b) {
+    return a.producer_id < b.producer_id;
+  });
   return out;
 }
 

@@ -275,7 +275,7 @@ struct log_segment::impl {
   mutable int carried_sync_error = 0;
   std::unique_ptr<offset_index> offsets;
   std::unique_ptr<time_index> times;
-  std::string txn_path;
+  std::unique_ptr<transaction_index> txns;  // <base>.txnindex
 
   int64_t size = 0;
   int64_t next_offset = 0;
@@ -403,7 +403,8 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
   const fs::path offset_path =
       with_suffix(segment_file_path(dir, base_offset, offset_index_suffix), name_suffix);
   const fs::path time_path = with_suffix(segment_file_path(dir, base_offset, time_index_suffix), name_suffix);
-  s.txn_path = with_suffix(segment_file_path(dir, base_offset, txn_index_suffix), name_suffix).string();
+  s.txns = std::make_unique<transaction_index>(
+      with_suffix(segment_file_path(dir, base_offset, txn_index_suffix), name_suffix).string(), base_offset);
 
   const int flags = create ? (O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC) : (O_RDWR | O_CLOEXEC);
   const int fd = ::open(log_path.c_str(), flags, 0644);
@@ -426,8 +427,8 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
     }
     // Kafka creates the transaction index lazily; an empty file is what it holds without aborted
     // transactions.
-    const int txn_fd = ::open(s.txn_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (txn_fd < 0) return detail::io_error("cannot create", s.txn_path, errno);
+    const int txn_fd = ::open(s.txns->path().c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (txn_fd < 0) return detail::io_error("cannot create", s.txns->path(), errno);
     ::close(txn_fd);
   } else {
     std::error_code ec;
@@ -488,6 +489,10 @@ int log_segment::sync_error() const {
   if (s.file && s.file->sync_error() != 0) return s.file->sync_error();
   return s.carried_sync_error;
 }
+transaction_index& log_segment::txns() {
+  return *_impl->txns;
+}
+
 offset_index& log_segment::offsets() {
   return *_impl->offsets;
 }
@@ -624,6 +629,8 @@ result<int64_t> log_segment::truncate_to(int64_t offset) {
       return detail::io_error("cannot truncate", s.log_path, errno);
     removed = s.size - cut->position;
     s.size = cut->position;
+    // Kafka's LogSegment.truncateTo: aborted transactions whose marker is cut go with it.
+    if (auto r = s.txns->truncate_to(cut_offset); !r.ok()) return r;
   }
   // The truncated segment becomes the active one (Kafka resizes its indexes here too).
   if (auto r = s.offsets->resize(s.config.segment_index_bytes); !r.ok()) return r;
@@ -757,6 +764,8 @@ result<segment_recovery> log_segment::recover() {
   }
   s.size = valid;
   s.next_offset = report.next_offset;
+  // Entries for markers that were cut; the producer-state replay after the load re-adds lost ones.
+  if (auto r = s.txns->truncate_to(report.next_offset); !r.ok()) return r;
   s.max_timestamp = largest;
   s.rolling_timestamp = first_timestamp;
   s.bytes_since_last_index_entry = valid - last_index_position;
@@ -794,6 +803,7 @@ status log_segment::flush() {
   impl& s = *_impl;
   if (auto r = s.open_file()->sync(); !r.ok()) return r;
   if (auto r = s.offsets->flush(); !r.ok()) return r;
+  if (auto r = s.txns->flush(); !r.ok()) return r;
   return s.times->flush();
 }
 
@@ -822,11 +832,11 @@ status log_segment::change_suffix(std::string_view from, std::string_view to) {
   s.log_path = new_log;
   if (auto r = s.offsets->rename_to(renamed(s.offsets->path())); !r.ok()) return r;
   if (auto r = s.times->rename_to(renamed(s.times->path())); !r.ok()) return r;
-  const std::string new_txn = renamed(s.txn_path);
-  if (::rename(s.txn_path.c_str(), new_txn.c_str()) != 0) {
-    if (errno != ENOENT) return detail::io_error("cannot rename", s.txn_path, errno);
+  const std::string new_txn = renamed(s.txns->path());
+  if (::rename(s.txns->path().c_str(), new_txn.c_str()) != 0) {
+    if (errno != ENOENT) return detail::io_error("cannot rename", s.txns->path(), errno);
   }
-  s.txn_path = new_txn;
+  s.txns->set_path(new_txn);
   return status::success();
 }
 
@@ -842,7 +852,8 @@ status log_segment::delete_files() {
   impl& s = *_impl;
   s.closed = true;
   status first_error = unlink_if_exists(s.log_path);
-  for (auto r : {s.offsets->close_and_delete(), s.times->close_and_delete(), unlink_if_exists(s.txn_path)}) {
+  for (auto r :
+       {s.offsets->close_and_delete(), s.times->close_and_delete(), unlink_if_exists(s.txns->path())}) {
     if (first_error.ok() && !r.ok()) first_error = r;
   }
   return first_error;

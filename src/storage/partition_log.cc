@@ -689,6 +689,56 @@ result<read_result> partition_log::read(int64_t start_offset, int32_t max_bytes,
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Aborted transactions (.txnindex).
+
+status partition_log::append_aborted_txn(const aborted_txn& txn) {
+  auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  auto it = m.floor_segment(txn.last_offset);
+  if (it == m.segments.end()) {
+    return status::error(
+        error_code::unknown_server_error,
+        describe(m.tp) + ": no segment holds the marker at offset " + std::to_string(txn.last_offset));
+  }
+  auto& index = it->second->txns();
+  if (auto st = index.append(txn); !st.ok()) return m.fail_on_io_error(st);
+  // Synced with the data by the next flush, like a roll's producer snapshot.
+  m.files_to_sync.emplace_back(index.path());
+  return status::success();
+}
+
+status partition_log::truncate_aborted_txns(int64_t offset) {
+  auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  // Entries end at their marker, which lies in the segment holding the entry: only segments that reach
+  // `offset` can hold one to drop.
+  auto it = m.floor_segment(offset);
+  if (it == m.segments.end()) it = m.segments.begin();
+  for (; it != m.segments.end(); ++it) {
+    if (auto st = it->second->txns().truncate_to(offset); !st.ok()) return m.fail_on_io_error(st);
+  }
+  return status::success();
+}
+
+result<std::vector<aborted_txn>> partition_log::collect_aborted_transactions(int64_t fetch_offset,
+                                                                             int64_t upper_bound) const {
+  const auto& m = *_impl;
+  if (m.offline()) return m.failure;
+  std::vector<aborted_txn> out;
+  auto it = m.floor_segment(fetch_offset);
+  if (it == m.segments.end()) it = m.segments.begin();
+  // Kafka's LocalLog.collectAbortedTransactions: from the segment holding the fetch offset on, until an entry
+  // shows that no later one can overlap the range (its LSO is at or past the upper bound). A later segment
+  // may hold the abort of a transaction that started inside the range, so the walk is not cut at the bound.
+  for (; it != m.segments.end(); ++it) {
+    auto complete = it->second->txns().collect(fetch_offset, upper_bound, out);
+    if (!complete) return storage_error(m.tp, complete.error().message);
+    if (*complete) break;
+  }
+  return out;
+}
+
 std::optional<offset_for_timestamp> partition_log::find_offset_by_timestamp(int64_t timestamp,
                                                                             int64_t max_offset) const {
   const auto& m = *_impl;

@@ -4,12 +4,14 @@
 #include <limits>
 #include <system_error>
 
+#include "big_endian.h"
 #include "file_io.h"
 #include "mala/common/crc32c.h"
 #include "mala/common/logging.h"
 #include "mala/storage/checkpoint_file.h"
 #include "mala/storage/partition_log.h"
 #include "mala/storage/segment_files.h"
+#include "mala/storage/txn_marker.h"
 
 namespace mala::storage {
 
@@ -75,42 +77,8 @@ std::string describe_retained(const producer_state_entry& entry) {
   return out.empty() ? "none" : out;
 }
 
-template <typename T>
-void put_be(std::string& out, T value) {
-  auto v = static_cast<std::make_unsigned_t<T>>(value);
-  for (int shift = static_cast<int>(sizeof(T) * 8) - 8; shift >= 0; shift -= 8) {
-    out.push_back(static_cast<char>(static_cast<uint8_t>(v >> shift)));
-  }
-}
-
-template <typename T>
-T get_be(std::span<const uint8_t> bytes, size_t pos) {
-  std::make_unsigned_t<T> v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v = static_cast<std::make_unsigned_t<T>>((v << 8) | bytes[pos + i]);
-  return static_cast<T>(v);
-}
-
 status corrupt(std::string what) {
   return status::error(error_code::corrupt_message, "producer snapshot: " + std::move(what));
-}
-
-// A transaction marker's payload (Kafka's EndTransactionMarker): key = version int16, type int16; value =
-// version int16, coordinator epoch int32.
-struct txn_marker {
-  int32_t coordinator_epoch = -1;
-  int64_t timestamp = proto::no_timestamp;
-};
-
-// nullopt for an empty control batch (everything it ended was cleaned away: nothing to apply) or an
-// unreadable one.
-std::optional<txn_marker> read_txn_marker(std::span<const uint8_t> batch) {
-  proto::record_batch_view view(batch, proto::crc_check::skip);
-  std::vector<uint8_t> buffer;
-  auto reader = view.records(buffer);
-  auto record = reader.next();
-  if (!record || !record->value || record->value->size() < 6) return std::nullopt;
-  return txn_marker{.coordinator_epoch = get_be<int32_t>(*record->value, 2),
-                    .timestamp = view.timestamp_of(*record)};
 }
 
 }  // namespace
@@ -133,22 +101,22 @@ int32_t batch_last_sequence(const proto::record_batch_header& batch) {
 std::string encode_producer_snapshot(std::span<const producer_state_entry> entries) {
   std::string out;
   out.reserve(producer_snapshot_entries_offset + 4 + entries.size() * producer_snapshot_entry_size);
-  put_be<int16_t>(out, producer_snapshot_version);
-  put_be<uint32_t>(out, 0);  // CRC, filled in below
-  put_be<int32_t>(out, static_cast<int32_t>(entries.size()));
+  detail::append_be<int16_t>(out, producer_snapshot_version);
+  detail::append_be<uint32_t>(out, 0);  // CRC, filled in below
+  detail::append_be<int32_t>(out, static_cast<int32_t>(entries.size()));
   for (const auto& e : entries) {
     // Kafka keeps only the last batch in a snapshot; the others come back from the log replay after it.
     const bool has_batch = !e.batches.empty();
-    put_be<int64_t>(out, e.producer_id);
-    put_be<int16_t>(out, e.producer_epoch);
-    put_be<int32_t>(out, e.last_sequence());
-    put_be<int64_t>(out, e.last_offset());
-    put_be<int32_t>(
+    detail::append_be<int64_t>(out, e.producer_id);
+    detail::append_be<int16_t>(out, e.producer_epoch);
+    detail::append_be<int32_t>(out, e.last_sequence());
+    detail::append_be<int64_t>(out, e.last_offset());
+    detail::append_be<int32_t>(
         out,
         has_batch ? static_cast<int32_t>(e.batches.back().last_offset - e.batches.back().first_offset) : 0);
-    put_be<int64_t>(out, e.last_timestamp);
-    put_be<int32_t>(out, e.coordinator_epoch);
-    put_be<int64_t>(out, e.current_txn_first_offset.value_or(-1));
+    detail::append_be<int64_t>(out, e.last_timestamp);
+    detail::append_be<int32_t>(out, e.coordinator_epoch);
+    detail::append_be<int64_t>(out, e.current_txn_first_offset.value_or(-1));
   }
   auto covered = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(out.data()), out.size())
                      .subspan(producer_snapshot_entries_offset);
@@ -161,15 +129,15 @@ std::string encode_producer_snapshot(std::span<const producer_state_entry> entri
 
 result<std::vector<producer_state_entry>> decode_producer_snapshot(std::span<const uint8_t> bytes) {
   if (bytes.size() < producer_snapshot_entries_offset + 4) return corrupt("too short");
-  const auto version = get_be<int16_t>(bytes, 0);
+  const auto version = detail::read_be<int16_t>(bytes, 0);
   if (version != producer_snapshot_version) return corrupt("unknown version " + std::to_string(version));
-  const auto stored_crc = get_be<uint32_t>(bytes, producer_snapshot_crc_offset);
+  const auto stored_crc = detail::read_be<uint32_t>(bytes, producer_snapshot_crc_offset);
   const auto computed_crc = crc32c(bytes.subspan(producer_snapshot_entries_offset));
   if (stored_crc != computed_crc) {
     return corrupt("CRC mismatch (stored " + std::to_string(stored_crc) + ", computed " +
                    std::to_string(computed_crc) + ")");
   }
-  const auto count = get_be<int32_t>(bytes, producer_snapshot_entries_offset);
+  const auto count = detail::read_be<int32_t>(bytes, producer_snapshot_entries_offset);
   const size_t body = bytes.size() - producer_snapshot_entries_offset - 4;
   if (count < 0 || body != static_cast<size_t>(count) * producer_snapshot_entry_size) {
     return corrupt(std::to_string(count) + " entries do not fit " + std::to_string(body) + " bytes");
@@ -179,14 +147,14 @@ result<std::vector<producer_state_entry>> decode_producer_snapshot(std::span<con
   size_t pos = producer_snapshot_entries_offset + 4;
   for (int32_t i = 0; i < count; ++i, pos += producer_snapshot_entry_size) {
     producer_state_entry e;
-    e.producer_id = get_be<int64_t>(bytes, pos);
-    e.producer_epoch = get_be<int16_t>(bytes, pos + 8);
-    const auto last_sequence = get_be<int32_t>(bytes, pos + 10);
-    const auto last_offset = get_be<int64_t>(bytes, pos + 14);
-    const auto offset_delta = get_be<int32_t>(bytes, pos + 22);
-    e.last_timestamp = get_be<int64_t>(bytes, pos + 26);
-    e.coordinator_epoch = get_be<int32_t>(bytes, pos + 34);
-    const auto txn_first_offset = get_be<int64_t>(bytes, pos + 38);
+    e.producer_id = detail::read_be<int64_t>(bytes, pos);
+    e.producer_epoch = detail::read_be<int16_t>(bytes, pos + 8);
+    const auto last_sequence = detail::read_be<int32_t>(bytes, pos + 10);
+    const auto last_offset = detail::read_be<int64_t>(bytes, pos + 14);
+    const auto offset_delta = detail::read_be<int32_t>(bytes, pos + 22);
+    e.last_timestamp = detail::read_be<int64_t>(bytes, pos + 26);
+    e.coordinator_epoch = detail::read_be<int32_t>(bytes, pos + 34);
+    const auto txn_first_offset = detail::read_be<int64_t>(bytes, pos + 38);
     if (txn_first_offset >= 0) e.current_txn_first_offset = txn_first_offset;
     if (last_offset >= 0) {
       e.batches.push_back({.first_sequence = decrement_sequence(last_sequence, offset_delta),
@@ -341,6 +309,28 @@ result<producer_check_outcome> producer_state_manager::check_records(std::span<c
   return check(headers, log_never_written);
 }
 
+status producer_state_manager::check_marker(const txn_marker_request& marker) const {
+  const producer_state_entry* entry = find(marker.producer_id);
+  if (!entry) return status::success();
+  const std::string what = "marker of producer " + std::to_string(marker.producer_id) + " epoch " +
+                           std::to_string(marker.producer_epoch) + " coordinator epoch " +
+                           std::to_string(marker.coordinator_epoch);
+  // Kafka's ProducerAppendInfo.checkProducerEpoch for a coordinator's marker.
+  const bool epoch_bumped = marker.transaction_version >= 2;
+  if (marker.producer_epoch < entry->producer_epoch ||
+      (epoch_bumped && marker.producer_epoch == entry->producer_epoch && entry->current_txn_first_offset)) {
+    return status::error(error_code::invalid_producer_epoch,
+                         what + ": the producer's epoch is " + std::to_string(entry->producer_epoch) +
+                             (epoch_bumped ? " (transactions v2 markers carry a bumped epoch)" : ""));
+  }
+  if (marker.coordinator_epoch < entry->coordinator_epoch) {
+    return status::error(error_code::transaction_coordinator_fenced,
+                         what + ": the producer's last marker came from coordinator epoch " +
+                             std::to_string(entry->coordinator_epoch));
+  }
+  return status::success();
+}
+
 void producer_state_manager::apply_data_batch(const proto::record_batch_header& batch, int64_t first_offset) {
   auto [it, inserted] = _producers.try_emplace(batch.producer_id);
   auto& entry = it->second;
@@ -349,32 +339,76 @@ void producer_state_manager::apply_data_batch(const proto::record_batch_header& 
   set_epoch(entry, batch.producer_epoch);
   add_batch(entry, metadata_of(batch, first_offset));
   entry.last_timestamp = batch.max_timestamp;
-  if (batch.is_transactional() && !entry.current_txn_first_offset)
+  if (batch.is_transactional() && !entry.current_txn_first_offset) {
     entry.current_txn_first_offset = first_offset;
+    _ongoing_txns.emplace(first_offset, batch.producer_id);
+  }
 }
 
-void producer_state_manager::apply_batch(std::span<const uint8_t> batch) {
+std::optional<completed_txn> producer_state_manager::complete_txn(producer_state_entry& entry,
+                                                                  int64_t marker_offset, bool aborted) {
+  if (!entry.current_txn_first_offset) return std::nullopt;
+  completed_txn done{.producer_id = entry.producer_id,
+                     .first_offset = *entry.current_txn_first_offset,
+                     .last_offset = marker_offset,
+                     .aborted = aborted,
+                     .last_stable_offset = marker_offset + 1};
+  // Kafka's lastStableOffset(completedTxn): the earliest transaction still open by another producer.
+  for (const auto& [first, producer] : _ongoing_txns) {
+    if (producer != entry.producer_id) {
+      done.last_stable_offset = first;
+      break;
+    }
+  }
+  _ongoing_txns.erase(done.first_offset);
+  _unreplicated_txns.insert_or_assign(done.first_offset, done);
+  entry.current_txn_first_offset.reset();
+  return done;
+}
+
+std::optional<completed_txn> producer_state_manager::apply_batch(std::span<const uint8_t> batch) {
   auto header = proto::parse_batch_header(batch);
-  if (!header) return;
+  if (!header) return std::nullopt;
+  std::optional<completed_txn> completed;
   if (header->producer_id != proto::no_producer_id) {
     if (!header->is_control()) {
       apply_data_batch(*header, header->base_offset);
-    } else if (auto marker = read_txn_marker(batch)) {
+    } else if (auto marker = decode_txn_marker_batch(batch)) {
       auto [it, inserted] = _producers.try_emplace(header->producer_id);
       auto& entry = it->second;
       if (inserted) entry.producer_id = header->producer_id;
       set_epoch(entry, header->producer_epoch);
       entry.coordinator_epoch = marker->coordinator_epoch;
-      entry.current_txn_first_offset.reset();
+      completed = complete_txn(entry, header->base_offset, !marker->is_commit());
       entry.last_timestamp = marker->timestamp;
     }
   }
   _map_end_offset = header->next_offset();
+  return completed;
 }
 
-void producer_state_manager::on_append(std::span<const uint8_t> records) {
+std::vector<completed_txn> producer_state_manager::on_append(std::span<const uint8_t> records) {
+  std::vector<completed_txn> completed;
   proto::batch_splitter splitter(records);
-  while (auto batch = splitter.next()) apply_batch(*batch);
+  while (auto batch = splitter.next()) {
+    if (auto done = apply_batch(*batch)) completed.push_back(*done);
+  }
+  return completed;
+}
+
+std::optional<int64_t> producer_state_manager::first_unstable_offset() const {
+  std::optional<int64_t> first;
+  if (!_ongoing_txns.empty()) first = _ongoing_txns.begin()->first;
+  if (!_unreplicated_txns.empty()) {
+    const int64_t unreplicated = _unreplicated_txns.begin()->first;
+    first = first ? std::min(*first, unreplicated) : unreplicated;
+  }
+  return first;
+}
+
+void producer_state_manager::on_high_watermark_updated(int64_t high_watermark) {
+  std::erase_if(_unreplicated_txns,
+                [&](const auto& item) { return item.second.last_offset < high_watermark; });
 }
 
 void producer_state_manager::update(const proto::record_batch_header& batch, int64_t first_offset) {
@@ -383,17 +417,28 @@ void producer_state_manager::update(const proto::record_batch_header& batch, int
   _map_end_offset = first_offset + batch.last_offset_delta + 1;
 }
 
-status producer_state_manager::reload(const partition_log& log, int64_t now_ms) {
+status producer_state_manager::reload(partition_log& log, int64_t now_ms) {
+  const aborted_txn_rebuild rebuild{
+      .truncate_from = [&log](int64_t offset) { return log.truncate_aborted_txns(offset); },
+      .append =
+          [&log](const completed_txn& txn) {
+            return log.append_aborted_txn({.producer_id = txn.producer_id,
+                                           .first_offset = txn.first_offset,
+                                           .last_offset = txn.last_offset,
+                                           .last_stable_offset = txn.last_stable_offset});
+          },
+  };
   return reload(
       log.log_start_offset(), log.log_end_offset(),
       [&log](int64_t from, int64_t to, const log_batch_visitor& visit) {
         return scan_log_batches(log, from, to, visit);
       },
-      now_ms);
+      now_ms, &rebuild);
 }
 
 status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_offset,
-                                      const log_batch_scanner& scan, int64_t now_ms) {
+                                      const log_batch_scanner& scan, int64_t now_ms,
+                                      const aborted_txn_rebuild* rebuild) {
   // Kafka's truncateAndReload: a snapshot above the log end describes batches that are gone; one at or below
   // the log start offset describes producers whose batches retention may have deleted.
   std::vector<int64_t> out_of_range;
@@ -408,6 +453,8 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
   }
 
   _producers.clear();
+  _ongoing_txns.clear();
+  _unreplicated_txns.clear();
   _map_end_offset = log_start_offset;
   _last_snapshot_offset = log_start_offset;
   while (!_snapshots.empty()) {
@@ -428,7 +475,11 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
       continue;
     }
     for (auto& entry : *entries) {
-      if (!expired(entry, now_ms)) _producers.insert_or_assign(entry.producer_id, std::move(entry));
+      if (expired(entry, now_ms)) continue;
+      // Kafka's loadFromSnapshot: an open transaction in the snapshot is open at its offset.
+      if (entry.current_txn_first_offset)
+        _ongoing_txns.emplace(*entry.current_txn_first_offset, entry.producer_id);
+      _producers.insert_or_assign(entry.producer_id, std::move(entry));
     }
     _map_end_offset = offset;
     _last_snapshot_offset = offset;
@@ -436,11 +487,19 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
   }
 
   const int64_t replay_from = _map_end_offset;
+  // The aborted-transaction entries from here on are rebuilt by the replay (Kafka's LogSegment.recover
+  // rebuilds a recovered segment's .txnindex the same way), so a crash that lost some leaves none missing.
+  if (rebuild && log_end_offset > replay_from) {
+    if (auto st = rebuild->truncate_from(replay_from); !st.ok()) return st;
+  }
   if (log_end_offset > replay_from) {
-    if (auto st = scan(replay_from, log_end_offset, [this](std::span<const uint8_t> b) { apply_batch(b); });
-        !st.ok()) {
-      return st;
-    }
+    status index_error;
+    auto st = scan(replay_from, log_end_offset, [&](std::span<const uint8_t> b) {
+      auto done = apply_batch(b);
+      if (done && done->aborted && rebuild && index_error.ok()) index_error = rebuild->append(*done);
+    });
+    if (!st.ok()) return st;
+    if (!index_error.ok()) return index_error;
   }
   subsystem_logger("storage")->debug(
       "{}: producer state of {} producers loaded up to offset {} (replayed from {})", _dir, _producers.size(),
@@ -451,6 +510,8 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
 
 status producer_state_manager::truncate_fully_and_start_at(int64_t offset) {
   _producers.clear();
+  _ongoing_txns.clear();
+  _unreplicated_txns.clear();
   while (!_snapshots.empty()) delete_snapshot(_snapshots.begin()->first);
   _map_end_offset = offset;
   _last_snapshot_offset = 0;
@@ -458,6 +519,7 @@ status producer_state_manager::truncate_fully_and_start_at(int64_t offset) {
 }
 
 void producer_state_manager::on_log_start_offset_incremented(int64_t log_start_offset) {
+  on_high_watermark_updated(log_start_offset);
   _map_end_offset = std::max(_map_end_offset, log_start_offset);
   _last_snapshot_offset = latest_snapshot_offset().value_or(log_start_offset);
 }

@@ -13,6 +13,7 @@
 #include "mala/net/request_dispatcher.h"
 #include "mala/protocol/request_header.h"
 #include "mala/replication/replica_placement.h"
+#include "mala/storage/txn_marker.h"
 
 namespace mala::net {
 class shard_pool;
@@ -72,6 +73,16 @@ struct broker_services {
   // The transaction coordinator (transactional ids, __transaction_state); home shard only. Null: transaction
   // requests are answered COORDINATOR_NOT_AVAILABLE.
   coordinator::transaction_coordinator* transactions = nullptr;
+  // WriteTxnMarkers on a partition of __consumer_offsets (Kafka's GroupCoordinator.completeTransaction): the
+  // group coordinator writes the marker through its own runtime and settles the producer's pending
+  // transactional offsets, then calls `done` once with the partition's error, its COORDINATOR_NOT_AVAILABLE,
+  // NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS turned into NOT_LEADER_OR_FOLLOWER so that the
+  // transaction coordinator retries. Home shard only. Unset (until the group coordinator serves transactional
+  // offsets): such markers answer NOT_LEADER_OR_FOLLOWER; they never take the plain partition path, which
+  // would leave the coordinator's pending offsets unsettled.
+  std::function<void(int32_t partition, const storage::txn_marker_request& marker,
+                     std::function<void(error_code)> done)>
+      group_txn_marker_writer;
   sharded_fetch_session_cache* fetch_sessions = nullptr;  // KIP-227 session caches, one per shard
   std::function<int64_t()> clock_ms;                      // wall clock in ms (tests inject one)
 

@@ -22,6 +22,13 @@
 // shutdown). Truncation reloads it. Idle producers expire after producer.id.expiration.ms, checked on leader
 // appends every producer.id.expiration.check.interval.ms.
 //
+// Transactions: the producer state tracks open transactions and the ones whose marker is not yet below the
+// high watermark; the last stable offset is the first offset of the earliest of them, else the high watermark
+// (read_committed reads and ListOffsets stop there). The transaction coordinator writes markers through
+// append_txn_marker (leader only, acks=all). Every append and replay that completes an aborted transaction
+// adds its entry to the .txnindex of the segment holding the marker; read_committed reads return the aborted
+// transactions overlapping what they read.
+//
 // Threads: touched only on the partition's owning shard (no locks). The storage::partition_log it wraps is
 // owned by the storage::log_manager and outlives it (replica_manager removes the partition before the log).
 // Waiter callbacks run synchronously on that shard from inside the call that satisfied them (append,
@@ -158,6 +165,19 @@ struct read_outcome {
     int64_t end_offset = -1;
   };
   std::optional<diverging_epoch> diverging;
+  // read_committed reads: the aborted transactions overlapping the range read (Fetch's AbortedTransactions;
+  // empty when none). nullopt for other reads.
+  std::optional<std::vector<storage::aborted_txn>> aborted_transactions;
+};
+
+// DescribeProducers (KIP-664): one producer with state on this replica.
+struct producer_description {
+  int64_t producer_id = -1;
+  int32_t producer_epoch = -1;
+  int32_t last_sequence = -1;
+  int64_t last_timestamp = -1;
+  int32_t coordinator_epoch = -1;
+  int64_t current_txn_start_offset = -1;  // -1 without an open transaction
 };
 
 // ListOffsets answer: no offset when none qualifies (Kafka answers offset -1, timestamp -1).
@@ -220,8 +240,9 @@ class partition {
   bool under_min_isr() const;     // UnderMinIsr metric, kafka-topics --under-min-isr-partitions
   bool under_replicated() const;  // UnderReplicated: |ISR| < |replicas|
   int64_t high_watermark() const { return _high_watermark; }
-  // Equal to the high watermark until transactions exist (then: the first offset of the oldest open one).
-  int64_t last_stable_offset() const { return _high_watermark; }
+  // Kafka's UnifiedLog.lastStableOffset: the first offset of the earliest open (or ended but unreplicated)
+  // transaction when below the high watermark, else the high watermark.
+  int64_t last_stable_offset() const;
   int64_t log_start_offset() const;
   int64_t log_end_offset() const;
   const std::vector<follower_state>& followers() const { return _followers; }
@@ -243,6 +264,13 @@ class partition {
   // header is used as it is from there to the log (producer-state checks, the log's validation and stamping,
   // the producer-state update).
   produce_outcome append(produced_batch& batch, int16_t acks);
+  // The transaction coordinator's marker for this partition (WriteTxnMarkers; Kafka's appendRecordsToLeader
+  // with origin COORDINATOR, acks=-1): NOT_LEADER_OR_FOLLOWER on a follower, KAFKA_STORAGE_ERROR offline,
+  // NOT_ENOUGH_REPLICAS below min ISR, then the producer-state check of the marker (INVALID_PRODUCER_EPOCH,
+  // TRANSACTION_COORDINATOR_FENCED; nothing written on an error). The marker batch is written with the time
+  // now, completing the producer's open transaction here if any (an abort is indexed). Like a produce with
+  // acks=-1: when the outcome is not done, wait with add_high_watermark_waiter(required_offset).
+  result<append_outcome> append_txn_marker(const storage::txn_marker_request& marker);
   // Follower append of records fetched from the leader (offsets already assigned); updates the producer
   // state without checking it (Kafka's AppendOrigin.REPLICATION).
   result<storage::append_result> append_as_follower(std::span<const uint8_t> records);
@@ -319,6 +347,10 @@ class partition {
   // with NOT_LEADER_OR_FOLLOWER on a role change or stop. The fetch then re-reads and parks again if still
   // short of fetch.min.bytes.
   waiter_handle add_data_waiter(waiter_callback callback);
+  // DescribeProducers: the producers with state here, by producer id (leader only: NOT_LEADER_OR_FOLLOWER;
+  // KAFKA_STORAGE_ERROR when offline or the state did not load).
+  result<std::vector<producer_description>> describe_producers() const;
+
   // A timed-out request withdraws its waiter; false if it already fired.
   bool cancel_waiter(waiter_handle handle);
   size_t waiter_count() const { return _hw_waiters.size() + _data_waiters.size(); }
@@ -327,10 +359,17 @@ class partition {
   int64_t now_ms() const;
   // Both appends: `batch` set for a produced batch (its header parsed), else `records` split here.
   result<append_outcome> append_as_leader(std::span<uint8_t> records, produced_batch* batch, int16_t acks);
+  // What every leader append does once the batches and the producer state are written: the high watermark,
+  // the acks=-1 wait, and waking the parked fetches.
+  append_outcome finish_leader_append(const storage::append_result& appended, int16_t acks, int64_t now_ms);
   int64_t bound_offset(fetch_bound bound) const;
   // Recompute the high watermark (leader); true if it moved.
   bool maybe_increment_high_watermark(int64_t now_ms);
   void set_high_watermark(int64_t offset);
+  // The producer state hears of every high watermark move (unreplicated transactions end there).
+  void high_watermark_changed();
+  // After an append: index the aborted transactions it completed (an I/O error takes the log offline).
+  status index_aborted_txns(const std::vector<storage::completed_txn>& completed);
   // Fire what the current state satisfies.
   void complete_waiters();
   void fail_all_waiters(error_code error);

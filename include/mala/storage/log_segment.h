@@ -1,8 +1,8 @@
 // One segment of a partition log: <base>.log (record batches back to back, exactly as on the wire) with its
-// offset and time indexes and an empty <base>.txnindex. Appends go to the end; reads return byte ranges of
-// whole batches that the fetch path can sendfile. Touched only by the partition's owning shard, except
-// segment_file handles, which may be read (pread/sendfile) or fsynced from other threads while the segment
-// lives.
+// offset and time indexes and its aborted-transaction index <base>.txnindex. Appends go to the end; reads
+// return byte ranges of whole batches that the fetch path can sendfile. Touched only by the partition's
+// owning shard, except segment_file handles, which may be read (pread/sendfile) or fsynced from other threads
+// while the segment lives.
 #pragma once
 
 #include <atomic>
@@ -20,6 +20,7 @@
 #include "mala/storage/log_config.h"
 #include "mala/storage/offset_index.h"
 #include "mala/storage/time_index.h"
+#include "mala/storage/transaction_index.h"
 
 namespace mala::storage {
 
@@ -108,6 +109,9 @@ class log_segment {
   int sync_error() const;
   offset_index& offsets();
   time_index& times();
+  // <base>.txnindex: the transactions aborted by markers in this segment. truncate_to() and recover() drop
+  // the entries of markers they cut; flush() syncs it; it is renamed and deleted with the segment.
+  transaction_index& txns();
   // A topic config change reaching an open segment (the owning partition_log passes its new config to every
   // segment). segment.bytes and segment.ms bound the next should_roll(); index.interval.bytes spaces the
   // index entries of the next appends (and of recover()); segment.index.bytes sizes the indexes the next time

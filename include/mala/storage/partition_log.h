@@ -150,7 +150,20 @@ class partition_log {
   // a timestamp >= the target. nullopt when no batch qualifies.
   std::optional<offset_for_timestamp> find_offset_by_timestamp(int64_t timestamp, int64_t max_offset) const;
 
-  // Replication: drop everything at or after `offset` (segments, index entries, epoch cache entries).
+  // Transactions: the aborted-transaction index of each segment (transaction_index.h). An entry goes to the
+  // segment holding its ABORT marker (txn.last_offset), after the marker was appended; it is synced with the
+  // next flush. An I/O error takes the log offline.
+  status append_aborted_txn(const aborted_txn& txn);
+  // Drops the entries whose marker is at or after `offset` in every segment: a producer-state replay from
+  // `offset` (recovery, truncation) then appends them again.
+  status truncate_aborted_txns(int64_t offset);
+  // read_committed Fetch: the aborted transactions overlapping [fetch_offset, upper_bound), from the segment
+  // holding fetch_offset on until complete (Kafka's collectAbortedTransactions).
+  result<std::vector<aborted_txn>> collect_aborted_transactions(int64_t fetch_offset,
+                                                                int64_t upper_bound) const;
+
+  // Replication: drop everything at or after `offset` (segments, index entries, aborted-transaction entries,
+  // epoch cache entries).
   status truncate_to(int64_t offset);
   // Delete every segment and restart empty at `offset` (a follower far behind the leader's log start).
   status truncate_fully_and_start_at(int64_t offset);

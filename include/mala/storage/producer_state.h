@@ -19,8 +19,22 @@
 // answers
 //   with the original batch's offsets and writes nothing (the Java producer keeps at most 5 requests in
 //   flight per connection with idempotence, max.in.flight.requests.per.connection <= 5).
-// Transactions come later: the coordinator epoch and the first offset of the open transaction are kept and
-// written to snapshots, markers update them on append, but no last stable offset is computed here yet.
+// Transactions (ProducerStateManager's ongoingTxns / unreplicatedTxns,
+// ProducerAppendInfo.appendEndTxnMarker):
+// - a transactional batch of a producer without an open transaction opens one at its base offset; a
+//   non-transactional batch while one is open is INVALID_TXN_STATE;
+// - a marker (control batch, txn_marker.h) completes the open transaction, if any: completed_txn{first
+// offset,
+//   marker offset, aborted}, with the last stable offset Kafka records for the abort index (the first offset
+//   of the earliest other open transaction, else the marker offset + 1). The transaction then waits among the
+//   unreplicated ones until the high watermark passes its marker (on_high_watermark_updated);
+// - first_unstable_offset() is the first offset of the earliest open or unreplicated transaction: the
+//   partition's last stable offset is the smaller of it and the high watermark;
+// - the leader checks a marker from the coordinator first (check_marker): producer epoch (>= the producer's,
+//   > under transactions v2 except an idempotent retry, KAFKA-19999) and coordinator epoch;
+// - snapshots carry each producer's open transaction (currentTxnFirstOffset): loading one re-creates the open
+//   transactions, and the replay after it completes them on markers (every replica builds its own .txnindex
+//   this way); producers with an open transaction never expire.
 //
 // Threads: like partition_log, every method runs on the partition's owning shard; nothing is shared.
 #pragma once
@@ -40,6 +54,7 @@
 #include "mala/common/result.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/checkpoint_file.h"
+#include "mala/storage/txn_marker.h"
 
 namespace mala::storage {
 
@@ -102,6 +117,24 @@ struct producer_check_outcome {
   bool is_duplicate() const { return duplicate.has_value(); }
 };
 
+// A transaction a marker ended (Kafka's CompletedTxn), with the LSO Kafka writes into an abort's index entry.
+struct completed_txn {
+  int64_t producer_id = protocol::no_producer_id;
+  int64_t first_offset = -1;
+  int64_t last_offset = -1;  // the marker's offset
+  bool aborted = false;
+  int64_t last_stable_offset = -1;
+  friend bool operator==(const completed_txn&, const completed_txn&) = default;
+};
+
+// Where a replay sends the aborted transactions it completes (the partition's .txnindex): `truncate_from`
+// drops the entries at and after the offset the replay starts from, `append` adds one per aborted
+// transaction, in marker order.
+struct aborted_txn_rebuild {
+  std::function<status(int64_t offset)> truncate_from;
+  std::function<status(const completed_txn& txn)> append;
+};
+
 struct producer_state_config {
   int64_t producer_id_expiration_ms = default_producer_id_expiration_ms;  // producer.id.expiration.ms
 };
@@ -144,10 +177,18 @@ class producer_state_manager {
   result<producer_check_outcome> check_records(std::span<const uint8_t> records,
                                                bool log_never_written = false) const;
 
+  // Leader, before writing a marker from the transaction coordinator (Kafka's appendEndTxnMarker with origin
+  // COORDINATOR): INVALID_PRODUCER_EPOCH when the marker's epoch is below the producer's (transactions v2:
+  // not above it, unless equal for a producer with no open transaction, KAFKA-19999's idempotent retry: the
+  // marker is written and completes nothing), then TRANSACTION_COORDINATOR_FENCED when its coordinator epoch
+  // is below the one of the producer's last marker. A producer unknown here takes any marker.
+  status check_marker(const txn_marker_request& marker) const;
+
   // After an append (leader or follower) of whole batches with their offsets assigned: records the producers'
   // batches and transaction markers, and moves the map end offset past them. Never fails: the log already
-  // holds the data, and replicated batches are not checked (Kafka's AppendOrigin.REPLICATION).
-  void on_append(std::span<const uint8_t> records);
+  // holds the data, and replicated batches are not checked (Kafka's AppendOrigin.REPLICATION). Returns the
+  // transactions the markers among them completed, in order (the caller indexes the aborted ones).
+  std::vector<completed_txn> on_append(std::span<const uint8_t> records);
   // One data batch whose base offset in the log is `first_offset` (the header may predate offset assignment).
   // Control batches need their marker record: use on_append for those.
   void update(const protocol::record_batch_header& batch, int64_t first_offset);
@@ -157,12 +198,16 @@ class producer_state_manager {
   // remaining snapshot (a corrupt one is deleted and the one before it tried) and replays the log from there
   // to the log end; then snapshots at the log end offset. Producers idle longer than
   // producer.id.expiration.ms at `now_ms` are not loaded from the snapshot.
-  status reload(const partition_log& log, int64_t now_ms);
+  // The replay rebuilds the log's .txnindex from where it starts (partition_log::truncate_aborted_txns, then
+  // append_aborted_txn per aborted transaction), or what `rebuild` says for the scanner form.
+  status reload(partition_log& log, int64_t now_ms);
   status reload(int64_t log_start_offset, int64_t log_end_offset, const log_batch_scanner& scan,
-                int64_t now_ms);
-  // partition_log::truncate_fully_and_start_at: forgets every producer and deletes every snapshot.
+                int64_t now_ms, const aborted_txn_rebuild* rebuild = nullptr);
+  // partition_log::truncate_fully_and_start_at: forgets every producer and transaction and deletes every
+  // snapshot.
   status truncate_fully_and_start_at(int64_t offset);
-  // The log start offset went up (retention, DeleteRecords). Producers are kept in memory, as in Kafka.
+  // The log start offset went up (retention, DeleteRecords). Producers are kept in memory, as in Kafka;
+  // unreplicated transactions that ended below it are forgotten.
   void on_log_start_offset_incremented(int64_t log_start_offset);
 
   // Segment roll (before on_append of the batches that start the new segment, offset = the new segment's base
@@ -177,6 +222,15 @@ class producer_state_manager {
   // producer.id.expiration.ms or more before now_ms. Returns how many were dropped.
   size_t remove_expired_producers(int64_t now_ms);
 
+  // Transactions: the first offset of the earliest open or unreplicated transaction (none without either).
+  std::optional<int64_t> first_unstable_offset() const;
+  // The high watermark moved (leader or follower): transactions whose marker is below it are replicated.
+  void on_high_watermark_updated(int64_t high_watermark);
+  // Open transactions by first offset -> producer id (DescribeProducers' CurrentTxnStartOffset comes from the
+  // producer entry).
+  const std::map<int64_t, int64_t>& ongoing_txns() const { return _ongoing_txns; }
+  size_t unreplicated_txn_count() const { return _unreplicated_txns.size(); }
+
   const producer_state_entry* find(int64_t producer_id) const;
   const std::unordered_map<int64_t, producer_state_entry>& producers() const { return _producers; }
   size_t producer_count() const { return _producers.size(); }
@@ -188,14 +242,18 @@ class producer_state_manager {
  private:
   producer_state_manager(std::filesystem::path dir, producer_state_config config)
       : _dir(dir.string()), _config(config) {}
-  void apply_batch(std::span<const uint8_t> batch);
+  // Returns the transaction a marker completed.
+  std::optional<completed_txn> apply_batch(std::span<const uint8_t> batch);
   void apply_data_batch(const protocol::record_batch_header& batch, int64_t first_offset);
+  std::optional<completed_txn> complete_txn(producer_state_entry& entry, int64_t marker_offset, bool aborted);
   void delete_snapshot(int64_t offset);
   bool expired(const producer_state_entry& entry, int64_t now_ms) const;
 
   std::string _dir;  // a string: a std::filesystem::path allocates each component apart
   producer_state_config _config;
   std::unordered_map<int64_t, producer_state_entry> _producers;
+  std::map<int64_t, int64_t> _ongoing_txns;             // first offset -> producer id
+  std::map<int64_t, completed_txn> _unreplicated_txns;  // first offset -> the ended transaction
   std::map<int64_t, std::filesystem::path> _snapshots;  // by offset
   int64_t _map_end_offset = 0;
   int64_t _last_snapshot_offset = 0;

@@ -50,6 +50,8 @@ struct read_answer {
   int64_t log_start_offset = -1;
   std::optional<replication::file_slice> data;
   std::optional<replication::read_outcome::diverging_epoch> diverging;
+  // read_committed: the aborted transactions overlapping what was read.
+  std::optional<std::vector<storage::aborted_txn>> aborted_transactions;
   // A follower that reported a log start offset below ours: it must hear of the new one (DeleteRecords waits
   // for it to take it, and it must not lead with the deleted records).
   bool follower_behind_log_start = false;
@@ -113,6 +115,7 @@ std::vector<read_answer> read_all(const broker_services& services, const std::ve
     a.log_start_offset = read->log_start_offset;
     a.data = read->data;
     a.diverging = read->diverging;
+    a.aborted_transactions = std::move(read->aborted_transactions);
     a.follower_behind_log_start = params.replica_id >= 0 && w.params.log_start_offset >= 0 &&
                                   w.params.log_start_offset < read->log_start_offset;
     if (a.bytes() > 0) min_one_batch = false;
@@ -359,11 +362,16 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
     d.high_watermark = a.high_watermark;
     d.last_stable_offset = a.last_stable_offset;
     d.log_start_offset = a.log_start_offset;
-    // No transactions yet: nothing was aborted. Kafka sends null unless the consumer reads committed data.
-    d.aborted_transactions =
-        params.isolation == replication::isolation_level::read_committed
-            ? std::optional<std::vector<proto::fetch_response::aborted_transaction>>(std::in_place)
-            : std::nullopt;
+    // Kafka sends null unless the consumer reads committed data; then each aborted transaction overlapping
+    // the records as {producer id, first offset}, so that the consumer drops its batches up to its marker.
+    d.aborted_transactions = std::nullopt;
+    if (params.isolation == replication::isolation_level::read_committed && params.replica_id < 0) {
+      auto& list = d.aborted_transactions.emplace();
+      if (a.aborted_transactions) {
+        list.reserve(a.aborted_transactions->size());
+        for (const auto& t : *a.aborted_transactions) list.push_back({t.producer_id, t.first_offset});
+      }
+    }
     if (a.diverging) d.diverging_epoch = {a.diverging->epoch, a.diverging->end_offset};
     d.records = proto::records_view::of({});
     if (a.data && a.data->file && a.data->size > 0) {

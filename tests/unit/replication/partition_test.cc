@@ -848,5 +848,158 @@ TEST_F(partition_test, a_refused_produced_batch_lists_its_records_at_fault) {
   EXPECT_TRUE(p.append(*good, 1).appended.ok());
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Transactions: last stable offset, markers from the coordinator, read_committed reads.
+
+std::vector<uint8_t> txn_batch(int64_t producer_id, int16_t epoch, int32_t sequence, int records = 1) {
+  protocol::record_batch_builder b;
+  b.producer(producer_id, epoch, sequence).transactional();
+  const std::string value = "value";
+  for (int r = 0; r < records; ++r) {
+    b.add(start_ms + r, std::nullopt,
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
+  }
+  return b.build();
+}
+
+storage::txn_marker_request marker(int64_t producer_id, bool commit, int32_t coordinator_epoch = 0,
+                                   int16_t epoch = 0) {
+  return {.producer_id = producer_id,
+          .producer_epoch = epoch,
+          .commit = commit,
+          .coordinator_epoch = coordinator_epoch,
+          .transaction_version = 0};
+}
+
+TEST_F(partition_test, last_stable_offset_waits_for_open_transactions_and_replicated_markers) {
+  auto& p = make();
+  auto follower = make_replica(2, "orders-follower");
+  ASSERT_TRUE(p.make_leader(leader_state({self, 2}, {self, 2}, 1)).ok());
+  ASSERT_TRUE(follower->make_follower({self, 1, 1, {self, 2}, {self, 2}, 1}).ok());
+  auto a = txn_batch(1, 0, 0, 2);
+  auto b = txn_batch(2, 0, 0);
+  ASSERT_TRUE(p.append(a, 1).ok());  // 0-1: producer 1 opens a transaction
+  ASSERT_TRUE(p.append(b, 1).ok());  // 2: producer 2 opens one
+  append_ok(p, 1, 1);                // 3: outside any transaction
+  replicate(p, *follower, 2);
+  replicate(p, *follower, 2);
+  EXPECT_EQ(p.high_watermark(), 4);
+  EXPECT_EQ(p.last_stable_offset(), 0);
+  EXPECT_EQ(follower->last_stable_offset(), 0);
+
+  // Producer 1 commits at 4 (acks=all: done once the follower has it).
+  auto committed = p.append_txn_marker(marker(1, true));
+  ASSERT_TRUE(committed.ok()) << committed.error().message;
+  EXPECT_FALSE(committed->done);
+  EXPECT_EQ(committed->required_offset, 5);
+  bool marker_acked = false;
+  p.add_high_watermark_waiter(committed->required_offset, [&](error_code e) {
+    EXPECT_EQ(e, error_code::none);
+    marker_acked = true;
+  });
+  // The marker is above the high watermark: the LSO stays at producer 1's first offset until it is not.
+  EXPECT_EQ(p.last_stable_offset(), 0);
+  int fetch_woken = 0;
+  p.add_data_waiter([&](error_code) { ++fetch_woken; });
+  replicate(p, *follower, 2);  // the follower fetches the marker
+  replicate(p, *follower, 2);  // and reports it: the high watermark passes it
+  EXPECT_TRUE(marker_acked);
+  EXPECT_EQ(fetch_woken, 1);
+  EXPECT_EQ(p.high_watermark(), 5);
+  // Producer 2's transaction (first offset 2) is still open.
+  EXPECT_EQ(p.last_stable_offset(), 2);
+  EXPECT_EQ(follower->last_stable_offset(), 0);  // its high watermark comes with the next fetch
+  replicate(p, *follower, 2);
+  EXPECT_EQ(follower->last_stable_offset(), 2);
+  auto latest = p.list_offset(storage::latest_timestamp, isolation_level::read_committed, std::nullopt);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->found->offset, 2);
+
+  // Producer 2 aborts at 5; once replicated nothing is unstable.
+  auto aborted = p.append_txn_marker(marker(2, false));
+  ASSERT_TRUE(aborted.ok());
+  replicate(p, *follower, 2);
+  replicate(p, *follower, 2);
+  replicate(p, *follower, 2);
+  EXPECT_EQ(p.last_stable_offset(), 6);
+  EXPECT_EQ(follower->last_stable_offset(), 6);
+  // The follower indexed the abort as the leader did, LSO included.
+  const std::vector<storage::aborted_txn> expected{{2, 2, 5, 6}};
+  EXPECT_EQ(*p.log().collect_aborted_transactions(0, 6), expected);
+  EXPECT_EQ(*follower->log().collect_aborted_transactions(0, 6), expected);
+}
+
+TEST_F(partition_test, read_committed_reads_stop_at_the_lso_and_list_aborted_transactions) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
+  auto a = txn_batch(1, 0, 0, 2);
+  ASSERT_TRUE(p.append(a, 1).ok());                         // 0-1
+  ASSERT_TRUE(p.append_txn_marker(marker(1, false)).ok());  // 2: abort
+  auto b = txn_batch(2, 0, 0);
+  ASSERT_TRUE(p.append(b, 1).ok());  // 3: open
+  append_ok(p, 1, 1);                // 4
+  EXPECT_EQ(p.high_watermark(), 5);
+  EXPECT_EQ(p.last_stable_offset(), 3);
+
+  auto committed = read_ok(p, consumer_read(0, isolation_level::read_committed));
+  EXPECT_EQ(committed.last_stable_offset, 3);
+  ASSERT_TRUE(committed.data);
+  auto bytes = committed.data->file->read(committed.data->position, committed.data->size);
+  ASSERT_TRUE(bytes.ok());
+  int64_t last = -1;
+  protocol::batch_splitter splitter(*bytes);
+  while (auto batch = splitter.next()) last = protocol::parse_batch_header(*batch)->last_offset();
+  EXPECT_EQ(last, 2);  // nothing at or past the LSO
+  ASSERT_TRUE(committed.aborted_transactions);
+  EXPECT_EQ(*committed.aborted_transactions, (std::vector<storage::aborted_txn>{{1, 0, 2, 3}}));
+
+  auto uncommitted = read_ok(p, consumer_read(0));
+  EXPECT_FALSE(uncommitted.aborted_transactions);
+  // Past the aborted transaction: nothing to list.
+  auto after = read_ok(p, consumer_read(3, isolation_level::read_committed));
+  EXPECT_FALSE(after.data);
+  ASSERT_TRUE(after.aborted_transactions);
+  EXPECT_TRUE(after.aborted_transactions->empty());
+
+  // DescribeProducers: producer 2's open transaction, producer 1's coordinator epoch.
+  auto producers = p.describe_producers();
+  ASSERT_TRUE(producers.ok());
+  ASSERT_EQ(producers->size(), 2u);
+  EXPECT_EQ((*producers)[0].producer_id, 1);
+  EXPECT_EQ((*producers)[0].current_txn_start_offset, -1);
+  EXPECT_EQ((*producers)[1].producer_id, 2);
+  EXPECT_EQ((*producers)[1].current_txn_start_offset, 3);
+  EXPECT_EQ((*producers)[1].last_sequence, 0);
+}
+
+TEST_F(partition_test, refused_markers_write_nothing) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
+  auto a = txn_batch(1, 3, 0);
+  ASSERT_TRUE(p.append(a, 1).ok());
+  ASSERT_TRUE(p.append_txn_marker(marker(1, true, /*coordinator_epoch=*/4, /*epoch=*/3)).ok());
+  const int64_t end = p.log_end_offset();
+  auto stale = p.append_txn_marker(marker(1, false, 3, 3));
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code, error_code::transaction_coordinator_fenced);
+  auto old_epoch = p.append_txn_marker(marker(1, false, 4, 2));
+  ASSERT_FALSE(old_epoch.ok());
+  EXPECT_EQ(old_epoch.error().code, error_code::invalid_producer_epoch);
+  EXPECT_EQ(p.log_end_offset(), end);
+  // A producer with an open transaction may not write outside it.
+  auto open_again = txn_batch(1, 3, 1);
+  ASSERT_TRUE(p.append(open_again, 1).ok());
+  auto plain =
+      protocol::record_batch_builder().producer(1, 3, 2).add(start_ms, std::nullopt, std::nullopt).build();
+  auto refused = p.append(plain, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, error_code::invalid_txn_state);
+  // Only the leader writes markers.
+  ASSERT_TRUE(p.make_follower({2, 2, 2, {self, 2}, {self, 2}, 1}).ok());
+  auto not_leader = p.append_txn_marker(marker(1, false, 4, 3));
+  ASSERT_FALSE(not_leader.ok());
+  EXPECT_EQ(not_leader.error().code, error_code::not_leader_or_follower);
+}
+
 }  // namespace
 }  // namespace mala::replication

@@ -1,0 +1,74 @@
+// The aborted-transaction index of one segment, <base>.txnindex in Kafka's format (TransactionIndex /
+// AbortedTxn): one 34-byte big-endian entry per transaction aborted by a marker in this segment,
+//   version int16 (0) | producerId int64 | firstOffset int64 | lastOffset int64 (the ABORT marker's offset) |
+//   lastStableOffset int64 (the LSO once the marker was written)
+// appended in marker order (lastOffset strictly increasing). read_committed fetches collect the entries that
+// overlap the range they return (collect), so that consumers drop the aborted batches.
+//
+// Entries are kept in memory (aborts are rare; the file is read lazily on first use, since most segments
+// never had one) and appended to the file as they come; an append whose lastOffset is not above the last
+// entry's is ignored, so that a producer-state replay over a range already indexed (recovery, truncation)
+// adds only what is missing. A trailing partial entry (torn write) is dropped when the file is read.
+//
+// Threads: owned by its log_segment, touched only on the partition's owning shard.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mala/common/result.h"
+
+namespace mala::storage {
+
+inline constexpr int16_t aborted_txn_version = 0;
+inline constexpr size_t aborted_txn_entry_size = 34;
+
+struct aborted_txn {
+  int64_t producer_id = -1;
+  int64_t first_offset = -1;
+  int64_t last_offset = -1;
+  int64_t last_stable_offset = -1;
+  friend bool operator==(const aborted_txn&, const aborted_txn&) = default;
+};
+
+std::string encode_aborted_txn(const aborted_txn& txn);
+// The whole entries of a .txnindex file's bytes (a partial trailing entry is ignored); CORRUPT_MESSAGE for an
+// entry of another version.
+result<std::vector<aborted_txn>> decode_aborted_txns(std::span<const uint8_t> bytes);
+
+class transaction_index {
+ public:
+  transaction_index(std::string path, int64_t base_offset)
+      : _path(std::move(path)), _base_offset(base_offset) {}
+
+  const std::string& path() const { return _path; }
+  // The files were renamed (deletion, cleaner swap).
+  void set_path(std::string path) { _path = std::move(path); }
+
+  // Appends one entry (lastOffset must be at or above the segment's base offset, else CORRUPT_MESSAGE); one
+  // not above the last entry's lastOffset is skipped (already indexed).
+  status append(const aborted_txn& txn);
+  // Drops the entries whose lastOffset >= offset (Kafka's truncateTo).
+  status truncate_to(int64_t offset);
+  // Kafka's collectAbortedTxns: the entries with lastOffset >= fetch_offset and firstOffset < upper_bound,
+  // added to `out`. True once an entry's lastStableOffset >= upper_bound was seen: no later segment can hold
+  // an entry that matters to this range.
+  result<bool> collect(int64_t fetch_offset, int64_t upper_bound, std::vector<aborted_txn>& out);
+  result<std::vector<aborted_txn>> entries();
+  // fsync when something was written since the last flush.
+  status flush();
+
+ private:
+  status load();
+
+  std::string _path;
+  int64_t _base_offset = 0;
+  bool _loaded = false;
+  bool _dirty = false;
+  std::vector<aborted_txn> _entries;
+  int64_t _file_entries = 0;  // whole entries the file holds (a torn tail after them is overwritten)
+};
+
+}  // namespace mala::storage
