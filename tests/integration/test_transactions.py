@@ -64,6 +64,9 @@ def test_kafka_transactions_tool_on_finished_transactions(broker):
         ("describe-producers", "--topic", "tooled", "--partition", 0),
         ("find-hanging", "--broker-id", broker.broker_id))
     by_id = {r["TransactionalId"]: r for r in listed}
+    # Transactions v2 (Kafka 4.x's default) bump the epoch at every commit or abort; v1 (what Mala finalizes
+    # until it builds v2) keeps initTransactions' epoch 0. The epochs must match the version in force.
+    bumps = transaction_version(b) >= 2
     assert by_id["tool-commit"]["TransactionState"] == "CompleteCommit", listed
     assert by_id["tool-abort"]["TransactionState"] == "CompleteAbort", listed
     assert by_id["tool-commit"]["Coordinator"] == str(broker.broker_id)
@@ -74,14 +77,13 @@ def test_kafka_transactions_tool_on_finished_transactions(broker):
         assert d["CoordinatorId"] == str(broker.broker_id)
         assert d["TransactionTimeoutMs"] == "60000"  # the Java producer's default transaction.timeout.ms
         assert d["TopicPartitions"] == "", d  # a finished transaction holds no partitions
-        # Transactions v2 (Kafka 4.x default): initTransactions gives epoch 0, every commit or abort bumps it.
-        assert int(d["ProducerEpoch"]) == ends, d
+        assert int(d["ProducerEpoch"]) == (ends if bumps else 0), d
     assert d1[0]["ProducerId"] != d2[0]["ProducerId"]
     rows = {r["ProducerId"]: r for r in producers0}
     for d, ends in ((d1[0], 3), (d2[0], 2)):
         row = rows[d["ProducerId"]]
         assert row["CurrentTransactionStartOffset"] == "None", row  # no open transaction on the partition
-        assert int(row["ProducerEpoch"]) == ends, row  # the last marker's epoch
+        assert int(row["ProducerEpoch"]) == (ends if bumps else 0), row  # the last marker's epoch
         assert int(row["LastTimestamp"]) > 0
     assert hanging == [], hanging
 
@@ -217,6 +219,9 @@ def transaction_version(bootstrap):
     pytest.fail(f"no transaction.version in kafka-features describe:\n{out}")
 
 
+@pytest.mark.parametrize("broker", [pytest.param("kafka", id="kafka"), pytest.param(
+    "mala", id="mala", marks=pytest.mark.skip(reason="Mala finalizes transaction.version 1 and serves no UpdateFeatures "
+                                                       "yet (transactions v2 not built)"))], indirect=True)
 def test_transactions_v1_after_feature_downgrade(broker):
     """transaction.version=1 (classic transactions, no epoch bump at commit/abort) finalized with kafka-features.sh
     downgrade: the Java producer falls back to the TV1 flow and the same guarantees hold; upgraded back at the end."""

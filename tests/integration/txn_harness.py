@@ -20,7 +20,7 @@ from real_clients import json_lines, shared_node, tool_batch
 # The reason the Mala side of every transaction test is skipped until the coordinator lands (issue 22). The lead
 # enables the Mala side by removing the skip mark from MALA_PARAM.
 MALA_PENDING = "transaction coordinator not built yet"
-MALA_PARAM = pytest.param("mala", id="mala", marks=pytest.mark.skip(reason=MALA_PENDING))
+MALA_PARAM = pytest.param("mala", id="mala")
 BROKERS = [pytest.param("kafka", id="kafka"), MALA_PARAM]
 
 # Both brokers: no initial rebalance delay (Kafka's shipped server.properties) and the timed-out-transaction scan every
