@@ -630,12 +630,9 @@ result<list_offset_outcome> partition::list_offset(int64_t timestamp,
 }
 
 result<std::vector<producer_description>> partition::describe_producers() const {
-  const auto& tp = topic_partition();
   if (_log->is_offline()) return _log->offline_error();
-  if (!_is_leader) {
-    return status::error(error_code::not_leader_or_follower,
-                         describe(tp) + ": not the leader on " + std::to_string(_options.local_replica_id));
-  }
+  // Any replica answers, as Kafka's ReplicaManager.activeProducerState (find-hanging asks each broker about
+  // the partitions it hosts): followers keep the producer state through their appends too.
   if (!_producers) return _load_status;
   std::vector<producer_description> out;
   out.reserve(_producers->producer_count());

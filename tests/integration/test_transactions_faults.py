@@ -139,7 +139,6 @@ def test_transactions_under_faults_kafka(tmp_path):
 
 # --- Mala (three nodes) -----------------------------------------------------------------------------------------
 
-@pytest.mark.skip(reason=MALA_PENDING)
 def test_transactions_under_faults_mala_3_nodes(tmp_path):
     (tmp_path / "mala").mkdir()
     rnd = random.Random(22)

@@ -347,7 +347,7 @@ class partition {
   // with NOT_LEADER_OR_FOLLOWER on a role change or stop. The fetch then re-reads and parks again if still
   // short of fetch.min.bytes.
   waiter_handle add_data_waiter(waiter_callback callback);
-  // DescribeProducers: the producers with state here, by producer id (leader only: NOT_LEADER_OR_FOLLOWER;
+  // DescribeProducers: the producers with state here, by producer id (leader or follower, as Kafka;
   // KAFKA_STORAGE_ERROR when offline or the state did not load).
   result<std::vector<producer_description>> describe_producers() const;
 
