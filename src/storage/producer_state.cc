@@ -10,6 +10,7 @@
 #include "mala/storage/checkpoint_file.h"
 #include "mala/storage/partition_log.h"
 #include "mala/storage/segment_files.h"
+#include "mala/storage/txn_marker.h"
 
 namespace mala::storage {
 
@@ -92,25 +93,6 @@ T get_be(std::span<const uint8_t> bytes, size_t pos) {
 
 status corrupt(std::string what) {
   return status::error(error_code::corrupt_message, "producer snapshot: " + std::move(what));
-}
-
-// A transaction marker's payload (Kafka's EndTransactionMarker): key = version int16, type int16; value =
-// version int16, coordinator epoch int32.
-struct txn_marker {
-  int32_t coordinator_epoch = -1;
-  int64_t timestamp = proto::no_timestamp;
-};
-
-// nullopt for an empty control batch (everything it ended was cleaned away: nothing to apply) or an
-// unreadable one.
-std::optional<txn_marker> read_txn_marker(std::span<const uint8_t> batch) {
-  proto::record_batch_view view(batch, proto::crc_check::skip);
-  std::vector<uint8_t> buffer;
-  auto reader = view.records(buffer);
-  auto record = reader.next();
-  if (!record || !record->value || record->value->size() < 6) return std::nullopt;
-  return txn_marker{.coordinator_epoch = get_be<int32_t>(*record->value, 2),
-                    .timestamp = view.timestamp_of(*record)};
 }
 
 }  // namespace
@@ -359,7 +341,7 @@ void producer_state_manager::apply_batch(std::span<const uint8_t> batch) {
   if (header->producer_id != proto::no_producer_id) {
     if (!header->is_control()) {
       apply_data_batch(*header, header->base_offset);
-    } else if (auto marker = read_txn_marker(batch)) {
+    } else if (auto marker = decode_txn_marker_batch(batch)) {
       auto [it, inserted] = _producers.try_emplace(header->producer_id);
       auto& entry = it->second;
       if (inserted) entry.producer_id = header->producer_id;
