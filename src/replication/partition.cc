@@ -318,8 +318,9 @@ result<append_outcome> partition::append_as_leader(std::span<uint8_t> records, p
   // Bytes after a produced batch that make no other batch: the record set is refused here as malformed
   // (CORRUPT_MESSAGE), whatever the producer state would say of the batch.
   const bool whole_batch = batch && batch->bytes.size() == static_cast<size_t>(batch->header.size_in_bytes());
+  const auto origin = batch ? storage::append_origin::client : storage::append_origin::coordinator;
   auto checked = whole_batch ? _producers->check(batch->header, log_never_written)
-                             : _producers->check_records(records, log_never_written);
+                             : _producers->check_records(records, log_never_written, origin);
   if (!checked) {
     return status::error(checked.error().code, describe(topic_partition()) + ": " + checked.error().message);
   }
