@@ -43,14 +43,17 @@
 #include "mala/storage/log_segment.h"
 #include "mala/storage/partition_log.h"
 #include "mala/storage/producer_state.h"
+#include "mala/storage/txn_marker.h"
 
 namespace mala::replication {
 
 // The storage types and constants this interface speaks in, named here so that its users (the broker) reach
 // storage only through replication.
 using storage::cleanup_policy;
+using storage::decode_txn_marker_batch;
 using storage::earliest_local_timestamp;
 using storage::earliest_timestamp;
+using storage::encode_txn_marker_batch;
 using storage::file_slice;
 using storage::latest_timestamp;
 using storage::log_config;
@@ -58,6 +61,8 @@ using storage::max_timestamp_query;
 using storage::produced_batch;
 using storage::record_validation_failure;
 using storage::topic_partition;
+using storage::txn_marker;
+using storage::txn_marker_type;
 using storage::validate_produced_records;
 
 // The partition's replication state as the metadata log (PartitionRecord / PartitionChangeRecord) describes
@@ -237,7 +242,8 @@ class partition {
   // the producer state after validating the records; here it comes first, which only changes which error a
   // batch that breaks both kinds of rule gets. If the outcome is not done, the caller parks the request with
   // add_high_watermark_waiter(required_offset). `records` may hold several batches (the coordinators'
-  // writes); no client rules apply to them.
+  // writes); no client rules apply to them (storage::append_origin::coordinator: epochs are checked, not
+  // sequences, and nothing is a duplicate).
   result<append_outcome> append(std::span<uint8_t> records, int16_t acks);
   // Produce: the same for one batch from a client, checked and parsed once by validate_produced_records; its
   // header is used as it is from there to the log (producer-state checks, the log's validation and stamping,
