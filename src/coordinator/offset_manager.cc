@@ -60,15 +60,25 @@ void offset_manager::erase(const std::string& group, const std::string& topic, i
 
 // --- OffsetCommit
 
-proto::offset_commit_response offset_manager::commit_error(const proto::offset_commit_request& request,
-                                                           error_code e) {
-  proto::offset_commit_response resp;
+namespace {
+
+// Every partition of an OffsetCommit or TxnOffsetCommit request answered `e`.
+template <typename Response, typename Request>
+Response every_partition_answered(const Request& request, error_code e) {
+  Response resp;
   for (const auto& t : request.topics) {
     auto& rt = resp.topics.emplace_back();
     rt.name = t.name;
     for (const auto& p : t.partitions) rt.partitions.push_back({p.partition_index, to_wire(e)});
   }
   return resp;
+}
+
+}  // namespace
+
+proto::offset_commit_response offset_manager::commit_error(const proto::offset_commit_request& request,
+                                                           error_code e) {
+  return every_partition_answered<proto::offset_commit_response>(request, e);
 }
 
 namespace {
@@ -119,15 +129,35 @@ std::vector<coordinator_record> commit_records(const std::string& gid, const Req
   return records;
 }
 
-// An append error on every partition that was to be written.
-template <typename ResponseTopics>
-void fail_written(ResponseTopics& topics, error_code append_error) {
-  const auto client_error = to_wire(append_error_to_client_error(append_error));
-  for (auto& t : topics) {
-    for (auto& p : t.partitions) {
-      if (p.error_code == to_wire(error_code::none)) p.error_code = client_error;
-    }
-  }
+// Appends a commit's records (as `producer`'s transactional batch when set); once they are committed,
+// `before_apply` runs, each offset gets its record's log offset and goes to `apply`, and `done` answers. An
+// append error reaches every partition that was to be written, as append_error_to_client_error says.
+template <typename Response>
+void write_commit(coordinator_runtime& runtime, const std::string& gid,
+                  std::vector<coordinator_record> records, std::optional<transactional_producer> producer,
+                  Response resp, std::vector<offset_to_apply> to_apply, std::function<void()> before_apply,
+                  std::function<void(Response)> done, std::function<void(offset_to_apply)> apply) {
+  if (records.empty()) return done(std::move(resp));
+  runtime.write(
+      runtime.partition_of(gid), std::move(records), producer,
+      [resp = std::move(resp), to_apply = std::move(to_apply), before_apply = std::move(before_apply),
+       done = std::move(done), apply = std::move(apply)](error_code e, int64_t first_offset) mutable {
+        if (e != error_code::none) {
+          const auto client_error = to_wire(append_error_to_client_error(e));
+          for (auto& t : resp.topics) {
+            for (auto& p : t.partitions) {
+              if (p.error_code == to_wire(error_code::none)) p.error_code = client_error;
+            }
+          }
+          return done(std::move(resp));
+        }
+        before_apply();
+        for (auto& a : to_apply) {
+          a.value.record_offset = first_offset++;
+          apply(std::move(a));
+        }
+        done(std::move(resp));
+      });
 }
 
 }  // namespace
@@ -144,35 +174,17 @@ void offset_manager::commit(proto::offset_commit_request request, std::function<
   auto records =
       commit_records(gid, request.topics, now_ms, expire,
                      static_cast<size_t>(_runtime.config().offset_metadata_max_bytes), resp.topics, to_apply);
-  if (records.empty()) return done(std::move(resp));
-  _runtime.write(_runtime.partition_of(gid), std::move(records), std::nullopt,
-                 [this, gid, resp = std::move(resp), to_apply = std::move(to_apply),
-                  before_apply = std::move(before_apply),
-                  done = std::move(done)](error_code e, int64_t first_offset) mutable {
-                   if (e != error_code::none) {
-                     fail_written(resp.topics, e);
-                     return done(std::move(resp));
-                   }
-                   before_apply();
-                   for (auto& a : to_apply) {
-                     a.value.record_offset = first_offset++;
-                     _offsets[gid][a.topic][a.partition] = std::move(a.value);
-                   }
-                   done(std::move(resp));
-                 });
+  write_commit<proto::offset_commit_response>(
+      _runtime, gid, std::move(records), std::nullopt, std::move(resp), std::move(to_apply),
+      std::move(before_apply), std::move(done),
+      [this, gid](offset_to_apply a) { _offsets[gid][a.topic][a.partition] = std::move(a.value); });
 }
 
 // --- TxnOffsetCommit and markers
 
 proto::txn_offset_commit_response offset_manager::txn_commit_error(
     const proto::txn_offset_commit_request& request, error_code e) {
-  proto::txn_offset_commit_response resp;
-  for (const auto& t : request.topics) {
-    auto& rt = resp.topics.emplace_back();
-    rt.name = t.name;
-    for (const auto& p : t.partitions) rt.partitions.push_back({p.partition_index, to_wire(e)});
-  }
-  return resp;
+  return every_partition_answered<proto::txn_offset_commit_response>(request, e);
 }
 
 void offset_manager::commit_transactional(proto::txn_offset_commit_request request,
@@ -186,22 +198,11 @@ void offset_manager::commit_transactional(proto::txn_offset_commit_request reque
   auto records =
       commit_records(gid, request.topics, _runtime.now(), std::nullopt,
                      static_cast<size_t>(_runtime.config().offset_metadata_max_bytes), resp.topics, to_apply);
-  if (records.empty()) return done(std::move(resp));
-  _runtime.write(_runtime.partition_of(gid), std::move(records), producer,
-                 [this, gid, producer, resp = std::move(resp), to_apply = std::move(to_apply),
-                  before_apply = std::move(before_apply),
-                  done = std::move(done)](error_code e, int64_t first_offset) mutable {
-                   if (e != error_code::none) {
-                     fail_written(resp.topics, e);
-                     return done(std::move(resp));
-                   }
-                   before_apply();
-                   for (auto& a : to_apply) {
-                     a.value.record_offset = first_offset++;
-                     add_pending(producer.producer_id, gid, a.topic, a.partition, std::move(a.value));
-                   }
-                   done(std::move(resp));
-                 });
+  write_commit<proto::txn_offset_commit_response>(
+      _runtime, gid, std::move(records), producer, std::move(resp), std::move(to_apply),
+      std::move(before_apply), std::move(done), [this, gid, producer](offset_to_apply a) {
+        add_pending(producer.producer_id, gid, a.topic, a.partition, std::move(a.value));
+      });
 }
 
 void offset_manager::add_pending(int64_t producer_id, const std::string& group, const std::string& topic,

@@ -10,32 +10,18 @@ namespace mala::broker::handlers {
 asio::awaitable<std::optional<txn_offset_commit_handler::response>> txn_offset_commit_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
   response resp;
-  auto answer_all = [&](const request& r, error_code e) {
-    for (const auto& t : r.topics) {
-      auto& rt = topic_entry(resp.topics, t.name);
-      for (const auto& p : t.partitions) rt.partitions.push_back({p.partition_index, to_wire(e)});
-    }
-  };
   if (!ctx.services.groups) {
-    answer_all(req, error_code::coordinator_not_available);
+    for (const auto& t : req.topics) {
+      auto& rt = topic_entry(resp.topics, t.name);
+      for (const auto& p : t.partitions) {
+        rt.partitions.push_back({p.partition_index, to_wire(error_code::coordinator_not_available)});
+      }
+    }
     co_return resp;
   }
   // Partitions the metadata does not know are answered here; the rest goes to the coordinator.
-  request valid = req;
-  valid.topics.clear();
-  for (auto& t : req.topics) {
-    request::txn_offset_commit_request_topic kept;
-    kept.name = t.name;
-    for (auto& p : t.partitions) {
-      if (partition_exists(ctx.services, t.name, p.partition_index)) {
-        kept.partitions.push_back(std::move(p));
-      } else {
-        topic_entry(resp.topics, t.name)
-            .partitions.push_back({p.partition_index, to_wire(error_code::unknown_topic_or_partition)});
-      }
-    }
-    if (!kept.partitions.empty()) valid.topics.push_back(std::move(kept));
-  }
+  request valid = std::move(req);
+  valid.topics = known_partitions(ctx.services, std::move(valid.topics), resp.topics);
   if (valid.topics.empty()) co_return resp;
 
   auto origin = request_origin_of(ctx, version);
