@@ -788,14 +788,6 @@ class transactional_offsets_test : public coordinator_test {
     return -2;
   }
 };
-}
-std::optional<proto::offset_fetch_response::offset_fetch_response_group> out;
-coordinator->fetch_offsets(g, true, [&out](auto resp) { out = std::move(resp); });
-EXPECT_TRUE(out.has_value());
-return out.value_or(proto::offset_fetch_response::offset_fetch_response_group{});
-}
-}
-;
 
 TEST_F(transactional_offsets_test, pending_offsets_are_invisible_until_the_commit_marker) {
   EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 42}})), std::vector<int16_t>{0});
