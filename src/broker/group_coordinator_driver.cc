@@ -281,7 +281,10 @@ void group_coordinator_driver::append(int32_t partition, std::vector<coordinator
     if (r.value) value = std::span<const uint8_t>(*r.value);
     builder.add(now, std::span<const uint8_t>(r.key), value);
   }
-  append_batch(partition, builder.build(), std::move(done));
+  auto batch = builder.build();
+  append_with(
+      partition, [&batch](replication::partition& replica) { return replica.append(batch, -1); },
+      std::move(done));
 }
 
 void group_coordinator_driver::append_marker(int32_t partition, const coordinator::txn_marker_write& marker,
@@ -294,11 +297,16 @@ void group_coordinator_driver::append_marker(int32_t partition, const coordinato
   m.type = marker.commit ? replication::txn_marker_type::commit : replication::txn_marker_type::abort;
   m.coordinator_epoch = marker.coordinator_epoch;
   m.timestamp = _impl->now();
-  append_batch(partition, replication::encode_txn_marker_batch(m), std::move(done));
+  auto batch = replication::encode_txn_marker_batch(m);
+  append_with(
+      partition, [&batch](replication::partition& replica) { return replica.append(batch, -1); },
+      std::move(done));
 }
 
-void group_coordinator_driver::append_batch(int32_t partition, std::vector<uint8_t> batch,
-                                            append_callback done) {
+void group_coordinator_driver::append_with(
+    int32_t partition,
+    const std::function<result<replication::append_outcome>(replication::partition&)>& append,
+    append_callback done) {
   auto& home = _impl->home;
   // Completions never run inside append() (the coordinator's contract): they are posted to the home shard.
   auto complete = [&home, done = std::move(done)](error_code e, int64_t first_offset) mutable {
@@ -308,7 +316,7 @@ void group_coordinator_driver::append_batch(int32_t partition, std::vector<uint8
   };
   auto* replica = _impl->replicas.get(offsets_partition(partition));
   if (!replica) return complete(error_code::not_leader_or_follower, -1);
-  auto appended = replica->append(batch, -1);
+  auto appended = append(*replica);
   if (!appended) return complete(appended.error().code, -1);
   const int64_t first_offset = appended->appended.first_offset;
   if (appended->done) return complete(appended->error, first_offset);

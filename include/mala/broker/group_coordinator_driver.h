@@ -19,6 +19,7 @@
 #include <optional>
 #include <vector>
 
+#include "mala/common/result.h"
 #include "mala/coordinator/group_coordinator.h"
 #include "mala/metadata/metadata_image.h"
 #include "mala/protocol/record_batch.h"
@@ -27,8 +28,10 @@ namespace asio {
 class io_context;
 }
 namespace mala::replication {
+class partition;
 class replica_manager;
-}
+struct append_outcome;
+}  // namespace mala::replication
 
 namespace mala {
 class node_config;
@@ -72,8 +75,10 @@ class group_coordinator_driver final : public coordinator::record_writer {
                      append_callback done) override;
 
  private:
-  // Appends one batch to the partition's replica with acks=-1 and answers once it is committed.
-  void append_batch(int32_t partition, std::vector<uint8_t> batch, append_callback done);
+  // Runs `append` (acks=-1) on the partition's replica and answers once what it wrote is committed.
+  void append_with(int32_t partition,
+                   const std::function<result<replication::append_outcome>(replication::partition&)>& append,
+                   append_callback done);
 
   struct impl;
   std::unique_ptr<impl> _impl;
