@@ -283,7 +283,10 @@ void group_coordinator_driver::append(int32_t partition, std::vector<coordinator
   }
   auto batch = builder.build();
   append_with(
-      partition, [&batch](replication::partition& replica) { return replica.append(batch, -1); },
+      partition,
+      [&batch](replication::partition& replica) {
+        return replica.append(batch, -1, replication::append_origin::coordinator);
+      },
       std::move(done));
 }
 
@@ -299,7 +302,10 @@ void group_coordinator_driver::append_marker(int32_t partition, const coordinato
   m.timestamp = _impl->now();
   auto batch = replication::encode_txn_marker_batch(m);
   append_with(
-      partition, [&batch](replication::partition& replica) { return replica.append(batch, -1); },
+      partition,
+      [&batch](replication::partition& replica) {
+        return replica.append(batch, -1, replication::append_origin::coordinator);
+      },
       std::move(done));
 }
 

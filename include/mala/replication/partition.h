@@ -49,6 +49,7 @@ namespace mala::replication {
 
 // The storage types and constants this interface speaks in, named here so that its users (the broker) reach
 // storage only through replication.
+using storage::append_origin;
 using storage::cleanup_policy;
 using storage::decode_txn_marker_batch;
 using storage::earliest_local_timestamp;
@@ -242,9 +243,10 @@ class partition {
   // the producer state after validating the records; here it comes first, which only changes which error a
   // batch that breaks both kinds of rule gets. If the outcome is not done, the caller parks the request with
   // add_high_watermark_waiter(required_offset). `records` may hold several batches (the coordinators'
-  // writes); no client rules apply to them (storage::append_origin::coordinator: epochs are checked, not
-  // sequences, and nothing is a duplicate).
-  result<append_outcome> append(std::span<uint8_t> records, int16_t acks);
+  // writes); no client rules apply to them. With storage::append_origin::coordinator (the group
+  // coordinator's writes) producer epochs are checked, not sequences, and nothing is a duplicate.
+  result<append_outcome> append(std::span<uint8_t> records, int16_t acks,
+                                storage::append_origin origin = storage::append_origin::client);
   // Produce: the same for one batch from a client, checked and parsed once by validate_produced_records; its
   // header is used as it is from there to the log (producer-state checks, the log's validation and stamping,
   // the producer-state update).
@@ -332,7 +334,8 @@ class partition {
  private:
   int64_t now_ms() const;
   // Both appends: `batch` set for a produced batch (its header parsed), else `records` split here.
-  result<append_outcome> append_as_leader(std::span<uint8_t> records, produced_batch* batch, int16_t acks);
+  result<append_outcome> append_as_leader(std::span<uint8_t> records, produced_batch* batch, int16_t acks,
+                                          storage::append_origin origin);
   int64_t bound_offset(fetch_bound bound) const;
   // Recompute the high watermark (leader); true if it moved.
   bool maybe_increment_high_watermark(int64_t now_ms);
