@@ -276,6 +276,20 @@ void node::open_server() {
   _services.producer_ids = &_producer_ids;
   _services.groups = _groups ? &_groups->coordinator() : nullptr;
   _services.transactions = _transactions ? &_transactions->coordinator() : nullptr;
+  // WriteTxnMarkers on __consumer_offsets: the group coordinator writes the marker and settles the
+  // producer's pending offsets; its coordinator errors tell the transaction coordinator to retry elsewhere.
+  if (_groups) {
+    _services.group_txn_marker_writer = [this](int32_t partition, const storage::txn_marker_request& marker,
+                                               std::function<void(error_code)> done) {
+      const coordinator::txn_marker_write write{marker.producer_id, marker.producer_epoch, marker.commit,
+                                                marker.coordinator_epoch, marker.transaction_version};
+      _groups->coordinator().complete_transaction(partition, write, [done = std::move(done)](error_code e) {
+        const bool moved = e == error_code::coordinator_not_available || e == error_code::not_coordinator ||
+                           e == error_code::coordinator_load_in_progress;
+        done(moved ? error_code::not_leader_or_follower : e);
+      });
+    };
+  }
   _services.clock_ms = wall_clock_ms;
   _dispatcher = std::make_unique<broker::broker_dispatcher>(_services);
   _server = std::make_unique<net::kafka_server>(*_shards, *_dispatcher, server_limits_from(_config));
@@ -401,6 +415,7 @@ status node::close() {
   _services.groups = nullptr;
   _groups.reset();
   _services.transactions = nullptr;
+  _services.group_txn_marker_writer = nullptr;
   _transactions.reset();
   if (_lifecycle) _broker_epoch = _lifecycle->broker_epoch();
   _lifecycle.reset();

@@ -161,13 +161,24 @@ struct group_coordinator_driver::impl {
       while (auto batch = splitter.next()) {
         protocol::record_batch_view view(*batch);
         if (!view.ok() || view.last_offset() < next) continue;
-        // Control batches (transaction markers) carry no group records.
-        if (!view.is_control()) {
+        if (view.is_control()) {
+          // A transaction marker ends its producer's pending offsets, in log order with the records.
+          if (auto marker = replication::decode_txn_marker_batch(*batch)) {
+            auto st = groups->replay_marker(partition, marker->producer_id, marker->is_commit());
+            if (!st.ok()) {
+              log->warn("__consumer_offsets-{} offset {}: marker skipped: {}", partition, view.base_offset(),
+                        st.message);
+            }
+          }
+        } else {
+          // A transactional batch's offsets stay pending under its producer id until its marker.
+          const int64_t producer_id =
+              view.is_transactional() ? view.header().producer_id : protocol::no_producer_id;
           auto reader = view.records(decompressed);
           for (const auto& record : reader) {
             const int64_t offset = view.offset_of(record);
             if (offset < next || !record.key) continue;
-            auto st = groups->replay(partition, offset, *record.key, record.value);
+            auto st = groups->replay(partition, offset, *record.key, record.value, producer_id);
             if (!st.ok()) {
               log->warn("__consumer_offsets-{} offset {}: record skipped: {}", partition, offset, st.message);
             }
@@ -255,28 +266,61 @@ void group_coordinator_driver::stop() {
 }
 
 void group_coordinator_driver::append(int32_t partition, std::vector<coordinator::coordinator_record> records,
-                                      std::function<void(error_code)> done) {
-  auto& home = _impl->home;
-  // Completions never run inside append() (the coordinator's contract): they are posted to the home shard.
-  auto complete = [&home, done = std::move(done)](error_code e) mutable {
-    asio::post(home, [done = std::move(done), e]() mutable { done(e); });
-  };
-  auto* replica = _impl->replicas.get(offsets_partition(partition));
-  if (!replica) return complete(error_code::not_leader_or_follower);
-  // One batch per write, as the coordinator runtime appends them: magic 2, no producer, create time now,
-  // compressed with offsets.topic.compression.codec (none by default).
+                                      std::optional<coordinator::transactional_producer> producer,
+                                      append_callback done) {
+  // One batch per write, as the coordinator runtime appends them: magic 2, create time now, compressed with
+  // offsets.topic.compression.codec (none by default); a TxnOffsetCommit's batch carries its producer and the
+  // transactional attribute (sequence 0, as Kafka's coordinator writes it: sequences are not checked for the
+  // coordinator's own writes).
   protocol::record_batch_builder builder;
   builder.compression(_impl->options.compression);
+  if (producer) builder.producer(producer->producer_id, producer->producer_epoch, 0).transactional();
   const int64_t now = _impl->now();
   for (const auto& r : records) {
     std::optional<std::span<const uint8_t>> value;
     if (r.value) value = std::span<const uint8_t>(*r.value);
     builder.add(now, std::span<const uint8_t>(r.key), value);
   }
-  std::vector<uint8_t> batch = builder.build();
-  auto appended = replica->append(batch, -1);
-  if (!appended) return complete(appended.error().code);
-  if (appended->done) return complete(appended->error);
+  auto batch = builder.build();
+  append_with(
+      partition,
+      [&batch](replication::partition& replica) {
+        return replica.append(batch, -1, replication::append_origin::coordinator);
+      },
+      std::move(done));
+}
+
+void group_coordinator_driver::append_marker(int32_t partition, const coordinator::txn_marker_write& marker,
+                                             append_callback done) {
+  // The end-transaction control batch a partition leader writes for WriteTxnMarkers; for __consumer_offsets
+  // the group coordinator writes it itself, ordered with its own writes (Kafka's completeTransaction).
+  // The partition's marker path checks the coordinator epoch and the transactions v2 epoch rule.
+  const storage::txn_marker_request m{.producer_id = marker.producer_id,
+                                      .producer_epoch = marker.producer_epoch,
+                                      .commit = marker.commit,
+                                      .coordinator_epoch = marker.coordinator_epoch,
+                                      .transaction_version = marker.transaction_version};
+  append_with(
+      partition, [&m](replication::partition& replica) { return replica.append_txn_marker(m); }, std::move(done));
+}
+
+void group_coordinator_driver::append_with(
+    int32_t partition,
+    const std::function<result<replication::append_outcome>(replication::partition&)>& append,
+    append_callback done) {
+  auto& home = _impl->home;
+  // Completions never run inside append() (the coordinator's contract): they are posted to the home shard.
+  auto complete = [&home, done = std::move(done)](error_code e, int64_t first_offset) mutable {
+    asio::post(home, [done = std::move(done), e, first_offset]() mutable {
+      done(e, e == error_code::none ? first_offset : -1);
+    });
+  };
+  auto* replica = _impl->replicas.get(offsets_partition(partition));
+  if (!replica) return complete(error_code::not_leader_or_follower, -1);
+  auto appended = append(*replica);
+  if (!appended) return complete(appended.error().code, -1);
+  const int64_t first_offset = appended->appended.first_offset;
+  if (appended->done) return complete(appended->error, first_offset);
 
   // acks=-1: wait until the high watermark passes the batch, at most offsets.commit.timeout.ms.
   struct pending {
@@ -286,14 +330,14 @@ void group_coordinator_driver::append(int32_t partition, std::vector<coordinator
     replication::waiter_handle handle;
   };
   auto state = std::make_shared<pending>(home);
-  auto finish = std::make_shared<std::function<void(error_code)>>(std::move(complete));
-  state->handle =
-      replica->add_high_watermark_waiter(appended->required_offset, [state, finish](error_code e) {
-        if (state->fired) return;
-        state->fired = true;
-        state->timer.cancel();
-        (*finish)(e);
-      });
+  auto finish = std::make_shared<std::function<void(error_code, int64_t)>>(std::move(complete));
+  state->handle = replica->add_high_watermark_waiter(appended->required_offset,
+                                                     [state, finish, first_offset](error_code e) {
+                                                       if (state->fired) return;
+                                                       state->fired = true;
+                                                       state->timer.cancel();
+                                                       (*finish)(e, first_offset);
+                                                     });
   if (state->fired) return;
   state->timer.expires_after(std::chrono::milliseconds(_impl->options.commit_timeout_ms));
   auto* replicas = &_impl->replicas;
@@ -304,7 +348,7 @@ void group_coordinator_driver::append(int32_t partition, std::vector<coordinator
         if (*alive) {
           if (auto* r = replicas->get(offsets_partition(partition))) r->cancel_waiter(state->handle);
         }
-        (*finish)(error_code::request_timed_out);
+        (*finish)(error_code::request_timed_out, -1);
       });
 }
 

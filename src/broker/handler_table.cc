@@ -52,6 +52,7 @@
 #include "handlers/partition_reassignments.h"
 #include "handlers/produce.h"
 #include "handlers/sync_group.h"
+#include "handlers/txn_offset_commit.h"
 #include "handlers/vote.h"
 #include "handlers/write_txn_markers.h"
 
@@ -146,6 +147,7 @@ handler_table::handler_table() {
       entry<handlers::consumer_group_heartbeat_handler>("ConsumerGroupHeartbeat"),
       entry<handlers::consumer_group_describe_handler>("ConsumerGroupDescribe"),
       entry<handlers::offset_delete_handler>("OffsetDelete"),
+      entry<handlers::txn_offset_commit_handler>("TxnOffsetCommit"),
       entry<handlers::delete_records_handler>("DeleteRecords"),
       entry<handlers::api_versions_handler>("ApiVersions"),
       entry<handlers::create_topics_handler>("CreateTopics"),

@@ -241,20 +241,23 @@ proto::leave_group_response classic_group_manager::leave_group(const proto::leav
 
 namespace {
 
-// Whether the member may commit for the classic group at its generation (or without one while it is empty).
-error_code validate_offset_commit(const classic_group& g, const proto::offset_commit_request& req) {
+// Whether the member may commit for the classic group at its generation (or without one while it is empty):
+// ClassicGroup.validateOffsetCommit. Transactional commits may come without member or generation
+// (TxnOffsetCommit before v3) whatever the group's state, and are not held back by a rebalance.
+error_code validate_offset_commit(const classic_group& g, const std::string& member_id,
+                                  const std::optional<std::string>& group_instance_id, int32_t generation,
+                                  bool transactional) {
   if (g.in_state(state::dead)) return error_code::coordinator_not_available;
-  const int32_t generation = req.generation_id_or_member_epoch;
   // Generation -1: the admin client or a consumer without group management; fine while the group is empty.
   if (generation < 0 && g.in_state(state::empty)) return error_code::none;
-  if (generation >= 0 || !req.member_id.empty() || req.group_instance_id) {
-    if (auto e = g.validate_member(req.member_id, req.group_instance_id); e != error_code::none) return e;
+  if (generation >= 0 || !member_id.empty() || group_instance_id) {
+    if (auto e = g.validate_member(member_id, group_instance_id); e != error_code::none) return e;
     if (generation != g.generation_id()) return error_code::illegal_generation;
-  } else if (!g.in_state(state::empty)) {
+  } else if (!transactional && !g.in_state(state::empty)) {
     return error_code::unknown_member_id;
   }
   // The member knows the new generation but the group has not settled: it will commit again after.
-  if (g.in_state(state::completing_rebalance)) return error_code::rebalance_in_progress;
+  if (!transactional && g.in_state(state::completing_rebalance)) return error_code::rebalance_in_progress;
   return error_code::none;
 }
 
@@ -273,12 +276,25 @@ error_code classic_group_manager::accept_offset_commit(const request_origin& ori
     slot = &create_group(gid);
   }
   classic_group& g = slot->group;
-  if (auto e = validate_offset_commit(g, req); e != error_code::none) return e;
+  if (auto e =
+          validate_offset_commit(g, req.member_id, req.group_instance_id, req.generation_id_or_member_epoch,
+                                 /*transactional=*/false);
+      e != error_code::none)
+    return e;
   // A commit keeps a classic member's session alive.
   if (g.in_state(state::stable) || g.in_state(state::preparing_rebalance)) {
     if (auto* m = g.member(req.member_id)) reschedule_heartbeat(g, *m);
   }
   return error_code::none;
+}
+
+error_code classic_group_manager::validate_txn_offset_commit(
+    const proto::txn_offset_commit_request& req) const {
+  const group_slot* slot = find_slot(req.group_id);
+  // An unknown group with generation -1 becomes a simple group once the offsets are written.
+  if (!slot) return req.generation_id_or_member_epoch < 0 ? error_code::none : error_code::illegal_generation;
+  return validate_offset_commit(slot->group, req.member_id, req.group_instance_id, req.generation_id_or_member_epoch,
+                                /*transactional=*/true);
 }
 
 std::vector<proto::describe_groups_response::described_group> classic_group_manager::describe(

@@ -89,6 +89,9 @@ class classic_group_manager {
   // OffsetCommit against a classic group: creates a simple group for a commit without generation, validates
   // the member and generation, and keeps the member's session alive.
   error_code accept_offset_commit(const request_origin& origin, const protocol::offset_commit_request& req);
+  // TxnOffsetCommit against a classic group (or none yet): ILLEGAL_GENERATION for an unknown group with a
+  // generation, then the member and generation checks of a transactional commit.
+  error_code validate_txn_offset_commit(const protocol::txn_offset_commit_request& req) const;
   // OffsetDelete: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a rebalancing group of another protocol than
   // "consumer") or NONE.
   error_code validate_offset_delete(const std::string& group_id) const;

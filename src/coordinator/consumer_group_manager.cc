@@ -560,7 +560,8 @@ void consumer_group_manager::list(const std::set<std::string>& states, const std
 // --- Offsets / deletion
 
 error_code consumer_group_manager::validate_offset_commit(const std::string& id, const std::string& member_id,
-                                                          int32_t epoch, int16_t api_version) const {
+                                                          int32_t epoch, int16_t api_version,
+                                                          bool transactional) const {
   const consumer_group* g = find(id);
   if (!g) return error_code::group_id_not_found;
   // Epoch -1: the admin client or a consumer without group management, fine while the group is empty.
@@ -569,9 +570,13 @@ error_code consumer_group_manager::validate_offset_commit(const std::string& id,
   if (!m) return error_code::unknown_member_id;
   // Members of the consumer protocol commit with v9+; classic members with any version, their member epoch
   // as generation (ILLEGAL_GENERATION rather than STALE_MEMBER_EPOCH, as Kafka's validateMemberEpoch).
-  if (!m->uses_classic_protocol() && api_version < 9) return error_code::unsupported_version;
+  // TxnOffsetCommit has no such versions, and answers ILLEGAL_GENERATION for a stale epoch of either kind
+  // (validateTransactionalOffsetCommit).
+  if (!transactional && !m->uses_classic_protocol() && api_version < 9)
+    return error_code::unsupported_version;
   if (epoch != m->member_epoch) {
-    return m->uses_classic_protocol() ? error_code::illegal_generation : error_code::stale_member_epoch;
+    return m->uses_classic_protocol() || transactional ? error_code::illegal_generation
+                                                       : error_code::stale_member_epoch;
   }
   return error_code::none;
 }

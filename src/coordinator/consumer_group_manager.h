@@ -140,8 +140,9 @@ class consumer_group_manager {
   // OffsetCommit against a consumer group (ConsumerGroup.validateOffsetCommit): a member id and its current
   // epoch (STALE_MEMBER_EPOCH for another one, UNKNOWN_MEMBER_ID for an unknown member), or epoch -1 with no
   // member id while the group is empty; versions before 9 (no member epochs) get UNSUPPORTED_VERSION.
+  // TxnOffsetCommit (`transactional`): any version, and ILLEGAL_GENERATION for a stale epoch.
   error_code validate_offset_commit(const std::string& id, const std::string& member_id, int32_t epoch,
-                                    int16_t api_version) const;
+                                    int16_t api_version, bool transactional = false) const;
   // OffsetFetch v9+ with a member id: the member must exist with that epoch (no member id: admin fetch).
   error_code validate_offset_fetch(const std::string& id, const std::optional<std::string>& member_id,
                                    int32_t epoch) const;

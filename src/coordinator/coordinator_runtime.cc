@@ -59,26 +59,46 @@ void coordinator_runtime::forget(int32_t partition) {
 
 void coordinator_runtime::write(int32_t partition, std::vector<coordinator_record> records,
                                 std::function<void(error_code)> done) {
+  write(partition, std::move(records), std::nullopt,
+        [done = std::move(done)](error_code e, int64_t /*first_offset*/) { done(e); });
+}
+
+void coordinator_runtime::write(int32_t partition, std::vector<coordinator_record> records,
+                                std::optional<transactional_producer> producer,
+                                record_writer::append_callback done) {
+  track(partition, std::move(done), [&](record_writer::append_callback completion) {
+    _writer.append(partition, std::move(records), producer, std::move(completion));
+  });
+}
+
+void coordinator_runtime::write_marker(int32_t partition, const txn_marker_write& marker,
+                                       record_writer::append_callback done) {
+  track(partition, std::move(done), [&](record_writer::append_callback completion) {
+    _writer.append_marker(partition, marker, std::move(completion));
+  });
+}
+
+void coordinator_runtime::track(int32_t partition, record_writer::append_callback done,
+                                const std::function<void(record_writer::append_callback)>& start) {
   auto owned = _partitions.find(partition);
-  if (owned == _partitions.end()) return done(error_code::not_leader_or_follower);
+  if (owned == _partitions.end()) return done(error_code::not_leader_or_follower, -1);
   const uint64_t epoch = owned->second.epoch;
   ++owned->second.writes_in_flight;
-  _writer.append(
-      partition, std::move(records), [this, partition, epoch, done = std::move(done)](error_code e) {
-        auto it = _partitions.find(partition);
-        if (it == _partitions.end() || it->second.epoch != epoch) {
-          done(error_code::not_leader_or_follower);
-          return;
-        }
-        --it->second.writes_in_flight;
-        done(e);
-        it = _partitions.find(partition);
-        if (it != _partitions.end() && it->second.writes_in_flight == 0 && !it->second.after_writes.empty()) {
-          auto waiting = std::move(it->second.after_writes);
-          it->second.after_writes.clear();
-          for (auto& fn : waiting) fn();
-        }
-      });
+  start([this, partition, epoch, done = std::move(done)](error_code e, int64_t first_offset) {
+    auto it = _partitions.find(partition);
+    if (it == _partitions.end() || it->second.epoch != epoch) {
+      done(error_code::not_leader_or_follower, -1);
+      return;
+    }
+    --it->second.writes_in_flight;
+    done(e, first_offset);
+    it = _partitions.find(partition);
+    if (it != _partitions.end() && it->second.writes_in_flight == 0 && !it->second.after_writes.empty()) {
+      auto waiting = std::move(it->second.after_writes);
+      it->second.after_writes.clear();
+      for (auto& fn : waiting) fn();
+    }
+  });
 }
 
 void coordinator_runtime::after_writes(int32_t partition, std::function<void()> fn) {

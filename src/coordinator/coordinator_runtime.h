@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,9 +58,13 @@ class coordinator_runtime {
   // The partition is no longer owned; what waited for its appends runs now (and sees NOT_COORDINATOR).
   void forget(int32_t partition);
 
-  // Appends to an owned partition (NOT_LEADER_OR_FOLLOWER at once otherwise); `done` gets the append's error.
+  // Appends to an owned partition (NOT_LEADER_OR_FOLLOWER at once otherwise); `done` gets the append's error
+  // (and, for the forms that take an append_callback, the log offset of the first record).
   void write(int32_t partition, std::vector<coordinator_record> records,
              std::function<void(error_code)> done);
+  void write(int32_t partition, std::vector<coordinator_record> records,
+             std::optional<transactional_producer> producer, record_writer::append_callback done);
+  void write_marker(int32_t partition, const txn_marker_write& marker, record_writer::append_callback done);
   // Runs `fn` once the partition's appends in flight completed: at once when there are none (or the
   // partition is not owned).
   void after_writes(int32_t partition, std::function<void()> fn);
@@ -71,6 +76,11 @@ class coordinator_runtime {
     int32_t writes_in_flight = 0;
     std::vector<std::function<void()>> after_writes;
   };
+
+  // Counts the write in flight on an owned partition and calls `start` with the completion that checks the
+  // partition is still owned under the same epoch.
+  void track(int32_t partition, record_writer::append_callback done,
+             const std::function<void(record_writer::append_callback)>& start);
 
   const group_coordinator_config& _config;
   record_writer& _writer;

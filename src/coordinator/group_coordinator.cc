@@ -122,8 +122,47 @@ struct group_coordinator::impl {
         std::move(req), [this, gid] { ensure_group_for_offsets(gid); }, std::move(done));
   }
 
+  // TxnOffsetCommit: the checks of validateTransactionalOffsetCommit, then the producer's transactional
+  // write; the group of a commit without generation is created once the write is committed.
+  void commit_transactional_offsets(const request_origin& origin, proto::txn_offset_commit_request req,
+                                    txn_offset_commit_callback done) {
+    const std::string gid = req.group_id;
+    error_code e = gid.empty() ? error_code::invalid_group_id : runtime.partition_error(gid);
+    if (e == error_code::none) {
+      e = consumer->contains(gid)
+              ? consumer->validate_offset_commit(gid, req.member_id, req.generation_id_or_member_epoch, origin.api_version,
+                                                 /*transactional=*/true)
+              : classic.validate_txn_offset_commit(req);
+    }
+    if (e != error_code::none) return done(offset_manager::txn_commit_error(req, e));
+    offsets.commit_transactional(
+        std::move(req), [this, gid] { ensure_group_for_offsets(gid); }, std::move(done));
+  }
+
+  void complete_transaction(int32_t partition, const txn_marker_write& marker,
+                            std::function<void(error_code)> done) {
+    switch (runtime.status_of(partition)) {
+      case partition_status::not_owned:
+        return done(error_code::not_coordinator);
+      case partition_status::loading:
+        return done(error_code::coordinator_load_in_progress);
+      case partition_status::active:
+        break;
+    }
+    runtime.write_marker(partition, marker,
+                         [this, partition, marker, done = std::move(done)](error_code e, int64_t /*offset*/) {
+                           if (e == error_code::none) {
+                             offsets.complete_transaction(partition, marker.producer_id, marker.commit);
+                             runtime.log().debug("__consumer_offsets-{}: transaction of producer {} {}",
+                                                 partition, marker.producer_id,
+                                                 marker.commit ? "committed" : "aborted");
+                           }
+                           done(e);
+                         });
+  }
+
   proto::offset_fetch_response::offset_fetch_response_group fetch_offsets_now(
-      const proto::offset_fetch_request::offset_fetch_request_group& req) const {
+      const proto::offset_fetch_request::offset_fetch_request_group& req, bool require_stable) const {
     const std::string& gid = req.group_id;
     auto failed = [&](error_code e) {
       proto::offset_fetch_response::offset_fetch_response_group out;
@@ -141,16 +180,16 @@ struct group_coordinator::impl {
         return failed(e);
     }
     const bool group_exists = (g && !g->in_state(classic_group_state::dead)) || is_consumer_group;
-    return offsets.fetch(req, group_exists);
+    return offsets.fetch(req, group_exists, require_stable);
   }
 
   void fetch_offsets(const proto::offset_fetch_request::offset_fetch_request_group& req, bool require_stable,
                      offset_fetch_callback done) {
-    if (!require_stable) return done(fetch_offsets_now(req));
+    if (!require_stable) return done(fetch_offsets_now(req, false));
     // Kafka runs a require_stable fetch as a write operation, so that it sees every commit in flight: wait
     // for this partition's appends to complete first.
     runtime.after_writes(runtime.partition_of(req.group_id),
-                         [this, req, done = std::move(done)] { done(fetch_offsets_now(req)); });
+                         [this, req, done = std::move(done)] { done(fetch_offsets_now(req, true)); });
   }
 
   // OffsetDelete: a classic group must not be rebalancing (unless of the "consumer" protocol type), a
@@ -269,7 +308,9 @@ struct group_coordinator::impl {
       offset_deletion expired = offsets.select_expired(
           id, [&g](const std::string& topic) { return g.is_subscribed_to_topic(topic); },
           [&g](const committed_offset& c) { return expiration_base(g, c); }, now_ms);
-      const bool all_expired = expired.offsets.size() == offsets.count(id);
+      // A group with an open transaction stays (its offsets may be committed yet).
+      const bool all_expired =
+          expired.offsets.size() == offsets.count(id) && !offsets.has_open_transactions(id);
       if (all_expired && g.is_empty()) {
         expired.records.push_back(group_metadata_tombstone(id));
         deleted_groups[slot.partition].push_back(id);
@@ -287,7 +328,8 @@ struct group_coordinator::impl {
       offset_deletion expired = offsets.select_expired(
           id, [&subscribed](const std::string& topic) { return subscribed.contains(topic); },
           [](const committed_offset& c) { return c.commit_timestamp_ms; }, now_ms);
-      const bool all_expired = expired.offsets.size() == offsets.count(id);
+      const bool all_expired =
+          expired.offsets.size() == offsets.count(id) && !offsets.has_open_transactions(id);
       if (all_expired && cg.is_empty()) {
         if (auto records = consumer->delete_records(id)) {
           for (auto& r : *records) expired.records.push_back(std::move(r));
@@ -305,11 +347,13 @@ struct group_coordinator::impl {
             if (e != error_code::none) return;  // tried again at the next check
             // Only if nothing brought the group back to life meanwhile.
             for (const auto& id : gone) {
-              if (const auto* g = classic.find(id); g && g->is_empty() && !offsets.has_offsets(id))
+              if (const auto* g = classic.find(id);
+                  g && g->is_empty() && !offsets.has_offsets(id) && !offsets.has_open_transactions(id))
                 classic.remove_group(id);
             }
             for (const auto& id : gone_consumer) {
-              if (const auto* cg = consumer->find(id); cg && cg->is_empty() && !offsets.has_offsets(id)) {
+              if (const auto* cg = consumer->find(id);
+                  cg && cg->is_empty() && !offsets.has_offsets(id) && !offsets.has_open_transactions(id)) {
                 runtime.log().info("consumer group {} deleted: empty, with no offsets left", id);
                 consumer->remove_group(id);
               }
@@ -340,7 +384,7 @@ struct group_coordinator::impl {
   }
 
   status replay(int32_t partition, int64_t offset, std::span<const uint8_t> key,
-                std::optional<std::span<const uint8_t>> value) {
+                std::optional<std::span<const uint8_t>> value, int64_t producer_id) {
     auto decoded = decode_record(key, value);
     if (!decoded) return decoded.error();
     if (auto* oc = std::get_if<offset_commit_entry>(&*decoded)) {
@@ -350,7 +394,7 @@ struct group_coordinator::impl {
                              "offset commit of group " + gid + " in partition " + std::to_string(partition));
       }
       if (oc->value) ensure_group_for_offsets(gid);
-      offsets.replay(*oc, offset);
+      offsets.replay(*oc, offset, producer_id);
       return status::success();
     }
     if (auto* gm = std::get_if<group_metadata_entry>(&*decoded)) {
@@ -407,11 +451,19 @@ void group_coordinator::begin_loading(int32_t partition) {
 }
 
 status group_coordinator::replay(int32_t partition, int64_t offset, std::span<const uint8_t> key,
-                                 std::optional<std::span<const uint8_t>> value) {
+                                 std::optional<std::span<const uint8_t>> value, int64_t producer_id) {
   if (status_of(partition) != partition_status::loading) {
     return status::error(error_code::not_coordinator, "partition is not loading");
   }
-  return _impl->replay(partition, offset, key, value);
+  return _impl->replay(partition, offset, key, value, producer_id);
+}
+
+status group_coordinator::replay_marker(int32_t partition, int64_t producer_id, bool commit) {
+  if (status_of(partition) != partition_status::loading) {
+    return status::error(error_code::not_coordinator, "partition is not loading");
+  }
+  _impl->offsets.complete_transaction(partition, producer_id, commit);
+  return status::success();
 }
 
 void group_coordinator::complete_loading(int32_t partition) {
@@ -486,6 +538,17 @@ void group_coordinator::delete_offsets(protocol::offset_delete_request request, 
   _impl->delete_offsets(std::move(request), std::move(done));
 }
 
+void group_coordinator::commit_transactional_offsets(const request_origin& origin,
+                                                     protocol::txn_offset_commit_request request,
+                                                     txn_offset_commit_callback done) {
+  _impl->commit_transactional_offsets(origin, std::move(request), std::move(done));
+}
+
+void group_coordinator::complete_transaction(int32_t partition, const txn_marker_write& marker,
+                                             std::function<void(error_code)> done) {
+  _impl->complete_transaction(partition, marker, std::move(done));
+}
+
 protocol::list_groups_response group_coordinator::list_groups(
     const protocol::list_groups_request& request) const {
   return _impl->list_groups(request);
@@ -543,6 +606,13 @@ const classic_group* group_coordinator::find_group(const std::string& group_id) 
 const committed_offset* group_coordinator::find_offset(const std::string& group_id, const std::string& topic,
                                                        int32_t partition) const {
   return _impl->offsets.find(group_id, topic, partition);
+}
+
+const committed_offset* group_coordinator::find_pending_offset(int64_t producer_id,
+                                                               const std::string& group_id,
+                                                               const std::string& topic,
+                                                               int32_t partition) const {
+  return _impl->offsets.find_pending(producer_id, group_id, topic, partition);
 }
 
 size_t group_coordinator::group_count() const {

@@ -312,12 +312,14 @@ bool partition::cancel_waiter(waiter_handle handle) {
 // ---------------------------------------------------------------------------------------------------------------
 // Produce.
 
-result<append_outcome> partition::append(std::span<uint8_t> records, int16_t acks) {
-  return append_as_leader(records, nullptr, acks);
+result<append_outcome> partition::append(std::span<uint8_t> records, int16_t acks,
+                                         storage::append_origin origin) {
+  return append_as_leader(records, nullptr, acks, origin);
 }
 
 produce_outcome partition::append(produced_batch& batch, int16_t acks) {
-  produce_outcome out{append_as_leader(batch.bytes, &batch, acks), std::nullopt};
+  produce_outcome out{append_as_leader(batch.bytes, &batch, acks, storage::append_origin::client),
+                      std::nullopt};
   if (!out.appended) {
     const error_code code = out.appended.error().code;
     if (code == error_code::invalid_timestamp || code == error_code::invalid_record) {
@@ -328,7 +330,7 @@ produce_outcome partition::append(produced_batch& batch, int16_t acks) {
 }
 
 result<append_outcome> partition::append_as_leader(std::span<uint8_t> records, produced_batch* batch,
-                                                   int16_t acks) {
+                                                   int16_t acks, storage::append_origin origin) {
   // An offline replica answers KAFKA_STORAGE_ERROR before anything else, even a duplicate (Kafka's
   // getPartitionOrException comes first).
   if (_log->is_offline()) return _log->offline_error();
@@ -351,7 +353,7 @@ result<append_outcome> partition::append_as_leader(std::span<uint8_t> records, p
   // (CORRUPT_MESSAGE), whatever the producer state would say of the batch.
   const bool whole_batch = batch && batch->bytes.size() == static_cast<size_t>(batch->header.size_in_bytes());
   auto checked = whole_batch ? _producers->check(batch->header, log_never_written)
-                             : _producers->check_records(records, log_never_written);
+                             : _producers->check_records(records, log_never_written, origin);
   if (!checked) {
     return status::error(checked.error().code, describe(topic_partition()) + ": " + checked.error().message);
   }

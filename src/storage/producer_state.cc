@@ -225,7 +225,8 @@ result<producer_check_outcome> producer_state_manager::check(const proto::record
 }
 
 result<producer_check_outcome> producer_state_manager::check(
-    std::span<const proto::record_batch_header> batches, bool log_never_written) const {
+    std::span<const proto::record_batch_header> batches, bool log_never_written, append_origin origin) const {
+  const bool client = origin == append_origin::client;
   // Kafka's ProducerAppendInfo per producer of the request: the state the earlier batches would leave, plus
   // the epoch of the state before the request (a producer without one may start at any sequence).
   struct pending {
@@ -236,7 +237,7 @@ result<producer_check_outcome> producer_state_manager::check(
   for (const auto& batch : batches) {
     if (batch.producer_id == proto::no_producer_id) continue;
     const producer_state_entry* current = find(batch.producer_id);
-    if (current) {
+    if (current && client) {
       if (auto duplicate = find_duplicate(*current, batch)) return producer_check_outcome{duplicate};
     }
     auto it = std::find_if(work.begin(), work.end(),
@@ -262,13 +263,14 @@ result<producer_check_outcome> producer_state_manager::check(
       continue;
     }
     const bool unknown_before = it->epoch_before == proto::no_producer_epoch;
-    if (unknown_before && log_never_written && entry.batches.empty() && batch.base_sequence != 0) {
+    if (!client) {
+      // No sequence rules for the coordinator's writes.
+    } else if (unknown_before && log_never_written && entry.batches.empty() && batch.base_sequence != 0) {
       return status::error(error_code::out_of_order_sequence_number,
                            describe_batch(batch) +
                                ": the first batch of a producer on a partition that never held a record must "
                                "start at sequence 0");
-    }
-    if (batch.producer_epoch != entry.producer_epoch) {
+    } else if (batch.producer_epoch != entry.producer_epoch) {
       if (batch.base_sequence != 0 && entry.producer_epoch != proto::no_producer_epoch) {
         return status::error(error_code::out_of_order_sequence_number,
                              describe_batch(batch) +
@@ -294,7 +296,8 @@ result<producer_check_outcome> producer_state_manager::check(
 }
 
 result<producer_check_outcome> producer_state_manager::check_records(std::span<const uint8_t> records,
-                                                                     bool log_never_written) const {
+                                                                     bool log_never_written,
+                                                                     append_origin origin) const {
   std::vector<proto::record_batch_header> headers;
   proto::batch_splitter splitter(records);
   while (auto batch = splitter.next()) {
@@ -306,7 +309,7 @@ result<producer_check_outcome> producer_state_manager::check_records(std::span<c
     return status::error(error_code::corrupt_message,
                          "malformed record set: " + std::string(proto::batch_status_name(splitter.status())));
   }
-  return check(headers, log_never_written);
+  return check(headers, log_never_written, origin);
 }
 
 status producer_state_manager::check_marker(const txn_marker_request& marker) const {

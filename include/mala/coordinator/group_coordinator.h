@@ -18,6 +18,12 @@
 // replayed in log order: the last GroupMetadataValue of a group is its state (Stable with its members, or
 // Empty), offsets are the last commit of each partition, tombstones remove.
 //
+// Transactions (TxnOffsetCommit): a transactional batch's offsets are pending per producer id, invisible to
+// OffsetFetch (RequireStable answers UNSTABLE_OFFSET_COMMIT for them) and to the retention check, until a
+// transaction marker of that producer in the same partition's log commits them (they become the committed
+// offsets, as if written at their own record offset) or aborts them (dropped). Markers are written here
+// (complete_transaction), so they are ordered with the coordinator's own writes, and replayed at load.
+//
 // Time: the coordinator keeps deadlines (member sessions, join and sync phases, the initial rebalance delay,
 // the offsets retention check) and does nothing on its own: the owner calls run_expired_timers() when
 // next_deadline() has passed, and is told through the deadline listener when a new deadline comes earlier
@@ -70,6 +76,8 @@
 #include "mala/protocol/messages/offset_fetch_request.h"
 #include "mala/protocol/messages/offset_fetch_response.h"
 #include "mala/protocol/messages/sync_group_request.h"
+#include "mala/protocol/messages/txn_offset_commit_request.h"
+#include "mala/protocol/messages/txn_offset_commit_response.h"
 
 namespace mala::coordinator {
 
@@ -92,14 +100,41 @@ struct group_coordinator_config {
   std::string consumer_migration_policy = "bidirectional";          // group.consumer.migration.policy
 };
 
+// The producer of a transactional write (TxnOffsetCommit): its batch carries the producer's id and epoch with
+// the transactional attribute, so that the partition's producer state fences a zombie
+// (INVALID_PRODUCER_EPOCH) and the partition's last stable offset covers the transaction.
+struct transactional_producer {
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+};
+
+// The end of a producer's transaction on a __consumer_offsets partition (WriteTxnMarkers): one control batch
+// (storage/txn_marker.h). The coordinator epoch and transaction version are the marker's, for the
+// partition's marker checks (a stale coordinator epoch, and under transaction version 2 an epoch that must
+// be above the producer's current one).
+struct txn_marker_write {
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  bool commit = false;
+  int32_t coordinator_epoch = -1;
+  int8_t transaction_version = 0;
+};
+
 // Appends coordinator records to a partition of __consumer_offsets. `done` runs exactly once, never from
-// inside append() itself, on the coordinator's thread: NONE once the batch is committed, otherwise the
-// append's error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, ...).
+// inside the call itself, on the coordinator's thread: NONE and the log offset of the batch's first record
+// (the others follow one by one) once the batch is committed, otherwise the append's error
+// (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR,
+// INVALID_PRODUCER_EPOCH,
+// ...) and -1.
 class record_writer {
  public:
+  using append_callback = std::function<void(error_code, int64_t first_offset)>;
   virtual ~record_writer() = default;
+  // A batch of records; transactional when `producer` is set.
   virtual void append(int32_t partition, std::vector<coordinator_record> records,
-                      std::function<void(error_code)> done) = 0;
+                      std::optional<transactional_producer> producer, append_callback done) = 0;
+  // A transaction marker.
+  virtual void append_marker(int32_t partition, const txn_marker_write& marker, append_callback done) = 0;
 };
 
 // Who sent a request: JoinGroup records the client id and host of new members; behaviour differs by version.
@@ -135,6 +170,7 @@ class group_coordinator {
   using offset_fetch_callback =
       std::function<void(protocol::offset_fetch_response::offset_fetch_response_group)>;
   using offset_delete_callback = std::function<void(protocol::offset_delete_response)>;
+  using txn_offset_commit_callback = std::function<void(protocol::txn_offset_commit_response)>;
   using delete_groups_callback =
       std::function<void(std::vector<protocol::delete_groups_response::deletable_group_result>)>;
 
@@ -155,10 +191,15 @@ class group_coordinator {
   // --- Partitions (Kafka's CoordinatorRuntime load / unload)
   // The partition is led here: forget what was known of it and start replaying its log (status loading).
   void begin_loading(int32_t partition);
-  // One record of the partition's log, in offset order. Undecodable records are skipped (error returned for
-  // the log line); records of other partitions are refused.
+  // One record of the partition's log, in offset order, with the producer id of its batch when the batch is
+  // transactional (-1 otherwise): a transactional offset commit stays pending until its producer's marker.
+  // Undecodable records are skipped (error returned for the log line); records of other partitions are
+  // refused.
   status replay(int32_t partition, int64_t offset, std::span<const uint8_t> key,
-                std::optional<std::span<const uint8_t>> value);
+                std::optional<std::span<const uint8_t>> value, int64_t producer_id = -1);
+  // A transaction marker (control batch) of the partition's log, in offset order with the records: the
+  // producer's pending offsets become committed (COMMIT) or are dropped (ABORT).
+  status replay_marker(int32_t partition, int64_t producer_id, bool commit);
   // The replay reached the end of the log: the partition serves (status active) and the loaded members'
   // sessions start now (GroupMetadataManager.onLoaded).
   void complete_loading(int32_t partition);
@@ -193,6 +234,29 @@ class group_coordinator {
                      bool require_stable, offset_fetch_callback done);
   void delete_offsets(protocol::offset_delete_request request, offset_delete_callback done);
 
+  // --- Transactions
+  // TxnOffsetCommit (Kafka's commitTransactionalOffset): INVALID_GROUP_ID, NOT_COORDINATOR /
+  // COORDINATOR_LOAD_IN_PROGRESS, then the group's checks (an unknown group: a simple group with generation
+  // -1, ILLEGAL_GENERATION otherwise; UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID when member
+  // fields are given), every partition answering the error; OFFSET_METADATA_TOO_LARGE per partition. The
+  // offsets are appended as the producer's transactional batch (acks=-1) and kept pending: OffsetFetch and
+  // the group do not see them until the producer's COMMIT marker is written here (complete_transaction).
+  void commit_transactional_offsets(const request_origin& origin, protocol::txn_offset_commit_request request,
+                                    txn_offset_commit_callback done);
+  // WriteTxnMarkers for __consumer_offsets partition `partition` (Kafka's GroupCoordinatorService
+  // .completeTransaction): appends the marker (acks=-1) and, once committed, applies it: the producer's
+  // pending offsets on this partition become the groups' committed offsets (each unless a later plain commit
+  // of the same partition was written after it) or, on abort, are dropped. `done` runs once, on the
+  // coordinator's thread (before the call returns for the first two errors): NONE; NOT_COORDINATOR
+  // (partition not owned) or
+  // COORDINATOR_LOAD_IN_PROGRESS, which the WriteTxnMarkers handler answers as NOT_LEADER_OR_FOLLOWER;
+  // otherwise the append's error as it is (NOT_LEADER_OR_FOLLOWER, also when the partition was lost or
+  // reloaded meanwhile, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, INVALID_PRODUCER_EPOCH, ...). Nothing is
+  // applied on error; the transaction coordinator retries, and a marker written twice completes nothing the
+  // second time.
+  void complete_transaction(int32_t partition, const txn_marker_write& marker,
+                            std::function<void(error_code)> done);
+
   // --- Administration
   protocol::list_groups_response list_groups(const protocol::list_groups_request& request) const;
   std::vector<protocol::describe_groups_response::described_group> describe_groups(
@@ -214,6 +278,9 @@ class group_coordinator {
   const consumer_group* find_consumer_group(const std::string& group_id) const;
   const committed_offset* find_offset(const std::string& group_id, const std::string& topic,
                                       int32_t partition) const;
+  // A producer's pending (uncommitted) transactional offset, or null.
+  const committed_offset* find_pending_offset(int64_t producer_id, const std::string& group_id,
+                                              const std::string& topic, int32_t partition) const;
   size_t group_count() const;
 
  private:

@@ -50,14 +50,18 @@
 #include "mala/storage/log_segment.h"
 #include "mala/storage/partition_log.h"
 #include "mala/storage/producer_state.h"
+#include "mala/storage/txn_marker.h"
 
 namespace mala::replication {
 
 // The storage types and constants this interface speaks in, named here so that its users (the broker) reach
 // storage only through replication.
+using storage::append_origin;
 using storage::cleanup_policy;
+using storage::decode_txn_marker_batch;
 using storage::earliest_local_timestamp;
 using storage::earliest_timestamp;
+using storage::encode_txn_marker_batch;
 using storage::file_slice;
 using storage::latest_timestamp;
 using storage::log_config;
@@ -65,6 +69,8 @@ using storage::max_timestamp_query;
 using storage::produced_batch;
 using storage::record_validation_failure;
 using storage::topic_partition;
+using storage::txn_marker;
+using storage::txn_marker_type;
 using storage::validate_produced_records;
 
 // The partition's replication state as the metadata log (PartitionRecord / PartitionChangeRecord) describes
@@ -258,8 +264,10 @@ class partition {
   // the producer state after validating the records; here it comes first, which only changes which error a
   // batch that breaks both kinds of rule gets. If the outcome is not done, the caller parks the request with
   // add_high_watermark_waiter(required_offset). `records` may hold several batches (the coordinators'
-  // writes); no client rules apply to them.
-  result<append_outcome> append(std::span<uint8_t> records, int16_t acks);
+  // writes); no client rules apply to them. With storage::append_origin::coordinator (the group
+  // coordinator's writes) producer epochs are checked, not sequences, and nothing is a duplicate.
+  result<append_outcome> append(std::span<uint8_t> records, int16_t acks,
+                                storage::append_origin origin = storage::append_origin::client);
   // Produce: the same for one batch from a client, checked and parsed once by validate_produced_records; its
   // header is used as it is from there to the log (producer-state checks, the log's validation and stamping,
   // the producer-state update).
@@ -358,7 +366,8 @@ class partition {
  private:
   int64_t now_ms() const;
   // Both appends: `batch` set for a produced batch (its header parsed), else `records` split here.
-  result<append_outcome> append_as_leader(std::span<uint8_t> records, produced_batch* batch, int16_t acks);
+  result<append_outcome> append_as_leader(std::span<uint8_t> records, produced_batch* batch, int16_t acks,
+                                          storage::append_origin origin);
   // What every leader append does once the batches and the producer state are written: the high watermark,
   // the acks=-1 wait, and waking the parked fetches.
   append_outcome finish_leader_append(const storage::append_result& appended, int16_t acks, int64_t now_ms);

@@ -135,6 +135,11 @@ struct aborted_txn_rebuild {
   std::function<status(const completed_txn& txn)> append;
 };
 
+// Who appends (Kafka's AppendOrigin): a client's batches get every check; the coordinators' own writes (a
+// TxnOffsetCommit's transactional batch in __consumer_offsets, always at sequence 0) only the epoch and
+// transaction checks, no sequence or duplicate check (ProducerAppendInfo checks sequences for CLIENT only).
+enum class append_origin : uint8_t { client, coordinator };
+
 struct producer_state_config {
   int64_t producer_id_expiration_ms = default_producer_id_expiration_ms;  // producer.id.expiration.ms
 };
@@ -172,10 +177,12 @@ class producer_state_manager {
   result<producer_check_outcome> check(const protocol::record_batch_header& batch,
                                        bool log_never_written = false) const;
   result<producer_check_outcome> check(std::span<const protocol::record_batch_header> batches,
-                                       bool log_never_written = false) const;
+                                       bool log_never_written = false,
+                                       append_origin origin = append_origin::client) const;
   // Same over a produce request's records field (CORRUPT_MESSAGE if it does not split into batches).
   result<producer_check_outcome> check_records(std::span<const uint8_t> records,
-                                               bool log_never_written = false) const;
+                                               bool log_never_written = false,
+                                               append_origin origin = append_origin::client) const;
 
   // Leader, before writing a marker from the transaction coordinator (Kafka's appendEndTxnMarker with origin
   // COORDINATOR): INVALID_PRODUCER_EPOCH when the marker's epoch is below the producer's (transactions v2:

@@ -113,4 +113,27 @@ inline constexpr int32_t all_group_operations = (1 << 3) | (1 << 6) | (1 << 8) |
 // coordinator.
 bool partition_exists(const broker_services& services, const std::string& topic, int32_t partition);
 
+// The topics of an OffsetCommit or TxnOffsetCommit request with only the partitions the metadata knows; the
+// others are answered UNKNOWN_TOPIC_OR_PARTITION in `answer` (KafkaApis answers them without the
+// coordinator).
+template <typename Topic, typename AnswerTopic>
+std::vector<Topic> known_partitions(const broker_services& services, std::vector<Topic> topics,
+                                    std::vector<AnswerTopic>& answer) {
+  std::vector<Topic> known;
+  for (auto& t : topics) {
+    Topic kept;
+    kept.name = t.name;
+    for (auto& p : t.partitions) {
+      if (partition_exists(services, t.name, p.partition_index)) {
+        kept.partitions.push_back(std::move(p));
+      } else {
+        topic_entry(answer, t.name)
+            .partitions.push_back({p.partition_index, to_wire(error_code::unknown_topic_or_partition)});
+      }
+    }
+    if (!kept.partitions.empty()) known.push_back(std::move(kept));
+  }
+  return known;
+}
+
 }  // namespace mala::broker::handlers

@@ -20,21 +20,8 @@ asio::awaitable<std::optional<offset_commit_handler::response>> offset_commit_ha
     co_return resp;
   }
   // Partitions the metadata does not know are answered here; the rest goes to the coordinator.
-  request valid = req;
-  valid.topics.clear();
-  for (auto& t : req.topics) {
-    request::offset_commit_request_topic kept;
-    kept.name = t.name;
-    for (auto& p : t.partitions) {
-      if (partition_exists(ctx.services, t.name, p.partition_index)) {
-        kept.partitions.push_back(std::move(p));
-      } else {
-        topic_entry(resp.topics, t.name)
-            .partitions.push_back({p.partition_index, to_wire(error_code::unknown_topic_or_partition)});
-      }
-    }
-    if (!kept.partitions.empty()) valid.topics.push_back(std::move(kept));
-  }
+  request valid = std::move(req);
+  valid.topics = known_partitions(ctx.services, std::move(valid.topics), resp.topics);
   if (valid.topics.empty()) co_return resp;
 
   auto origin = request_origin_of(ctx, version);

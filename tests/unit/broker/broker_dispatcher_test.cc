@@ -174,7 +174,7 @@ TEST_F(dispatcher_test, api_versions_lists_supported_and_finalized_features) {
     EXPECT_EQ(supported["eligible.leader.replicas.version"], std::make_pair(int16_t{0}, int16_t{1}));
     EXPECT_EQ(supported["group.version"], std::make_pair(int16_t{0}, int16_t{1}));
     EXPECT_EQ(supported["kraft.version"], std::make_pair(int16_t{0}, int16_t{1}));
-    EXPECT_FALSE(supported.contains("transaction.version"));
+    EXPECT_EQ(supported["transaction.version"], std::make_pair(int16_t{0}, int16_t{1}));
     std::map<std::string, int16_t> finalized;
     for (const auto& f : resp.finalized_features) {
       EXPECT_EQ(f.min_version_level, f.max_version_level) << f.name;
@@ -183,6 +183,7 @@ TEST_F(dispatcher_test, api_versions_lists_supported_and_finalized_features) {
     EXPECT_EQ(finalized["metadata.version"], 30);
     EXPECT_EQ(finalized["eligible.leader.replicas.version"], 1);
     EXPECT_EQ(finalized["group.version"], 1);
+    EXPECT_EQ(finalized["transaction.version"], 1);
     EXPECT_EQ(resp.finalized_features_epoch, 1234);
   }
 }

@@ -20,6 +20,8 @@
 #include "mala/protocol/messages/offset_fetch_response.h"
 #include "mala/protocol/messages/sync_group_request.h"
 #include "mala/protocol/messages/sync_group_response.h"
+#include "mala/protocol/messages/txn_offset_commit_request.h"
+#include "mala/protocol/messages/txn_offset_commit_response.h"
 #include "shard_node_fixture.h"
 
 namespace mala::broker {
@@ -29,6 +31,8 @@ constexpr int16_t member_id_required = 79;
 constexpr int16_t rebalance_in_progress = 27;
 constexpr int16_t not_coordinator = 16;
 constexpr int16_t coordinator_load_in_progress = 14;
+constexpr int16_t invalid_producer_epoch = 47;
+constexpr int16_t unstable_offset_commit = 88;
 constexpr int32_t event_partitions = 6;
 const std::string group = "shard-group";
 
@@ -159,6 +163,70 @@ class group_traffic_test : public shard_node_test {
     return {resp.groups[0].error_code, offsets};
   }
 
+  // TxnOffsetCommit v3 of `offsets` (partition -> offset) by a producer outside the group's membership.
+  std::set<int16_t> txn_commit(size_t shard, int64_t producer_id, int16_t epoch,
+                               const std::map<int32_t, int64_t>& offsets) {
+    txn_offset_commit_request req;
+    req.transactional_id = "txn-" + std::to_string(producer_id);
+    req.group_id = group;
+    req.producer_id = producer_id;
+    req.producer_epoch = epoch;
+    auto& t = req.topics.emplace_back();
+    t.name = "events";
+    for (auto [p, offset] : offsets) {
+      auto& part = t.partitions.emplace_back();
+      part.partition_index = p;
+      part.committed_offset = offset;
+    }
+    auto resp = call<txn_offset_commit_response>(shard, 3, req);
+    std::set<int16_t> errors;
+    for (const auto& topic : resp.topics) {
+      for (const auto& p : topic.partitions) errors.insert(p.error_code);
+    }
+    return errors;
+  }
+
+  // OffsetFetch v8 of events-0 and events-1 with RequireStable: each partition's error code.
+  std::map<int32_t, int16_t> stable_errors(size_t shard) {
+    offset_fetch_request req;
+    req.require_stable = true;
+    auto& g = req.groups.emplace_back();
+    g.group_id = group;
+    g.topics.emplace();
+    g.topics->push_back({"events", {0, 1}});
+    auto resp = call<offset_fetch_response>(shard, 8, req);
+    std::map<int32_t, int16_t> errors;
+    for (const auto& topic : resp.groups.at(0).topics) {
+      for (const auto& p : topic.partitions) errors[p.partition_index] = p.error_code;
+    }
+    return errors;
+  }
+
+  // The transaction coordinator's marker for __consumer_offsets-0 through the group coordinator (what the
+  // WriteTxnMarkers handler calls): its answer once written.
+  error_code end_transaction(int64_t producer_id, int16_t epoch, bool commit) {
+    auto answer = std::make_shared<std::promise<error_code>>();
+    auto done = answer->get_future();
+    on_home([&] {
+      _groups->coordinator().complete_transaction(0, {producer_id, epoch, commit, 1, 0},
+                                                  [answer](error_code e) { answer->set_value(e); });
+      return 0;
+    });
+    return done.get();
+  }
+
+  // The committed offsets once the coordinator (re)loaded its partition.
+  std::map<int32_t, int64_t> committed_after_load(size_t shard) {
+    auto deadline = steady_clock::now() + std::chrono::seconds(10);
+    auto reloaded = committed(shard);
+    while (reloaded.first == coordinator_load_in_progress && steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+      reloaded = committed(shard);
+    }
+    EXPECT_EQ(reloaded.first, 0);
+    return reloaded.second;
+  }
+
   // Moves the leadership of __consumer_offsets-0 to `leader` at `epoch` (this node follows when it is not the
   // leader), publishes the image and tells the group coordinator, as the metadata publisher does.
   void move_offsets_partition(int32_t leader, int32_t epoch) {
@@ -274,14 +342,7 @@ TEST_P(group_traffic_test, members_on_several_shards_share_partitions_commit_and
 
   // It comes back: the group and its offsets are replayed from __consumer_offsets.
   move_offsets_partition(self, 5);
-  auto deadline = steady_clock::now() + std::chrono::seconds(10);
-  auto reloaded = committed(3);
-  while (reloaded.first == coordinator_load_in_progress && steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(milliseconds(10));
-    reloaded = committed(3);
-  }
-  EXPECT_EQ(reloaded.first, 0);
-  EXPECT_EQ(reloaded.second, expected);
+  EXPECT_EQ(committed_after_load(3), expected);
   EXPECT_EQ(heartbeat(1, 2, a), 0);
   EXPECT_EQ(heartbeat(2, 2, b), 0);
 
@@ -298,6 +359,47 @@ TEST_P(group_traffic_test, members_on_several_shards_share_partitions_commit_and
   EXPECT_EQ(alone.error_code, 0);
   EXPECT_EQ(alone.generation_id, 3);
   EXPECT_EQ(alone.members.size(), 1u);
+}
+
+// TxnOffsetCommit through the dispatcher into the real __consumer_offsets log (a transactional batch), the
+// markers written by the group coordinator, and the replay of both when the coordinator moves away and back.
+TEST_P(group_traffic_test, transactional_offsets_stay_pending_across_a_coordinator_move_until_the_marker) {
+  constexpr int64_t producer = 7000;
+  constexpr int64_t other_producer = 8000;
+  EXPECT_EQ(txn_commit(1, producer, 0, {{0, 9}, {1, 11}}), std::set<int16_t>{0});
+  // The same producer and epoch again: the coordinator's batches all have sequence 0, and this one is written
+  // (not taken for a duplicate), as the replays below show.
+  EXPECT_EQ(txn_commit(2, producer, 0, {{0, 10}}), std::set<int16_t>{0});
+  std::map<int32_t, int64_t> none{{0, -1}, {1, -1}, {2, -1}, {3, -1}, {4, -1}, {5, -1}};
+  EXPECT_EQ(committed(2).second, none);
+  EXPECT_EQ(stable_errors(3),
+            (std::map<int32_t, int16_t>{{0, unstable_offset_commit}, {1, unstable_offset_commit}}));
+
+  // The coordinator moves away and back: the transaction is still open after the replay.
+  move_offsets_partition(2, 4);
+  move_offsets_partition(self, 5);
+  EXPECT_EQ(committed_after_load(3), none);
+  EXPECT_EQ(stable_errors(1),
+            (std::map<int32_t, int16_t>{{0, unstable_offset_commit}, {1, unstable_offset_commit}}));
+
+  EXPECT_EQ(end_transaction(producer, 0, true), error_code::none);
+  auto expected = none;
+  expected[0] = 10;
+  expected[1] = 11;
+  EXPECT_EQ(committed(2).second, expected);
+  EXPECT_EQ(stable_errors(2), (std::map<int32_t, int16_t>{{0, 0}, {1, 0}}));
+
+  // Another producer's transaction aborts; a zombie epoch of it is fenced by the partition.
+  EXPECT_EQ(txn_commit(1, other_producer, 3, {{0, 50}}), std::set<int16_t>{0});
+  EXPECT_EQ(txn_commit(1, other_producer, 2, {{0, 60}}), std::set<int16_t>{invalid_producer_epoch});
+  EXPECT_EQ(end_transaction(other_producer, 3, false), error_code::none);
+  EXPECT_EQ(committed(3).second, expected);
+
+  // Both markers are replayed from the log.
+  move_offsets_partition(2, 6);
+  move_offsets_partition(self, 7);
+  EXPECT_EQ(committed_after_load(1), expected);
+  EXPECT_EQ(stable_errors(2), (std::map<int32_t, int16_t>{{0, 0}, {1, 0}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(shards, group_traffic_test, ::testing::Values(1, 2, 4),

@@ -151,8 +151,24 @@ class coordinator_test : public ::testing::Test {
     return out;
   }
 
+  // OffsetDelete of one partition of `topic`, its write completed.
+  std::optional<proto::offset_delete_response> delete_offset(const std::string& group,
+                                                             const std::string& topic,
+                                                             int32_t partition = 0) {
+    proto::offset_delete_request del;
+    del.group_id = group;
+    auto& t = del.topics.emplace_back();
+    t.name = topic;
+    t.partitions.push_back({partition});
+    std::optional<proto::offset_delete_response> answer;
+    coordinator->delete_offsets(del, [&](auto r) { answer = std::move(r); });
+    writer.complete_all();
+    return answer;
+  }
+
   proto::offset_fetch_response::offset_fetch_response_group fetch(const std::string& group,
-                                                                  bool all_topics = false) {
+                                                                  bool all_topics = false,
+                                                                  bool require_stable = false) {
     proto::offset_fetch_request::offset_fetch_request_group g;
     g.group_id = group;
     if (all_topics) {
@@ -161,9 +177,9 @@ class coordinator_test : public ::testing::Test {
       g.topics = std::vector<proto::offset_fetch_request::offset_fetch_request_topics>{{"events", {0, 1}}};
     }
     std::optional<proto::offset_fetch_response::offset_fetch_response_group> out;
-    coordinator->fetch_offsets(g, false, [&out](auto resp) { out = std::move(resp); });
+    coordinator->fetch_offsets(g, require_stable, [&out](auto resp) { out = std::move(resp); });
     EXPECT_TRUE(out.has_value());
-    return *out;
+    return out.value_or(proto::offset_fetch_response::offset_fetch_response_group{});
   }
 
   group_coordinator_config config;
@@ -628,20 +644,11 @@ TEST_F(coordinator_test, failed_append_is_reported_and_not_applied) {
 TEST_F(coordinator_test, offset_delete_refuses_subscribed_topics_of_active_groups) {
   auto [id, generation] = stable_single_member("g");
   commit(commit_request("g", 4, generation, id));
-  proto::offset_delete_request del;
-  del.group_id = "g";
-  auto& t = del.topics.emplace_back();
-  t.name = "events";
-  t.partitions.push_back({0});
-  std::optional<proto::offset_delete_response> answer;
-  coordinator->delete_offsets(del, [&](auto r) { answer = std::move(r); });
-  writer.complete_all();
+  auto answer = delete_offset("g", "events");
   ASSERT_TRUE(answer);
   EXPECT_EQ(answer->topics[0].partitions[0].error_code, to_wire(error_code::group_subscribed_to_topic));
-  del.topics[0].name = "other";
-  answer.reset();
-  coordinator->delete_offsets(del, [&](auto r) { answer = std::move(r); });
-  writer.complete_all();
+  answer = delete_offset("g", "other");
+  ASSERT_TRUE(answer);
   EXPECT_EQ(answer->topics[0].partitions[0].error_code, to_wire(error_code::none));
   EXPECT_NE(coordinator->find_offset("g", "events", 0), nullptr);
 }
@@ -711,6 +718,332 @@ TEST_F(coordinator_test, unloading_answers_parked_requests_not_coordinator) {
   EXPECT_EQ((*parked)->error_code, to_wire(error_code::not_coordinator));
   EXPECT_EQ(heartbeat("g", id, 0), to_wire(error_code::not_coordinator));
   EXPECT_EQ(coordinator->status_of(0), partition_status::not_owned);
+}
+
+// --- Transactions (TxnOffsetCommit and markers)
+
+class transactional_offsets_test : public coordinator_test {
+ protected:
+  static constexpr int64_t producer_a = 4000;
+  static constexpr int64_t producer_b = 5000;
+
+  static proto::txn_offset_commit_request txn_request(const std::string& group, int64_t producer_id,
+                                                      std::vector<std::pair<int32_t, int64_t>> offsets,
+                                                      int32_t generation = -1,
+                                                      const std::string& member = "") {
+    proto::txn_offset_commit_request r;
+    r.transactional_id = "txn-" + std::to_string(producer_id);
+    r.group_id = group;
+    r.producer_id = producer_id;
+    r.producer_epoch = 2;
+    r.generation_id_or_member_epoch = generation;
+    r.member_id = member;
+    auto& t = r.topics.emplace_back();
+    t.name = "events";
+    for (auto [partition, offset] : offsets) {
+      auto& p = t.partitions.emplace_back();
+      p.partition_index = partition;
+      p.committed_offset = offset;
+      p.committed_leader_epoch = 1;
+      p.committed_metadata = "txn";
+    }
+    return r;
+  }
+
+  // Sends the TxnOffsetCommit and completes its write: the error of each partition.
+  std::vector<int16_t> txn_commit(proto::txn_offset_commit_request r, int16_t version = 3) {
+    std::optional<proto::txn_offset_commit_response> out;
+    coordinator->commit_transactional_offsets({"producer", "/127.0.0.1", version}, std::move(r),
+                                              [&out](auto resp) { out = std::move(resp); });
+    writer.complete_all();
+    EXPECT_TRUE(out);
+    std::vector<int16_t> errors;
+    if (out) {
+      for (const auto& t : out->topics) {
+        for (const auto& p : t.partitions) errors.push_back(p.error_code);
+      }
+    }
+    return errors;
+  }
+
+  static txn_marker_write marker(int64_t producer_id, bool commit) {
+    return txn_marker_write{producer_id, 2, commit, /*coordinator_epoch=*/7, /*transaction_version=*/0};
+  }
+
+  // Writes the marker on partition 0 and completes its write: complete_transaction's answer.
+  error_code end_transaction(int64_t producer_id, bool commit, error_code append_error = error_code::none) {
+    std::optional<error_code> out;
+    coordinator->complete_transaction(0, marker(producer_id, commit), [&out](error_code e) { out = e; });
+    writer.complete_all(append_error);
+    EXPECT_TRUE(out);
+    return out.value_or(error_code::unknown_server_error);
+  }
+
+  int64_t fetched(const proto::offset_fetch_response::offset_fetch_response_group& g, int32_t partition) {
+    for (const auto& t : g.topics) {
+      for (const auto& p : t.partitions) {
+        if (p.partition_index == partition) return p.committed_offset;
+      }
+    }
+    return -2;
+  }
+};
+
+TEST_F(transactional_offsets_test, pending_offsets_are_invisible_until_the_commit_marker) {
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 42}})), std::vector<int16_t>{0});
+  // Written as the producer's transactional batch.
+  ASSERT_FALSE(writer.log.empty());
+  EXPECT_EQ(writer.log.back().producer_id, producer_a);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0), nullptr);
+  EXPECT_EQ(fetched(fetch("g"), 0), -1);
+  EXPECT_TRUE(fetch("g", true).topics.empty());
+  ASSERT_NE(coordinator->find_pending_offset(producer_a, "g", "events", 0), nullptr);
+  // The group exists (a simple group), as Kafka creates it for the offsets.
+  ASSERT_NE(coordinator->find_group("g"), nullptr);
+
+  // Nothing changes until the marker's write is committed.
+  std::optional<error_code> answer;
+  coordinator->complete_transaction(0, marker(producer_a, true), [&](error_code e) { answer = e; });
+  EXPECT_FALSE(answer);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0), nullptr);
+  writer.complete_all();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(*answer, error_code::none);
+  ASSERT_TRUE(writer.log.back().marker);
+  EXPECT_TRUE(writer.log.back().marker->commit);
+  EXPECT_EQ(writer.log.back().marker->producer_id, producer_a);
+  EXPECT_EQ(fetched(fetch("g"), 0), 42);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0)->metadata, "txn");
+  EXPECT_EQ(coordinator->find_pending_offset(producer_a, "g", "events", 0), nullptr);
+  // A retried marker (written again) completes nothing more.
+  EXPECT_EQ(end_transaction(producer_a, false), error_code::none);
+  EXPECT_EQ(fetched(fetch("g"), 0), 42);
+}
+
+TEST_F(transactional_offsets_test, an_abort_marker_drops_the_pending_offsets) {
+  commit(commit_request("g", 10));
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 42}, {1, 43}})), (std::vector<int16_t>{0, 0}));
+  EXPECT_EQ(end_transaction(producer_a, false), error_code::none);
+  EXPECT_EQ(fetched(fetch("g"), 0), 10);
+  EXPECT_EQ(fetched(fetch("g"), 1), -1);
+  EXPECT_EQ(coordinator->find_pending_offset(producer_a, "g", "events", 0), nullptr);
+  // A commit marker afterwards has nothing left to commit.
+  EXPECT_EQ(end_transaction(producer_a, true), error_code::none);
+  EXPECT_EQ(fetched(fetch("g"), 0), 10);
+}
+
+TEST_F(transactional_offsets_test, interleaved_producers_complete_independently) {
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 5}})), std::vector<int16_t>{0});
+  EXPECT_EQ(txn_commit(txn_request("g", producer_b, {{0, 7}, {1, 8}})), (std::vector<int16_t>{0, 0}));
+  EXPECT_EQ(end_transaction(producer_b, true), error_code::none);
+  EXPECT_EQ(fetched(fetch("g"), 0), 7);
+  EXPECT_EQ(fetched(fetch("g"), 1), 8);
+  ASSERT_NE(coordinator->find_pending_offset(producer_a, "g", "events", 0), nullptr);
+  // A's offset was written before B's: committing A later keeps B's, the latest in the log.
+  EXPECT_EQ(end_transaction(producer_a, true), error_code::none);
+  EXPECT_EQ(fetched(fetch("g"), 0), 7);
+  EXPECT_EQ(coordinator->find_pending_offset(producer_a, "g", "events", 0), nullptr);
+}
+
+TEST_F(transactional_offsets_test, a_plain_commit_written_after_the_transactional_one_wins) {
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 5}, {1, 6}})), (std::vector<int16_t>{0, 0}));
+  commit(commit_request("g", 9));  // partition 0 only
+  EXPECT_EQ(end_transaction(producer_a, true), error_code::none);
+  EXPECT_EQ(fetched(fetch("g"), 0), 9);
+  EXPECT_EQ(fetched(fetch("g"), 1), 6);
+}
+
+TEST_F(transactional_offsets_test, replay_keeps_open_transactions_pending_and_a_later_marker_completes_them) {
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 5}})), std::vector<int16_t>{0});
+  EXPECT_EQ(txn_commit(txn_request("g", producer_b, {{1, 11}})), std::vector<int16_t>{0});
+  commit(commit_request("other", 3));
+  EXPECT_EQ(end_transaction(producer_a, true), error_code::none);
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 6}})), std::vector<int16_t>{0});
+  EXPECT_EQ(end_transaction(producer_a, false), error_code::none);
+
+  // Failover: another coordinator loads the same log (B's transaction still open).
+  testing::replayed_coordinator restarted(
+      config, [this] { return now; }, topic_catalog{}, writer);
+  auto& c = restarted.coordinator;
+  ASSERT_NE(c.find_offset("g", "events", 0), nullptr);
+  EXPECT_EQ(c.find_offset("g", "events", 0)->offset, 5);  // A's committed txn, not its aborted one
+  EXPECT_EQ(c.find_pending_offset(producer_a, "g", "events", 0), nullptr);
+  EXPECT_EQ(c.find_offset("g", "events", 1), nullptr);  // B's offset stays pending
+  ASSERT_NE(c.find_pending_offset(producer_b, "g", "events", 1), nullptr);
+  EXPECT_EQ(c.find_pending_offset(producer_b, "g", "events", 1)->offset, 11);
+  EXPECT_EQ(c.find_offset("other", "events", 0)->offset, 3);
+
+  // The transaction coordinator's marker reaches the new coordinator.
+  std::optional<error_code> answer;
+  c.complete_transaction(0, marker(producer_b, true), [&](error_code e) { answer = e; });
+  restarted.writer.complete_all();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(*answer, error_code::none);
+  ASSERT_NE(c.find_offset("g", "events", 1), nullptr);
+  EXPECT_EQ(c.find_offset("g", "events", 1)->offset, 11);
+}
+
+TEST_F(transactional_offsets_test, replay_of_a_tombstone_drops_pending_offsets_of_its_partition) {
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 5}, {1, 6}})), (std::vector<int16_t>{0, 0}));
+  auto answer = delete_offset("g", "events");
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->topics[0].partitions[0].error_code, to_wire(error_code::none));
+  // The tombstone was written although only a pending offset existed, and dropped it.
+  EXPECT_EQ(coordinator->find_pending_offset(producer_a, "g", "events", 0), nullptr);
+  ASSERT_NE(coordinator->find_pending_offset(producer_a, "g", "events", 1), nullptr);
+  testing::replayed_coordinator restarted(
+      config, [this] { return now; }, topic_catalog{}, writer);
+  EXPECT_EQ(restarted.coordinator.find_pending_offset(producer_a, "g", "events", 0), nullptr);
+  EXPECT_NE(restarted.coordinator.find_pending_offset(producer_a, "g", "events", 1), nullptr);
+  EXPECT_EQ(end_transaction(producer_a, true), error_code::none);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0), nullptr);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 1)->offset, 6);
+}
+
+TEST_F(transactional_offsets_test, require_stable_answers_unstable_offset_commit_for_pending_partitions) {
+  commit(commit_request("g", 10));
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 42}})), std::vector<int16_t>{0});
+  auto listed = fetch("g", false, true);
+  ASSERT_EQ(listed.topics.size(), 1u);
+  ASSERT_EQ(listed.topics[0].partitions.size(), 2u);
+  EXPECT_EQ(listed.topics[0].partitions[0].error_code, to_wire(error_code::unstable_offset_commit));
+  EXPECT_EQ(listed.topics[0].partitions[0].committed_offset, -1);
+  EXPECT_EQ(listed.topics[0].partitions[0].committed_leader_epoch, -1);
+  EXPECT_EQ(listed.topics[0].partitions[1].error_code, to_wire(error_code::none));
+  auto all = fetch("g", true, true);
+  ASSERT_EQ(all.topics.size(), 1u);
+  ASSERT_EQ(all.topics[0].partitions.size(), 1u);
+  EXPECT_EQ(all.topics[0].partitions[0].error_code, to_wire(error_code::unstable_offset_commit));
+  // Without RequireStable the committed offset is answered.
+  EXPECT_EQ(fetched(fetch("g"), 0), 10);
+  EXPECT_EQ(end_transaction(producer_a, true), error_code::none);
+  auto stable = fetch("g", false, true);
+  EXPECT_EQ(stable.topics[0].partitions[0].error_code, to_wire(error_code::none));
+  EXPECT_EQ(stable.topics[0].partitions[0].committed_offset, 42);
+}
+
+TEST_F(transactional_offsets_test, commits_are_checked_like_kafka) {
+  const auto only = [](error_code e) { return std::vector<int16_t>{to_wire(e)}; };
+  EXPECT_EQ(txn_commit(txn_request("", producer_a, {{0, 1}})), only(error_code::invalid_group_id));
+  // An unknown group: generation -1 makes a simple group, a generation is refused.
+  EXPECT_EQ(txn_commit(txn_request("none", producer_a, {{0, 1}}, 4, "m")),
+            only(error_code::illegal_generation));
+  EXPECT_EQ(coordinator->find_group("none"), nullptr);
+
+  auto [id, generation] = stable_single_member("g");
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 1}}, generation, id)), only(error_code::none));
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 1}}, generation + 1, id)),
+            only(error_code::illegal_generation));
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 1}}, generation, "stranger")),
+            only(error_code::unknown_member_id));
+  // Without member fields (TxnOffsetCommit v0-v2) the commit is accepted whatever the group's state.
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 1}}), 2), only(error_code::none));
+  auto big = txn_request("g", producer_a, {{0, 1}, {1, 2}}, generation, id);
+  big.topics[0].partitions[0].committed_metadata = std::string(5000, 'x');
+  EXPECT_EQ(txn_commit(big), (std::vector<int16_t>{to_wire(error_code::offset_metadata_too_large), 0}));
+
+  // A failed append: the client's error, nothing pending.
+  std::optional<proto::txn_offset_commit_response> failed;
+  coordinator->commit_transactional_offsets({"p", "/h", 3}, txn_request("g", producer_b, {{0, 9}}),
+                                            [&](auto r) { failed = std::move(r); });
+  writer.complete_all(error_code::not_enough_replicas);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->topics[0].partitions[0].error_code, to_wire(error_code::coordinator_not_available));
+  EXPECT_EQ(coordinator->find_pending_offset(producer_b, "g", "events", 0), nullptr);
+
+  // A zombie producer: the partition's producer state refuses the batch.
+  failed.reset();
+  coordinator->commit_transactional_offsets({"p", "/h", 3}, txn_request("g", producer_b, {{0, 9}}),
+                                            [&](auto r) { failed = std::move(r); });
+  writer.complete_all(error_code::invalid_producer_epoch);
+  EXPECT_EQ(failed->topics[0].partitions[0].error_code, to_wire(error_code::invalid_producer_epoch));
+
+  coordinator->unload(0);
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 1}})), only(error_code::not_coordinator));
+  coordinator->begin_loading(0);
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 1}})),
+            only(error_code::coordinator_load_in_progress));
+}
+
+TEST_F(transactional_offsets_test, a_static_member_with_another_member_id_is_fenced) {
+  const std::string group = "static";
+  auto joined = join(join_request(group, "", std::string("instance-1")));
+  advance(config.initial_rebalance_delay_ms);
+  ASSERT_TRUE(joined->has_value());
+  const std::string id = (*joined)->member_id;
+  const int32_t generation = (*joined)->generation_id;
+  auto synced = sync(group, id, generation, {{id, "a"}}, std::string("instance-1"));
+  writer.complete_all();
+  ASSERT_TRUE(synced->has_value());
+  auto r = txn_request(group, producer_a, {{0, 1}}, generation, "not-" + id);
+  r.group_instance_id = "instance-1";
+  EXPECT_EQ(txn_commit(r), std::vector<int16_t>{to_wire(error_code::fenced_instance_id)});
+}
+
+TEST_F(transactional_offsets_test,
+       complete_transaction_answers_coordinator_errors_and_applies_nothing_on_failure) {
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 5}})), std::vector<int16_t>{0});
+  // The append fails: the pending offset stays for the retried marker.
+  EXPECT_EQ(end_transaction(producer_a, true, error_code::not_enough_replicas),
+            error_code::not_enough_replicas);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0), nullptr);
+  ASSERT_NE(coordinator->find_pending_offset(producer_a, "g", "events", 0), nullptr);
+  EXPECT_EQ(end_transaction(producer_a, true), error_code::none);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0)->offset, 5);
+
+  // The partition moves while the marker is written: nothing applied.
+  EXPECT_EQ(txn_commit(txn_request("g", producer_b, {{0, 6}})), std::vector<int16_t>{0});
+  std::optional<error_code> lost;
+  coordinator->complete_transaction(0, marker(producer_b, true), [&](error_code e) { lost = e; });
+  coordinator->unload(0);
+  writer.complete_all();
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(*lost, error_code::not_leader_or_follower);
+
+  std::optional<error_code> answer;
+  coordinator->complete_transaction(0, marker(producer_b, true), [&](error_code e) { answer = e; });
+  EXPECT_EQ(answer, error_code::not_coordinator);
+  coordinator->begin_loading(0);
+  answer.reset();
+  coordinator->complete_transaction(0, marker(producer_b, true), [&](error_code e) { answer = e; });
+  EXPECT_EQ(answer, error_code::coordinator_load_in_progress);
+  EXPECT_TRUE(writer.pending.empty());  // nothing written
+}
+
+TEST_F(transactional_offsets_test, retention_keeps_offsets_and_groups_of_open_transactions) {
+  commit(commit_request("g", 4));
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 5}})), std::vector<int16_t>{0});
+  EXPECT_EQ(txn_commit(txn_request("pending-only", producer_a, {{0, 1}})), std::vector<int16_t>{0});
+  now += config.offsets_retention_ms;
+  coordinator->cleanup_group_metadata();
+  writer.complete_all();
+  // The expired offset has a pending one: kept; the groups have open transactions: kept.
+  ASSERT_NE(coordinator->find_offset("g", "events", 0), nullptr);
+  ASSERT_NE(coordinator->find_group("g"), nullptr);
+  ASSERT_NE(coordinator->find_group("pending-only"), nullptr);
+  EXPECT_EQ(end_transaction(producer_a, false), error_code::none);
+  coordinator->cleanup_group_metadata();
+  writer.complete_all();
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0), nullptr);
+  EXPECT_EQ(coordinator->find_group("g"), nullptr);
+  EXPECT_EQ(coordinator->find_group("pending-only"), nullptr);
+}
+
+TEST_F(transactional_offsets_test, delete_groups_tombstones_pending_only_partitions) {
+  commit(commit_request("g", 4));
+  EXPECT_EQ(txn_commit(txn_request("g", producer_a, {{0, 5}, {1, 6}})), (std::vector<int16_t>{0, 0}));
+  const size_t before = writer.committed.size();
+  std::optional<std::vector<proto::delete_groups_response::deletable_group_result>> answer;
+  coordinator->delete_groups({"g"}, [&](auto r) { answer = std::move(r); });
+  writer.complete_all();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ((*answer)[0].error_code, to_wire(error_code::none));
+  // Tombstones: events-0 (committed), events-1 (pending only), the group.
+  EXPECT_EQ(writer.committed.size() - before, 3u);
+  EXPECT_EQ(coordinator->find_pending_offset(producer_a, "g", "events", 1), nullptr);
+  EXPECT_EQ(end_transaction(producer_a, true), error_code::none);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 0), nullptr);
+  EXPECT_EQ(coordinator->find_offset("g", "events", 1), nullptr);
 }
 
 }  // namespace

@@ -208,6 +208,28 @@ TEST_F(producer_state_test, epoch_bump_must_start_at_sequence_zero) {
   EXPECT_EQ(code_of(m->check(header(1, 1, 1))), error_code::none);
 }
 
+TEST_F(producer_state_test, coordinator_writes_skip_sequence_and_duplicate_checks_but_not_epochs) {
+  // The group coordinator writes every TxnOffsetCommit batch at sequence 0 (Kafka's AppendOrigin.COORDINATOR
+  // checks epochs only).
+  auto m = open_state();
+  proto::record_batch_header txn = header(9, 2, 0);
+  txn.attributes = proto::batch_attributes::transactional;
+  const auto coordinator = append_origin::coordinator;
+  const std::span<const proto::record_batch_header> one(&txn, 1);
+  EXPECT_EQ(code_of(m->check(one, /*log_never_written=*/true, coordinator)), error_code::none);
+  ASSERT_TRUE(produce(*m, txn).ok());
+  // The same sequence again: a client's retry would be a duplicate, the coordinator's next batch is not.
+  auto again = m->check(one, false, coordinator);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->is_duplicate());
+  EXPECT_TRUE(m->check(txn)->is_duplicate());
+  // A zombie's older epoch is still fenced.
+  proto::record_batch_header zombie = header(9, 1, 0);
+  zombie.attributes = proto::batch_attributes::transactional;
+  EXPECT_EQ(code_of(m->check(std::span<const proto::record_batch_header>(&zombie, 1), false, coordinator)),
+            error_code::invalid_producer_epoch);
+}
+
 TEST_F(producer_state_test, older_epoch_is_fenced) {
   auto m = open_state();
   ASSERT_TRUE(produce(*m, header(1, 4, 0)).ok());
