@@ -6,8 +6,7 @@ processed twice), no gap, final counts exact.
 
 Against Apache Kafka 4.4 (one node, the oracle): a run straight through, and a run where the application is
 SIGKILLed mid-way (open transaction, state store without checkpoint) and restarted. Against a 3-node Mala cluster
-(skipped until the transaction coordinator lands: txn_harness.MALA_PENDING): a run straight through, and a run where
-one Mala node is SIGKILLed mid-way and stays down.
+a run straight through, and a run where one Mala node is SIGKILLed mid-way and stays down.
 """
 
 import collections
@@ -23,7 +22,7 @@ from apache_kafka import ApacheKafkaNode
 from clients import IT_DIR
 from cluster import own_cluster
 from real_clients import rdkafka_produce
-from txn_harness import BROKER_CONFIG, MALA_PENDING, create_topics, read_topic
+from txn_harness import BROKER_CONFIG, create_topics, read_topic
 
 STREAMS_LIBS = IT_DIR / ".deps" / "streams-libs"
 STREAMS_CLASSES = IT_DIR / ".deps" / "streams-classes"
@@ -193,12 +192,10 @@ def mala_cluster(tmp_path):
         yield c
 
 
-@pytest.mark.skip(reason=MALA_PENDING)
 def test_word_count_exactly_once_mala_3_nodes(mala_cluster, tmp_path):
     run_word_count(tmp_path, mala_cluster.bootstrap, 3)
 
 
-@pytest.mark.skip(reason=MALA_PENDING)
 def test_word_count_exactly_once_mala_node_killed(mala_cluster, tmp_path):
     def kill_a_node(app):
         mala_cluster.kill(2)  # stays down: RF 3, min.insync.replicas 2 keeps every topic writable

@@ -1,5 +1,5 @@
 """Transactions with Apache Kafka's Java client and tools (issue 22), the same test bodies against Apache Kafka 4.4
-(the oracle, apache_kafka.py) and against Mala (skipped until the transaction coordinator lands: txn_harness.MALA_PARAM).
+(the oracle, apache_kafka.py) and against Mala.
 
 - Two transactional producers interleave commits and aborts over the same partitions: read_committed sees every
   committed transaction exactly once and whole and never an aborted record; read_uncommitted sees both.

@@ -1,5 +1,4 @@
-"""Transactions with the other real clients (issue 22), each against Apache Kafka 4.4 (the oracle) and Mala (skipped
-until the transaction coordinator lands: txn_harness.MALA_PARAM):
+"""Transactions with the other real clients (issue 22), each against Apache Kafka 4.4 (the oracle) and Mala:
 
 - confluent-kafka (librdkafka): transactional Producer (init/begin/commit/abort_transaction) and a
   consume-transform-produce loop with send_offsets_to_transaction;

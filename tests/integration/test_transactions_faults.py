@@ -11,7 +11,7 @@ one's epoch) while faults are injected; the checks, the same for every broker:
   watermark.
 
 Apache Kafka (one node, the oracle) gets the faults one node allows: its process SIGSTOPped and resumed mid-round.
-Mala (three nodes; skipped until the transaction coordinator lands) gets SIGKILL + restart and SIGSTOP + SIGCONT of
+Mala (three nodes) gets SIGKILL + restart and SIGSTOP + SIGCONT of
 the transaction coordinator's node and of other nodes (one node down at a time: RF 3, min.insync.replicas 2).
 """
 
@@ -26,7 +26,7 @@ import pytest
 from apache_kafka import ApacheKafkaNode
 from cluster import own_cluster
 from real_clients import json_lines, wait_until
-from txn_harness import (BROKER_CONFIG, MALA_PENDING, check_offsets_unique, check_whole, create_topics, java_cmd,
+from txn_harness import (BROKER_CONFIG, check_offsets_unique, check_whole, create_topics, java_cmd,
                          read_topic, transactions_seen, transactions_tool)
 
 PARTITIONS = 6

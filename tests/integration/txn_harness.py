@@ -17,9 +17,6 @@ from apache_kafka import ApacheKafkaNode
 from clients import java_classpath
 from real_clients import json_lines, shared_node, tool_batch
 
-# The reason the Mala side of every transaction test is skipped until the coordinator lands (issue 22). The lead
-# enables the Mala side by removing the skip mark from MALA_PARAM.
-MALA_PENDING = "transaction coordinator not built yet"
 MALA_PARAM = pytest.param("mala", id="mala")
 BROKERS = [pytest.param("kafka", id="kafka"), MALA_PARAM]
 
