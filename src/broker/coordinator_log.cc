@@ -134,7 +134,7 @@ void partition_log_loader::step(const replication::topic_partition& tp, uint64_t
     while (auto batch = splitter.next()) {
       protocol::record_batch_view view(*batch);
       if (!view.ok() || view.last_offset() < next) continue;
-      state->on_batch(view, next);
+      state->on_batch(*batch, view, next);
       if (_loading.find(tp) == _loading.end() || _loading[tp] != state) return;  // cancelled by the callback
       next = view.last_offset() + 1;
     }

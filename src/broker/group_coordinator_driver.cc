@@ -12,6 +12,7 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "mala/broker/coordinator_log.h"
 #include "mala/common/config.h"
 #include "mala/common/logging.h"
 #include "mala/coordinator/group_placement.h"
@@ -72,20 +73,13 @@ struct group_coordinator_driver::impl {
   asio::steady_timer timer;
   uint64_t timer_generation = 0;  // a wait from an earlier arm() ignores its completion
   bool stopped = false;
-  // Partitions being loaded: the next offset to read; a step from an earlier load of the same partition
-  // (unloaded and loaded again meanwhile) finds another generation and stops.
-  struct load_state {
-    int64_t next_offset = 0;
-    uint64_t generation = 0;
-  };
-  std::map<int32_t, load_state> loading;
-  uint64_t next_load_generation = 1;
+  partition_log_loader loader;
   std::shared_ptr<spdlog::logger> log = subsystem_logger("coordinator");
   // Guards callbacks posted to the io_context against running after the driver is gone.
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
 
   impl(asio::io_context& h, replication::replica_manager& r, group_coordinator_driver_options o)
-      : home(h), replicas(r), options(std::move(o)), timer(h) {}
+      : home(h), replicas(r), options(std::move(o)), timer(h), loader(h, r, options.load_buffer_bytes) {}
 
   int64_t now() const { return options.clock_ms(); }
 
@@ -110,99 +104,48 @@ struct group_coordinator_driver::impl {
     auto* replica = replicas.get(offsets_partition(partition));
     if (!replica) return;
     groups->begin_loading(partition);
-    const uint64_t generation = next_load_generation++;
-    loading[partition] = load_state{replica->log_start_offset(), generation};
     log->info("loading __consumer_offsets-{} from offset {} to {}", partition, replica->log_start_offset(),
               replica->log_end_offset());
-    load_step(partition, generation);
+    loader.load(
+        offsets_partition(partition),
+        [this, partition](std::span<const uint8_t> batch, const protocol::record_batch_view& view,
+                          int64_t next) { replay_batch(partition, batch, view, next); },
+        [this, partition, alive = alive](bool loaded) {
+          if (!*alive || !loaded || stopped) return;  // not the leader any more: the next image unloads it
+          groups->complete_loading(partition);
+          arm();
+        });
   }
 
-  void load_step(int32_t partition, uint64_t generation) {
-    auto it = loading.find(partition);
-    if (it == loading.end() || it->second.generation != generation || stopped) return;
-    auto* replica = replicas.get(offsets_partition(partition));
-    if (!replica || !replica->is_leader()) {
-      loading.erase(it);
-      return;  // the next image unloads it
-    }
-    int64_t next = it->second.next_offset;
-    // Up to the log end, as Kafka's coordinator loads: after a whole-cluster crash the high watermark of a
-    // new leader may sit below records that were committed (and acknowledged) before it (strict min ISR holds
-    // it there until a second replica is back), and they must not be skipped.
-    const int64_t end = replica->log_end_offset();
-    int32_t budget = options.load_buffer_bytes;
-    std::vector<uint8_t> decompressed;
-    while (next < end && budget > 0) {
-      replication::read_request rr;
-      rr.fetch_offset = next;
-      rr.max_bytes = budget;
-      rr.up_to_log_end = true;
-      auto read = replica->read(rr);
-      if (!read) {
-        if (read.error().code == error_code::offset_out_of_range && next < replica->log_start_offset()) {
-          next = replica->log_start_offset();  // retention or DeleteRecords moved the start meanwhile
-          continue;
+  void replay_batch(int32_t partition, std::span<const uint8_t> batch,
+                    const protocol::record_batch_view& view, int64_t next) {
+    if (view.is_control()) {
+      // A transaction marker ends its producer's pending offsets, in log order with the records.
+      if (auto marker = replication::decode_txn_marker_batch(batch)) {
+        auto st = groups->replay_marker(partition, marker->producer_id, marker->is_commit());
+        if (!st.ok()) {
+          log->warn("__consumer_offsets-{} offset {}: marker skipped: {}", partition, view.base_offset(),
+                    st.message);
         }
-        log->error("loading __consumer_offsets-{} failed at offset {}: {}", partition, next,
-                   read.error().message);
-        loading.erase(it);
-        return;
       }
-      if (!read->data || read->data->size <= 0 || !read->data->file) break;
-      auto bytes = read->data->file->read(read->data->position, read->data->size);
-      if (!bytes) {
-        log->error("loading __consumer_offsets-{}: read failed: {}", partition, bytes.error().message);
-        loading.erase(it);
-        return;
-      }
-      budget -= static_cast<int32_t>(bytes->size());
-      const int64_t before = next;
-      protocol::batch_splitter splitter(*bytes);
-      while (auto batch = splitter.next()) {
-        protocol::record_batch_view view(*batch);
-        if (!view.ok() || view.last_offset() < next) continue;
-        if (view.is_control()) {
-          // A transaction marker ends its producer's pending offsets, in log order with the records.
-          if (auto marker = replication::decode_txn_marker_batch(*batch)) {
-            auto st = groups->replay_marker(partition, marker->producer_id, marker->is_commit());
-            if (!st.ok()) {
-              log->warn("__consumer_offsets-{} offset {}: marker skipped: {}", partition, view.base_offset(),
-                        st.message);
-            }
-          }
-        } else {
-          // A transactional batch's offsets stay pending under its producer id until its marker.
-          const int64_t producer_id =
-              view.is_transactional() ? view.header().producer_id : protocol::no_producer_id;
-          auto reader = view.records(decompressed);
-          for (const auto& record : reader) {
-            const int64_t offset = view.offset_of(record);
-            if (offset < next || !record.key) continue;
-            auto st = groups->replay(partition, offset, *record.key, record.value, producer_id);
-            if (!st.ok()) {
-              log->warn("__consumer_offsets-{} offset {}: record skipped: {}", partition, offset, st.message);
-            }
-          }
-          if (!reader.ok()) {
-            log->warn("__consumer_offsets-{}: batch at {} unreadable ({})", partition, view.base_offset(),
-                      protocol::batch_status_name(reader.status()));
-          }
-        }
-        next = view.last_offset() + 1;
-      }
-      if (next == before) break;  // nothing readable: stop rather than spin
-    }
-    it->second.next_offset = next;
-    if (next >= end || budget > 0) {
-      loading.erase(it);
-      groups->complete_loading(partition);
-      arm();
       return;
     }
-    // More to read: yield to the event loop first, so that requests keep flowing while a large log loads.
-    asio::post(home, [this, partition, generation, alive = alive] {
-      if (*alive) load_step(partition, generation);
-    });
+    // A transactional batch's offsets stay pending under its producer id until its marker.
+    const int64_t producer_id =
+        view.is_transactional() ? view.header().producer_id : protocol::no_producer_id;
+    std::vector<uint8_t> decompressed;
+    auto reader = view.records(decompressed);
+    for (const auto& record : reader) {
+      const int64_t offset = view.offset_of(record);
+      if (offset < next || !record.key) continue;
+      auto st = groups->replay(partition, offset, *record.key, record.value, producer_id);
+      if (!st.ok())
+        log->warn("__consumer_offsets-{} offset {}: record skipped: {}", partition, offset, st.message);
+    }
+    if (!reader.ok()) {
+      log->warn("__consumer_offsets-{}: batch at {} unreadable ({})", partition, view.base_offset(),
+                protocol::batch_status_name(reader.status()));
+    }
   }
 };
 
@@ -245,7 +188,7 @@ void group_coordinator_driver::on_metadata(const metadata::metadata_image& image
   for (int32_t p : groups.owned_partitions()) {
     if (!led.contains(p)) {
       _impl->log->info("__consumer_offsets-{} is no longer led here: unloading its groups", p);
-      _impl->loading.erase(p);
+      _impl->loader.cancel(offsets_partition(p));
       groups.unload(p);
     }
   }
@@ -261,7 +204,7 @@ void group_coordinator_driver::start() {
 
 void group_coordinator_driver::stop() {
   _impl->stopped = true;
-  _impl->loading.clear();
+  _impl->loader.cancel_all();
   _impl->timer.cancel();
 }
 
@@ -301,7 +244,8 @@ void group_coordinator_driver::append_marker(int32_t partition, const coordinato
                                       .coordinator_epoch = marker.coordinator_epoch,
                                       .transaction_version = marker.transaction_version};
   append_with(
-      partition, [&m](replication::partition& replica) { return replica.append_txn_marker(m); }, std::move(done));
+      partition, [&m](replication::partition& replica) { return replica.append_txn_marker(m); },
+      std::move(done));
 }
 
 void group_coordinator_driver::append_with(

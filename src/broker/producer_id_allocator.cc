@@ -8,9 +8,9 @@ namespace mala::broker {
 status producer_id_allocator::install(const controller::producer_id_block& b) {
   if (_next < _end) return status::success();  // another request installed one meanwhile
   if (b.first_id < 0 || b.size <= 0 || b.first_id > std::numeric_limits<int64_t>::max() - b.size) {
-    return status::error(error_code::unknown_server_error,
-                         "producer id block with an invalid range: first " + std::to_string(b.first_id) +
-                             ", size " + std::to_string(b.size));
+    return status::error(error_code::unknown_server_error, "producer id block with an invalid range: first " +
+                                                               std::to_string(b.first_id) + ", size " +
+                                                               std::to_string(b.size));
   }
   if (b.first_id < _end) {
     return status::error(error_code::unknown_server_error,

@@ -108,7 +108,7 @@ struct transaction_coordinator_driver::impl {
     log->info("loading __transaction_state-{} at coordinator epoch {}", partition, leader_epoch);
     loader.load(
         state_partition(partition),
-        [this, partition](const protocol::record_batch_view& view, int64_t next) {
+        [this, partition](std::span<const uint8_t>, const protocol::record_batch_view& view, int64_t next) {
           if (view.is_control()) return;
           std::vector<uint8_t> decompressed;
           auto reader = view.records(decompressed);

@@ -293,7 +293,8 @@ error_code classic_group_manager::validate_txn_offset_commit(
   const group_slot* slot = find_slot(req.group_id);
   // An unknown group with generation -1 becomes a simple group once the offsets are written.
   if (!slot) return req.generation_id_or_member_epoch < 0 ? error_code::none : error_code::illegal_generation;
-  return validate_offset_commit(slot->group, req.member_id, req.group_instance_id, req.generation_id_or_member_epoch,
+  return validate_offset_commit(slot->group, req.member_id, req.group_instance_id,
+                                req.generation_id_or_member_epoch,
                                 /*transactional=*/true);
 }
 

@@ -130,7 +130,8 @@ struct group_coordinator::impl {
     error_code e = gid.empty() ? error_code::invalid_group_id : runtime.partition_error(gid);
     if (e == error_code::none) {
       e = consumer->contains(gid)
-              ? consumer->validate_offset_commit(gid, req.member_id, req.generation_id_or_member_epoch, origin.api_version,
+              ? consumer->validate_offset_commit(gid, req.member_id, req.generation_id_or_member_epoch,
+                                                 origin.api_version,
                                                  /*transactional=*/true)
               : classic.validate_txn_offset_commit(req);
     }

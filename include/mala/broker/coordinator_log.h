@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "mala/common/error_code.h"
@@ -35,8 +36,10 @@ void append_committed(asio::io_context& home, replication::replica_manager& repl
 // before its previous load finished starts over; the earlier load stops.
 class partition_log_loader {
  public:
-  // Every batch read, in offset order (`next_offset`: records below it were seen already).
-  using batch_callback = std::function<void(const protocol::record_batch_view& batch, int64_t next_offset)>;
+  // Every batch read (its bytes and a view of them), in offset order (`next_offset`: records below it were
+  // seen already).
+  using batch_callback = std::function<void(std::span<const uint8_t> bytes,
+                                            const protocol::record_batch_view& batch, int64_t next_offset)>;
   // The end was reached (true), or the read failed or the replica stopped being the leader (false).
   using done_callback = std::function<void(bool loaded)>;
 

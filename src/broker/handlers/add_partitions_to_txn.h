@@ -4,8 +4,8 @@
 //   otherwise the coordinator adds them to the transaction (Ongoing) and its one answer goes to every
 //   partition (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED - INVALID_PRODUCER_EPOCH before v2 -,
 //   CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...).
-//   v4+ (a partition leader, KIP-890): several transactions; VerifyOnly asks whether the partitions are in the
-//   transaction (NONE, or TRANSACTION_ABORTABLE per partition); without it the partitions are added
+//   v4+ (a partition leader, KIP-890): several transactions; VerifyOnly asks whether the partitions are in
+//   the transaction (NONE, or TRANSACTION_ABORTABLE per partition); without it the partitions are added
 //   (transactions v2's implicit add from Produce v12+).
 #pragma once
 

@@ -1,6 +1,7 @@
 // ListTransactions (key 66; kafka-transactions.sh list / find-hanging): the transactions this node
 // coordinates, filtered by state names (unknown names are echoed in UnknownStateFilters), producer ids and
-// (v1+) how long they have been open and (v2+) a regular expression the whole id must match. COORDINATOR_LOAD_IN_PROGRESS while a partition loads.
+// (v1+) how long they have been open and (v2+) a regular expression the whole id must match.
+// COORDINATOR_LOAD_IN_PROGRESS while a partition loads.
 #pragma once
 
 #include <optional>
