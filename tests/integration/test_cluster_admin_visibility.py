@@ -4,8 +4,8 @@
   only from another broker writes to it at once, on 20 fresh topics), and CreateTopics sent to the broker that
   Metadata names as controller works, for a batch of 100 topics too;
 - `kafka-features describe` lists what Mala implements, `kafka-acls` gets Kafka's "No Authorizer is configured"
-  (SECURITY_DISABLED), a transactional producer fails at once with a message that says transactions are not
-  supported, and a request for an API Mala does not serve is logged with its client id;
+  (SECURITY_DISABLED), a transactional producer commits and aborts (issue 22), and a request for an API Mala does
+  not serve is logged with its client id;
 - librdkafka producers get the cluster id on every Metadata path, and CreateTopics sent to a survivor right after
   the active controller died waits for the new controller (brokers retry forwarding, never answer NOT_CONTROLLER).
 
@@ -108,7 +108,10 @@ def test_kafka_features_describe_lists_what_mala_implements(shared_cluster):
     for feature in ("eligible.leader.replicas.version", "group.version"):
         assert feature in lines, f"{feature} missing:\n{out}"
         assert "SupportedMaxVersion: 1" in lines[feature] and "FinalizedVersionLevel: 1" in lines[feature], out
-    assert "transaction.version" not in lines or "FinalizedVersionLevel: 0" in lines["transaction.version"], out
+    # Transactions v1: transaction.version is finalized at 1 (v2 is not built, so 1 is also the supported max).
+    assert "transaction.version" in lines, out
+    assert "SupportedMaxVersion: 1" in lines["transaction.version"], out
+    assert "FinalizedVersionLevel: 1" in lines["transaction.version"], out
 
 
 def test_kafka_acls_is_told_no_authorizer_is_configured(shared_cluster):
@@ -123,26 +126,24 @@ def test_kafka_acls_is_told_no_authorizer_is_configured(shared_cluster):
         assert "UnsupportedVersion" not in text, text
 
 
-def test_a_transactional_producer_is_told_transactions_are_not_supported(shared_cluster):
-    from clients import java
+def test_a_transactional_producer_commits_and_aborts_on_the_cluster(shared_cluster):
+    """The transaction coordinator on a 3-node cluster: __transaction_state is created on the first
+    FindCoordinator, and a Java transactional producer's commits are read whole by read_committed while its aborts
+    stay invisible."""
+    from txn_harness import check_producer, create_topics, txn_produce
 
     c = shared_cluster
-    started = time.monotonic()
-    result = java("mala.it.Produce", "--bootstrap", c.bootstrap, "--topic", "txn-topic", "--count", "1",
-                  "--init-transactions", "true", "--prop", "transactional.id=txn-app", timeout=60, check=False)
-    took = time.monotonic() - started
-    assert result.returncode != 0, result.stdout
-    assert "Transactions are not supported by Mala yet" in result.stderr, result.stderr[-3000:]
-    assert took < 30, f"the producer failed only after {took:.1f} s"
-    logs = c.logs(400)
-    assert "transactional id 'txn-app'" in logs, "the refusal is not in any node's log"
+    create_topics(c.bootstrap, "txn-topic", partitions=3, replication_factor=3)
+    summary = txn_produce(c.bootstrap, "txn-topic", "txn-app", 4, 6, abort_every=2)
+    assert summary["committed"] == [0, 2] and summary["aborted"] == [1, 3], summary
+    check_producer(c.bootstrap, "txn-topic", summary, 3)
 
 
 def test_a_request_for_an_api_mala_does_not_serve_is_logged_with_the_client_id(shared_cluster):
     c = shared_cluster
-    # AddPartitionsToTxn (key 24) v3, which Mala does not serve: the connection is closed, as Kafka does.
+    # UpdateFeatures (key 57) v1, which Mala does not serve: the connection is closed, as Kafka does.
     with kafka_wire.Connection(c.nodes[1].port, timeout=5) as conn:
-        header = struct.pack(">hhi", 24, 3, 7) + struct.pack(">h", len(b"refusal-probe")) + b"refusal-probe"
+        header = struct.pack(">hhi", 57, 1, 7) + struct.pack(">h", len(b"refusal-probe")) + b"refusal-probe"
         assert conn.send(kafka_wire.frame(header + b"\x00" * 8)), "connection closed before the request"
         assert conn.recv_frame() is None, "an unserved API was answered"
     deadline = time.monotonic() + 5
@@ -150,7 +151,7 @@ def test_a_request_for_an_api_mala_does_not_serve_is_logged_with_the_client_id(s
         time.sleep(0.1)
     line = next((l for l in c.node(1).log_text(400).splitlines() if "refusal-probe" in l), None)
     assert line is not None, "the refused request is not logged"
-    assert "24" in line and "refused" in line, line
+    assert "57" in line and "refused" in line, line
 
 
 def test_create_topics_during_a_controller_failover_waits_for_the_new_controller(tmp_path):
