@@ -233,8 +233,6 @@ TEST_F(dispatcher_test, acl_apis_answer_security_disabled) {
   }
 }
 
-// No transaction coordinator yet: a non-retriable error with a message that says so, rather than
-// COORDINATOR_NOT_AVAILABLE, which producers retry silently until their own timeout.
 // Without a transaction coordinator (and __transaction_state) every key answers COORDINATOR_NOT_AVAILABLE,
 // which clients retry.
 TEST_F(dispatcher_test, find_coordinator_for_a_transactional_id_without_a_coordinator_is_retriable) {
