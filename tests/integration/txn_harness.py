@@ -34,8 +34,9 @@ GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"  # ka
 class Broker:
     """What a test needs of either broker: its bootstrap, its node id (find-hanging --broker-id) and its log."""
 
-    def __init__(self, kind, bootstrap, broker_id, log_text):
+    def __init__(self, kind, bootstrap, broker_id, log_text, log_dir=None):
         self.kind = kind
+        self.log_dir = log_dir  # its data directory (log.dirs)
         self.bootstrap = bootstrap
         self.broker_id = broker_id
         self.log_text = log_text
@@ -63,13 +64,13 @@ def start_broker(request, tmp_path_factory, name):
     if request.param == "kafka":
         kafka = ApacheKafkaNode(tmp_path_factory.mktemp(f"{name}-kafka"), extra_config=BROKER_CONFIG).start()
         try:
-            yield Broker("kafka", kafka.bootstrap, 1, kafka.log_tail)
+            yield Broker("kafka", kafka.bootstrap, 1, kafka.log_tail, kafka.dir / "data")
         finally:
             kafka.stop()
         return
     for node in shared_node(request, tmp_path_factory, f"{name}-mala", extra_config=BROKER_CONFIG):
         yield Broker("mala", node.bootstrap, getattr(node, "node_id", 1),
-                     getattr(node, "log_text", lambda *a: ""))
+                     getattr(node, "log_text", lambda *a: ""), getattr(node, "log_dir", None))
 
 
 def create_topics(bootstrap, *names, partitions=3, replication_factor=1):
