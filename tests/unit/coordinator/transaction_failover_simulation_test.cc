@@ -3,8 +3,8 @@
 // transactions v1, some on v2) loop InitProducerId, AddPartitionsToTxn, EndTxn against whichever node leads,
 // retrying as Kafka's clients do; their data batches and the markers land at four data partitions whose
 // leaders check markers as Kafka's do (coordinator epoch, producer epoch). A seeded schedule interleaves log
-// writes that complete or fail, marker sends that are answered or lost to a leader change, clock ticks
-// (timeouts, retries) and failovers whose in-flight writes either survive in the new leader's log or vanish.
+// writes that complete or fail, marker sends that are answered, refused by a moved leader or written with the
+// answer lost, clock ticks (timeouts, retries) and failovers whose in-flight writes either survive in the new leader's log or vanish.
 //
 // After a drain with no more faults, for every seed: no transaction hangs (every data batch is closed by a
 // marker, every id is Empty or Complete*), every transaction was decided once and the same way at every
@@ -295,16 +295,24 @@ class simulation {
         results.push_back({p, error_code::not_leader_or_follower, false});
         continue;
       }
-      results.push_back({p, write_marker(p.partition, s.request), false});
+      const error_code written = write_marker(p.partition, s.request);
+      // Written, but the answer is lost on the way back: the coordinator retries a marker already there.
+      const bool answer_lost = faults && written == error_code::none && chance(10);
+      results.push_back({p, answer_lost ? error_code::request_timed_out : written, false});
     }
     s.done(std::move(results));
   }
 
-  // What a partition leader does with a marker (Kafka's checks for transactions v1).
+  // What a partition leader does with a marker: below the producer's epoch (under transactions v2, not above
+  // it unless it repeats the last marker of a producer with nothing open, KAFKA-19999) is
+  // INVALID_PRODUCER_EPOCH; a coordinator epoch below the last marker's is TRANSACTION_COORDINATOR_FENCED.
   error_code write_marker(int partition, const txn_marker_request& m) {
     auto& e = _partitions[partition].producers[m.producer_id];
-    if (m.coordinator_epoch < e.coordinator_epoch) return error_code::transaction_coordinator_fenced;
     if (m.producer_epoch < e.epoch) return error_code::invalid_producer_epoch;
+    if (m.transaction_version >= 2 && m.producer_epoch == e.epoch && !e.open_transactions.empty()) {
+      return error_code::invalid_producer_epoch;
+    }
+    if (m.coordinator_epoch < e.coordinator_epoch) return error_code::transaction_coordinator_fenced;
     e.coordinator_epoch = m.coordinator_epoch;
     e.epoch = m.producer_epoch;
     for (int t : e.open_transactions) _transactions[t].decisions[partition].push_back(m.commit);
