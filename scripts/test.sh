@@ -143,7 +143,7 @@ if ((main_built)); then
   # Every node runs 4 shards (MALA_TEST_SHARDS): more shards than this machine's cores, every topic's partitions
   # spread over them, so every request crosses shards (the unit tests of the data path run 1, 2 and 4).
   MALA_TEST_SHARDS=${MALA_TEST_SHARDS:-4} \
-  MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 2400 python3 -m pytest tests/integration -q -p no:cacheprovider \
+  MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 3300 python3 -m pytest tests/integration -q -p no:cacheprovider \
     --junitxml="$repo_root/$build_dir/pytest-junit.xml"
   record_junit "integration tests" "$build_dir/pytest-junit.xml" $?
 
