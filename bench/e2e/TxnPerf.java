@@ -18,7 +18,9 @@
 //     coordinated omission). Records of the first WARMUP_SECONDS are read but not counted; the schedule restarts
 //     after them. linger.ms 0 (as compare.py's latency runs); the consumer keeps the client's defaults
 //     (fetch.min.bytes 1, fetch.max.wait.ms 500).
-//     Prints "sent=N received=M transactions=T seconds=S p50_ms=.. p99_ms=.. p999_ms=.. max_ms=.." and exits 1
+//     Prints "sent=N received=M transactions=T seconds=S p50_ms=.. p99_ms=.. p999_ms=.. max_ms=.." (and the
+//     producer's side alone: commit_p50_ms/commit_p99_ms/commit_max_ms, scheduled start to commitTransaction()'s
+//     return, per transaction) and exits 1
 //     when a counted record that was committed did not arrive within 30 s of the last commit, or arrived twice.
 //
 // Compiled and run by bench/e2e/compare_txn.py (javac against kafka-clients; not part of the CMake build).
@@ -155,6 +157,7 @@ public final class TxnPerf {
     pprops.put(ProducerConfig.LINGER_MS_CONFIG, "0");
     long warmTxns = (long) Math.ceil(rate * warmup);
     long txns = (long) Math.ceil(rate * seconds);
+    long[] commitLat = new long[(int) txns]; // scheduled start to commitTransaction()'s return, per transaction
     long countedSent = 0;
     long sentTotal = 0;
     double measuredSeconds;
@@ -178,6 +181,7 @@ public final class TxnPerf {
           sentTotal++;
         }
         p.commitTransaction();
+        if (counting) commitLat[(int) (t - warmTxns)] = System.nanoTime() - due;
       }
       measuredSeconds = (System.nanoTime() - measuredStart) / 1e9;
     }
@@ -190,10 +194,13 @@ public final class TxnPerf {
     int n = (int) counted.get();
     long[] sorted = Arrays.copyOf(lat, n);
     Arrays.sort(sorted);
+    Arrays.sort(commitLat);
     System.out.printf("sent=%d received=%d transactions=%d seconds=%.6f counted_sent=%d counted=%d duplicates=%d "
-            + "p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f%n",
+            + "p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f commit_p50_ms=%.3f commit_p99_ms=%.3f "
+            + "commit_max_ms=%.3f%n",
         sentTotal, received.get(), txns, measuredSeconds, countedSent, n, duplicates.get(),
-        percentile(sorted, 0.50), percentile(sorted, 0.99), percentile(sorted, 0.999), percentile(sorted, 1.0));
+        percentile(sorted, 0.50), percentile(sorted, 0.99), percentile(sorted, 0.999), percentile(sorted, 1.0),
+        percentile(commitLat, 0.50), percentile(commitLat, 0.99), percentile(commitLat, 1.0));
     if (consumerError[0] != null) {
       consumerError[0].printStackTrace();
       return 1;

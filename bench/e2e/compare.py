@@ -355,11 +355,12 @@ class MalaBroker(Broker):
 
 class KafkaBroker(Broker):
     name = "kafka"
+    format_args = ()  # more arguments of kafka-storage format, e.g. ("--feature", "transaction.version=1")
 
     def prepare(self):
         # kafka-storage.sh format -t <id> -c server.properties (static voters, so no --standalone).
-        cmd = self.env.java_cmd(STORAGE_TOOL, ["format", "-t", kafka_uuid(), "-c", str(self.config_path)],
-                                heap=["-Xmx512M"])
+        cmd = self.env.java_cmd(STORAGE_TOOL, ["format", "-t", kafka_uuid(), "-c", str(self.config_path),
+                                               *self.format_args], heap=["-Xmx512M"])
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({r.returncode}): {r.stdout[-2000:]}{r.stderr[-2000:]}")
