@@ -247,10 +247,15 @@ class Env:
         jar = next(iter(self.kafka_libs.glob("kafka_2.13-*.jar")), None)
         return jar.stem.split("-", 1)[1] if jar else "?"
 
-    def compile_assign_consumer(self):
+    def compile_java_tool(self, src):
+        """Compiles one of bench/e2e's Java tools against the Kafka jars into self.assign_classes (java_cmd's
+        extra_cp)."""
         self.assign_classes.mkdir(parents=True, exist_ok=True)
-        subprocess.run([self.javac, "-nowarn", "-d", str(self.assign_classes), "-cp", self.classpath,
-                        str(ASSIGN_CONSUMER_SRC)], check=True, capture_output=True, text=True, timeout=300)
+        subprocess.run([self.javac, "-nowarn", "-d", str(self.assign_classes), "-cp", self.classpath, str(src)],
+                       check=True, capture_output=True, text=True, timeout=300)
+
+    def compile_assign_consumer(self):
+        self.compile_java_tool(ASSIGN_CONSUMER_SRC)
 
     def build_franz_load(self):
         # -mod=readonly: the versions are the ones go.mod and go.sum pin, from the Go module proxy.
@@ -350,11 +355,12 @@ class MalaBroker(Broker):
 
 class KafkaBroker(Broker):
     name = "kafka"
+    format_args = ()  # more arguments of kafka-storage format, e.g. ("--feature", "transaction.version=1")
 
     def prepare(self):
         # kafka-storage.sh format -t <id> -c server.properties (static voters, so no --standalone).
-        cmd = self.env.java_cmd(STORAGE_TOOL, ["format", "-t", kafka_uuid(), "-c", str(self.config_path)],
-                                heap=["-Xmx512M"])
+        cmd = self.env.java_cmd(STORAGE_TOOL, ["format", "-t", kafka_uuid(), "-c", str(self.config_path),
+                                               *self.format_args], heap=["-Xmx512M"])
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({r.returncode}): {r.stdout[-2000:]}{r.stderr[-2000:]}")
