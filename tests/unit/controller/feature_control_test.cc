@@ -50,7 +50,14 @@ TEST(feature_control, a_registration_without_a_metadata_version_range_gets_this_
 
 TEST(feature_control, every_finalized_level_must_be_within_the_brokers_range) {
   image_writer writer;
-  EXPECT_TRUE(check_finalized_features_supported(*writer.image(), registered_features({})).ok());
+  EXPECT_TRUE(check_finalized_features_supported(*writer.image(),
+                                                 registered_features({{"transaction.version", {0, 2}}}))
+                  .ok());
+  // The bootstrap finalizes transaction.version 1: a broker that does not name it cannot register.
+  EXPECT_EQ(
+      check_finalized_features_supported(*writer.image(), registered_features({})).message,
+      "Unable to register because the broker does not support finalized version 1 of transaction.version. "
+      "The broker wants a version between 0 and 0, inclusive.");
   const status st =
       check_finalized_features_supported(*writer.image(), {{std::string(metadata_version_feature), {1, 7}}});
   EXPECT_EQ(st.code, error_code::unsupported_version);
