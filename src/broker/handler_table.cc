@@ -53,6 +53,7 @@
 #include "handlers/produce.h"
 #include "handlers/sync_group.h"
 #include "handlers/txn_offset_commit.h"
+#include "handlers/update_features.h"
 #include "handlers/vote.h"
 #include "handlers/write_txn_markers.h"
 
@@ -182,6 +183,7 @@ handler_table::handler_table() {
       entry<handlers::elect_leaders_handler>("ElectLeaders"),
       entry<handlers::alter_partition_reassignments_handler>("AlterPartitionReassignments"),
       entry<handlers::list_partition_reassignments_handler>("ListPartitionReassignments"),
+      entry<handlers::update_features_handler>("UpdateFeatures"),
   };
   std::sort(_entries.begin(), _entries.end(),
             [](const handler_entry& a, const handler_entry& b) { return a.api_key < b.api_key; });

@@ -224,8 +224,13 @@ coordinator::transaction_coordinator& transaction_coordinator_driver::coordinato
 
 void transaction_coordinator_driver::on_metadata(const metadata::metadata_image& image) {
   auto& txns = *_impl->txns;
-  txns.set_transaction_version(
-      controller::finalized_feature_level(image, controller::transaction_version_feature));
+  // The finalized transaction.version (kafka-features upgrade / downgrade) applies from the next transaction
+  // record and internal abort on.
+  const int16_t tv = controller::finalized_feature_level(image, controller::transaction_version_feature);
+  if (tv != txns.transaction_version()) {
+    _impl->log->info("transaction.version {} (was {})", tv, txns.transaction_version());
+    txns.set_transaction_version(tv);
+  }
   if (const auto* offsets = image.find_topic("__consumer_offsets")) {
     txns.set_offsets_topic_partitions(static_cast<int32_t>(offsets->partitions.size()));
   }

@@ -153,6 +153,44 @@ protocol::alter_partition_response quorum_controller::alter_partition(
   return _state->replication.alter_partition(request, version);
 }
 
+protocol::update_features_response quorum_controller::update_features(
+    const protocol::update_features_request& request, int16_t version) {
+  state& s = *_state;
+  std::vector<feature_update> updates;
+  updates.reserve(request.feature_updates.size());
+  for (const auto& u : request.feature_updates) {
+    feature_update update;
+    update.name = u.feature;
+    update.level = u.max_version_level;
+    if (version == 0) {
+      update.type = u.allow_downgrade ? feature_upgrade_type::safe_downgrade : feature_upgrade_type::upgrade;
+    } else {
+      update.type = static_cast<feature_upgrade_type>(u.upgrade_type);
+    }
+    updates.push_back(std::move(update));
+  }
+  protocol::update_features_response resp;
+  auto records =
+      controller::update_features(*s.current, s.options.node_id, updates, {s.options.kraft_version});
+  status outcome = records.ok() ? status::success() : records.error();
+  if (outcome.ok() && !request.validate_only) outcome = s.write(*records);
+  if (!outcome.ok()) {
+    resp.error_code = static_cast<int16_t>(outcome.code);
+    resp.error_message =
+        "The update failed for all features since the following feature had an error: " + outcome.message;
+    return resp;
+  }
+  resp.error_message = std::nullopt;
+  if (version <= 1) {
+    for (const auto& u : request.feature_updates) {
+      auto& r = resp.results.emplace_back();
+      r.feature = u.feature;
+      r.error_message = "NONE";  // what Kafka's Errors.NONE.message() gives
+    }
+  }
+  return resp;
+}
+
 protocol::elect_leaders_response quorum_controller::elect_leaders(
     const protocol::elect_leaders_request& request, int16_t version) {
   return _state->replication.elect_leaders(request, version);

@@ -119,6 +119,59 @@ def parse_api_versions(body: bytes, version: int):
     return error_code, keys
 
 
+def parse_api_versions_features(body: bytes):
+    """The KIP-584 tagged fields of an ApiVersions v3+ response body (after the correlation id): returns
+    (finalized_features_epoch, {name: finalized max level}, {name: (supported min, max)})."""
+    pos = 2
+    n, pos = read_uvarint(body, pos)
+    for _ in range(max(n - 1, 0)):
+        pos += 6
+        tags, pos = read_uvarint(body, pos)
+        assert tags == 0, "unexpected tagged fields in ApiVersion entry"
+    pos += 4  # ThrottleTimeMs
+    epoch, finalized, supported = -1, {}, {}
+
+    def features(data):
+        out, q = {}, 0
+        count, q = read_uvarint(data, q)
+        for _ in range(max(count - 1, 0)):
+            length, q = read_uvarint(data, q)
+            name = data[q:q + length - 1].decode()
+            q += length - 1
+            lo, hi = struct.unpack_from(">hh", data, q)
+            q += 4
+            tags, q = read_uvarint(data, q)
+            assert tags == 0, "unexpected tagged fields in a feature entry"
+            out[name] = (lo, hi)
+        return out
+
+    tags, pos = read_uvarint(body, pos)
+    for _ in range(tags):
+        tag, pos = read_uvarint(body, pos)
+        size, pos = read_uvarint(body, pos)
+        data = body[pos:pos + size]
+        pos += size
+        if tag == 0:
+            supported = features(data)
+        elif tag == 1:
+            (epoch,) = struct.unpack_from(">q", data, 0)
+        elif tag == 2:
+            # FinalizedFeatureKey: Name, MaxVersionLevel, MinVersionLevel.
+            finalized = {name: levels[0] for name, levels in features(data).items()}
+    return epoch, finalized, supported
+
+
+def api_versions_features(port: int, correlation_id=7, timeout=5.0):
+    """One ApiVersions v3 round trip; returns parse_api_versions_features' answer."""
+    with Connection(port, timeout=timeout) as conn:
+        assert conn.send(api_versions_request(3, correlation_id)), "connection closed before sending"
+        payload = conn.recv_frame()
+        assert payload is not None, "connection closed without an ApiVersions response"
+        (error_code,) = struct.unpack_from(">h", payload, 4)
+        assert error_code == 0, f"ApiVersions error {error_code}"
+        return parse_api_versions_features(payload[4:])
+
+
 class Connection:
     """A raw TCP connection to the node with bounded waits (every call has a timeout)."""
 

@@ -1,14 +1,19 @@
 // Finalized features (Kafka's FeatureControlManager, KIP-584): the KIP-584 features this binary implements,
 // as ApiVersions v3+ advertises them (SupportedFeatures and FinalizedFeatures, what `kafka-features
-// describe` prints) and as a broker registers them; the metadata.version an empty metadata log is
-// bootstrapped with; and the check that a registering broker supports every finalized level.
+// describe` prints) and as a broker registers them; the records an empty metadata log is bootstrapped with;
+// the check that a registering broker supports every finalized level; and UpdateFeatures (`kafka-features
+// upgrade / downgrade`), validated as Kafka 4.x's FeatureControlManager validates it.
 //
-// metadata.version is finalized in the metadata log (FeatureLevelRecord); the others are behaviours Mala has
-// unconditionally, so their finalized level is fixed: the eligible leader replicas of KIP-966 and the
-// consumer group protocol of KIP-848 are always on, and kraft.version is 1 when the voter set lives in the
-// metadata log (KIP-853, controller.quorum.bootstrap.servers) and 0 with static controller.quorum.voters.
-// transaction.version is 1 (transactions v1 records and APIs; KIP-890 part 2's transactions v2 needs the
-// implicit partition add from Produce v12, not built yet).
+// metadata.version and transaction.version are finalized in the metadata log (FeatureLevelRecord; level 0
+// removes a feature). transaction.version (KIP-890) goes 0..2: 1 enables the flexible transaction log
+// records, 2 the transactions v2 flow (epoch bump at every end, EndTxn v5); a new cluster is bootstrapped
+// at bootstrap_transaction_version. The others are behaviours Mala has unconditionally, so their finalized
+// level is fixed and UpdateFeatures refuses to change it: the eligible leader replicas of KIP-966 and the
+// consumer group protocol of KIP-848 are always on (Kafka can turn both off; Mala cannot), and kraft.version
+// is 1 when the voter set lives in the metadata log (KIP-853, controller.quorum.bootstrap.servers) and 0
+// with static controller.quorum.voters. metadata.version can be upgraded within this binary's range but
+// never downgraded (Kafka 4.x refuses every downgrade that might lose metadata, and Mala writes its records
+// at the newest versions its schemas define).
 //
 // Pure data and functions: safe from any thread.
 #pragma once
@@ -18,6 +23,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mala/common/result.h"
 #include "mala/controller/controller_records.h"
@@ -48,14 +54,20 @@ struct implemented_feature {
 };
 
 inline constexpr std::string_view transaction_version_feature = "transaction.version";
+// The transaction.version a new cluster is bootstrapped with. 1 (transactions v1 clients, flexible
+// transaction log records) until Produce v12's implicit partition add (KIP-890 part 2) is served; then 2,
+// Kafka 4.x's default.
+inline constexpr int16_t bootstrap_transaction_version = 1;
 
 inline constexpr std::array<implemented_feature, 5> implemented_features{{
     {metadata_version_feature, minimum_metadata_version, bootstrap_metadata_version, -1},
     {kraft_version_feature, 0, 1, -1},
     {"eligible.leader.replicas.version", 0, 1, 1},
     {"group.version", 0, 1, 1},
-    {transaction_version_feature, 0, 1, 1},
+    {transaction_version_feature, 0, 2, -1},
 }};
+
+const implemented_feature* find_implemented_feature(std::string_view name);
 
 // The level of a feature in force: the fixed level of those Mala always has, else what the image finalized
 // (0 when it finalized nothing).
@@ -66,8 +78,10 @@ inline int16_t finalized_feature_level(const metadata::metadata_image& image, st
   return image.feature_level(std::string(name));
 }
 
-// A freshly formatted cluster's first write: FeatureLevelRecord metadata.version = bootstrap_metadata_version
-// (what `kafka-storage format` puts in bootstrap.checkpoint). Empty when `image` has finalized it already.
+// A freshly formatted cluster's first write: FeatureLevelRecords metadata.version =
+// bootstrap_metadata_version and transaction.version = bootstrap_transaction_version (what `kafka-storage
+// format` puts in bootstrap.checkpoint). Empty when `image` has finalized metadata.version already: a
+// transaction.version removed later (downgraded to 0) stays removed.
 record_list bootstrap_records(const metadata::metadata_image& image);
 
 using supported_feature_map = std::map<std::string, metadata::supported_feature>;
@@ -81,5 +95,40 @@ supported_feature_map registered_features(supported_feature_map supported);
 // (UNSUPPORTED_VERSION "Unable to register because the broker does not support finalized version ...").
 status check_finalized_features_supported(const metadata::metadata_image& image,
                                           const supported_feature_map& supported);
+
+// UpdateFeatures' UpgradeType (FeatureUpdate.UpgradeType); v0's AllowDowngrade = true is safe_downgrade.
+enum class feature_upgrade_type : int8_t {
+  unknown = 0,
+  upgrade = 1,
+  safe_downgrade = 2,
+  unsafe_downgrade = 3
+};
+
+struct feature_update {
+  std::string name;
+  int16_t level = 0;
+  feature_upgrade_type type = feature_upgrade_type::upgrade;
+};
+
+// What the quorum controller checks an update against besides the image.
+struct feature_update_context {
+  // kraft.version in force (1 with a KIP-853 voter set, 0 with static voters); UpdateFeatures cannot change
+  // it.
+  int16_t kraft_version = 1;
+};
+
+// FeatureControlManager.updateFeatures: the FeatureLevelRecords that apply `updates` to `image`, or the
+// first refusal, INVALID_UPDATE_VERSION "Invalid update version L for feature F. <reason>": an unknown
+// upgrade type, a level below 0, a feature this binary does not implement or a level outside its range or
+// any registered broker's ("Local controller N only supports versions a-b", "Broker N only supports
+// versions a-b" / "Broker N does not support this feature."), a lower level without a downgrade type
+// ("Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe
+// downgrade."), a higher one with a downgrade type ("Can't downgrade to a newer version."), any
+// metadata.version downgrade, and a change to a feature whose level Mala fixes. An update to the level in
+// force of a fixed feature is accepted and writes nothing. No record is written for a refused request: the
+// caller writes all of them or none.
+result<record_list> update_features(const metadata::metadata_image& image, int32_t local_node_id,
+                                    const std::vector<feature_update>& updates,
+                                    const feature_update_context& context);
 
 }  // namespace mala::controller

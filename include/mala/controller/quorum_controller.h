@@ -49,6 +49,8 @@
 #include "mala/protocol/messages/incremental_alter_configs_response.h"
 #include "mala/protocol/messages/list_partition_reassignments_request.h"
 #include "mala/protocol/messages/list_partition_reassignments_response.h"
+#include "mala/protocol/messages/update_features_request.h"
+#include "mala/protocol/messages/update_features_response.h"
 
 namespace mala::controller {
 
@@ -161,6 +163,15 @@ class quorum_controller {
   // ListPartitionReassignments: the partitions with a reassignment in progress (all, or among those named).
   protocol::list_partition_reassignments_response list_partition_reassignments(
       const protocol::list_partition_reassignments_request& request) const;
+
+  // UpdateFeatures (kafka-features upgrade / downgrade, KIP-584/KIP-778): the updates are validated as
+  // feature_control's update_features says and written as FeatureLevelRecords in one batch, all or none;
+  // ValidateOnly (v1+, --dry-run) writes nothing. v0's AllowDowngrade is a safe downgrade. A refusal is the
+  // top-level error ("The update failed for all features since the following feature had an error: ...")
+  // with no per-feature results; a success lists every feature with NONE for v0-1 and nothing for v2 (as
+  // Kafka's QuorumController answers).
+  protocol::update_features_response update_features(const protocol::update_features_request& request,
+                                                     int16_t version);
 
   // --- Broker lifecycle (Kafka 4.x's ClusterControlManager / BrokerHeartbeatManager /
   // ReplicationControlManager). Heartbeat times are in memory only; every change is written as records.

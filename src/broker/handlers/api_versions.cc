@@ -40,8 +40,7 @@ void add_features(const broker_services& services, api_versions_handler::respons
     supported.max_version = f.max_level;
     int16_t level = f.fixed_level;
     if (f.name == controller::kraft_version_feature) level = kip_853_voters ? 1 : 0;
-    if (f.name == controller::metadata_version_feature && image)
-      level = image->feature_level(std::string(f.name));
+    if (level < 0 && image) level = image->feature_level(std::string(f.name));  // finalized in the log
     if (level <= 0) continue;  // a feature at level 0 is not finalized (Kafka leaves it out)
     auto& finalized = out.finalized_features.emplace_back();
     finalized.name = std::string(f.name);

@@ -41,6 +41,8 @@
 #include "mala/protocol/messages/incremental_alter_configs_response.h"
 #include "mala/protocol/messages/init_producer_id_request.h"
 #include "mala/protocol/messages/init_producer_id_response.h"
+#include "mala/protocol/messages/update_features_request.h"
+#include "mala/protocol/messages/update_features_response.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/replication/replica_manager.h"
 #include "mala/storage/log_manager.h"
@@ -148,6 +150,9 @@ class admin_handlers_test : public ::testing::Test {
     self.id = 1;
     self.endpoints.push_back({"PLAINTEXT", "localhost", 9092, "PLAINTEXT"});
     self.incarnation_id = uuid::random();
+    for (const auto& f : controller::implemented_features) {  // as a node registers
+      self.supported_features[std::string(f.name)] = {f.min_level, f.max_level};
+    }
     auto epoch = controller::register_unfenced_broker(*controller, self);
     ASSERT_TRUE(epoch.ok()) << epoch.error().message;
     publish(controller->image());
@@ -379,6 +384,38 @@ TEST_F(admin_handlers_test, delete_topics_when_deletion_is_disabled) {
 }
 
 // --- CreatePartitions
+
+// UpdateFeatures (kafka-features upgrade / downgrade) runs on the controller: the image the broker serves
+// finalizes the new level once answered; --dry-run changes nothing; v0's AllowDowngrade is a downgrade.
+TEST_F(admin_handlers_test, update_features_runs_on_the_controller) {
+  auto request = [](int16_t level, int8_t type, bool allow_downgrade, bool validate_only) {
+    protocol::update_features_request req;
+    auto& u = req.feature_updates.emplace_back();
+    u.feature = "transaction.version";
+    u.max_version_level = level;
+    u.upgrade_type = type;
+    u.allow_downgrade = allow_downgrade;
+    req.validate_only = validate_only;
+    return req;
+  };
+  auto tv = [this] { return cache.current()->feature_level("transaction.version"); };
+  ASSERT_EQ(tv(), 1);
+  auto dry = call<protocol::update_features_response>(57, 1, request(2, 1, false, true));
+  EXPECT_EQ(dry.error_code, err_none);
+  EXPECT_EQ(tv(), 1);
+  auto up = call<protocol::update_features_response>(57, 2, request(2, 1, false, false));
+  EXPECT_EQ(up.error_code, err_none) << up.error_message.value_or("");
+  EXPECT_TRUE(up.results.empty());
+  EXPECT_EQ(tv(), 2);
+  auto refused = call<protocol::update_features_response>(57, 0, request(0, 1, false, false));
+  EXPECT_EQ(refused.error_code, 95);  // INVALID_UPDATE_VERSION: a downgrade without AllowDowngrade
+  EXPECT_EQ(tv(), 2);
+  auto down = call<protocol::update_features_response>(57, 0, request(0, 1, true, false));
+  EXPECT_EQ(down.error_code, err_none) << down.error_message.value_or("");
+  ASSERT_EQ(down.results.size(), 1u);
+  EXPECT_EQ(down.results[0].feature, "transaction.version");
+  EXPECT_EQ(cache.current()->finalized_features.count("transaction.version"), 0u);
+}
 
 TEST_F(admin_handlers_test, create_partitions_grows_topics_and_refuses_duplicates) {
   create_topic("grow", 1);

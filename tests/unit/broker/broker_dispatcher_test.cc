@@ -151,11 +151,13 @@ TEST(refusal_rate_limit_test, logs_the_first_then_one_per_interval_with_the_coun
   EXPECT_EQ(limit.admit("api 65 v0 client a", t0 + 21s), std::optional<uint64_t>(0));
 }
 
-// KIP-584 features in ApiVersions v3+: what `kafka-features describe` prints. metadata.version is the
-// image's; the behaviours Mala always has (KIP-966 ELR, KIP-848 groups) are finalized at level 1.
+// KIP-584 features in ApiVersions v3+: what `kafka-features describe` prints. metadata.version and
+// transaction.version are the image's (absent when the image has none); the behaviours Mala always has
+// (KIP-966 ELR, KIP-848 groups) are finalized at level 1.
 TEST_F(dispatcher_test, api_versions_lists_supported_and_finalized_features) {
   auto image = std::make_shared<metadata::metadata_image>(*cache.current());
   image->finalized_features["metadata.version"] = 30;
+  image->finalized_features["transaction.version"] = 2;
   image->metadata_offset = 1234;
   cache.publish(image);
   api_versions_request req;
@@ -174,7 +176,7 @@ TEST_F(dispatcher_test, api_versions_lists_supported_and_finalized_features) {
     EXPECT_EQ(supported["eligible.leader.replicas.version"], std::make_pair(int16_t{0}, int16_t{1}));
     EXPECT_EQ(supported["group.version"], std::make_pair(int16_t{0}, int16_t{1}));
     EXPECT_EQ(supported["kraft.version"], std::make_pair(int16_t{0}, int16_t{1}));
-    EXPECT_EQ(supported["transaction.version"], std::make_pair(int16_t{0}, int16_t{1}));
+    EXPECT_EQ(supported["transaction.version"], std::make_pair(int16_t{0}, int16_t{2}));
     std::map<std::string, int16_t> finalized;
     for (const auto& f : resp.finalized_features) {
       EXPECT_EQ(f.min_version_level, f.max_version_level) << f.name;
@@ -183,9 +185,21 @@ TEST_F(dispatcher_test, api_versions_lists_supported_and_finalized_features) {
     EXPECT_EQ(finalized["metadata.version"], 30);
     EXPECT_EQ(finalized["eligible.leader.replicas.version"], 1);
     EXPECT_EQ(finalized["group.version"], 1);
-    EXPECT_EQ(finalized["transaction.version"], 1);
+    EXPECT_EQ(finalized["transaction.version"], 2);
     EXPECT_EQ(resp.finalized_features_epoch, 1234);
   }
+  // transaction.version removed (downgraded to 0): not listed as finalized; a new epoch.
+  image = std::make_shared<metadata::metadata_image>(*image);
+  image->finalized_features.erase("transaction.version");
+  image->metadata_offset = 1240;
+  cache.publish(image);
+  auto result = send(frame(18, 3, req));
+  wire_reader r(result.response);
+  r.read_int32();
+  api_versions_response resp;
+  ASSERT_EQ(resp.decode(r, 3), decode_status::ok);
+  for (const auto& f : resp.finalized_features) EXPECT_NE(f.name, "transaction.version");
+  EXPECT_EQ(resp.finalized_features_epoch, 1240);
 }
 
 // Without an authorizer Kafka answers the ACL APIs with SECURITY_DISABLED (kafka-acls prints the message).

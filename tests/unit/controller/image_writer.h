@@ -51,6 +51,8 @@ inline metadata::broker_registration test_registration(int32_t id) {
   b.incarnation_id = uuid::random();
   b.log_dirs = {uuid::random()};
   b.endpoints.push_back({"PLAINTEXT", "localhost", static_cast<uint16_t>(9092 + id), "PLAINTEXT"});
+  // The bootstrap finalizes transaction.version: a broker must support it to register.
+  b.supported_features[std::string(transaction_version_feature)] = {0, 2};
   return b;
 }
 

@@ -53,6 +53,24 @@ TEST(metadata_snapshot_test, a_populated_image_round_trips) {
   EXPECT_EQ(**loaded, expected);
 }
 
+TEST(metadata_snapshot_test, finalized_transaction_version_is_in_the_snapshot) {
+  metadata::metadata_image image = metadata::testing::sample_image();
+  image.finalized_features["transaction.version"] = 2;
+  auto payload = build_snapshot_payload(image, snapshot_id, timestamp);
+  ASSERT_TRUE(payload.ok()) << payload.error().message;
+  auto loaded = load_snapshot_image(*payload, snapshot_id, image.cluster_id);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  EXPECT_EQ((*loaded)->feature_level("transaction.version"), 2);
+  EXPECT_EQ((*loaded)->feature_level("metadata.version"), 27);
+  // Removed (level 0): not in the snapshot, so not finalized after loading it.
+  image.finalized_features.erase("transaction.version");
+  payload = build_snapshot_payload(image, snapshot_id, timestamp);
+  ASSERT_TRUE(payload.ok());
+  loaded = load_snapshot_image(*payload, snapshot_id, image.cluster_id);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ((*loaded)->finalized_features.count("transaction.version"), 0u);
+}
+
 TEST(metadata_snapshot_test, records_come_back_in_order_with_their_versions) {
   const metadata::metadata_image image = metadata::testing::sample_image();
   const auto records = metadata::image_to_records(image);

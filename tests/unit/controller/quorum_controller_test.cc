@@ -164,6 +164,7 @@ class quorum_controller_test : public ::testing::Test {
     b.endpoints.push_back({"PLAINTEXT", "localhost", static_cast<uint16_t>(9092 + id), "PLAINTEXT"});
     b.log_dirs = std::move(dirs);
     b.supported_features["metadata.version"] = {7, 30};
+    b.supported_features["transaction.version"] = {0, 2};
     return b;
   }
 
@@ -263,14 +264,18 @@ class quorum_controller_test : public ::testing::Test {
 TEST_F(quorum_controller_test, empty_log_is_bootstrapped_with_metadata_version) {
   open();
   ASSERT_EQ(_spy->batches.size(), 1u);
-  ASSERT_EQ(_spy->batches[0].size(), 1u);
+  ASSERT_EQ(_spy->batches[0].size(), 2u);
   const auto& f = record_as<protocol::feature_level_record>(_spy->batches[0][0]);
   EXPECT_EQ(f.name, "metadata.version");
   EXPECT_EQ(f.feature_level, bootstrap_metadata_version);
   EXPECT_EQ(bootstrap_metadata_version, 30);  // Kafka 4.3's default (IBP_4_3_IV0)
   EXPECT_EQ(_spy->batches[0][0].version, 0);
+  const auto& tv = record_as<protocol::feature_level_record>(_spy->batches[0][1]);
+  EXPECT_EQ(tv.name, "transaction.version");
+  EXPECT_EQ(tv.feature_level, bootstrap_transaction_version);
   EXPECT_EQ(image().feature_level("metadata.version"), 30);
-  EXPECT_EQ(image().metadata_offset, 0);
+  EXPECT_EQ(image().feature_level("transaction.version"), 1);
+  EXPECT_EQ(image().metadata_offset, 1);
   EXPECT_EQ(image().metadata_epoch, 1);
   EXPECT_EQ(image().cluster_id, "mala-test-cluster-id0");
   EXPECT_EQ(image().controller_id, 1);
@@ -279,7 +284,7 @@ TEST_F(quorum_controller_test, empty_log_is_bootstrapped_with_metadata_version) 
   reopen();
   EXPECT_TRUE(_spy->batches.empty());  // a non-empty log is not bootstrapped again
   EXPECT_EQ(image().feature_level("metadata.version"), 30);
-  EXPECT_EQ(image().metadata_offset, 0);
+  EXPECT_EQ(image().metadata_offset, 1);
 }
 
 void expect_same_image(const metadata::metadata_image& a, const metadata::metadata_image& b) {
@@ -344,6 +349,84 @@ TEST_F(quorum_controller_test, reopen_replays_to_the_same_image) {
   EXPECT_FALSE(image().topics.at("orders").internal);
 }
 
+// --- UpdateFeatures
+
+protocol::update_features_request feature_request(const std::string& name, int16_t level, int8_t upgrade_type,
+                                                  bool validate_only = false) {
+  protocol::update_features_request request;
+  auto& u = request.feature_updates.emplace_back();
+  u.feature = name;
+  u.max_version_level = level;
+  u.upgrade_type = upgrade_type;
+  u.allow_downgrade = upgrade_type != 1;
+  request.validate_only = validate_only;
+  return request;
+}
+
+TEST_F(quorum_controller_test, update_features_writes_feature_levels_that_survive_a_reopen) {
+  open();
+  register_broker(1);
+  const size_t batches = _spy->batches.size();
+  // --dry-run (ValidateOnly): answered as the real thing would be, nothing written.
+  auto dry = _controller->update_features(feature_request("transaction.version", 2, 1, true), 1);
+  EXPECT_EQ(dry.error_code, 0);
+  EXPECT_EQ(_spy->batches.size(), batches);
+  EXPECT_EQ(image().feature_level("transaction.version"), 1);
+  auto dry_refused = _controller->update_features(feature_request("transaction.version", 3, 1, true), 1);
+  EXPECT_EQ(dry_refused.error_code, 95);
+
+  // v1: per-feature results with NONE.
+  auto up = _controller->update_features(feature_request("transaction.version", 2, 1), 1);
+  EXPECT_EQ(up.error_code, 0);
+  EXPECT_EQ(up.error_message, std::nullopt);
+  ASSERT_EQ(up.results.size(), 1u);
+  EXPECT_EQ(up.results[0].feature, "transaction.version");
+  EXPECT_EQ(up.results[0].error_code, 0);
+  ASSERT_EQ(_spy->batches.size(), batches + 1);
+  ASSERT_EQ(_spy->batches.back().size(), 1u);
+  const auto& f = record_as<protocol::feature_level_record>(_spy->batches.back()[0]);
+  EXPECT_EQ(f.name, "transaction.version");
+  EXPECT_EQ(f.feature_level, 2);
+  EXPECT_EQ(image().feature_level("transaction.version"), 2);
+  EXPECT_EQ(_published.back(), _controller->image());
+
+  // v2: no per-feature results. A downgrade to 0 removes the feature.
+  auto down = _controller->update_features(feature_request("transaction.version", 0, 2), 2);
+  EXPECT_EQ(down.error_code, 0);
+  EXPECT_TRUE(down.results.empty());
+  EXPECT_EQ(image().finalized_features.count("transaction.version"), 0u);
+  reopen();
+  EXPECT_EQ(image().finalized_features.count("transaction.version"), 0u);
+  EXPECT_TRUE(_spy->batches.empty());  // not bootstrapped again
+
+  // v0: AllowDowngrade is the downgrade type; without it a lower level is refused.
+  ASSERT_EQ(_controller->update_features(feature_request("transaction.version", 2, 1), 0).error_code, 0);
+  auto v0_refused = _controller->update_features(feature_request("transaction.version", 1, 1), 0);
+  EXPECT_EQ(v0_refused.error_code, 95);
+  ASSERT_EQ(_controller->update_features(feature_request("transaction.version", 1, 2), 0).error_code, 0);
+  reopen();
+  EXPECT_EQ(image().feature_level("transaction.version"), 1);
+}
+
+TEST_F(quorum_controller_test, a_refused_update_features_is_a_top_level_error_and_writes_nothing) {
+  open();
+  register_broker(1);
+  const size_t batches = _spy->batches.size();
+  auto refused = _controller->update_features(feature_request("group.version", 0, 2), 1);
+  EXPECT_EQ(refused.error_code, 95);  // INVALID_UPDATE_VERSION
+  EXPECT_EQ(refused.error_message,
+            "The update failed for all features since the following feature had an error: Invalid update "
+            "version 0 for feature group.version. Mala always has this feature on at level 1; it cannot be "
+            "changed.");
+  EXPECT_TRUE(refused.results.empty());
+  EXPECT_EQ(_spy->batches.size(), batches);
+  // A broker's write failure is the top-level error too.
+  _spy->fail_appends = true;
+  auto failed = _controller->update_features(feature_request("transaction.version", 2, 1), 1);
+  EXPECT_EQ(failed.error_code, static_cast<int16_t>(error_code::kafka_storage_error));
+  EXPECT_EQ(image().feature_level("transaction.version"), 1);
+}
+
 // --- Broker registration
 
 TEST_F(quorum_controller_test, register_broker_writes_the_registration_and_a_caught_up_heartbeat_unfences) {
@@ -370,8 +453,9 @@ TEST_F(quorum_controller_test, register_broker_writes_the_registration_and_a_cau
   EXPECT_EQ(r.end_points[0].name, "PLAINTEXT");
   EXPECT_EQ(r.end_points[0].port, 9093);
   EXPECT_EQ(r.end_points[0].security_protocol, 0);
-  ASSERT_EQ(r.features.size(), 1u);
+  ASSERT_EQ(r.features.size(), 2u);
   EXPECT_EQ(r.features[0].name, "metadata.version");
+  EXPECT_EQ(r.features[1].name, "transaction.version");
   EXPECT_TRUE(image().brokers.at(1).fenced);
   ASSERT_EQ(_published.size(), 1u);
   EXPECT_EQ(_published[0], _controller->image());
@@ -421,7 +505,7 @@ TEST_F(quorum_controller_test, re_registration_keeps_or_renews_the_epoch) {
 TEST_F(quorum_controller_test, registration_without_metadata_version_range_gets_this_binarys) {
   open();
   auto reg = broker(1);
-  reg.supported_features.clear();
+  reg.supported_features.erase("metadata.version");
   ASSERT_TRUE(_controller->register_broker(reg).ok());
   EXPECT_EQ(image().brokers.at(1).supported_features.at("metadata.version"),
             (metadata::supported_feature{minimum_metadata_version, bootstrap_metadata_version}));
