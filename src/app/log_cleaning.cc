@@ -147,15 +147,26 @@ struct log_cleaning::impl {
         if (auto it = checkpoints.find(tp); it != checkpoints.end()) checkpoint = it->second.second;
       }
       std::vector<int64_t> producer_last_offsets;
+      std::vector<storage::producer_marker_epoch> ending_with_marker;
       if (const auto* producers = p->producer_state()) {
         for (const auto& [id, entry] : producers->producers()) {
-          if (entry.last_offset() >= 0) producer_last_offsets.push_back(entry.last_offset());
+          if (entry.last_offset() >= 0) {
+            producer_last_offsets.push_back(entry.last_offset());
+          } else {
+            ending_with_marker.push_back({id, entry.producer_epoch});
+          }
         }
         std::sort(producer_last_offsets.begin(), producer_last_offsets.end());
+        std::sort(ending_with_marker.begin(), ending_with_marker.end(),
+                  [](const auto& a, const auto& b) { return a.producer_id < b.producer_id; });
       }
-      auto snapshot = p->log().snapshot_for_cleaning(checkpoint, p->high_watermark(), now,
+      // Nothing past the last stable offset (an open transaction's first offset) is cleaned.
+      auto snapshot = p->log().snapshot_for_cleaning(checkpoint, p->last_stable_offset(), now,
                                                      std::move(producer_last_offsets));
-      if (snapshot) out.push_back({shard, std::move(*snapshot)});
+      if (snapshot) {
+        snapshot->producers_ending_with_marker = std::move(ending_with_marker);
+        out.push_back({shard, std::move(*snapshot)});
+      }
     }
     return out;
   }

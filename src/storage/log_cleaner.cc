@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "mala/protocol/record_batch.h"
+#include "mala/storage/cleaned_transactions.h"
+#include "mala/storage/txn_marker.h"
 
 namespace mala::storage {
 namespace {
@@ -93,12 +95,43 @@ status stopped_error() {
   return status::error(error_code::request_timed_out, "the cleaner is stopping");
 }
 
+// The snapshot's aborted transactions overlapping [from, to).
+std::vector<aborted_txn> aborted_between(const cleaning_snapshot& s, int64_t from, int64_t to) {
+  std::vector<aborted_txn> out;
+  for (const aborted_txn& txn : s.aborted_txns) {
+    if (txn.last_offset >= from && txn.first_offset < to) out.push_back(txn);
+  }
+  return out;
+}
+
+// Feeds one batch to the tracker: true when it is aborted data or a marker that may go.
+bool discardable(cleaned_transactions& txns, const protocol::record_batch_header& h,
+                 std::span<const uint8_t> batch) {
+  if (!h.is_control()) return txns.on_data_batch(h);
+  return txns.on_control_batch(h, decode_txn_marker_batch(batch));
+}
+
+// Whether the batch is its producer's last in the log: the data batch at the producer's last offset, or a
+// marker of the current epoch of a producer whose last entry is a marker.
+bool producers_last_batch(const cleaning_snapshot& s, const protocol::record_batch_header& h) {
+  if (h.producer_id < 0) return false;
+  if (h.is_control()) {
+    auto it = std::lower_bound(s.producers_ending_with_marker.begin(), s.producers_ending_with_marker.end(),
+                               h.producer_id,
+                               [](const producer_marker_epoch& p, int64_t id) { return p.producer_id < id; });
+    if (it != s.producers_ending_with_marker.end() && it->producer_id == h.producer_id)
+      return it->producer_epoch == h.producer_epoch;
+  }
+  return std::binary_search(s.producer_last_offsets.begin(), s.producer_last_offsets.end(), h.last_offset());
+}
+
 // Kafka's buildOffsetMap: the latest offset of every key from the first dirty offset on, until the map is
-// full or the first uncleanable offset is reached.
+// full or the first uncleanable offset is reached. Batches of aborted transactions and markers add no key.
 status build_key_map(const cleaning_snapshot& s, key_offset_map& map, filter_buffers& buffers,
                      const cleaning_controls& controls, cleaning_stats& stats) {
   map.clear();
   const int64_t start = s.range.first_dirty_offset;
+  cleaned_transactions txns(aborted_between(s, start, s.range.first_uncleanable_offset));
   map.set_latest_offset(start - 1);
   for (size_t i = 0; i < s.segments.size(); ++i) {
     const cleaning_segment& segment = s.segments[i];
@@ -117,7 +150,7 @@ status build_key_map(const cleaning_snapshot& s, key_offset_map& map, filter_buf
       if (!view.ok()) return corrupt(s, segment.base_offset, position, "invalid batch");
       const auto& h = view.header();
       if (h.last_offset() < start) continue;
-      if (!h.is_control()) {
+      if (!discardable(txns, h, *batch) && !h.is_control()) {
         auto records = view.records(buffers.decompressed);
         while (auto r = records.next()) {
           const int64_t offset = h.base_offset + r->offset_delta;
@@ -137,14 +170,19 @@ status build_key_map(const cleaning_snapshot& s, key_offset_map& map, filter_buf
   return status::success();
 }
 
-// Rewrites segments [begin, end) of the snapshot into one new .cleaned segment.
+// Rewrites segments [begin, end) of the snapshot into one new .cleaned segment, with the .txnindex entries of
+// the aborts whose markers stay.
 result<std::unique_ptr<log_segment>> clean_group(const cleaning_snapshot& s, size_t begin, size_t end,
                                                  const compaction_round& round, filter_buffers& buffers,
                                                  const cleaning_controls& controls, cleaning_stats& stats) {
   const int64_t base = s.segments[begin].base_offset;
+  const int64_t group_end =
+      end < s.segments.size() ? s.segments[end].base_offset : s.range.first_uncleanable_offset;
   auto opened = log_segment::open(s.dir, base, s.config, /*create=*/true, {}, cleaned_suffix);
   if (!opened) return opened.error();
   std::unique_ptr<log_segment> out = std::move(*opened);
+  cleaned_transactions txns(aborted_between(s, base, group_end));
+  size_t retained_aborts = 0;
   std::vector<uint8_t> kept;
   for (size_t i = begin; i < end; ++i) {
     const cleaning_segment& segment = s.segments[i];
@@ -164,15 +202,22 @@ result<std::unique_ptr<log_segment>> clean_group(const cleaning_snapshot& s, siz
       stats.bytes_read += static_cast<int64_t>(batch->size());
       auto header = protocol::parse_batch_header(*batch);
       batch_facts facts;
-      if (header && header->producer_id >= 0) {
-        facts.producers_last_batch = std::binary_search(s.producer_last_offsets.begin(),
-                                                        s.producer_last_offsets.end(), header->last_offset());
+      if (header) {
+        facts.producers_last_batch = producers_last_batch(s, *header);
+        facts.discardable = discardable(txns, *header, *batch);
       }
       kept.clear();
       const filtered_batch outcome = filter_batch(*batch, round, facts, kept, buffers);
       if (outcome.outcome == batch_outcome::corrupt) {
         (void)out->delete_files();
         return corrupt(s, segment.base_offset, position, "invalid batch");
+      }
+      // An ABORT marker that stays keeps its transaction listed for read_committed readers.
+      for (; retained_aborts < txns.retained_aborts().size(); ++retained_aborts) {
+        if (auto st = out->txns().append(txns.retained_aborts()[retained_aborts]); !st.ok()) {
+          (void)out->delete_files();
+          return st;
+        }
       }
       stats.records_removed += outcome.records_removed;
       if (outcome.outcome == batch_outcome::removed) {

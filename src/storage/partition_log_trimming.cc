@@ -183,6 +183,13 @@ std::optional<cleaning_snapshot> partition_log::snapshot_for_cleaning(
     snapshot.summaries.push_back(all[index]);
   }
   if (snapshot.segments.empty()) return std::nullopt;
+  auto aborted = collect_aborted_transactions(m.log_start_offset, range.first_uncleanable_offset);
+  if (!aborted) {
+    subsystem_logger("storage")->warn("{}: not cleaned, the aborted transactions cannot be read: {}",
+                                      describe(m.tp), aborted.error().message);
+    return std::nullopt;
+  }
+  snapshot.aborted_txns = std::move(*aborted);
   return snapshot;
 }
 

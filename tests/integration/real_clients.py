@@ -249,13 +249,14 @@ def wait_until(predicate, timeout, what, interval=0.2):
     pytest.fail(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
-def rdkafka_read_to_end(bootstrap, topic, partition=0, timeout=60):
+def rdkafka_read_to_end(bootstrap, topic, partition=0, timeout=60, isolation="read_committed"):
     """Every record of one partition from offset 0 (or the log start offset) to its end, read with confluent-kafka (assign, no group
-    commits): [(offset, key bytes or None, value bytes or None)]. Fails the test on a consume error or timeout."""
+    commits; librdkafka's default isolation.level is read_committed): [(offset, key bytes or None, value bytes or
+    None)]. Fails the test on a consume error or timeout."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-to-end", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "socket.timeout.ms": 10000,
+                         "enable.partition.eof": True, "socket.timeout.ms": 10000, "isolation.level": isolation,
                          "auto.offset.reset": "earliest"})  # offset 0 below the log start: from the log start
     consumer.assign([TopicPartition(topic, partition, 0)])
     out = []

@@ -20,8 +20,8 @@
 //   offset stays visible): then a header-only batch (61 bytes, no records, uncompressed) keeps its offsets
 //   and producer fields, Kafka's RETAIN_EMPTY.
 //
-// Transactions (not built yet) only need batch_facts::discardable and marker_for_empty_transaction set by the
-// cleaner from the aborted transaction index; the filter already acts on them as Kafka does.
+// Transactions: the cleaner sets batch_facts::discardable from the aborted transaction index
+// (cleaned_transactions.h) for aborted data and for markers whose transaction has no data left.
 //
 // Thread-safe: pure.
 #pragma once

@@ -3,9 +3,11 @@
 //    segments below its first uncleanable offset, as shared file handles (readable from any thread while the
 //    shard goes on appending, and valid even if the segments are deleted meanwhile);
 // 2. clean_log() reads the dirty part into the key_offset_map (the latest offset of every key, up to the
-//    map's capacity), then rewrites each group of consecutive segments from the log start to the map's end
-//    into one new segment named <base>.log.cleaned (compaction_filter.h decides batch by batch), fsyncs it
-//    and releases its descriptor;
+//    map's capacity; batches of aborted transactions and markers add no key), then rewrites each group of
+//    consecutive segments from the log start to the map's end into one new segment named <base>.log.cleaned
+//    (compaction_filter.h decides batch by batch, told by
+//    cleaned_transactions.h which batches are aborted and which markers may go), writes its .txnindex (the
+//    aborts whose markers stay), fsyncs it and releases its descriptor;
 // 3. the owning shard swaps the new segments in (partition_log::replace_with_cleaned: .cleaned -> .swap,
 //    the old ones -> .deleted, .swap -> final name) unless the log changed under them meanwhile (truncated,
 //    segments deleted by retention), in which case the new files are deleted and the round counts for
@@ -27,6 +29,7 @@
 #include "mala/storage/log_config.h"
 #include "mala/storage/log_segment.h"
 #include "mala/storage/segment_files.h"
+#include "mala/storage/transaction_index.h"
 
 namespace mala::storage {
 
@@ -35,6 +38,13 @@ struct cleaning_segment {
   int64_t base_offset = 0;
   int64_t size_bytes = 0;  // the segment is closed: its size does not change unless it is truncated
   std::shared_ptr<const segment_file> file;
+};
+
+// A producer whose last entry in the log is a transaction marker (no data batch of its current epoch since):
+// its marker of that epoch is its last batch.
+struct producer_marker_epoch {
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
 };
 
 // What partition_log::snapshot_for_cleaning hands a cleaner thread.
@@ -50,6 +60,12 @@ struct cleaning_snapshot {
   std::vector<segment_summary> summaries;
   // The last offset of every idempotent producer's last batch (its sequence and epoch live on in it), sorted.
   std::vector<int64_t> producer_last_offsets;
+  // Producers whose last batch is a marker (the caller fills them in), sorted by producer id.
+  std::vector<producer_marker_epoch> producers_ending_with_marker;
+  // The aborted transactions (.txnindex entries of every segment) overlapping [log start, first uncleanable
+  // offset), in marker order: the key map skips their batches, the rewrite removes them
+  // (cleaned_transactions.h).
+  std::vector<aborted_txn> aborted_txns;
 };
 
 // One new segment and the old ones it replaces.

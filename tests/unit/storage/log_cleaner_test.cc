@@ -1,7 +1,10 @@
 // One cleaning round end to end on a real partition log: snapshot on the "shard", clean_log on another
 // thread, swap back; the log then reads the compacted view (latest value per key, offsets increasing, the
 // active segment untouched), its files reload after a restart, tombstones go after their delete horizon, a
-// producer's last batch stays, and a round is discarded when the log changed under it.
+// producer's last batch stays, and a round is discarded when the log changed under it. Transactions: aborted
+// data goes, markers go once no data of theirs is left and their delete horizon passed, an ABORT marker that
+// stays keeps its .txnindex entry, nothing past the last stable offset is cleaned, and a read_committed
+// reader sees the latest committed value of every key before and after cleaning.
 #include "mala/storage/log_cleaner.h"
 
 #include <gtest/gtest.h>
@@ -10,11 +13,13 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/partition_log.h"
+#include "mala/storage/txn_marker.h"
 
 namespace mala::storage {
 namespace {
@@ -92,8 +97,9 @@ class log_cleaner_test : public ::testing::Test {
     }
   }
 
-  std::vector<read_record> read_all(const partition_log& log) {
-    std::vector<read_record> out;
+  // Calls fn(view) for every batch of the log, in order.
+  template <typename Fn>
+  void for_each_batch(const partition_log& log, Fn fn) {
     int64_t offset = log.log_start_offset();
     while (offset < log.log_end_offset()) {
       auto r = log.read(offset, 1 << 20, log.log_end_offset(), true);
@@ -106,27 +112,125 @@ class log_cleaner_test : public ::testing::Test {
       while (auto b = splitter.next()) {
         proto::record_batch_view view(*b);
         EXPECT_TRUE(view.ok());
-        std::vector<uint8_t> buffer;
-        auto reader = view.records(buffer);
-        while (auto rec = reader.next()) {
-          read_record x{view.offset_of(*rec), std::string(rec->key->begin(), rec->key->end()), std::nullopt};
-          if (rec->value) x.value = std::string(rec->value->begin(), rec->value->end());
-          out.push_back(x);
-        }
+        fn(view, *b);
         next = view.header().next_offset();
       }
       if (next == offset) break;
       offset = next;
+    }
+  }
+
+  // Every record (control records included, with their marker key).
+  std::vector<read_record> read_all(const partition_log& log) {
+    std::vector<read_record> out;
+    for_each_batch(log, [&](proto::record_batch_view& view, std::span<const uint8_t>) {
+      std::vector<uint8_t> buffer;
+      auto reader = view.records(buffer);
+      while (auto rec = reader.next()) {
+        read_record x{view.offset_of(*rec), std::string(rec->key->begin(), rec->key->end()), std::nullopt};
+        if (rec->value) x.value = std::string(rec->value->begin(), rec->value->end());
+        out.push_back(x);
+      }
+    });
+    return out;
+  }
+
+  std::vector<proto::record_batch_header> headers() {
+    std::vector<proto::record_batch_header> out;
+    for_each_batch(*_log, [&](proto::record_batch_view& view, std::span<const uint8_t>) {
+      out.push_back(view.header());
+    });
+    return out;
+  }
+
+  // The latest value of every key as a read_committed consumer sees the log (the Java consumer's rule: the
+  // fetch's aborted transactions make their producer's transactional batches invisible from their first
+  // offset until the producer's ABORT marker; control batches are never returned).
+  std::map<std::string, std::optional<std::string>> read_committed() {
+    std::map<std::string, std::optional<std::string>> latest;
+    auto aborted = _log->collect_aborted_transactions(_log->log_start_offset(), _log->log_end_offset());
+    EXPECT_TRUE(aborted.ok());
+    if (!aborted.ok()) return latest;
+    std::sort(aborted->begin(), aborted->end(),
+              [](const aborted_txn& a, const aborted_txn& b) { return a.first_offset < b.first_offset; });
+    size_t next = 0;
+    std::set<int64_t> aborting;
+    for_each_batch(*_log, [&](proto::record_batch_view& view, std::span<const uint8_t> bytes) {
+      const auto& h = view.header();
+      if (h.is_control()) {
+        auto marker = decode_txn_marker_batch(bytes);
+        if (marker && !marker->is_commit()) aborting.erase(h.producer_id);
+        return;
+      }
+      if (h.is_transactional()) {
+        for (; next < aborted->size() && (*aborted)[next].first_offset <= h.last_offset(); ++next)
+          aborting.insert((*aborted)[next].producer_id);
+        if (aborting.contains(h.producer_id)) return;
+      }
+      std::vector<uint8_t> buffer;
+      auto reader = view.records(buffer);
+      while (auto rec = reader.next()) {
+        std::optional<std::string> value;
+        if (rec->value) value = std::string(rec->value->begin(), rec->value->end());
+        latest[std::string(rec->key->begin(), rec->key->end())] = value;
+      }
+    });
+    return latest;
+  }
+
+  // A transactional batch of `producer_id`; its base offset.
+  int64_t append_txn(int64_t producer_id, const std::vector<kv>& records, int16_t epoch = 0) {
+    proto::record_batch_builder b;
+    int32_t& sequence = _sequences[producer_id];
+    b.producer(producer_id, epoch, sequence).transactional();
+    for (const auto& r : records) {
+      std::optional<std::span<const uint8_t>> v;
+      if (r.value) v = bytes_of(*r.value);
+      b.add(_now, bytes_of(r.key), v);
+    }
+    sequence += static_cast<int32_t>(records.size());
+    auto bytes = b.build();
+    auto appended = _log->append_as_leader(bytes, 0);
+    EXPECT_TRUE(appended.ok()) << appended.error().message;
+    return appended.ok() ? appended->first_offset : -1;
+  }
+
+  // Ends the transaction of `producer_id` that started at `first_offset` with a marker (as a partition leader
+  // does: an abort also goes to the .txnindex); the marker's offset.
+  int64_t end_txn(int64_t producer_id, bool commit, int64_t first_offset, int16_t epoch = 0) {
+    auto bytes = encode_txn_marker_batch({.producer_id = producer_id,
+                                          .producer_epoch = epoch,
+                                          .type = commit ? txn_marker_type::commit : txn_marker_type::abort,
+                                          .coordinator_epoch = 0,
+                                          .timestamp = _now});
+    auto appended = _log->append_as_leader(bytes, 0);
+    EXPECT_TRUE(appended.ok()) << appended.error().message;
+    if (!appended.ok()) return -1;
+    const int64_t offset = appended->first_offset;
+    if (!commit) {
+      EXPECT_TRUE(_log->append_aborted_txn({producer_id, first_offset, offset, offset + 1}).ok());
+    }
+    return offset;
+  }
+
+  // The control batches of `producer_id` below the dirty end of the last round.
+  std::vector<proto::record_batch_header> markers_of(int64_t producer_id) {
+    std::vector<proto::record_batch_header> out;
+    for (const auto& h : headers()) {
+      if (h.is_control() && h.producer_id == producer_id && h.base_offset < _next_dirty) out.push_back(h);
     }
     return out;
   }
 
   // A whole round: snapshot here, clean on another thread, swap here.
   result<cleaning_stats> clean(std::optional<int64_t> checkpoint = std::nullopt,
-                               std::vector<int64_t> producer_last_offsets = {}) {
-    auto snapshot = _log->snapshot_for_cleaning(checkpoint, _log->log_end_offset(), _now,
-                                                std::move(producer_last_offsets));
+                               std::vector<int64_t> producer_last_offsets = {},
+                               std::optional<int64_t> last_stable_offset = std::nullopt) {
+    auto snapshot =
+        _log->snapshot_for_cleaning(checkpoint, last_stable_offset.value_or(_log->log_end_offset()), _now,
+                                    std::move(producer_last_offsets));
     if (!snapshot) return status::error(error_code::none, "nothing to clean");
+    snapshot->producers_ending_with_marker = _ending_with_marker;
     result<cleaned_log> cleaned = status::error(error_code::unknown_server_error, "not run");
     std::thread worker([&] { cleaned = clean_log(*snapshot, _now, _map, _buffers); });
     worker.join();
@@ -153,6 +257,8 @@ class log_cleaner_test : public ::testing::Test {
   key_offset_map _map{1 << 20};
   filter_buffers _buffers;
   int64_t _next_dirty = -1;
+  std::map<int64_t, int32_t> _sequences;  // of transactional producers
+  std::vector<producer_marker_epoch> _ending_with_marker;
 };
 
 TEST_F(log_cleaner_test, a_round_leaves_the_latest_value_of_every_key_below_the_active_segment) {
@@ -300,6 +406,159 @@ TEST_F(log_cleaner_test, a_map_smaller_than_the_dirty_keys_cleans_in_several_rou
   for (const auto& r : read_all(*_log)) latest[r.key] = *r.value;
   ASSERT_EQ(latest.size(), 40u);
   for (const auto& [key, value] : latest) EXPECT_EQ(value, "pos-3") << key;
+}
+
+// Only the keys a test wrote in transactions (k*), as a read_committed reader sees them.
+std::map<std::string, std::optional<std::string>> only_txn_keys(
+    const std::map<std::string, std::optional<std::string>>& all) {
+  std::map<std::string, std::optional<std::string>> out;
+  for (const auto& [key, value] : all) {
+    if (key.starts_with("k")) out[key] = value;
+  }
+  return out;
+}
+
+TEST_F(log_cleaner_test, aborted_data_goes_and_read_committed_sees_the_latest_committed_values) {
+  _config.delete_retention_ms = day;
+  _log->update_config(_config);
+  const int64_t first = append_txn(1, {{"k0", "c1"}, {"k1", "c1"}, {"k2", "c1"}});
+  end_txn(1, true, first);
+  // Producer 2 overwrites committed keys, in two batches, and aborts.
+  const int64_t aborted = append_txn(2, {{"k0", "a2"}, {"k1", "a2"}});
+  append_txn(2, {{"k2", "a2"}});
+  end_txn(2, false, aborted);
+  const int64_t second = append_txn(1, {{"k1", "c3"}});
+  end_txn(1, true, second);
+  // Producer 3 commits k3, which a plain write then supersedes: its marker has no data left after a round.
+  const int64_t third = append_txn(3, {{"k3", "c4"}});
+  end_txn(3, true, third);
+  append({{"k3", "plain"}});
+  write_updates(10, 6);  // pushes it all out of the active segment
+
+  const std::map<std::string, std::optional<std::string>> committed{
+      {"k0", "c1"}, {"k1", "c3"}, {"k2", "c1"}, {"k3", "plain"}};
+  ASSERT_EQ(only_txn_keys(read_committed()), committed);
+
+  ASSERT_TRUE(clean().ok());
+  EXPECT_EQ(only_txn_keys(read_committed()), committed);
+  for (const auto& r : read_all(*_log)) EXPECT_NE(r.value, std::optional<std::string>("a2")) << r.offset;
+  // This round saw the aborted data: the ABORT marker stays, listed in the .txnindex. The markers of
+  // producers 1 and 3 stay too (this round saw their data).
+  ASSERT_EQ(markers_of(2).size(), 1u);
+  EXPECT_FALSE(markers_of(2)[0].has_delete_horizon());
+  auto listed = _log->collect_aborted_transactions(0, _log->log_end_offset());
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].producer_id, 2);
+  EXPECT_EQ((*listed)[0].first_offset, aborted);
+  EXPECT_EQ(markers_of(1).size(), 2u);
+  EXPECT_EQ(markers_of(3).size(), 1u);
+
+  // The next round finds no data of producer 2's or producer 3's transaction: their markers get a delete
+  // horizon a day away and stay until then; the aborted transaction is no longer listed.
+  write_updates(10, 3);
+  ASSERT_TRUE(clean(_next_dirty).ok());
+  ASSERT_EQ(markers_of(2).size(), 1u);
+  EXPECT_TRUE(markers_of(2)[0].has_delete_horizon());
+  EXPECT_EQ(markers_of(2)[0].base_timestamp, _now + day);
+  ASSERT_EQ(markers_of(3).size(), 1u);
+  EXPECT_TRUE(markers_of(3)[0].has_delete_horizon());
+  listed = _log->collect_aborted_transactions(0, _log->log_end_offset());
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+  EXPECT_EQ(only_txn_keys(read_committed()), committed);
+
+  _now += day / 2;  // before the horizon
+  write_updates(10, 3);
+  ASSERT_TRUE(clean(_next_dirty).ok());
+  EXPECT_EQ(markers_of(2).size(), 1u);
+  EXPECT_EQ(markers_of(3).size(), 1u);
+
+  _now += day;  // past it
+  write_updates(10, 3);
+  ASSERT_TRUE(clean(_next_dirty).ok());
+  EXPECT_TRUE(markers_of(2).empty());
+  EXPECT_TRUE(markers_of(3).empty());
+  // Producer 1's committed values are still in the log: both its markers stay.
+  EXPECT_EQ(markers_of(1).size(), 2u);
+  EXPECT_EQ(only_txn_keys(read_committed()), committed);
+}
+
+TEST_F(log_cleaner_test, an_abort_marker_stays_with_its_index_entry_in_a_group_spanning_segments) {
+  const int64_t aborted = append_txn(2, {{"k0", "a2"}, {"k1", "a2"}});
+  write_updates(10, 3);  // the abort marker lands segments later
+  const int64_t marker = end_txn(2, false, aborted);
+  ASSERT_LT(_log->segment_count(), 100u);
+  write_updates(10, 6);
+  const size_t segments_before = _log->segment_count();
+  ASSERT_GT(segments_before, 4u);
+  _config.segment_bytes = 1 << 20;  // the closed segments clean into one
+  _log->update_config(_config);
+  ASSERT_TRUE(clean().ok());
+  ASSERT_EQ(_log->segment_count(), 2u);
+  for (const auto& r : read_all(*_log)) EXPECT_NE(r.value, std::optional<std::string>("a2")) << r.offset;
+  ASSERT_EQ(markers_of(2).size(), 1u);
+  EXPECT_EQ(markers_of(2)[0].base_offset, marker);
+  const aborted_txn expected{2, aborted, marker, marker + 1};
+  auto listed = _log->collect_aborted_transactions(0, _log->log_end_offset());
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0], expected);
+  // In the cleaned segment's file, and so after a restart.
+  EXPECT_EQ(fs::file_size(_dir / "00000000000000000000.txnindex"), aborted_txn_entry_size);
+  _log.reset();
+  _log = open();
+  listed = _log->collect_aborted_transactions(0, _log->log_end_offset());
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0], expected);
+}
+
+TEST_F(log_cleaner_test, nothing_at_or_past_the_last_stable_offset_is_cleaned) {
+  write_updates(10, 3);
+  const int64_t open_txn = append_txn(4, {{"bus-1", "open"}});  // no marker yet: undecided
+  write_updates(10, 6);
+  const auto before = read_all(*_log);
+  ASSERT_TRUE(clean(std::nullopt, {}, open_txn).ok());
+  EXPECT_LE(_next_dirty, open_txn);
+  // Every record from the segment holding the open transaction on is as it was.
+  std::vector<read_record> kept_before;
+  std::vector<read_record> kept_after;
+  for (const auto& r : before)
+    if (r.offset >= _next_dirty) kept_before.push_back(r);
+  for (const auto& r : read_all(*_log))
+    if (r.offset >= _next_dirty) kept_after.push_back(r);
+  ASSERT_EQ(kept_after.size(), kept_before.size());
+  for (size_t i = 0; i < kept_before.size(); ++i) {
+    EXPECT_EQ(kept_after[i].offset, kept_before[i].offset);
+    EXPECT_EQ(kept_after[i].value, kept_before[i].value);
+  }
+  bool open_record_kept = false;
+  for (const auto& r : read_all(*_log)) open_record_kept |= r.offset == open_txn && r.value == "open";
+  EXPECT_TRUE(open_record_kept);
+}
+
+TEST_F(log_cleaner_test, a_producers_last_marker_stays_as_an_empty_batch) {
+  _config.delete_retention_ms = 0;
+  _log->update_config(_config);
+  // Transactions v2: the marker bumps the epoch, so the producer's last entry is the marker.
+  const int64_t first = append_txn(5, {{"k0", "c1"}});
+  const int64_t marker = end_txn(5, true, first, /*epoch=*/1);
+  append_txn(6, {{"k1", "c1"}});
+  const int64_t other = end_txn(6, true, marker + 1);
+  write_updates(10, 4);
+  _ending_with_marker = {{5, 1}, {6, 1}};  // producer 6 went on to another epoch: its marker is not its last
+  append({{"k0", "plain"}, {"k1", "plain"}});
+  write_updates(10, 4);
+  for (int round = 0; round < 3; ++round) {
+    _now += 1000;
+    write_updates(10, 2);
+    ASSERT_TRUE(clean(round == 0 ? std::nullopt : std::optional<int64_t>(_next_dirty)).ok());
+  }
+  ASSERT_EQ(markers_of(5).size(), 1u);
+  EXPECT_EQ(markers_of(5)[0].base_offset, marker);
+  EXPECT_EQ(markers_of(5)[0].record_count, 0);
+  EXPECT_TRUE(markers_of(6).empty()) << other;
 }
 
 }  // namespace
