@@ -265,13 +265,15 @@ asio::awaitable<void> verify_transactional_batches(const broker_services& servic
     auto create = [&services, w = std::move(shard_work)]() -> asio::awaitable<std::vector<guard_answer>> {
       std::vector<guard_answer> out;
       for (const auto& g : w) {
+        guard_answer answer{g.index, uint64_t{0}};
         auto hosted = hosted_partition(services, g.topic, g.partition);
-        if (!hosted) {
-          out.push_back({g.index, hosted.error()});
-          continue;
+        if (hosted) {
+          answer.guard =
+              (*hosted)->create_verification_guard(g.producer_id, g.base_sequence, g.producer_epoch);
+        } else {
+          answer.guard = hosted.error();
         }
-        out.push_back({g.index, (*hosted)->create_verification_guard(g.producer_id, g.base_sequence,
-                                                                     g.producer_epoch)});
+        out.push_back(std::move(answer));
       }
       co_return out;
     };

@@ -23,9 +23,10 @@ asio::awaitable<error_code> verify_offsets_partition(const broker_services& serv
                                                      const txn_offset_commit_handler::request& req,
                                                      int16_t version) {
   auto* groups = services.groups;
-  const std::string group_id = req.group_id;
-  const int32_t partition =
-      co_await on_home_shard(services, [groups, group_id] { return groups->partition_for(group_id); });
+  const std::string* group_id = &req.group_id;  // the request outlives the hop
+  // Captures nothing that owns memory: GCC 12 destroys the callable of this hop twice (bug 100611).
+  auto placement = [groups, group_id] { return groups->partition_for(*group_id); };
+  const int32_t partition = co_await on_home_shard(services, std::move(placement));
   txn_verification_request request{.transactional_id = req.transactional_id,
                                    .producer_id = req.producer_id,
                                    .producer_epoch = req.producer_epoch,
