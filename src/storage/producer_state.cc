@@ -288,7 +288,12 @@ result<producer_check_outcome> producer_state_manager::check(
       return status::error(error_code::invalid_txn_state,
                            describe_batch(batch) + ": non-transactional batch inside an open transaction");
     }
-    if (verification && batch.is_transactional() && !entry.current_txn_first_offset) {
+    // An open transaction counts only at the batch's epoch (UnifiedLog.hasOngoingTransaction): under
+    // transactions v2 the next transaction's first batch comes with the bumped epoch and may reach the
+    // partition before the previous transaction's marker.
+    const bool ongoing_at_epoch =
+        entry.current_txn_first_offset && entry.producer_epoch == batch.producer_epoch;
+    if (verification && batch.is_transactional() && !ongoing_at_epoch) {
       // KIP-890: only a verified batch opens a transaction (UnifiedLog.batchMissingRequiredVerification).
       const auto* stored = find_verification(batch.producer_id);
       if (verification->guard == 0 || !stored || stored->guard != verification->guard) {
@@ -360,7 +365,7 @@ void producer_state_manager::apply_data_batch(const proto::record_batch_header& 
 
 uint64_t producer_state_manager::create_verification_guard(int64_t producer_id, int32_t base_sequence,
                                                            int16_t epoch, int64_t now_ms) {
-  if (has_ongoing_txn(producer_id)) return 0;
+  if (has_ongoing_txn(producer_id, epoch)) return 0;
   auto [it, inserted] = _verifications.try_emplace(producer_id);
   auto& v = it->second;
   if (inserted) {
@@ -382,9 +387,9 @@ const verification_state_entry* producer_state_manager::find_verification(int64_
   return it == _verifications.end() ? nullptr : &it->second;
 }
 
-bool producer_state_manager::has_ongoing_txn(int64_t producer_id) const {
+bool producer_state_manager::has_ongoing_txn(int64_t producer_id, int16_t epoch) const {
   const auto* entry = find(producer_id);
-  return entry && entry->current_txn_first_offset;
+  return entry && entry->current_txn_first_offset && entry->producer_epoch == epoch;
 }
 
 std::optional<completed_txn> producer_state_manager::complete_txn(producer_state_entry& entry,

@@ -256,14 +256,17 @@ class producer_state_manager {
   // producer.id.expiration.ms or more before now_ms. Returns how many were dropped.
   size_t remove_expired_producers(int64_t now_ms);
 
-  // Transaction verification: 0 when the producer has an open transaction here (no verification needed),
+  // Transaction verification: 0 when the producer has an open transaction here at `epoch` (no verification
+  // needed),
   // else its guard, created if absent (Kafka's maybeCreateVerificationStateEntry: a new guard for a producer
   // without one; an existing one keeps its guard and takes the lower sequence at the same epoch, or the
   // sequence of a higher epoch).
   uint64_t create_verification_guard(int64_t producer_id, int32_t base_sequence, int16_t epoch,
                                      int64_t now_ms);
   const verification_state_entry* find_verification(int64_t producer_id) const;
-  bool has_ongoing_txn(int64_t producer_id) const;
+  // An open transaction of the producer at `epoch` (a transactions v2 producer's next transaction comes with
+  // the bumped epoch, possibly before the previous one's marker).
+  bool has_ongoing_txn(int64_t producer_id, int16_t epoch) const;
 
   // Transactions: the first offset of the earliest open or unreplicated transaction (none without either).
   std::optional<int64_t> first_unstable_offset() const;

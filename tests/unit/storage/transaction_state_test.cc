@@ -322,6 +322,12 @@ TEST_F(transaction_state_test, verified_transactional_batch_opens_a_transaction_
   EXPECT_TRUE(check_verified(*_state, data_batch(7, 0, 1, true), 0).ok());
   // Non-transactional batches are not concerned.
   EXPECT_TRUE(check_verified(*_state, data_batch(8, 0, 0, false), 0).ok());
+  // Transactions v2: the next transaction's batch with the bumped epoch, before the open one's marker, is not
+  // part of the open transaction: it needs its own guard.
+  auto bumped = check_verified(*_state, data_batch(7, 1, 0, true), 0);
+  ASSERT_FALSE(bumped.ok());
+  EXPECT_EQ(bumped.error().code, error_code::invalid_txn_state);
+  EXPECT_NE(_state->create_verification_guard(7, 0, 1, start_ms), 0u);
 }
 
 TEST_F(transaction_state_test, abort_marker_between_verification_and_append_invalidates_the_guard) {
