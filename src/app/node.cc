@@ -276,6 +276,14 @@ void node::open_server() {
   _services.producer_ids = &_producer_ids;
   _services.groups = _groups ? &_groups->coordinator() : nullptr;
   _services.transactions = _transactions ? &_transactions->coordinator() : nullptr;
+  if (_transactions) {
+    _services.transaction_verifier = [this](broker::txn_verification_request request,
+                                            std::function<void(broker::txn_verification_answer)> done) {
+      _transactions->verify(std::move(request), std::move(done));
+    };
+    _services.transaction_verification_enabled =
+        _config.get_bool("transaction.partition.verification.enable").value_or(true);
+  }
   // WriteTxnMarkers on __consumer_offsets: the group coordinator writes the marker and settles the
   // producer's pending offsets; its coordinator errors tell the transaction coordinator to retry elsewhere.
   if (_groups) {
@@ -415,6 +423,7 @@ status node::close() {
   _services.groups = nullptr;
   _groups.reset();
   _services.transactions = nullptr;
+  _services.transaction_verifier = nullptr;
   _services.group_txn_marker_writer = nullptr;
   _transactions.reset();
   if (_lifecycle) _broker_epoch = _lifecycle->broker_epoch();

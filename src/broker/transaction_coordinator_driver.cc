@@ -20,6 +20,8 @@
 #include "mala/controller/feature_control.h"
 #include "mala/coordinator/transaction_records.h"
 #include "mala/net/peer_client.h"
+#include "mala/protocol/messages/add_partitions_to_txn_request.h"
+#include "mala/protocol/messages/add_partitions_to_txn_response.h"
 #include "mala/protocol/messages/write_txn_markers_request.h"
 #include "mala/protocol/messages/write_txn_markers_response.h"
 #include "mala/protocol/record_batch.h"
@@ -36,6 +38,9 @@ replication::topic_partition state_partition(int32_t partition) {
 
 // The WriteTxnMarkers version the coordinator sends.
 constexpr int16_t write_txn_markers_version = protocol::write_txn_markers_request::max_version;
+// The AddPartitionsToTxn version a leader's verification is sent with (v4+ is the broker form, v5 has
+// TRANSACTION_ABORTABLE).
+constexpr int16_t verification_version = 5;
 
 }  // namespace
 
@@ -132,6 +137,57 @@ struct transaction_coordinator_driver::impl {
           txns->complete_loading(partition);
           arm();
         });
+  }
+
+  // One AddPartitionsToTxn v5 to `leader`, the coordinator of request.transactional_id.
+  asio::awaitable<txn_verification_answer> verify_remote(int32_t leader, txn_verification_request request) {
+    const size_t n = request.partitions.size();
+    const auto image = metadata.current();
+    auto b = image->brokers.find(leader);
+    const auto* ep = b == image->brokers.end() ? nullptr : b->second.endpoint_for(options.listener_name);
+    if (!ep || b->second.fenced) co_return txn_verification_answer(n, error_code::coordinator_not_available);
+    protocol::add_partitions_to_txn_request req;
+    auto& t = req.transactions.emplace_back();
+    t.transactional_id = request.transactional_id;
+    t.producer_id = request.producer_id;
+    t.producer_epoch = request.producer_epoch;
+    t.verify_only = !request.add;
+    for (const auto& [topic, partition] : request.partitions) {
+      if (t.topics.empty() || t.topics.back().name != topic) t.topics.emplace_back().name = topic;
+      t.topics.back().partitions.push_back(partition);
+    }
+    std::vector<uint8_t> body;
+    protocol::wire_writer w(body);
+    req.encode(w, verification_version);
+    net::peer_address to{ep->host, static_cast<int32_t>(ep->port)};
+    const bool flexible = protocol::add_partitions_to_txn_request::is_flexible(verification_version);
+    auto answer = co_await peers.call(to, protocol::add_partitions_to_txn_request::api_key,
+                                      verification_version, protocol::request_header_version(flexible),
+                                      flexible ? 1 : 0, std::move(body), options.request_timeout_ms);
+    if (!answer) {
+      log->debug("AddPartitionsToTxn to node {} failed: {}", leader, answer.error().message);
+      co_return txn_verification_answer(n, error_code::network_exception);
+    }
+    protocol::add_partitions_to_txn_response resp;
+    protocol::wire_reader r(*answer);
+    if (resp.decode(r, verification_version) != protocol::decode_status::ok) {
+      co_return txn_verification_answer(n, error_code::unknown_server_error);
+    }
+    if (resp.error_code != 0) co_return txn_verification_answer(n, static_cast<error_code>(resp.error_code));
+    std::map<std::pair<std::string, int32_t>, error_code> by_partition;
+    for (const auto& result : resp.results_by_transaction) {
+      if (result.transactional_id != request.transactional_id) continue;
+      for (const auto& topic : result.topic_results) {
+        for (const auto& p : topic.results_by_partition)
+          by_partition[{topic.name, p.partition_index}] = static_cast<error_code>(p.partition_error_code);
+      }
+    }
+    txn_verification_answer out;
+    for (const auto& p : request.partitions) {
+      auto it = by_partition.find(p);
+      out.push_back(it == by_partition.end() ? error_code::unknown_server_error : it->second);
+    }
+    co_return out;
   }
 
   // One WriteTxnMarkers to `leader` for the partitions of `request` it leads; the per-partition errors.
@@ -324,6 +380,51 @@ void transaction_coordinator_driver::send(
         },
         asio::detached);
   }
+}
+
+void transaction_coordinator_driver::verify(txn_verification_request request,
+                                            std::function<void(txn_verification_answer)> done) {
+  const size_t n = request.partitions.size();
+  auto& txns = *_impl->txns;
+  const auto image = _impl->metadata.current();
+  const int32_t state_partition_index = txns.partition_for(request.transactional_id);
+  const auto* topic = image->find_topic(std::string(coordinator::transaction_state_topic_name));
+  const int32_t leader = topic && state_partition_index < static_cast<int32_t>(topic->partitions.size())
+                             ? topic->partitions[static_cast<size_t>(state_partition_index)].leader
+                             : -1;
+  if (leader < 0) {
+    done(txn_verification_answer(n, error_code::coordinator_not_available));
+    return;
+  }
+  if (leader != _impl->options.node_id) {
+    asio::co_spawn(
+        _impl->home,
+        [impl = _impl.get(), alive = _impl->alive, leader, request = std::move(request),
+         done = std::move(done)]() mutable -> asio::awaitable<void> {
+          auto answer = co_await impl->verify_remote(leader, std::move(request));
+          if (*alive) done(std::move(answer));
+        },
+        asio::detached);
+    return;
+  }
+  std::vector<coordinator::txn_partition> partitions;
+  for (const auto& [t, p] : request.partitions) partitions.push_back({t, p});
+  if (request.add) {
+    std::set<coordinator::txn_partition> added(partitions.begin(), partitions.end());
+    txns.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                        std::move(added), 2,
+                        [n, done = std::move(done)](error_code e) { done(txn_verification_answer(n, e)); });
+    return;
+  }
+  auto verified = txns.verify_partitions(request.transactional_id, request.producer_id,
+                                         request.producer_epoch, partitions);
+  std::map<coordinator::txn_partition, error_code> by_partition(verified.begin(), verified.end());
+  txn_verification_answer out;
+  for (const auto& p : partitions) {
+    auto it = by_partition.find(p);
+    out.push_back(it == by_partition.end() ? error_code::unknown_server_error : it->second);
+  }
+  done(std::move(out));
 }
 
 }  // namespace mala::broker

@@ -285,6 +285,10 @@ std::vector<config_key> build_table() {
      .importance = low, .doc = "Bytes read at a time when a coordinator loads a __transaction_state partition."},
     {.name = "transaction.max.timeout.ms", .type = int32, .default_value = "900000", .min = 1, .importance = high,
      .doc = "The largest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT above)."},
+    {.name = "transaction.partition.verification.enable", .type = boolean, .default_value = "true",
+     .importance = low,
+     .doc = "Partition leaders ask the transaction coordinator whether a transactional batch's partition is in "
+            "the producer's transaction before writing it (KIP-890)."},
     {.name = "transactional.id.expiration.ms", .type = int32, .default_value = "604800000", .min = 1,
      .importance = high,
      .doc = "How long the coordinator keeps a transactional id whose producer sent nothing (no transaction "

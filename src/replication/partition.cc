@@ -329,6 +329,18 @@ produce_outcome partition::append(produced_batch& batch, int16_t acks) {
   return out;
 }
 
+result<uint64_t> partition::create_verification_guard(int64_t producer_id, int32_t base_sequence,
+                                                      int16_t epoch) {
+  if (_log->is_offline()) return _log->offline_error();
+  if (!_is_leader) {
+    return status::error(
+        error_code::not_leader_or_follower,
+        describe(topic_partition()) + ": not the leader on " + std::to_string(_options.local_replica_id));
+  }
+  if (!_producers) return _load_status;
+  return _producers->create_verification_guard(producer_id, base_sequence, epoch, now_ms());
+}
+
 result<append_outcome> partition::append_as_leader(std::span<uint8_t> records, produced_batch* batch,
                                                    int16_t acks, storage::append_origin origin) {
   // An offline replica answers KAFKA_STORAGE_ERROR before anything else, even a duplicate (Kafka's
@@ -352,8 +364,13 @@ result<append_outcome> partition::append_as_leader(std::span<uint8_t> records, p
   // Bytes after a produced batch that make no other batch: the record set is refused here as malformed
   // (CORRUPT_MESSAGE), whatever the producer state would say of the batch.
   const bool whole_batch = batch && batch->bytes.size() == static_cast<size_t>(batch->header.size_in_bytes());
-  auto checked = whole_batch ? _producers->check(batch->header, log_never_written)
-                             : _producers->check_records(records, log_never_written, origin);
+  std::optional<storage::txn_verification> verification;
+  if (batch && batch->verification_guard)
+    verification = storage::txn_verification{*batch->verification_guard};
+  auto checked = whole_batch
+                     ? _producers->check(std::span<const protocol::record_batch_header>(&batch->header, 1),
+                                         log_never_written, origin, verification ? &*verification : nullptr)
+                     : _producers->check_records(records, log_never_written, origin);
   if (!checked) {
     return status::error(checked.error().code, describe(topic_partition()) + ": " + checked.error().message);
   }

@@ -225,7 +225,8 @@ result<producer_check_outcome> producer_state_manager::check(const proto::record
 }
 
 result<producer_check_outcome> producer_state_manager::check(
-    std::span<const proto::record_batch_header> batches, bool log_never_written, append_origin origin) const {
+    std::span<const proto::record_batch_header> batches, bool log_never_written, append_origin origin,
+    const txn_verification* verification) const {
   const bool client = origin == append_origin::client;
   // Kafka's ProducerAppendInfo per producer of the request: the state the earlier batches would leave, plus
   // the epoch of the state before the request (a producer without one may start at any sequence).
@@ -287,6 +288,19 @@ result<producer_check_outcome> producer_state_manager::check(
       return status::error(error_code::invalid_txn_state,
                            describe_batch(batch) + ": non-transactional batch inside an open transaction");
     }
+    // An open transaction counts only at the batch's epoch (UnifiedLog.hasOngoingTransaction): under
+    // transactions v2 the next transaction's first batch comes with the bumped epoch and may reach the
+    // partition before the previous transaction's marker.
+    const bool ongoing_at_epoch =
+        entry.current_txn_first_offset && entry.producer_epoch == batch.producer_epoch;
+    if (verification && batch.is_transactional() && !ongoing_at_epoch) {
+      // KIP-890: only a verified batch opens a transaction (UnifiedLog.batchMissingRequiredVerification).
+      const auto* stored = find_verification(batch.producer_id);
+      if (verification->guard == 0 || !stored || stored->guard != verification->guard) {
+        return status::error(error_code::invalid_txn_state,
+                             describe_batch(batch) + ": Record was not part of an ongoing transaction");
+      }
+    }
     // Offsets are not assigned yet and do not matter for the checks of the batches after this one.
     set_epoch(entry, batch.producer_epoch);
     add_batch(entry, metadata_of(batch, 0));
@@ -342,10 +356,40 @@ void producer_state_manager::apply_data_batch(const proto::record_batch_header& 
   set_epoch(entry, batch.producer_epoch);
   add_batch(entry, metadata_of(batch, first_offset));
   entry.last_timestamp = batch.max_timestamp;
+  if (batch.is_transactional()) _verifications.erase(batch.producer_id);
   if (batch.is_transactional() && !entry.current_txn_first_offset) {
     entry.current_txn_first_offset = first_offset;
     _ongoing_txns.emplace(first_offset, batch.producer_id);
   }
+}
+
+uint64_t producer_state_manager::create_verification_guard(int64_t producer_id, int32_t base_sequence,
+                                                           int16_t epoch, int64_t now_ms) {
+  if (has_ongoing_txn(producer_id, epoch)) return 0;
+  auto [it, inserted] = _verifications.try_emplace(producer_id);
+  auto& v = it->second;
+  if (inserted) {
+    v = {.guard = _next_guard++, .lowest_sequence = base_sequence, .epoch = epoch, .timestamp_ms = now_ms};
+    return v.guard;
+  }
+  // VerificationStateEntry.maybeUpdateLowestSequenceAndEpoch.
+  if (epoch > v.epoch) {
+    v.epoch = epoch;
+    v.lowest_sequence = base_sequence;
+  } else if (epoch == v.epoch && base_sequence < v.lowest_sequence) {
+    v.lowest_sequence = base_sequence;
+  }
+  return v.guard;
+}
+
+const verification_state_entry* producer_state_manager::find_verification(int64_t producer_id) const {
+  auto it = _verifications.find(producer_id);
+  return it == _verifications.end() ? nullptr : &it->second;
+}
+
+bool producer_state_manager::has_ongoing_txn(int64_t producer_id, int16_t epoch) const {
+  const auto* entry = find(producer_id);
+  return entry && entry->current_txn_first_offset && entry->producer_epoch == epoch;
 }
 
 std::optional<completed_txn> producer_state_manager::complete_txn(producer_state_entry& entry,
@@ -382,6 +426,7 @@ std::optional<completed_txn> producer_state_manager::apply_batch(std::span<const
       if (inserted) entry.producer_id = header->producer_id;
       set_epoch(entry, header->producer_epoch);
       entry.coordinator_epoch = marker->coordinator_epoch;
+      _verifications.erase(header->producer_id);
       completed = complete_txn(entry, header->base_offset, !marker->is_commit());
       entry.last_timestamp = marker->timestamp;
     }
@@ -549,6 +594,9 @@ result<std::optional<std::filesystem::path>> producer_state_manager::take_snapsh
 }
 
 size_t producer_state_manager::remove_expired_producers(int64_t now_ms) {
+  std::erase_if(_verifications, [&](const auto& item) {
+    return now_ms - item.second.timestamp_ms >= _config.producer_id_expiration_ms;
+  });
   return std::erase_if(_producers, [&](const auto& item) { return expired(item.second, now_ms); });
 }
 

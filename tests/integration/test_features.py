@@ -1,8 +1,8 @@
 """Finalized features with Apache Kafka's kafka-features.sh (KIP-584 / KIP-778 / KIP-890 transaction.version), on a
 1-node and a 3-node cluster:
 
-- `describe` lists transaction.version supported 0-2 and finalized at Mala's bootstrap level 1;
-- `upgrade --feature transaction.version=2 --dry-run` is validated and changes nothing;
+- `describe` lists transaction.version supported 0-2 and finalized at Mala's bootstrap level 2 (Kafka 4.x's);
+- `downgrade --feature transaction.version=1 --dry-run` is validated and changes nothing;
 - `downgrade --feature transaction.version=0` removes it (no longer finalized anywhere), a transactional Java producer
   still commits and aborts (the coordinator follows the finalized level), and `upgrade` brings it back;
 - what Mala cannot honour is refused with Kafka's INVALID_UPDATE_VERSION message: group.version /
@@ -78,15 +78,15 @@ def test_kafka_features_describe_upgrade_downgrade(tmp_path, size):
         b = c.bootstrap
         rows = described(b)
         tv = rows["transaction.version"]
-        assert (tv["SupportedMinVersion"], tv["SupportedMaxVersion"], tv["FinalizedVersionLevel"]) == ("0", "2", "1")
+        assert (tv["SupportedMinVersion"], tv["SupportedMaxVersion"], tv["FinalizedVersionLevel"]) == ("0", "2", "2")
         assert rows["metadata.version"]["FinalizedVersionLevel"] == "4.3-IV0", rows
-        epoch_at_start = wait_all_nodes_at(c, 1)
+        epoch_at_start = wait_all_nodes_at(c, 2)
 
         # --dry-run: validated (the answer names the change), nothing written.
-        dry = step_ok(features_tool(b, "upgrade", "--feature", "transaction.version=2", "--dry-run"))
-        assert "transaction.version can be upgraded to 2." in dry, dry
-        assert described(b)["transaction.version"]["FinalizedVersionLevel"] == "1"
-        assert wait_all_nodes_at(c, 1) == epoch_at_start
+        dry = step_ok(features_tool(b, "downgrade", "--feature", "transaction.version=1", "--dry-run"))
+        assert "transaction.version can be downgraded to 1." in dry, dry
+        assert described(b)["transaction.version"]["FinalizedVersionLevel"] == "2"
+        assert wait_all_nodes_at(c, 2) == epoch_at_start
         # A dry run is refused like the real thing.
         refused = features_tool(b, "upgrade", "--feature", "transaction.version=3", "--dry-run")
         assert refused["exit"] != 0 and "Local controller" in refused["stdout"] + refused["stderr"], refused
@@ -101,7 +101,7 @@ def test_kafka_features_describe_upgrade_downgrade(tmp_path, size):
             out = features_tool(b, *args)
             text = out["stdout"] + out["stderr"]
             assert out["exit"] != 0 and expected in text, f"{args}: exit {out['exit']}\n{text}"
-        assert wait_all_nodes_at(c, 1) == epoch_at_start
+        assert wait_all_nodes_at(c, 2) == epoch_at_start
 
         # Downgrade to 0: transaction.version is no longer finalized; transactions still work (the v1 flow).
         down = step_ok(features_tool(b, "downgrade", "--feature", "transaction.version=0"))

@@ -231,13 +231,10 @@ def set_transaction_version(bootstrap, level):
 def test_transactions_v1_after_feature_downgrade(broker):
     """transaction.version=1 (classic transactions, no epoch bump at commit/abort) finalized with kafka-features.sh
     downgrade from 2: the Java producer falls back to the TV1 flow and the same guarantees hold; the level the broker
-    started with is restored at the end. Kafka 4.x starts at 2; Mala at 1 (bootstrap_transaction_version, until
-    Produce v12's implicit partition add is served), so Mala is upgraded to 2 first (no transaction runs at 2)."""
+    started with (2 on both, Kafka 4.x's default) is restored at the end."""
     b = broker.bootstrap
     initial = transaction_version(b)
-    assert initial == (2 if broker.kind == "kafka" else 1)
-    if initial < 2:
-        set_transaction_version(b, 2)
+    assert initial == 2
     try:
         set_transaction_version(b, 1)
         create_topics(b, "classic", partitions=PARTITIONS)

@@ -10,6 +10,10 @@ confluent-kafka consumers reading committed and uncommitted data.
 Bad input, as Apache Kafka answers it: a marker whose coordinator epoch is older than the producer's last
 marker's is TRANSACTION_COORDINATOR_FENCED and nothing is appended; a marker for a partition the metadata does not
 know is UNKNOWN_TOPIC_OR_PARTITION.
+
+The hand-built transactional producer never talks to a transaction coordinator, so these nodes run with
+transaction.partition.verification.enable=false (as Kafka would need: with verification its batches are refused,
+which test_transactions_v2.py checks).
 """
 
 import struct
@@ -17,6 +21,8 @@ import time
 import uuid
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
+
+import pytest
 
 import kafka_wire as kw
 from clients import java
@@ -27,6 +33,12 @@ PRODUCE = 0
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 TRANSACTION_COORDINATOR_FENCED = 52
+
+
+@pytest.fixture
+def node(mala_factory):
+    """A single node whose leaders take transactional batches without asking a coordinator."""
+    return mala_factory(extra_config={"transaction.partition.verification.enable": False}).start()
 
 
 def write_txn_markers(port, markers, correlation_id=11):
@@ -71,11 +83,12 @@ def write_txn_markers(port, markers, correlation_id=11):
     return out
 
 
-def produce_transactional(port, topic, transactional_id, producer_id, epoch, values, correlation_id=21):
-    """Produce v3 of one transactional batch (sequence 0) as a transactional producer sends it. Returns
-    (error_code, base_offset)."""
+def produce_transactional(port, topic, transactional_id, producer_id, epoch, values, correlation_id=21, version=3,
+                          sequence=0):
+    """Produce (v3-v11, same layout) of one transactional batch to partition 0 as a transactional producer sends it.
+    Returns (error_code, base_offset)."""
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=1, producer_id=producer_id,
-                                        producer_epoch=epoch, base_sequence=0, batch_size=1 << 20)
+                                        producer_epoch=epoch, base_sequence=sequence, batch_size=1 << 20)
     now = int(time.time() * 1000)
     for i, value in enumerate(values):
         builder.append(i, timestamp=now, key=None, value=value.encode(), headers=[])
@@ -84,7 +97,7 @@ def produce_transactional(port, topic, transactional_id, producer_id, epoch, val
     body += struct.pack(">i", 1) + kw.nullable_string(topic)
     body += struct.pack(">i", 1) + struct.pack(">ii", 0, len(records)) + records
     with kw.Connection(port, timeout=20) as conn:
-        assert conn.send(kw.frame(kw.request_header_v1(PRODUCE, 3, correlation_id) + body))
+        assert conn.send(kw.frame(kw.request_header_v1(PRODUCE, version, correlation_id) + body))
         payload = conn.recv_frame()
     assert payload is not None, "connection closed without a Produce response"
     pos = 4 + 4  # correlation id, topic count

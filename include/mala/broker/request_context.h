@@ -6,9 +6,11 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mala/common/config.h"
+#include "mala/common/error_code.h"
 #include "mala/metadata/metadata_image.h"
 #include "mala/net/request_dispatcher.h"
 #include "mala/protocol/request_header.h"
@@ -38,6 +40,20 @@ class handler_table;
 class sharded_fetch_session_cache;
 class producer_id_allocator;
 class controller_channel;
+
+// KIP-890: a partition leader's question to the transaction coordinator of a transactional id (Kafka's
+// AddPartitionsToTxnManager): are these partitions in the producer's transaction (VerifyOnly), or, under
+// transactions v2 (Produce v12+, TxnOffsetCommit v5+), add them.
+struct txn_verification_request {
+  std::string transactional_id;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  std::vector<std::pair<std::string, int32_t>> partitions;  // topic, partition
+  bool add = false;
+};
+// The coordinator's answer per partition of the request, in its order (the coordinator's codes, untranslated:
+// PRODUCER_FENCED, TRANSACTION_ABORTABLE, CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, ...).
+using txn_verification_answer = std::vector<error_code>;
 
 // Node-wide services shared by every handler; outlives the server.
 struct broker_services {
@@ -83,6 +99,14 @@ struct broker_services {
   std::function<void(int32_t partition, const storage::txn_marker_request& marker,
                      std::function<void(error_code)> done)>
       group_txn_marker_writer;
+  // KIP-890 (home shard only): asks the transaction coordinator of the request's transactional id, a direct
+  // call when this node leads its __transaction_state partition, else AddPartitionsToTxn v5 to the leader
+  // over the inter-broker listener. Unset: transaction verification is off.
+  std::function<void(txn_verification_request, std::function<void(txn_verification_answer)>)>
+      transaction_verifier;
+  // transaction.partition.verification.enable: v1 transactional writes (Produce <= v11, TxnOffsetCommit <=
+  // v4) are verified; the implicit adds of transactions v2 are made whatever it says.
+  bool transaction_verification_enabled = false;
   sharded_fetch_session_cache* fetch_sessions = nullptr;  // KIP-227 session caches, one per shard
   std::function<int64_t()> clock_ms;                      // wall clock in ms (tests inject one)
 

@@ -8,6 +8,11 @@
 //   - its loader: each metadata image makes the coordinator own the __transaction_state partitions this
 //     node leads, under their leader epoch as coordinator epoch (their log replayed from the start to the
 //     end, COORDINATOR_LOAD_IN_PROGRESS meanwhile), and drop the others;
+//   - KIP-890's verification for partition leaders (verify): a direct call when this node leads the
+//     transactional id's __transaction_state partition, else AddPartitionsToTxn v5 (one transaction,
+//     VerifyOnly or the implicit add of transactions v2) to that leader over the inter-broker listener,
+//     within request.timeout.ms (NETWORK_EXCEPTION when it fails, COORDINATOR_NOT_AVAILABLE without a
+//     leader);
 //   - its producer ids: this broker's current block (producer_id_allocator); the handlers fetch a new block
 //     from the controller before calling in when it is used up.
 //
@@ -19,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "mala/broker/request_context.h"
 #include "mala/coordinator/transaction_coordinator.h"
 #include "mala/metadata/metadata_image.h"
 
@@ -71,6 +77,9 @@ class transaction_coordinator_driver final : public coordinator::transaction_log
               std::function<void(error_code)> done) override;
   void send(coordinator::txn_marker_request request,
             std::function<void(std::vector<coordinator::txn_marker_result>)> done) override;
+
+  // broker_services::transaction_verifier, on the home shard; `done` is called there, once.
+  void verify(txn_verification_request request, std::function<void(txn_verification_answer)> done);
 
  private:
   struct impl;

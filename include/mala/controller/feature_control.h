@@ -54,10 +54,9 @@ struct implemented_feature {
 };
 
 inline constexpr std::string_view transaction_version_feature = "transaction.version";
-// The transaction.version a new cluster is bootstrapped with. 1 (transactions v1 clients, flexible
-// transaction log records) until Produce v12's implicit partition add (KIP-890 part 2) is served; then 2,
-// Kafka 4.x's default.
-inline constexpr int16_t bootstrap_transaction_version = 1;
+// The transaction.version a new cluster is bootstrapped with: 2 (transactions v2, KIP-890 part 2), what
+// Kafka 4.x's `kafka-storage format` writes by default.
+inline constexpr int16_t bootstrap_transaction_version = 2;
 
 inline constexpr std::array<implemented_feature, 5> implemented_features{{
     {metadata_version_feature, minimum_metadata_version, bootstrap_metadata_version, -1},

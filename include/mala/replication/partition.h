@@ -272,6 +272,10 @@ class partition {
   // header is used as it is from there to the log (producer-state checks, the log's validation and stamping,
   // the producer-state update).
   produce_outcome append(produced_batch& batch, int16_t acks);
+  // KIP-890 part 1, before a transactional batch is verified with the coordinator: the producer's guard, 0
+  // when it has an open transaction here (storage::producer_state_manager::create_verification_guard); the
+  // leadership and offline errors of an append.
+  result<uint64_t> create_verification_guard(int64_t producer_id, int32_t base_sequence, int16_t epoch);
   // The transaction coordinator's marker for this partition (WriteTxnMarkers; Kafka's appendRecordsToLeader
   // with origin COORDINATOR, acks=-1): NOT_LEADER_OR_FOLLOWER on a follower, KAFKA_STORAGE_ERROR offline,
   // NOT_ENOUGH_REPLICAS below min ISR, then the producer-state check of the marker (INVALID_PRODUCER_EPOCH,

@@ -36,6 +36,15 @@
 //   transactions, and the replay after it completes them on markers (every replica builds its own .txnindex
 //   this way); producers with an open transaction never expire.
 //
+// KIP-890 part 1 (transaction verification, VerificationStateEntry): before the leader appends a
+// transactional batch of a producer with no open transaction here, it asks the transaction coordinator
+// whether the partition is in the producer's transaction. create_verification_guard() hands out the guard for
+// that question (a fresh identity, kept per producer with the lowest sequence and epoch verified); the append
+// then passes it in a txn_verification, and a transactional batch that would open a transaction is
+// INVALID_TXN_STATE unless the guard is still the stored one. Any transactional batch or marker of the
+// producer written since clears it, so an abort marker between the verification and the append makes the
+// append fail (the ABA case).
+//
 // Threads: like partition_log, every method runs on the partition's owning shard; nothing is shared.
 #pragma once
 
@@ -140,6 +149,20 @@ struct aborted_txn_rebuild {
 // transaction checks, no sequence or duplicate check (ProducerAppendInfo checks sequences for CLIENT only).
 enum class append_origin : uint8_t { client, coordinator };
 
+// A producer's pending verification (Kafka's VerificationStateEntry).
+struct verification_state_entry {
+  uint64_t guard = 0;
+  int32_t lowest_sequence = protocol::no_sequence;
+  int16_t epoch = protocol::no_producer_epoch;
+  int64_t timestamp_ms = 0;  // when created: expired after producer.id.expiration.ms as producers are
+};
+
+// What a leader's append of a client's batch carries when transaction verification is on: the guard the
+// verification got (0: none, the producer had an open transaction when it was asked).
+struct txn_verification {
+  uint64_t guard = 0;
+};
+
 struct producer_state_config {
   int64_t producer_id_expiration_ms = default_producer_id_expiration_ms;  // producer.id.expiration.ms
 };
@@ -176,9 +199,13 @@ class producer_state_manager {
   // error would be written, and every retry of the first one refused as out of order.
   result<producer_check_outcome> check(const protocol::record_batch_header& batch,
                                        bool log_never_written = false) const;
+  // With `verification` (transaction.partition.verification.enable, a client's append): a transactional
+  // batch of a producer with no open transaction is INVALID_TXN_STATE unless verification->guard is the
+  // producer's stored guard.
   result<producer_check_outcome> check(std::span<const protocol::record_batch_header> batches,
                                        bool log_never_written = false,
-                                       append_origin origin = append_origin::client) const;
+                                       append_origin origin = append_origin::client,
+                                       const txn_verification* verification = nullptr) const;
   // Same over a produce request's records field (CORRUPT_MESSAGE if it does not split into batches).
   result<producer_check_outcome> check_records(std::span<const uint8_t> records,
                                                bool log_never_written = false,
@@ -229,6 +256,18 @@ class producer_state_manager {
   // producer.id.expiration.ms or more before now_ms. Returns how many were dropped.
   size_t remove_expired_producers(int64_t now_ms);
 
+  // Transaction verification: 0 when the producer has an open transaction here at `epoch` (no verification
+  // needed),
+  // else its guard, created if absent (Kafka's maybeCreateVerificationStateEntry: a new guard for a producer
+  // without one; an existing one keeps its guard and takes the lower sequence at the same epoch, or the
+  // sequence of a higher epoch).
+  uint64_t create_verification_guard(int64_t producer_id, int32_t base_sequence, int16_t epoch,
+                                     int64_t now_ms);
+  const verification_state_entry* find_verification(int64_t producer_id) const;
+  // An open transaction of the producer at `epoch` (a transactions v2 producer's next transaction comes with
+  // the bumped epoch, possibly before the previous one's marker).
+  bool has_ongoing_txn(int64_t producer_id, int16_t epoch) const;
+
   // Transactions: the first offset of the earliest open or unreplicated transaction (none without either).
   std::optional<int64_t> first_unstable_offset() const;
   // The high watermark moved (leader or follower): transactions whose marker is below it are replicated.
@@ -262,6 +301,8 @@ class producer_state_manager {
   std::map<int64_t, int64_t> _ongoing_txns;             // first offset -> producer id
   std::map<int64_t, completed_txn> _unreplicated_txns;  // first offset -> the ended transaction
   std::map<int64_t, std::filesystem::path> _snapshots;  // by offset
+  std::unordered_map<int64_t, verification_state_entry> _verifications;  // by producer id
+  uint64_t _next_guard = 1;
   int64_t _map_end_offset = 0;
   int64_t _last_snapshot_offset = 0;
 };

@@ -60,6 +60,9 @@ std::optional<record_validation_failure> validate_record_contents(std::span<cons
 struct produced_batch {
   std::span<uint8_t> bytes;
   protocol::record_batch_header header;
+  // KIP-890 part 1: set by a Produce with transaction.partition.verification.enable, with the guard its
+  // verification got (producer_state.h); unset, a transactional batch may open a transaction unverified.
+  std::optional<uint64_t> verification_guard;
 };
 
 // ProduceRequest.validateRecords for v3+ then validate_client_batch: a first batch whose size field is

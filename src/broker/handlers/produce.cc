@@ -14,6 +14,7 @@
 #include <asio/this_coro.hpp>
 
 #include "handlers/data_path.h"
+#include "handlers/transaction_common.h"
 #include "mala/common/logging.h"
 #include "mala/common/uuid.h"
 #include "mala/protocol/record_batch.h"
@@ -212,6 +213,105 @@ asio::awaitable<void> append_and_wait(const request_context& ctx, const broker_s
   }
 }
 
+// The first Produce version whose transactional batches add their partition to the transaction (transactions
+// v2), and the first that knows TRANSACTION_ABORTABLE.
+constexpr int16_t produce_implicit_add_min_version = 12;
+constexpr int16_t produce_abortable_min_version = 11;
+
+// A partition of the request whose batch needs a verification guard; what creating it gave.
+struct guard_work {
+  size_t index = 0;  // into the request's append work
+  std::string topic;
+  int32_t partition = 0;
+  int64_t producer_id = 0;
+  int32_t base_sequence = 0;
+  int16_t producer_epoch = 0;
+};
+struct guard_answer {
+  size_t index = 0;
+  result<uint64_t> guard = uint64_t{0};
+};
+
+// KIP-890 (ReplicaManager.maybeStartTransactionVerificationForPartitions): each transactional batch carries a
+// verification guard down to its append; a producer with no open transaction on the partition gets a fresh
+// guard there, and those partitions are asked of the transaction coordinator, all in one question
+// (VerifyOnly, or the implicit add of transactions v2 from v12). A partition the coordinator does not vouch
+// for is answered here and not appended; the others append only while their guard is still the stored one.
+asio::awaitable<void> verify_transactional_batches(const broker_services& services, const std::string& txn_id,
+                                                   int16_t version,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   std::vector<append_work>& work,
+                                                   std::vector<std::optional<partition_response>>& refused) {
+  std::vector<guard_work> needed;
+  std::optional<int64_t> producer_id;
+  bool mixed_producers = false;
+  for (size_t i = 0; i < work.size(); ++i) {
+    const auto& h = work[i].batch.header;
+    if (!h.is_transactional()) continue;
+    if (producer_id && *producer_id != h.producer_id) mixed_producers = true;
+    producer_id = h.producer_id;
+    needed.push_back({i, work[i].topic, work[i].partition, h.producer_id, h.base_sequence, h.producer_epoch});
+  }
+  if (needed.empty()) co_return;
+  if (mixed_producers) {
+    // Kafka refuses a request whose transactional batches come from several producers.
+    for (const auto& n : needed) {
+      refused[n.index] = error_response(n.partition, error_code::invalid_producer_id_mapping);
+    }
+    co_return;
+  }
+  std::vector<guard_answer> guards;
+  for (auto& [shard, shard_work] : group_by_shard(services, needed)) {
+    auto create = [&services, w = std::move(shard_work)]() -> asio::awaitable<std::vector<guard_answer>> {
+      std::vector<guard_answer> out;
+      for (const auto& g : w) {
+        guard_answer answer{g.index, uint64_t{0}};
+        auto hosted = hosted_partition(services, g.topic, g.partition);
+        if (hosted) {
+          answer.guard =
+              (*hosted)->create_verification_guard(g.producer_id, g.base_sequence, g.producer_epoch);
+        } else {
+          answer.guard = hosted.error();
+        }
+        out.push_back(std::move(answer));
+      }
+      co_return out;
+    };
+    auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(create));
+    guards.insert(guards.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+  }
+  txn_verification_request request{.transactional_id = txn_id,
+                                   .producer_id = needed.front().producer_id,
+                                   .producer_epoch = needed.front().producer_epoch,
+                                   .partitions = {},
+                                   .add = version >= produce_implicit_add_min_version};
+  std::vector<const guard_answer*> asked;
+  for (const auto& g : guards) {
+    auto& w = work[g.index];
+    if (!g.guard) {
+      refused[g.index] = error_response(w.partition, g.guard.error().code);
+      continue;
+    }
+    w.batch.verification_guard = *g.guard;
+    // Guard 0: the producer's transaction is open there, nothing to ask (an abort marker before the append
+    // still makes it fail).
+    if (*g.guard == 0) continue;
+    request.partitions.emplace_back(w.topic, w.partition);
+    asked.push_back(&g);
+  }
+  if (asked.empty()) co_return;
+  auto answer = co_await verify_with_coordinator(services, std::move(request), deadline);
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const error_code e = i < answer.size() ? answer[i] : error_code::unknown_server_error;
+    if (e == error_code::none) continue;
+    const size_t index = asked[i]->index;
+    const error_code code = verification_error_for_write(e, version >= produce_abortable_min_version);
+    auto r = error_response(work[index].partition, code);
+    if (code == error_code::invalid_txn_state) r.error_message = "Partition was not added to the transaction";
+    refused[index] = std::move(r);
+  }
+}
+
 }  // namespace
 
 asio::awaitable<std::optional<produce_handler::response>> produce_handler::handle_async(request_context& ctx,
@@ -326,6 +426,22 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
       continue;
     }
     work.push_back({i, topic, s.partition, *s.records->batch});
+  }
+
+  if (req.transactional_id && services.transaction_verifier &&
+      (services.transaction_verification_enabled || version >= produce_implicit_add_min_version)) {
+    std::vector<std::optional<partition_response>> refused(work.size());
+    co_await verify_transactional_batches(services, *req.transactional_id, version, deadline, work, refused);
+    size_t kept = 0;
+    for (size_t i = 0; i < work.size(); ++i) {
+      if (refused[i]) {
+        slots[work[i].slot].answer = std::move(refused[i]);
+      } else {
+        if (kept != i) work[kept] = std::move(work[i]);
+        ++kept;
+      }
+    }
+    work.resize(kept);
   }
 
   // Every partition is appended on its shard, one shard after the other; acks=-1 then waits for all of them.

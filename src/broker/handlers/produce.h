@@ -20,15 +20,19 @@
 //
 // - v13+ names topics by id: an id the metadata does not know is UNKNOWN_TOPIC_ID, and the answer names
 //   topics by id;
-// - v12 is v11 on the wire: a client that sends it with transactional batches expects transactions v2
-//   (KIP-890: the partition is added to the transaction implicitly). Mala does not advertise the
-//   `transaction.version` feature, so no client does yet; transactional batches are written as in v11.
+// - KIP-890: transactional batches of a producer with no open transaction on their partition are verified with
+//   the transaction coordinator before the append (transaction.partition.verification.enable): PRODUCER_FENCED
+//   is answered INVALID_PRODUCER_EPOCH, a partition not in the transaction INVALID_TXN_STATE ("Partition was
+//   not added to the transaction"; TRANSACTION_ABORTABLE from v11), a verification that could not finish
+//   NOT_ENOUGH_REPLICAS, batches of several producers INVALID_PRODUCER_ID_MAPPING; an unverified batch, or one
+//   whose producer got a marker between the verification and the append, INVALID_TXN_STATE;
+// - v12 is v11 on the wire: a client that sends it with transactional batches uses transactions v2, and the
+//   verification adds the partition to the transaction (implicit add, client transaction version 2).
 //
 // Served v3-13; ApiVersions advertises v0 (KAFKA-18659: librdkafka checks the advertised minimum before
 // sending compressed batches), and v0-v2 requests are refused as Kafka 4 refuses them.
 //
-// Not yet: transactional produce is written without the KIP-890 verification against the transaction
-// coordinator; Kafka closes the connection of an acks=0 producer whose request failed (so that it refreshes
+// Not yet: Kafka closes the connection of an acks=0 producer whose request failed (so that it refreshes
 // its metadata), which needs a "close" handler outcome that the handler table does not have yet.
 #pragma once
 

@@ -5,6 +5,7 @@
 // Threads: the coroutines resume the caller on its own shard.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <utility>
@@ -39,5 +40,20 @@ asio::awaitable<bool> ensure_producer_id_block(request_context& ctx);
 inline error_code fenced_for_version(error_code e, int16_t version, int16_t first_version) {
   return e == error_code::producer_fenced && version < first_version ? error_code::invalid_producer_epoch : e;
 }
+
+// KIP-890: the error a data write (Produce, TxnOffsetCommit) answers for the coordinator's verdict on its
+// partition (AddPartitionsToTxnManager, then ReplicaManager): PRODUCER_FENCED is INVALID_PRODUCER_EPOCH;
+// TRANSACTION_ABORTABLE stays for versions that know it (`abortable_known`), else INVALID_TXN_STATE; the
+// errors of a verification that could not finish (CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, the
+// coordinator's load / availability / ownership, a timeout) are NOT_ENOUGH_REPLICAS, retriable for every
+// producer without a metadata refresh.
+error_code verification_error_for_write(error_code e, bool abortable_known);
+
+// Asks the transaction coordinator through services.transaction_verifier (which must be set) from any shard;
+// resumes on the caller's shard with one code per partition, NOT_ENOUGH_REPLICAS for all when no answer came
+// by `deadline` (the answer, when it comes, is dropped).
+asio::awaitable<txn_verification_answer> verify_with_coordinator(
+    const broker_services& services, txn_verification_request request,
+    std::chrono::steady_clock::time_point deadline);
 
 }  // namespace mala::broker::handlers

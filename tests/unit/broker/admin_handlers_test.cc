@@ -399,6 +399,8 @@ TEST_F(admin_handlers_test, update_features_runs_on_the_controller) {
     return req;
   };
   auto tv = [this] { return cache.current()->feature_level("transaction.version"); };
+  ASSERT_EQ(tv(), 2);  // the bootstrap level; the test starts from 1
+  ASSERT_EQ(call<protocol::update_features_response>(57, 2, request(1, 2, true, false)).error_code, err_none);
   ASSERT_EQ(tv(), 1);
   auto dry = call<protocol::update_features_response>(57, 1, request(2, 1, false, true));
   EXPECT_EQ(dry.error_code, err_none);

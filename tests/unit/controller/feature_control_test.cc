@@ -23,11 +23,11 @@ TEST(feature_control, an_empty_image_is_bootstrapped_with_metadata_and_transacti
   ASSERT_NE(tv, nullptr);
   EXPECT_EQ(tv->name, transaction_version_feature);
   EXPECT_EQ(tv->feature_level, bootstrap_transaction_version);
-  EXPECT_EQ(bootstrap_transaction_version, 1);  // until Produce v12's implicit partition add is served
+  EXPECT_EQ(bootstrap_transaction_version, 2);  // Kafka 4.x's default
 
   image_writer writer;  // bootstrapped
   EXPECT_TRUE(bootstrap_records(*writer.image()).empty());
-  EXPECT_EQ(finalized_feature_level(*writer.image(), transaction_version_feature), 1);
+  EXPECT_EQ(finalized_feature_level(*writer.image(), transaction_version_feature), 2);
   // transaction.version removed later (downgraded to 0) is not bootstrapped again.
   protocol::feature_level_record removal;
   removal.name = std::string(transaction_version_feature);
@@ -53,10 +53,10 @@ TEST(feature_control, every_finalized_level_must_be_within_the_brokers_range) {
   EXPECT_TRUE(check_finalized_features_supported(*writer.image(),
                                                  registered_features({{"transaction.version", {0, 2}}}))
                   .ok());
-  // The bootstrap finalizes transaction.version 1: a broker that does not name it cannot register.
+  // The bootstrap finalizes transaction.version 2: a broker that does not name it cannot register.
   EXPECT_EQ(
       check_finalized_features_supported(*writer.image(), registered_features({})).message,
-      "Unable to register because the broker does not support finalized version 1 of transaction.version. "
+      "Unable to register because the broker does not support finalized version 2 of transaction.version. "
       "The broker wants a version between 0 and 0, inclusive.");
   const status st =
       check_finalized_features_supported(*writer.image(), {{std::string(metadata_version_feature), {1, 7}}});
@@ -157,6 +157,7 @@ TEST_F(feature_update_test, transaction_version_is_upgraded_downgraded_and_remov
 }
 
 TEST_F(feature_update_test, downgrade_rules) {
+  ASSERT_EQ(level_after({{"transaction.version", 1, safe_downgrade}}, transaction_version_feature), 1);
   EXPECT_EQ(refusal({"transaction.version", 0, upgrade}),
             "Invalid update version 0 for feature transaction.version. Can't downgrade the version of this "
             "feature without setting the upgrade type to either safe or unsafe downgrade.");

@@ -274,7 +274,7 @@ TEST_F(quorum_controller_test, empty_log_is_bootstrapped_with_metadata_version) 
   EXPECT_EQ(tv.name, "transaction.version");
   EXPECT_EQ(tv.feature_level, bootstrap_transaction_version);
   EXPECT_EQ(image().feature_level("metadata.version"), 30);
-  EXPECT_EQ(image().feature_level("transaction.version"), 1);
+  EXPECT_EQ(image().feature_level("transaction.version"), bootstrap_transaction_version);
   EXPECT_EQ(image().metadata_offset, 1);
   EXPECT_EQ(image().metadata_epoch, 1);
   EXPECT_EQ(image().cluster_id, "mala-test-cluster-id0");
@@ -366,6 +366,8 @@ protocol::update_features_request feature_request(const std::string& name, int16
 TEST_F(quorum_controller_test, update_features_writes_feature_levels_that_survive_a_reopen) {
   open();
   register_broker(1);
+  // From level 1 (the bootstrap is at 2).
+  ASSERT_EQ(_controller->update_features(feature_request("transaction.version", 1, 2), 1).error_code, 0);
   const size_t batches = _spy->batches.size();
   // --dry-run (ValidateOnly): answered as the real thing would be, nothing written.
   auto dry = _controller->update_features(feature_request("transaction.version", 2, 1, true), 1);
@@ -422,9 +424,9 @@ TEST_F(quorum_controller_test, a_refused_update_features_is_a_top_level_error_an
   EXPECT_EQ(_spy->batches.size(), batches);
   // A broker's write failure is the top-level error too.
   _spy->fail_appends = true;
-  auto failed = _controller->update_features(feature_request("transaction.version", 2, 1), 1);
+  auto failed = _controller->update_features(feature_request("transaction.version", 1, 2), 1);
   EXPECT_EQ(failed.error_code, static_cast<int16_t>(error_code::kafka_storage_error));
-  EXPECT_EQ(image().feature_level("transaction.version"), 1);
+  EXPECT_EQ(image().feature_level("transaction.version"), bootstrap_transaction_version);
 }
 
 // --- Broker registration

@@ -287,6 +287,99 @@ TEST_F(transaction_state_test, non_transactional_batch_inside_a_transaction_is_i
   EXPECT_TRUE(_state->check_records(data_batch(7, 0, 1, false)).ok());
 }
 
+// KIP-890 part 1: the verification guard of a producer with no open transaction.
+proto::record_batch_header header_of(const std::vector<uint8_t>& bytes) {
+  auto h = proto::parse_batch_header(bytes);
+  EXPECT_TRUE(h.has_value());
+  return *h;
+}
+
+result<producer_check_outcome> check_verified(const producer_state_manager& state,
+                                              const std::vector<uint8_t>& bytes, uint64_t guard) {
+  const auto h = header_of(bytes);
+  const txn_verification v{guard};
+  return state.check(std::span<const proto::record_batch_header>(&h, 1), false, append_origin::client, &v);
+}
+
+TEST_F(transaction_state_test, verified_transactional_batch_opens_a_transaction_only_with_the_stored_guard) {
+  open();
+  // No guard at all (a late write that was never verified): INVALID_TXN_STATE.
+  auto unverified = check_verified(*_state, data_batch(7, 0, 0, true), 0);
+  ASSERT_FALSE(unverified.ok());
+  EXPECT_EQ(unverified.error().code, error_code::invalid_txn_state);
+  // A guard that is not the stored one.
+  const uint64_t guard = _state->create_verification_guard(7, 0, 0, start_ms);
+  ASSERT_NE(guard, 0u);
+  auto stale = check_verified(*_state, data_batch(7, 0, 0, true), guard + 1);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code, error_code::invalid_txn_state);
+  // The stored guard: accepted; writing the batch clears the guard and opens the transaction, after which
+  // the producer needs no guard (create_verification_guard answers 0) and later batches pass with none.
+  ASSERT_TRUE(check_verified(*_state, data_batch(7, 0, 0, true), guard).ok());
+  append(data_batch(7, 0, 0, true));
+  EXPECT_EQ(_state->find_verification(7), nullptr);
+  EXPECT_EQ(_state->create_verification_guard(7, 1, 0, start_ms), 0u);
+  EXPECT_TRUE(check_verified(*_state, data_batch(7, 0, 1, true), 0).ok());
+  // Non-transactional batches are not concerned.
+  EXPECT_TRUE(check_verified(*_state, data_batch(8, 0, 0, false), 0).ok());
+  // Transactions v2: the next transaction's batch with the bumped epoch, before the open one's marker, is not
+  // part of the open transaction: it needs its own guard.
+  auto bumped = check_verified(*_state, data_batch(7, 1, 0, true), 0);
+  ASSERT_FALSE(bumped.ok());
+  EXPECT_EQ(bumped.error().code, error_code::invalid_txn_state);
+  EXPECT_NE(_state->create_verification_guard(7, 0, 1, start_ms), 0u);
+}
+
+TEST_F(transaction_state_test, abort_marker_between_verification_and_append_invalidates_the_guard) {
+  open();
+  append(data_batch(7, 0, 0, true));
+  // The producer's transaction is open: the request needs no verification (guard 0)...
+  const uint64_t sentinel = _state->create_verification_guard(7, 1, 0, start_ms);
+  EXPECT_EQ(sentinel, 0u);
+  // ...but the coordinator aborts it before the append (timeout): the late batch may not open a new one.
+  ASSERT_TRUE(append_marker({.producer_id = 7, .producer_epoch = 0, .commit = false}).ok());
+  auto late = check_verified(*_state, data_batch(7, 0, 1, true), sentinel);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error().code, error_code::invalid_txn_state);
+
+  // ABA: verified with a guard, then a marker of the producer clears it before the append; a new guard for
+  // the next verification is another identity, so the first request's append is refused.
+  const uint64_t first = _state->create_verification_guard(7, 1, 0, start_ms);
+  ASSERT_NE(first, 0u);
+  ASSERT_TRUE(append_marker({.producer_id = 7, .producer_epoch = 0, .commit = false}).ok());
+  EXPECT_EQ(_state->find_verification(7), nullptr);
+  const uint64_t second = _state->create_verification_guard(7, 1, 0, start_ms);
+  ASSERT_NE(second, 0u);
+  EXPECT_NE(first, second);
+  auto aba = check_verified(*_state, data_batch(7, 0, 1, true), first);
+  ASSERT_FALSE(aba.ok());
+  EXPECT_EQ(aba.error().code, error_code::invalid_txn_state);
+  EXPECT_TRUE(check_verified(*_state, data_batch(7, 0, 1, true), second).ok());
+}
+
+TEST_F(transaction_state_test, verification_entry_keeps_its_guard_and_the_lowest_sequence_and_newest_epoch) {
+  open();
+  const uint64_t guard = _state->create_verification_guard(7, 5, 1, start_ms);
+  ASSERT_NE(guard, 0u);
+  // A lower sequence at the same epoch lowers it; a higher one does not; the guard stays.
+  EXPECT_EQ(_state->create_verification_guard(7, 3, 1, start_ms), guard);
+  EXPECT_EQ(_state->find_verification(7)->lowest_sequence, 3);
+  EXPECT_EQ(_state->create_verification_guard(7, 9, 1, start_ms), guard);
+  EXPECT_EQ(_state->find_verification(7)->lowest_sequence, 3);
+  // An older epoch changes nothing; a newer one takes its sequence.
+  EXPECT_EQ(_state->create_verification_guard(7, 0, 0, start_ms), guard);
+  EXPECT_EQ(_state->find_verification(7)->epoch, 1);
+  EXPECT_EQ(_state->find_verification(7)->lowest_sequence, 3);
+  EXPECT_EQ(_state->create_verification_guard(7, 8, 2, start_ms), guard);
+  EXPECT_EQ(_state->find_verification(7)->epoch, 2);
+  EXPECT_EQ(_state->find_verification(7)->lowest_sequence, 8);
+  // Another producer gets its own guard; entries expire with producer.id.expiration.ms.
+  EXPECT_NE(_state->create_verification_guard(9, 0, 0, start_ms), guard);
+  _state->remove_expired_producers(start_ms + default_producer_id_expiration_ms);
+  EXPECT_EQ(_state->find_verification(7), nullptr);
+  EXPECT_EQ(_state->find_verification(9), nullptr);
+}
+
 TEST_F(transaction_state_test, open_transactions_survive_snapshots_and_expiry) {
   log_config config;
   open(config);
