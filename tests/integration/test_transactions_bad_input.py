@@ -7,6 +7,8 @@ The requests are hand-built (no client sends them wrong on purpose); what they l
 - EndTxn for a transactional id the coordinator never saw: INVALID_PRODUCER_ID_MAPPING; for a producer id that is not
   the id's: INVALID_PRODUCER_ID_MAPPING; for a fenced epoch: INVALID_PRODUCER_EPOCH at v1, PRODUCER_FENCED at v2+;
   commit with no transaction open (EndTxn v1, the classic rules): INVALID_TXN_STATE.
+- TxnOffsetCommit for a group whose offsets partition is not in the transaction (no AddOffsetsToTxn): the
+  verification (KIP-890 part 1) finds it missing, INVALID_TXN_STATE at v2, and the group has no offset afterwards.
 - Transactional Produce: a duplicate of the last batch is answered NONE with the first copy's offset and not appended
   again; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER; a fenced epoch is INVALID_PRODUCER_EPOCH; none of them
   appended. The transaction then aborts cleanly and read_committed sees none of it.
@@ -23,7 +25,7 @@ from real_clients import wait_until
 from txn_harness import create_topics
 from txn_harness import broker, broker_log_on_failure  # noqa: F401 (fixtures: Apache Kafka, then Mala)
 
-PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 0, 10, 22, 24, 26
+PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 0, 10, 22, 24, 26, 28
 NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
@@ -57,13 +59,17 @@ def retried(fn, what):
         time.sleep(0.2)
 
 
-def find_transaction_coordinator(port, transactional_id):
+def find_coordinator(port, key, key_type):
     def once():
-        body = call(port, FIND_COORDINATOR, 1, kw.nullable_string(transactional_id) + struct.pack(">b", 1))
+        body = call(port, FIND_COORDINATOR, 1, kw.nullable_string(key) + struct.pack(">b", key_type))
         (error,) = struct.unpack_from(">h", body, 4)
         return (error,)
 
     assert retried(once, "FindCoordinator") == (NONE,)
+
+
+def find_transaction_coordinator(port, transactional_id):
+    find_coordinator(port, transactional_id, 1)
 
 
 def init_producer_id(port, transactional_id, timeout_ms=60000):
@@ -103,6 +109,34 @@ def end_txn(port, transactional_id, producer_id, epoch, commit, version=1):
         return (error,)
 
     return retried(once, "EndTxn")[0]
+
+
+def txn_offset_commit(port, transactional_id, group, producer_id, epoch, topic, offset):
+    """TxnOffsetCommit v2 (non-flexible) of one offset for partition 0 -> error."""
+    req = kw.nullable_string(transactional_id) + kw.nullable_string(group) + struct.pack(">qh", producer_id, epoch)
+    req += struct.pack(">i", 1) + kw.nullable_string(topic)
+    req += struct.pack(">i", 1) + struct.pack(">iqi", 0, offset, -1) + kw.nullable_string(None)
+
+    def once():
+        body = call(port, TXN_OFFSET_COMMIT, 2, req)
+        pos = 4 + 4  # throttle, topic count
+        (n,) = struct.unpack_from(">h", body, pos)
+        pos += 2 + n + 4
+        _, error = struct.unpack_from(">ih", body, pos)
+        return (error,)
+
+    return retried(once, "TxnOffsetCommit")[0]
+
+
+def committed_offset(bootstrap, group, topic):
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=20)
+        return tp.offset
+    finally:
+        consumer.close()
 
 
 def produce(port, transactional_id, topic, producer_id, epoch, base_sequence, values):
@@ -197,3 +231,17 @@ def test_out_of_order_duplicate_and_fenced_transactional_batches_are_not_appende
     wait_until(lambda: watermarks(b, topic)[1] == base + 4, timeout=30, what="the abort marker")
     assert read_values(b, topic, "read_committed", base + 4) == []
     assert read_values(b, topic, "read_uncommitted", base + 4) == ["a0", "a1", "a2"]
+
+
+def test_txn_offset_commit_for_a_group_not_in_the_transaction(broker):
+    b, port = broker.bootstrap, port_of(broker.bootstrap)
+    topic = f"bad-tocommit-{uuid.uuid4().hex[:6]}"
+    create_topics(b, topic, partitions=1)
+    tid, group = f"tocommit-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    error, pid, epoch = init_producer_id(port, tid)
+    assert error == NONE
+    find_coordinator(port, group, 0)
+    assert add_partition(port, tid, pid, epoch, topic) == NONE  # a transaction is open, without the group
+    assert txn_offset_commit(port, tid, group, pid, epoch, topic, 42) == INVALID_TXN_STATE
+    assert end_txn(port, tid, pid, epoch, commit=True) == NONE
+    assert committed_offset(b, group, topic) < 0, "an offset the transaction never held was committed"
