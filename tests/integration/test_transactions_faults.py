@@ -12,7 +12,9 @@ one's epoch) while faults are injected; the checks, the same for every broker:
 
 Apache Kafka (one node, the oracle) gets the faults one node allows: its process SIGSTOPped and resumed mid-round.
 Mala (three nodes) gets SIGKILL + restart and SIGSTOP + SIGCONT of
-the transaction coordinator's node and of other nodes (one node down at a time: RF 3, min.insync.replicas 2).
+the transaction coordinator's node and of other nodes (one node down at a time: RF 3, min.insync.replicas 2), and,
+in the Compose topology of netns_topology.py, network partitions: the coordinator's node (or another) cut off from
+the others and from the clients while its process keeps running, then healed.
 """
 
 import random
@@ -25,6 +27,7 @@ import pytest
 
 from apache_kafka import ApacheKafkaNode
 from cluster import own_cluster
+from netns_topology import ComposeTopology
 from real_clients import json_lines, wait_until
 from txn_harness import (BROKER_CONFIG, check_offsets_unique, check_whole, create_topics, java_cmd,
                          read_topic, transactions_seen, transactions_tool)
@@ -168,3 +171,49 @@ def test_transactions_under_faults_mala_3_nodes(tmp_path):
                     c.resume(target)
 
         run_fault_test(c.bootstrap, c.ids, faults, 3)
+
+
+def test_transactions_under_network_partitions_mala_compose(tmp_path):
+    """The Compose topology (three network namespaces): every ~2 s one node, the transaction coordinator's two times
+    in three, loses its network for 4 s (long enough for the others to fence it: broker.session.timeout.ms 3 s) while
+    its process keeps running and believes it still coordinates and leads; then it is healed."""
+    rnd = random.Random(2022)
+    overrides = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=500", "replica.lag.time.max.ms=3000"]
+    overrides += [f"{k}={v}" for k, v in BROKER_CONFIG.items()]
+    t = ComposeTopology(tmp_path, overrides=overrides)
+    failed = True
+    try:
+        t.start_all()
+        bootstrap = t.external_bootstrap
+        ids = [1, 2, 3]
+
+        def coordinator_node():
+            try:
+                d = transactions_tool(bootstrap, ("describe", "--transactional-id", "fault-p0"))[0]
+                return int(d[0]["CoordinatorId"])
+            except BaseException:  # not known yet, or the tool timed out during a partition
+                return rnd.choice(ids)
+
+        cut_off = []  # (node, was the coordinator's)
+
+        def faults(stop):
+            while not stop.wait(2.0):
+                coordinator = coordinator_node()
+                target = coordinator if rnd.random() < 0.67 else rnd.choice(ids)
+                t.partition(target)
+                cut_off.append((target, target == coordinator))
+                try:
+                    time.sleep(4.0)
+                finally:
+                    t.heal(target)
+
+        run_fault_test(bootstrap, ids, faults, 3)
+        print(f"network partitions: {cut_off}")
+        assert len(cut_off) >= ROUNDS and any(was for _, was in cut_off), cut_off
+        failed = False
+    finally:
+        codes = t.close()
+        if failed:
+            for n in (1, 2, 3):
+                print(f"--- node-{n} ---\n{t.log_text(n, 60)}")
+    assert all(code in (0, None) for code in codes.values()), f"exit codes after SIGTERM: {codes}"
