@@ -108,10 +108,10 @@ def test_kafka_features_describe_lists_what_mala_implements(shared_cluster):
     for feature in ("eligible.leader.replicas.version", "group.version"):
         assert feature in lines, f"{feature} missing:\n{out}"
         assert "SupportedMaxVersion: 1" in lines[feature] and "FinalizedVersionLevel: 1" in lines[feature], out
-    # transaction.version: supported up to 2, finalized in the metadata log at Mala's bootstrap level 1.
+    # transaction.version: supported up to 2, finalized in the metadata log at Mala's bootstrap level 2 (as Kafka 4.x).
     assert "transaction.version" in lines, out
     assert "SupportedMaxVersion: 2" in lines["transaction.version"], out
-    assert "FinalizedVersionLevel: 1" in lines["transaction.version"], out
+    assert "FinalizedVersionLevel: 2" in lines["transaction.version"], out
 
 
 def test_kafka_acls_is_told_no_authorizer_is_configured(shared_cluster):
