@@ -230,7 +230,7 @@ def render_bound_table(out):
 
 def caption(out):
     m, prof = out["machine"], out["profile"]
-    return (f"Mala (transaction.version 1) vs Apache Kafka {m['kafka']} (transaction.version "
+    return (f"Mala (transaction.version 2 since 3a45fb7, 1 before) vs Apache Kafka {m['kafka']} (transaction.version "
             f"{out.get('kafka_transaction_version', 'default (2)')}), single node, transactions: {prof['rounds']} "
             f"round(s), Java client {m['kafka']}, 1 KiB records; {m['cpus']} CPUs ({m['cpu_model']}); elapsed "
             f"{out['elapsed_s'] / 60:.1f} min; load average {compare.load_range(out['sessions'])}")

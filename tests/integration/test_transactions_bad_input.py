@@ -18,14 +18,13 @@ import struct
 import time
 import uuid
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-
 import kafka_wire as kw
 from real_clients import wait_until
+from test_txn_markers import produce_transactional
 from txn_harness import create_topics
 from txn_harness import broker, broker_log_on_failure  # noqa: F401 (fixtures: Apache Kafka, then Mala)
 
-PRODUCE, FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 0, 10, 22, 24, 26, 28
+FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 10, 22, 24, 26, 28
 NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
@@ -139,25 +138,6 @@ def committed_offset(bootstrap, group, topic):
         consumer.close()
 
 
-def produce(port, transactional_id, topic, producer_id, epoch, base_sequence, values):
-    """Produce v3 of one transactional batch -> (error, base_offset)."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=1, producer_id=producer_id,
-                                        producer_epoch=epoch, base_sequence=base_sequence, batch_size=1 << 20)
-    now = int(time.time() * 1000)
-    for i, value in enumerate(values):
-        builder.append(i, timestamp=now, key=None, value=value.encode(), headers=[])
-    records = bytes(builder.build())
-    body = kw.nullable_string(transactional_id) + struct.pack(">hi", -1, 10000)
-    body += struct.pack(">i", 1) + kw.nullable_string(topic)
-    body += struct.pack(">i", 1) + struct.pack(">ii", 0, len(records)) + records
-    answer = call(port, PRODUCE, 3, body)
-    pos = 4  # topic count
-    (n,) = struct.unpack_from(">h", answer, pos)
-    pos += 2 + n + 4  # topic name, partition count
-    _, error, base_offset = struct.unpack_from(">ihq", answer, pos)
-    return error, base_offset
-
-
 def watermarks(bootstrap, topic):
     """(low, high watermark) of partition 0, as read_uncommitted sees them."""
     from confluent_kafka import Consumer, TopicPartition
@@ -220,11 +200,12 @@ def test_out_of_order_duplicate_and_fenced_transactional_batches_are_not_appende
     assert error == NONE and epoch >= 1
     assert add_partition(port, tid, pid, epoch, topic) == NONE
 
-    error, base = produce(port, tid, topic, pid, epoch, 0, ["a0", "a1", "a2"])
+    error, base = produce_transactional(port, topic, tid, pid, epoch, ["a0", "a1", "a2"], sequence=0)
     assert error == NONE
-    assert produce(port, tid, topic, pid, epoch, 0, ["a0", "a1", "a2"]) == (NONE, base)  # a retried batch
-    assert produce(port, tid, topic, pid, epoch, 7, ["gap"])[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert produce(port, tid, topic, pid, epoch - 1, 3, ["zombie"])[0] == INVALID_PRODUCER_EPOCH
+    retried_batch = produce_transactional(port, topic, tid, pid, epoch, ["a0", "a1", "a2"], sequence=0)
+    assert retried_batch == (NONE, base)
+    assert produce_transactional(port, topic, tid, pid, epoch, ["gap"], sequence=7)[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce_transactional(port, topic, tid, pid, epoch - 1, ["zombie"], sequence=3)[0] == INVALID_PRODUCER_EPOCH
     assert watermarks(b, topic) == (0, base + 3), "a refused or duplicate batch was appended"
 
     assert end_txn(port, tid, pid, epoch, commit=False) == NONE
