@@ -20,12 +20,13 @@
 //
 // - v13+ names topics by id: an id the metadata does not know is UNKNOWN_TOPIC_ID, and the answer names
 //   topics by id;
-// - KIP-890: transactional batches of a producer with no open transaction on their partition are verified with
-//   the transaction coordinator before the append (transaction.partition.verification.enable): PRODUCER_FENCED
-//   is answered INVALID_PRODUCER_EPOCH, a partition not in the transaction INVALID_TXN_STATE ("Partition was
-//   not added to the transaction"; TRANSACTION_ABORTABLE from v11), a verification that could not finish
-//   NOT_ENOUGH_REPLICAS, batches of several producers INVALID_PRODUCER_ID_MAPPING; an unverified batch, or one
-//   whose producer got a marker between the verification and the append, INVALID_TXN_STATE;
+// - KIP-890: transactional batches of a producer with no open transaction on their partition are verified
+// with
+//   the transaction coordinator before the append (transaction.partition.verification.enable):
+//   PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH, a partition not in the transaction INVALID_TXN_STATE
+//   ("Partition was not added to the transaction"; TRANSACTION_ABORTABLE from v11), a verification that could
+//   not finish NOT_ENOUGH_REPLICAS, batches of several producers INVALID_PRODUCER_ID_MAPPING; an unverified
+//   batch, or one whose producer got a marker between the verification and the append, INVALID_TXN_STATE;
 // - v12 is v11 on the wire: a client that sends it with transactional batches uses transactions v2, and the
 //   verification adds the partition to the transaction (implicit add, client transaction version 2).
 //

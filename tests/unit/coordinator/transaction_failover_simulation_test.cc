@@ -4,7 +4,8 @@
 // retrying as Kafka's clients do; their data batches and the markers land at four data partitions whose
 // leaders check markers as Kafka's do (coordinator epoch, producer epoch). A seeded schedule interleaves log
 // writes that complete or fail, marker sends that are answered, refused by a moved leader or written with the
-// answer lost, clock ticks (timeouts, retries) and failovers whose in-flight writes either survive in the new leader's log or vanish.
+// answer lost, clock ticks (timeouts, retries) and failovers whose in-flight writes either survive in the new
+// leader's log or vanish.
 //
 // After a drain with no more faults, for every seed: no transaction hangs (every data batch is closed by a
 // marker, every id is Empty or Complete*), every transaction was decided once and the same way at every
