@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libasio-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libxxhash-dev libzstd-dev liblz4-dev zlib1g-dev libsnappy-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   clang libclang-rt-14-dev clang-format
   python3
 )

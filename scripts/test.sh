@@ -95,7 +95,7 @@ else
   if CC=clang CXX=clang++ cmake -S . -B "$san_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMALA_FUZZ=ON \
        -DMALA_BUILD_APP=ON -DMALA_BUILD_BENCH=OFF >/dev/null; then
     mapfile -t unit_targets < <(ninja -C "$san_dir" -t targets all | sed -n 's/^\(unit_[A-Za-z0-9_]*\): .*/\1/p' | sort -u)
-    if ninja -C "$san_dir" -j"$jobs" "${unit_targets[@]}" fuzz_request_decode fuzz_embedded_decode make_seed_corpus; then
+    if ninja -C "$san_dir" -j"$jobs" "${unit_targets[@]}" fuzz_request_decode fuzz_embedded_decode fuzz_sasl make_seed_corpus; then
       ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
       UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         ctest --test-dir "$san_dir" --output-on-failure -j"$jobs" --timeout 600 -L unit \
@@ -129,6 +129,19 @@ else
         "$san_dir/seed-corpus-embedded" 2>&1 | tail -8
       rc=${PIPESTATUS[0]}
       if [[ $rc -eq 0 ]]; then record "fuzz (embedded)" 1 0 0; else record "fuzz (embedded)" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
+      # SASL before authentication and JAAS text (tests/fuzz/fuzz_sasl.cc); seeds: the first byte picks the parser.
+      sasl_seconds=$(( fuzz_seconds / 6 > 5 ? fuzz_seconds / 6 : 5 ))
+      mkdir -p "$san_dir/fuzz-corpus-sasl" "$san_dir/seed-corpus-sasl"
+      printf '\x00n,,n=user,r=rOprNGfwEbeRWgbNEkqO' >"$san_dir/seed-corpus-sasl/client-first"
+      printf '\x01c=biws,r=abc,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=' >"$san_dir/seed-corpus-sasl/client-final"
+      printf '\x03\x00alice\x00alice-secret' >"$san_dir/seed-corpus-sasl/plain"
+      printf '\x04n,,n=user,r=abc\x00c=biws,r=abc,p=AAAA' >"$san_dir/seed-corpus-sasl/exchange"
+      printf '\x05M required user_a="x\\"y" b=c; N optional;' >"$san_dir/seed-corpus-sasl/jaas"
+      "$san_dir/tests/fuzz/fuzz_sasl" -max_total_time="$sasl_seconds" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-sasl" \
+        "$san_dir/seed-corpus-sasl" 2>&1 | tail -8
+      rc=${PIPESTATUS[0]}
+      if [[ $rc -eq 0 ]]; then record "fuzz (sasl)" 1 0 0; else record "fuzz (sasl)" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
     else
       record "sanitizer build" 0 1 0
     fi

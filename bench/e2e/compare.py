@@ -113,8 +113,12 @@ def parse_cpus(spec):
 
 def kafka_uuid():
     """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (what `kafka-storage random-uuid`
-    prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    prints). Never one that starts with "-", which Kafka's Uuid.randomUuid also avoids: the tools would take it
+    for an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def clk_tck():

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <utility>
+#include <vector>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -20,6 +21,33 @@
 namespace mala::app {
 
 namespace {
+
+// The security protocol of a listener this node connects through: its own listener of that name, or the
+// one listener.security.protocol.map gives (a broker-only node does not listen on the controller
+// listener), or the protocol named like the listener (Kafka's default map).
+security_protocol listener_protocol(const node_config& config, const std::string& name) {
+  for (const auto* list : {&config.listeners(), &config.advertised_listeners()}) {
+    for (const auto& l : *list)
+      if (l.name == name) return l.protocol;
+  }
+  if (auto map = config.get_list("listener.security.protocol.map")) {
+    std::string csv;
+    for (const auto& m : *map) csv += (csv.empty() ? "" : ",") + m;
+    if (auto parsed = parse_security_protocol_map(csv); parsed.ok()) {
+      for (const auto& m : parsed.value())
+        if (m.listener_name == name) return m.protocol;
+    }
+  }
+  return parse_security_protocol(name).value_or(security_protocol::plaintext);
+}
+
+// The client context of the SSL listener `name` (null when it is not SSL).
+result<std::shared_ptr<net::tls_client_context>> client_tls_for(const node_config& config,
+                                                                const std::string& name) {
+  if (name.empty() || listener_protocol(config, name) != security_protocol::ssl)
+    return std::shared_ptr<net::tls_client_context>();
+  return net::make_tls_client_context(tls_settings_for(config, name));
+}
 
 // How long SIGTERM waits for the controller to move this broker's leaderships (WantShutDown) before the node
 // stops anyway. Kafka's broker waits up to 5 minutes; 5 s keeps a stop prompt when the controller is gone.
@@ -44,6 +72,11 @@ node::~node() = default;
 
 result<std::unique_ptr<node>> node::open(node_config config, quorum_bootstrap bootstrap) {
   std::unique_ptr<node> n(new node(std::move(config)));
+  // The SASL listeners' mechanisms and users first: a configuration Mala cannot serve is refused before
+  // anything is formatted or opened.
+  auto sasl = security::build_sasl_settings(n->_config);
+  if (!sasl.ok()) return sasl.error();
+  n->_sasl = std::make_unique<security::sasl_settings>(std::move(*sasl));
   if (auto st = n->open_storage(); !st.ok()) return st;
   n->open_replicas();
   if (auto st = n->open_quorum(bootstrap); !st.ok()) return st;
@@ -120,7 +153,59 @@ void node::open_replicas() {
   _publisher->set_published_listener([this](const metadata::metadata_image_ptr& image) {
     if (_groups) _groups->on_metadata(*image);
     if (_transactions) _transactions->on_metadata(*image);
+    apply_dynamic_tls(*image);
   });
+}
+
+// Kafka's dynamic SSL reconfiguration: this broker's listener.name.<listener>.ssl.keystore.* (and trust
+// store) configs in the metadata image, applied over the static settings whenever they change; new
+// connections use the new stores, the node's own outgoing connections through the listener too. A store that
+// cannot be loaded keeps the one in use (logged).
+void node::apply_dynamic_tls(const metadata::metadata_image& image) {
+  if (!_server) return;
+  const auto* dynamic =
+      image.find_configs(metadata::config_resource_type::broker, std::to_string(_config.node_id()));
+  for (const auto& l : _config.listeners()) {
+    if (l.protocol != security_protocol::ssl && l.protocol != security_protocol::sasl_ssl) continue;
+    std::string listener = l.name;
+    for (auto& c : listener) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::map<std::string, std::string> wanted;
+    if (dynamic) {
+      for (const auto& [name, value] : *dynamic) {
+        auto key = parse_listener_ssl_key(name);
+        if (key && key->first == listener && is_reconfigurable_tls_key(key->second))
+          wanted[key->second] = value;
+      }
+    }
+    auto& applied = _dynamic_tls[l.name];
+    if (wanted == applied) continue;
+    auto settings = tls_settings_for(_config, l.name);
+    for (const auto& [key, value] : wanted) apply_tls_setting(settings, key, value);
+    if (auto st = _server->reload_tls(settings); !st.ok()) {
+      _log->error("listener {}: dynamic TLS configuration not applied, the stores in use stay: {}", l.name,
+                  st.message);
+    } else {
+      // The node's own connections through this listener (Raft, registration and forwarding on the controller
+      // listener; replica fetchers and transaction markers on the inter-broker one) take the same stores from
+      // their next connection, as Kafka reconfigures its inter-broker and controller clients.
+      std::vector<net::tls_client_context*> clients;
+      for (auto* c : {_controller_tls.get(), _inter_broker_tls.get()}) {
+        if (c && c->listener_name == l.name && std::find(clients.begin(), clients.end(), c) == clients.end())
+          clients.push_back(c);
+      }
+      if (!clients.empty()) {
+        auto fresh = net::make_tls_client_context(settings);
+        if (!fresh.ok()) {
+          _log->error("listener {}: the node's own connections keep their TLS stores: {}", l.name,
+                      fresh.error().message);
+        } else {
+          for (auto* c : clients) c->replace((*fresh)->current());
+          _log->info("listener {}: the node's own connections through it use the new TLS stores", l.name);
+        }
+      }
+    }
+    applied = std::move(wanted);
+  }
 }
 
 std::vector<replication::replica_manager*> node::replicas_by_shard() const {
@@ -153,9 +238,21 @@ status node::open_quorum(const quorum_bootstrap& bootstrap) {
       initial_voters(_config, bootstrap.standalone, bootstrap.initial_controllers, _metadata_dir_id);
   if (!initial.ok()) return initial.error();
 
+  const auto& controller_names = _config.controller_listener_names();
+  auto controller_tls = client_tls_for(_config, controller_names.empty() ? "" : controller_names.front());
+  if (!controller_tls.ok()) return controller_tls.error();
+  _controller_tls = controller_tls.value();
+  auto inter_broker_tls = client_tls_for(_config, _config.inter_broker_listener_name());
+  if (!inter_broker_tls.ok()) return inter_broker_tls.error();
+  _inter_broker_tls = inter_broker_tls.value();
   _peers =
-      std::make_unique<net::peer_client>(_shards->context(0), "mala-" + std::to_string(_config.node_id()));
+      std::make_unique<net::peer_client>(_shards->context(0), "mala-" + std::to_string(_config.node_id()),
+                                         net::peer_client_options{.tls = _controller_tls});
+  _broker_peers =
+      std::make_unique<net::peer_client>(_shards->context(0), "mala-" + std::to_string(_config.node_id()),
+                                         net::peer_client_options{.tls = _inter_broker_tls});
   auto raft_options = raft_node_options_from(_config, _dirs.cluster_id);
+  raft_options.tls = _controller_tls;
   raft_options.initial_voters = std::move(initial.value());
   auto opened_raft = raft::raft_node::open(_shards->context(0), std::move(raft_options));
   if (!opened_raft) {
@@ -223,7 +320,7 @@ void node::open_broker() {
   auto txn_options = broker::transaction_coordinator_options_from(_config);
   txn_options.clock_ms = wall_clock_ms;
   _transactions = std::make_unique<broker::transaction_coordinator_driver>(
-      _shards->context(0), *_replicas[0], _metadata, *_peers, _producer_ids, std::move(txn_options));
+      _shards->context(0), *_replicas[0], _metadata, *_broker_peers, _producer_ids, std::move(txn_options));
 
   std::vector<uuid> log_dir_ids;  // only log.dirs (a separate metadata.log.dir is last in _dirs.dirs)
   for (size_t i = 0; i < _config.log_dirs().size(); ++i) log_dir_ids.push_back(_dirs.dirs[i].directory_id);
@@ -239,6 +336,7 @@ void node::open_broker() {
   for (size_t shard = 0; shard < _shards->size(); ++shard) {
     auto fetcher_options = follower_fetcher_options_from(_config);
     fetcher_options.shard = shard;
+    fetcher_options.tls = _inter_broker_tls;
     fetcher_options.placement = _placement;
     _fetchers.push_back(std::make_unique<replication::follower_fetcher>(
         _shards->context(shard), *_replicas[shard], _metadata, std::move(fetcher_options)));
@@ -263,6 +361,14 @@ void node::open_server() {
     return _logs->is_offline({topic, partition});
   };
   _services.config = &_config;
+  _services.sasl = _sasl->listeners.empty() ? nullptr : _sasl.get();
+  // authorizer.class.name: config validation accepts only "" and Kafka's StandardAuthorizer.
+  if (!_config.get_string("authorizer.class.name").value_or("").empty()) {
+    _authorizer = std::make_unique<broker::authorizer>(
+        _config.get_string("super.users").value_or(""),
+        _config.get_bool("allow.everyone.if.no.acl.found").value_or(false));
+    _services.acl_authorizer = _authorizer.get();
+  }
   _services.shards = _shards.get();
   _services.home_shard = 0;
   _services.placement = _placement;
@@ -273,6 +379,13 @@ void node::open_server() {
   _fetch_sessions = std::make_unique<broker::sharded_fetch_session_cache>(fetch_session_options_from(_config),
                                                                           _shards->size());
   _services.fetch_sessions = _fetch_sessions.get();
+  _client_quotas = std::make_unique<broker::client_quota_manager>(
+      broker::quota_window{_config.get_int("quota.window.num").value_or(11),
+                           _config.get_int("quota.window.size.seconds").value_or(1)},
+      _shards->size(),
+      broker::quota_window{_config.get_int("controller.quota.window.num").value_or(11),
+                           _config.get_int("controller.quota.window.size.seconds").value_or(1)});
+  _services.quotas = _client_quotas.get();
   _services.producer_ids = &_producer_ids;
   _services.groups = _groups ? &_groups->coordinator() : nullptr;
   _services.transactions = _transactions ? &_transactions->coordinator() : nullptr;
@@ -284,6 +397,8 @@ void node::open_server() {
     _services.transaction_verification_enabled =
         _config.get_bool("transaction.partition.verification.enable").value_or(true);
   }
+  // Markers for partitions this node leads: written in-process, not as a request to itself.
+  if (_transactions) _transactions->set_local_services(&_services);
   // WriteTxnMarkers on __consumer_offsets: the group coordinator writes the marker and settles the
   // producer's pending offsets; its coordinator errors tell the transaction coordinator to retry elsewhere.
   if (_groups) {
@@ -311,7 +426,10 @@ void node::open_server() {
     const bool controller_listener =
         std::find(controller_names.begin(), controller_names.end(), l.name) != controller_names.end();
     (_lifecycle && !controller_listener ? _listen_caught_up : _listen_now)
-        .push_back({l.name, l.host, l.port});
+        .push_back({l.name, l.host, l.port, l.protocol,
+                    l.protocol == security_protocol::ssl || l.protocol == security_protocol::sasl_ssl
+                        ? std::optional(tls_settings_for(_config, l.name))
+                        : std::nullopt});
   }
 
   _maintenance =
@@ -425,6 +543,7 @@ status node::close() {
   _services.transactions = nullptr;
   _services.transaction_verifier = nullptr;
   _services.group_txn_marker_writer = nullptr;
+  if (_transactions) _transactions->set_local_services(nullptr);
   _transactions.reset();
   if (_lifecycle) _broker_epoch = _lifecycle->broker_epoch();
   _lifecycle.reset();
@@ -443,6 +562,7 @@ status node::close() {
   _controller_link.reset();
   _raft.reset();
   _peers.reset();
+  _broker_peers.reset();
   // Flushes and closes every log, writes the checkpoints and the clean-shutdown marker, so the next start
   // skips the recovery scan.
   if (auto st = _logs->shutdown(_broker_epoch); !st.ok()) {

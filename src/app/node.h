@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,8 +39,10 @@
 
 #include "log_cleaning.h"
 #include "log_maintenance.h"
+#include "mala/broker/authorizer.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/broker_lifecycle.h"
+#include "mala/broker/client_quota_manager.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/fetch_sessions.h"
 #include "mala/broker/group_coordinator_driver.h"
@@ -55,10 +58,12 @@
 #include "mala/net/kafka_server.h"
 #include "mala/net/peer_client.h"
 #include "mala/net/shard_pool.h"
+#include "mala/net/tls.h"
 #include "mala/raft/raft_node.h"
 #include "mala/replication/alter_partition_manager.h"
 #include "mala/replication/follower_fetcher.h"
 #include "mala/replication/replica_manager.h"
+#include "mala/security/sasl_settings.h"
 #include "mala/storage/log_dir_format.h"
 #include "mala/storage/log_manager.h"
 
@@ -91,6 +96,7 @@ class node {
   status open_quorum(const quorum_bootstrap& bootstrap);
   void open_broker();
   void open_server();
+  void apply_dynamic_tls(const metadata::metadata_image& image);
 
   status start();
   asio::awaitable<void> stop();
@@ -119,7 +125,13 @@ class node {
   metadata::metadata_cache _metadata;
   std::unique_ptr<broker::metadata_publisher> _publisher;
   // Step 3.
+  // To the controllers (forwarding, registration, heartbeats): through the controller listener.
   std::unique_ptr<net::peer_client> _peers;
+  // To other brokers (AddPartitionsToTxn, WriteTxnMarkers): through the inter-broker listener.
+  std::unique_ptr<net::peer_client> _broker_peers;
+  // The client side of SSL controller / inter-broker listeners (null when PLAINTEXT).
+  std::shared_ptr<net::tls_client_context> _controller_tls;
+  std::shared_ptr<net::tls_client_context> _inter_broker_tls;
   std::unique_ptr<raft::raft_node> _raft;
   std::unique_ptr<controller::quorum_controller> _controller;  // controller role only
   std::unique_ptr<broker::controller_channel> _controller_link;
@@ -132,12 +144,17 @@ class node {
   std::vector<std::unique_ptr<replication::follower_fetcher>> _fetchers;
   std::vector<std::unique_ptr<replication::alter_partition_manager>> _isr_changes;
   // Step 5.
+  std::unique_ptr<security::sasl_settings> _sasl;  // built before step 1
   std::unique_ptr<broker::sharded_fetch_session_cache> _fetch_sessions;
+  std::unique_ptr<broker::client_quota_manager> _client_quotas;
   broker::producer_id_allocator _producer_ids;
   broker::handler_table _handlers;
+  std::unique_ptr<broker::authorizer> _authorizer;  // authorizer.class.name set
   broker::broker_services _services;
   std::unique_ptr<broker::broker_dispatcher> _dispatcher;
   std::unique_ptr<net::kafka_server> _server;
+  // Per SSL listener: the dynamic key/trust store configs last applied (shard 0).
+  std::map<std::string, std::map<std::string, std::string>> _dynamic_tls;
   std::vector<net::listen_endpoint> _listen_now;        // controller listeners (all, without the broker role)
   std::vector<net::listen_endpoint> _listen_caught_up;  // broker listeners
   std::unique_ptr<log_maintenance> _maintenance;

@@ -190,9 +190,11 @@ replication::follower_fetcher_options follower_fetcher_options_from(const node_c
 }
 
 net::server_limits server_limits_from(const node_config& config) {
-  return {config.socket_request_max_bytes(), config.connections_max_idle_ms(),
-          config.socket_send_buffer_bytes(), config.socket_receive_buffer_bytes(),
-          config.queued_max_requests(),      config.queued_max_request_bytes()};
+  net::server_limits limits{config.socket_request_max_bytes(), config.connections_max_idle_ms(),
+                            config.socket_send_buffer_bytes(), config.socket_receive_buffer_bytes(),
+                            config.queued_max_requests(),      config.queued_max_request_bytes()};
+  limits.sasl_max_receive_bytes = config.get_int("sasl.server.max.receive.size").value_or(524288);
+  return limits;
 }
 
 }  // namespace mala::app

@@ -1,5 +1,6 @@
 #include "mala/broker/broker_dispatcher.h"
 
+#include <chrono>
 #include <optional>
 #include <utility>
 
@@ -10,7 +11,11 @@
 
 #include "handlers/api_versions.h"
 #include "mala/broker/refused_requests.h"
+#include "mala/broker/sasl_authenticator.h"
 #include "mala/common/logging.h"
+#include "mala/metadata/metadata_image.h"
+#include "mala/protocol/messages/sasl_authenticate_request.h"
+#include "mala/protocol/messages/sasl_handshake_request.h"
 
 namespace mala::broker {
 
@@ -52,11 +57,32 @@ net::dispatch_result refuse_unserved(const net::connection_info& connection, std
 asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connection_info& connection,
                                                                   std::span<uint8_t> request,
                                                                   net::ordering_point& order) {
+  sasl_authenticator* auth = authenticator_of(connection);
+  if (auth && auth->expects_raw_token()) co_return sasl_raw_token(connection, *auth, request);
   protocol::wire_reader r(request);
   protocol::request_header header;
   const handler_entry* entry = nullptr;
   bool flexible = false;
   if (auto early = parse_header(connection, request, r, header, entry, flexible)) co_return std::move(*early);
+  if (auth) {
+    const int64_t now = now_ms();
+    switch (auth->classify(header.api_key, now)) {
+      case sasl_authenticator::verdict::serve:
+        break;
+      case sasl_authenticator::verdict::api_versions:
+        auth->api_versions_served();
+        break;
+      case sasl_authenticator::verdict::handshake:
+      case sasl_authenticator::verdict::reauthenticate:
+        co_return sasl_handshake(connection, *auth, *entry, header, flexible, r);
+      case sasl_authenticator::verdict::authenticate:
+        co_return sasl_authenticate(connection, *auth, *entry, header, flexible, r);
+      case sasl_authenticator::verdict::refuse:
+        co_return net::dispatch_result::close(fmt::format("{} (correlation id {}, principal User:{})",
+                                                          auth->refusal_reason(header.api_key, now),
+                                                          header.correlation_id, connection.principal_name));
+    }
+  }
   // Kafka serves the KRaft and broker-lifecycle RPCs on controller listeners only; elsewhere the API does not
   // exist, and an unknown API closes the connection.
   if (entry->controller_only && !is_controller_listener(_services, connection.listener_name)) {
@@ -81,6 +107,99 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
     }
   }
   co_return result;
+}
+
+int64_t broker_dispatcher::now_ms() const {
+  if (_services.clock_ms) return _services.clock_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+sasl_authenticator* broker_dispatcher::authenticator_of(net::connection_info& connection) const {
+  if (connection.protocol != security_protocol::sasl_plaintext &&
+      connection.protocol != security_protocol::sasl_ssl) {
+    return nullptr;
+  }
+  if (!connection.authentication) {
+    const security::listener_sasl_settings* settings =
+        _services.sasl ? _services.sasl->find(connection.listener_name) : nullptr;
+    // A SASL listener without settings cannot authenticate anyone: no mechanism is enabled.
+    static const security::listener_sasl_settings none;
+    metadata::metadata_cache* metadata = _services.metadata;
+    scram_credential_lookup lookup =
+        [metadata](security::scram_mechanism mechanism,
+                   const std::string& user) -> std::optional<security::scram_credential> {
+      if (!metadata) return std::nullopt;
+      const auto image = metadata->current();
+      const auto* found = image->find_scram_credential(user, static_cast<int8_t>(mechanism));
+      if (!found) return std::nullopt;
+      return security::scram_credential{found->salt, found->stored_key, found->server_key, found->iterations};
+    };
+    connection.authentication =
+        std::make_shared<sasl_authenticator>(settings ? *settings : none, std::move(lookup),
+                                             _services.sasl ? _services.sasl->connections_max_reauth_ms : 0);
+  }
+  return static_cast<sasl_authenticator*>(connection.authentication.get());
+}
+
+net::dispatch_result broker_dispatcher::sasl_handshake(net::connection_info& connection,
+                                                       sasl_authenticator& auth, const handler_entry& entry,
+                                                       const protocol::request_header& header, bool flexible,
+                                                       protocol::wire_reader& body) const {
+  protocol::sasl_handshake_request req;
+  if (const auto st = req.decode(body, header.api_version); st != protocol::decode_status::ok) {
+    return frame_response(entry, header, flexible,
+                          handler_outcome{handler_outcome::kind::bad_request, {}, st});
+  }
+  auto answer = auth.handshake(req.mechanism, header.api_version);
+  handler_outcome outcome;
+  protocol::wire_writer w(outcome.body);
+  answer.response.encode(w, header.api_version);
+  auto result = frame_response(entry, header, flexible, std::move(outcome));
+  if (answer.close) {
+    result.close_after_response = true;
+    result.close_reason = fmt::format("{} (client {}, listener {})", answer.log,
+                                      connection.client_software_name, connection.listener_name);
+  }
+  return result;
+}
+
+net::dispatch_result broker_dispatcher::sasl_authenticate(net::connection_info& connection,
+                                                          sasl_authenticator& auth,
+                                                          const handler_entry& entry,
+                                                          const protocol::request_header& header,
+                                                          bool flexible, protocol::wire_reader& body) const {
+  protocol::sasl_authenticate_request req;
+  if (const auto st = req.decode(body, header.api_version); st != protocol::decode_status::ok) {
+    return frame_response(entry, header, flexible,
+                          handler_outcome{handler_outcome::kind::bad_request, {}, st});
+  }
+  auto answer = auth.authenticate(connection, req.auth_bytes, header.api_version, now_ms());
+  handler_outcome outcome;
+  protocol::wire_writer w(outcome.body);
+  answer.response.encode(w, header.api_version);
+  auto result = frame_response(entry, header, flexible, std::move(outcome));
+  if (answer.close) {
+    result.close_after_response = true;
+    result.close_reason = fmt::format("{} (listener {})", answer.log, connection.listener_name);
+  } else if (auth.authenticated()) {
+    subsystem_logger("broker")->debug("connection {} from {} authenticated as User:{} with SASL/{}",
+                                      connection.id, connection.peer, auth.user(), auth.mechanism());
+  }
+  return result;
+}
+
+net::dispatch_result broker_dispatcher::sasl_raw_token(net::connection_info& connection,
+                                                       sasl_authenticator& auth,
+                                                       std::span<const uint8_t> token) const {
+  auto answer = auth.authenticate(connection, token, 0, now_ms());
+  // Without SaslAuthenticate framing a failure has no way to reach the client: the connection just closes
+  // (Kafka does the same for SaslHandshake v0 clients).
+  if (answer.close)
+    return net::dispatch_result::close(fmt::format("{} (listener {})", answer.log, connection.listener_name));
+  // An empty token (PLAIN's answer) is still sent, size-prefixed, as Kafka's PlainSaslServer returns byte[0].
+  return net::dispatch_result::respond_with(std::move(answer.response.auth_bytes));
 }
 
 net::dispatch_result broker_dispatcher::dispatch_now(net::connection_info& connection,

@@ -225,10 +225,11 @@ void group_coordinator_driver::append(int32_t partition, std::vector<coordinator
     builder.add(now, std::span<const uint8_t>(r.key), value);
   }
   auto batch = builder.build();
+  const std::optional<uint64_t> guard = producer ? producer->verification_guard : std::nullopt;
   append_with(
       partition,
-      [&batch](replication::partition& replica) {
-        return replica.append(batch, -1, replication::append_origin::coordinator);
+      [&batch, guard](replication::partition& replica) {
+        return replica.append(batch, -1, replication::append_origin::coordinator, guard);
       },
       std::move(done));
 }

@@ -16,6 +16,7 @@
 #include "handlers/begin_quorum_epoch.h"
 #include "handlers/broker_heartbeat.h"
 #include "handlers/broker_registration.h"
+#include "handlers/client_quotas.h"
 #include "handlers/consumer_group_describe.h"
 #include "handlers/consumer_group_heartbeat.h"
 #include "handlers/create_partitions.h"
@@ -51,9 +52,11 @@
 #include "handlers/offset_fetch.h"
 #include "handlers/partition_reassignments.h"
 #include "handlers/produce.h"
+#include "handlers/sasl.h"
 #include "handlers/sync_group.h"
 #include "handlers/txn_offset_commit.h"
 #include "handlers/update_features.h"
+#include "handlers/user_scram_credentials.h"
 #include "handlers/vote.h"
 #include "handlers/write_txn_markers.h"
 
@@ -184,6 +187,12 @@ handler_table::handler_table() {
       entry<handlers::alter_partition_reassignments_handler>("AlterPartitionReassignments"),
       entry<handlers::list_partition_reassignments_handler>("ListPartitionReassignments"),
       entry<handlers::update_features_handler>("UpdateFeatures"),
+      entry<handlers::sasl_handshake_handler>("SaslHandshake"),
+      entry<handlers::sasl_authenticate_handler>("SaslAuthenticate"),
+      entry<handlers::describe_user_scram_credentials_handler>("DescribeUserScramCredentials"),
+      entry<handlers::alter_user_scram_credentials_handler>("AlterUserScramCredentials"),
+      entry<handlers::describe_client_quotas_handler>("DescribeClientQuotas"),
+      entry<handlers::alter_client_quotas_handler>("AlterClientQuotas"),
   };
   std::sort(_entries.begin(), _entries.end(),
             [](const handler_entry& a, const handler_entry& b) { return a.api_key < b.api_key; });

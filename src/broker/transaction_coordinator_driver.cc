@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "handlers/write_txn_markers.h"
 #include "mala/broker/coordinator_log.h"
 #include "mala/broker/producer_id_allocator.h"
 #include "mala/common/config.h"
@@ -79,6 +81,7 @@ struct transaction_coordinator_driver::impl {
   bool stopped = false;
   std::shared_ptr<spdlog::logger> log = subsystem_logger("txn-coordinator");
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+  const broker_services* local = nullptr;  // set_local_services: markers to this node's partitions
 
   impl(asio::io_context& h, replication::replica_manager& r, metadata::metadata_cache& m, net::peer_client& p,
        producer_id_allocator& ids, transaction_coordinator_driver_options o)
@@ -139,22 +142,92 @@ struct transaction_coordinator_driver::impl {
         });
   }
 
-  // One AddPartitionsToTxn v5 to `leader`, the coordinator of request.transactional_id.
-  asio::awaitable<txn_verification_answer> verify_remote(int32_t leader, txn_verification_request request) {
-    const size_t n = request.partitions.size();
+  // A leader's verification waiting for its turn to `node` (AddPartitionsToTxnManager's per-node data).
+  struct queued_verification {
+    txn_verification_request request;
+    std::function<void(txn_verification_answer)> done;
+  };
+  struct node_verifications {
+    bool in_flight = false;
+    std::vector<queued_verification> queued;
+  };
+  std::map<int32_t, node_verifications> verifications_by_node;
+
+  // Kafka's AddPartitionsToTxnManager: one AddPartitionsToTxn in flight per coordinator node, carrying every
+  // verification that arrived meanwhile (one transaction each). A second verification of a transactional id
+  // already queued replaces it: the queued one answers INVALID_PRODUCER_EPOCH when the new one has a newer
+  // epoch (fenced), NETWORK_EXCEPTION when the same (a retry: retriable); a new one with an older epoch
+  // answers INVALID_PRODUCER_EPOCH at once.
+  void queue_verification(int32_t leader, txn_verification_request request,
+                          std::function<void(txn_verification_answer)> done) {
+    auto& node = verifications_by_node[leader];
+    auto same = std::find_if(node.queued.begin(), node.queued.end(), [&](const queued_verification& q) {
+      return q.request.transactional_id == request.transactional_id;
+    });
+    if (same != node.queued.end()) {
+      if (request.producer_epoch < same->request.producer_epoch) {
+        done(txn_verification_answer(request.partitions.size(), error_code::invalid_producer_epoch));
+        return;
+      }
+      const error_code e = same->request.producer_epoch < request.producer_epoch
+                               ? error_code::invalid_producer_epoch
+                               : error_code::network_exception;
+      auto replaced = std::move(*same);
+      node.queued.erase(same);
+      replaced.done(txn_verification_answer(replaced.request.partitions.size(), e));
+    }
+    node.queued.push_back({std::move(request), std::move(done)});
+    if (node.in_flight) return;
+    node.in_flight = true;
+    asio::co_spawn(home, send_verifications(leader, alive), asio::detached);
+  }
+
+  // Sends the node's queued verifications, one request at a time, until none is left.
+  // `keep`: the driver's liveness flag (this is gone once it is false).
+  asio::awaitable<void> send_verifications(int32_t leader, std::shared_ptr<bool> keep) {
+    for (;;) {
+      if (!*keep) co_return;
+      auto& node = verifications_by_node[leader];
+      if (node.queued.empty()) {
+        node.in_flight = false;
+        co_return;
+      }
+      std::vector<queued_verification> batch = std::move(node.queued);
+      node.queued.clear();
+      std::vector<txn_verification_request> requests;
+      requests.reserve(batch.size());
+      for (const auto& q : batch) requests.push_back(q.request);
+      auto answers = co_await verify_remote(leader, requests);
+      if (!*keep) co_return;
+      for (size_t i = 0; i < batch.size(); ++i) batch[i].done(std::move(answers[i]));
+    }
+  }
+
+  // One AddPartitionsToTxn v5 to `leader`, the coordinator of every request's transactional id (distinct
+  // ids): an answer per request, an error per partition.
+  asio::awaitable<std::vector<txn_verification_answer>> verify_remote(
+      int32_t leader, const std::vector<txn_verification_request>& requests) {
+    auto every = [&requests](error_code e) {
+      std::vector<txn_verification_answer> out;
+      out.reserve(requests.size());
+      for (const auto& r : requests) out.emplace_back(r.partitions.size(), e);
+      return out;
+    };
     const auto image = metadata.current();
     auto b = image->brokers.find(leader);
     const auto* ep = b == image->brokers.end() ? nullptr : b->second.endpoint_for(options.listener_name);
-    if (!ep || b->second.fenced) co_return txn_verification_answer(n, error_code::coordinator_not_available);
+    if (!ep || b->second.fenced) co_return every(error_code::coordinator_not_available);
     protocol::add_partitions_to_txn_request req;
-    auto& t = req.transactions.emplace_back();
-    t.transactional_id = request.transactional_id;
-    t.producer_id = request.producer_id;
-    t.producer_epoch = request.producer_epoch;
-    t.verify_only = !request.add;
-    for (const auto& [topic, partition] : request.partitions) {
-      if (t.topics.empty() || t.topics.back().name != topic) t.topics.emplace_back().name = topic;
-      t.topics.back().partitions.push_back(partition);
+    for (const auto& request : requests) {
+      auto& t = req.transactions.emplace_back();
+      t.transactional_id = request.transactional_id;
+      t.producer_id = request.producer_id;
+      t.producer_epoch = request.producer_epoch;
+      t.verify_only = !request.add;
+      for (const auto& [topic, partition] : request.partitions) {
+        if (t.topics.empty() || t.topics.back().name != topic) t.topics.emplace_back().name = topic;
+        t.topics.back().partitions.push_back(partition);
+      }
     }
     std::vector<uint8_t> body;
     protocol::wire_writer w(body);
@@ -166,28 +239,56 @@ struct transaction_coordinator_driver::impl {
                                       flexible ? 1 : 0, std::move(body), options.request_timeout_ms);
     if (!answer) {
       log->debug("AddPartitionsToTxn to node {} failed: {}", leader, answer.error().message);
-      co_return txn_verification_answer(n, error_code::network_exception);
+      co_return every(error_code::network_exception);
     }
     protocol::add_partitions_to_txn_response resp;
     protocol::wire_reader r(*answer);
     if (resp.decode(r, verification_version) != protocol::decode_status::ok) {
-      co_return txn_verification_answer(n, error_code::unknown_server_error);
+      co_return every(error_code::unknown_server_error);
     }
-    if (resp.error_code != 0) co_return txn_verification_answer(n, static_cast<error_code>(resp.error_code));
-    std::map<std::pair<std::string, int32_t>, error_code> by_partition;
+    if (resp.error_code != 0) co_return every(static_cast<error_code>(resp.error_code));
+    std::map<std::string, std::map<std::pair<std::string, int32_t>, error_code>> by_transaction;
     for (const auto& result : resp.results_by_transaction) {
-      if (result.transactional_id != request.transactional_id) continue;
+      auto& by_partition = by_transaction[result.transactional_id];
       for (const auto& topic : result.topic_results) {
         for (const auto& p : topic.results_by_partition)
           by_partition[{topic.name, p.partition_index}] = static_cast<error_code>(p.partition_error_code);
       }
     }
-    txn_verification_answer out;
-    for (const auto& p : request.partitions) {
-      auto it = by_partition.find(p);
-      out.push_back(it == by_partition.end() ? error_code::unknown_server_error : it->second);
+    std::vector<txn_verification_answer> out;
+    out.reserve(requests.size());
+    for (const auto& request : requests) {
+      auto& answer_of = out.emplace_back();
+      const auto& by_partition = by_transaction[request.transactional_id];
+      for (const auto& p : request.partitions) {
+        auto it = by_partition.find(p);
+        answer_of.push_back(it == by_partition.end() ? error_code::unknown_server_error : it->second);
+      }
     }
     co_return out;
+  }
+
+  // The markers of partitions this node leads, through WriteTxnMarkers' own path without the request on the
+  // wire (no encode, no loopback connection, no dispatch): the same checks, appends and acks=all wait.
+  asio::awaitable<std::vector<coordinator::txn_marker_result>> write_locally(
+      coordinator::txn_marker_request request) {
+    const storage::txn_marker_request marker{
+        .producer_id = request.producer_id,
+        .producer_epoch = request.producer_epoch,
+        .commit = request.commit,
+        .coordinator_epoch = request.coordinator_epoch,
+        .transaction_version = static_cast<int8_t>(request.transaction_version)};
+    std::vector<handlers::txn_marker_write> writes;
+    writes.reserve(request.partitions.size());
+    for (const auto& p : request.partitions) writes.push_back({p.topic, p.partition, marker});
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options.request_timeout_ms);
+    auto errors = co_await handlers::write_txn_markers_locally(*local, std::move(writes), deadline);
+    std::vector<coordinator::txn_marker_result> results;
+    results.reserve(request.partitions.size());
+    for (size_t i = 0; i < request.partitions.size(); ++i)
+      results.push_back({request.partitions[i], errors[i], false});
+    co_return results;
   }
 
   // One WriteTxnMarkers to `leader` for the partitions of `request` it leads; the per-partition errors.
@@ -198,6 +299,7 @@ struct transaction_coordinator_driver::impl {
       results.clear();
       for (const auto& p : request.partitions) results.push_back({p, e, false});
     };
+    if (leader == options.node_id && local) co_return co_await write_locally(std::move(request));
     const auto image = metadata.current();
     auto b = image->brokers.find(leader);
     const auto* ep = b == image->brokers.end() ? nullptr : b->second.endpoint_for(options.listener_name);
@@ -336,6 +438,10 @@ void transaction_coordinator_driver::append(int32_t partition, coordinator::coor
                    _impl->alive, std::move(done));
 }
 
+void transaction_coordinator_driver::set_local_services(const broker_services* services) {
+  _impl->local = services;
+}
+
 void transaction_coordinator_driver::send(
     coordinator::txn_marker_request request,
     std::function<void(std::vector<coordinator::txn_marker_result>)> done) {
@@ -397,14 +503,7 @@ void transaction_coordinator_driver::verify(txn_verification_request request,
     return;
   }
   if (leader != _impl->options.node_id) {
-    asio::co_spawn(
-        _impl->home,
-        [impl = _impl.get(), alive = _impl->alive, leader, request = std::move(request),
-         done = std::move(done)]() mutable -> asio::awaitable<void> {
-          auto answer = co_await impl->verify_remote(leader, std::move(request));
-          if (*alive) done(std::move(answer));
-        },
-        asio::detached);
+    _impl->queue_verification(leader, std::move(request), std::move(done));
     return;
   }
   std::vector<coordinator::txn_partition> partitions;

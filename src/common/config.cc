@@ -17,6 +17,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "mala/common/assert.h"
+#include "mala/common/ssl_principal_mapper.h"
+#include "mala/common/tls_settings.h"
 #include "mala/common/uuid.h"
 
 namespace mala {
@@ -245,18 +247,108 @@ bool is_literal_ipv4(const std::string& host) {
          std::all_of(host.begin(), host.end(), [](char c) { return std::isdigit(c) || c == '.'; });
 }
 
-// A TLS or SASL setting (`ssl.*`, `sasl.*`, or either under a `listener.name.<name>.` prefix) that Mala would
-// otherwise ignore as unknown: what it configures, or nullopt for any other key.
+// The SASL settings Mala reads under a `listener.name.<name>.` prefix: the mechanisms, and the JAAS
+// configuration per mechanism (`plain.sasl.jaas.config`, ...) or for the whole listener.
+bool is_served_listener_sasl_setting(std::string_view rest) {
+  if (rest == "sasl.enabled.mechanisms" || rest == "sasl.jaas.config") return true;
+  for (std::string_view mechanism : {"plain.", "scram-sha-256.", "scram-sha-512."}) {
+    if (rest.starts_with(mechanism) && rest.substr(mechanism.size()) == "sasl.jaas.config") return true;
+  }
+  return false;
+}
+
+// A SASL setting (`sasl.*`, or under a `listener.name.<name>.` prefix) that Mala would otherwise ignore as
+// unknown: what it configures, or nullopt for any other key (including the SASL keys Mala serves).
 std::optional<std::string> unsupported_security_setting(std::string_view key) {
   std::string_view rest = key;
+  bool prefixed = false;
   if (rest.starts_with("listener.name.")) {
     rest.remove_prefix(std::string_view("listener.name.").size());
     auto dot = rest.find('.');
     if (dot == std::string_view::npos) return std::nullopt;
     rest.remove_prefix(dot + 1);
+    prefixed = true;
   }
-  if (rest.starts_with("ssl.")) return "a TLS setting";
-  if (rest.starts_with("sasl.")) return "a SASL setting";
+  if (prefixed && is_served_listener_sasl_setting(rest)) return std::nullopt;
+  if (rest.starts_with("sasl.") && (prefixed || !find_config_key(rest))) {
+    return "a SASL setting (Mala serves sasl.enabled.mechanisms, sasl.mechanism.inter.broker.protocol, "
+           "sasl.jaas.config and sasl.server.max.receive.size, and per listener the mechanisms and JAAS "
+           "configurations)";
+  }
+  return std::nullopt;
+}
+
+// Checks one SSL listener's settings that need no file: store types, that a key store is given, client
+// authentication, protocols and principal mapping rules. Errors name the key (with its listener prefix when
+// overridden).
+std::optional<config_error> validate_tls_settings(const tls_settings& tls) {
+  const std::string where = " (listener " + tls.listener_name + ")";
+  for (const auto& [base, type] :
+       {std::pair<std::string_view, const std::string*>{"ssl.keystore.type", &tls.keystore_type},
+        {"ssl.truststore.type", &tls.truststore_type}}) {
+    const std::string key = tls.key_name(base);
+    if (*type == "JKS") {
+      return error(key, key + ": JKS key stores are not supported" + where +
+                            "; convert it to PKCS12 (keytool -importkeystore -deststoretype PKCS12) or PEM");
+    }
+    if (*type != "PEM" && *type != "PKCS12") {
+      return error(key, key + ": unsupported store type '" + *type + "'" + where + " (PEM or PKCS12)");
+    }
+  }
+  const bool inline_chain = tls.keystore_certificate_chain.has_value();
+  const bool inline_key = tls.keystore_key.has_value();
+  if (tls.keystore_location && (inline_chain || inline_key)) {
+    return error(tls.key_name("ssl.keystore.location"),
+                 tls.key_name("ssl.keystore.location") +
+                     " and ssl.keystore.certificate.chain/ssl.keystore.key "
+                     "are both set" +
+                     where + "; give the key store one way");
+  }
+  if (!tls.keystore_location && !inline_chain && !inline_key) {
+    return error(tls.key_name("ssl.keystore.location"),
+                 tls.key_name("ssl.keystore.location") + " is required for an SSL listener" + where +
+                     " (or ssl.keystore.certificate.chain and ssl.keystore.key)");
+  }
+  if (inline_chain != inline_key) {
+    const auto missing = inline_chain ? "ssl.keystore.key" : "ssl.keystore.certificate.chain";
+    return error(tls.key_name(missing),
+                 tls.key_name(missing) + " is required with " +
+                     (inline_chain ? "ssl.keystore.certificate.chain" : "ssl.keystore.key") + where);
+  }
+  if (inline_chain && tls.keystore_type != "PEM") {
+    return error(tls.key_name("ssl.keystore.type"),
+                 tls.key_name("ssl.keystore.type") + ": inline ssl.keystore.key requires type PEM" + where);
+  }
+  if (tls.truststore_location && tls.truststore_certificates) {
+    return error(
+        tls.key_name("ssl.truststore.location"),
+        tls.key_name("ssl.truststore.location") + " and ssl.truststore.certificates are both set" + where);
+  }
+  if (tls.truststore_certificates && tls.truststore_type != "PEM") {
+    return error(tls.key_name("ssl.truststore.type"),
+                 tls.key_name("ssl.truststore.type") +
+                     ": inline ssl.truststore.certificates requires type PEM" + where);
+  }
+  static const std::set<std::string, std::less<>> versions = {"TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"};
+  if (tls.enabled_protocols.empty()) {
+    return error(tls.key_name("ssl.enabled.protocols"),
+                 tls.key_name("ssl.enabled.protocols") + " must name at least one protocol" + where);
+  }
+  for (const auto& p : tls.enabled_protocols) {
+    if (!versions.contains(p)) {
+      return error(tls.key_name("ssl.enabled.protocols"), tls.key_name("ssl.enabled.protocols") +
+                                                              ": unsupported protocol '" + p + "'" + where +
+                                                              " (TLSv1.2, TLSv1.3, TLSv1.1, TLSv1)");
+    }
+  }
+  if (tls.protocol != "TLS" && !versions.contains(tls.protocol)) {
+    return error(tls.key_name("ssl.protocol"),
+                 tls.key_name("ssl.protocol") + ": unsupported protocol '" + tls.protocol + "'" + where);
+  }
+  if (auto mapper = ssl_principal_mapper::parse(tls.principal_mapping_rules); !mapper.ok()) {
+    return error(tls.key_name("ssl.principal.mapping.rules"),
+                 tls.key_name("ssl.principal.mapping.rules") + ": " + mapper.error().message + where);
+  }
   return std::nullopt;
 }
 
@@ -294,6 +386,28 @@ std::variant<node_config, config_error> node_config_loader::build(
                             *reason +
                             ", which Mala does not support yet; refusing to start rather than "
                             "ignore it");
+    }
+    if (key.starts_with("listener.name.") && value.text) {
+      // Per-listener overrides (listener.name.<listener>.<key>) are read by the listener's subsystem; those
+      // no subsystem reads are warned about below like any unknown key.
+      config._listener_settings[key] = *value.text;
+      std::string_view rest = std::string_view(key).substr(std::string_view("listener.name.").size());
+      const auto dot = rest.find('.');
+      if (dot != std::string_view::npos && is_served_listener_sasl_setting(rest.substr(dot + 1))) continue;
+    }
+    if (auto override_key = parse_listener_ssl_key(key)) {
+      const config_key* base = find_config_key(override_key->second);
+      if (base && value.text) {
+        auto parsed = parse_typed(*base, *value.text);
+        if (auto* err = std::get_if<config_error>(&parsed)) return error(key, err->message);
+        auto& v = std::get<node_config::value>(parsed);
+        if (auto err = check_validator(*base, v, *value.text)) return error(key, err->message);
+        // Stored under the listener's lower-cased name; all_values() lists table keys only, so that these
+        // (passwords among them) never show.
+        config._values["listener.name." + override_key->first + "." + override_key->second] =
+            node_config::stored_value{std::move(v), value.source};
+        continue;
+      }
     }
     if (!find_config_key(key)) {
       warnings.push_back("unknown configuration key '" + key + "' (from " +
@@ -434,14 +548,11 @@ std::optional<config_error> node_config_loader::validate_cross_keys(
     return std::nullopt;
   };
   if (auto err = resolve(endpoints, "listeners", config._listeners)) return err;
-  // Fail closed: Mala does not speak TLS or SASL yet, and serving such a listener as PLAINTEXT would give a
-  // user who asked for encryption or authentication neither (a TLS ClientHello would be read as a request).
+  // PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL are all served (SASL's state machine does not depend on the
+  // transport: security/sasl_settings.h); SSL and SASL_SSL listeners need valid TLS settings.
   for (const auto& l : config._listeners) {
-    if (l.protocol != security_protocol::plaintext) {
-      return error("listeners", "listeners: listener " + l.name + " uses security protocol " +
-                                    std::string(to_string(l.protocol)) +
-                                    ", which Mala does not support yet (only PLAINTEXT); refusing to start "
-                                    "rather than serve it without encryption or authentication");
+    if (l.protocol == security_protocol::ssl || l.protocol == security_protocol::sasl_ssl) {
+      if (auto err = validate_tls_settings(tls_settings_for(config, l.name))) return err;
     }
   }
   for (const auto& name : config._controller_listener_names) {
@@ -450,12 +561,14 @@ std::optional<config_error> node_config_loader::validate_cross_keys(
                                                     " defined in controller.listener.names not found in "
                                                     "listener.security.protocol.map");
     }
-    // A broker-only node reaches the controllers through this listener name: the same rule as above.
-    if (auto protocol = protocol_map.at(name); protocol != security_protocol::plaintext) {
+    // SSL: raft, broker registration and forwarding connect with the node's settings of this listener
+    // (net::tls_client_context). SASL is not spoken by Mala's clients yet.
+    if (auto protocol = protocol_map.at(name);
+        protocol == security_protocol::sasl_plaintext || protocol == security_protocol::sasl_ssl) {
       return error("controller.listener.names",
                    "controller.listener.names: controller listener " + name + " uses security protocol " +
                        std::string(to_string(protocol)) +
-                       ", which Mala does not support yet (only PLAINTEXT); refusing to start");
+                       ", which Mala does not support yet (PLAINTEXT and SSL only); refusing to start");
     }
   }
 
@@ -735,9 +848,127 @@ std::optional<std::vector<std::string>> node_config::get_list(std::string_view n
   return std::nullopt;
 }
 
+std::optional<std::pair<std::string, std::string>> parse_listener_ssl_key(std::string_view key) {
+  constexpr std::string_view prefix = "listener.name.";
+  if (!key.starts_with(prefix)) return std::nullopt;
+  key.remove_prefix(prefix.size());
+  auto dot = key.find('.');
+  if (dot == std::string_view::npos || dot == 0) return std::nullopt;
+  auto base = key.substr(dot + 1);
+  if (!base.starts_with("ssl.")) return std::nullopt;
+  return std::pair{lower(key.substr(0, dot)), std::string(base)};
+}
+
+bool is_reconfigurable_tls_key(std::string_view base) {
+  static constexpr std::string_view keys[] = {
+      "ssl.keystore.type",          "ssl.keystore.location",          "ssl.keystore.password",
+      "ssl.key.password",           "ssl.keystore.certificate.chain", "ssl.keystore.key",
+      "ssl.truststore.type",        "ssl.truststore.location",        "ssl.truststore.password",
+      "ssl.truststore.certificates"};
+  return std::find(std::begin(keys), std::end(keys), base) != std::end(keys);
+}
+
+bool apply_tls_setting(tls_settings& tls, std::string_view base, const std::string& value) {
+  std::optional<std::string>* field = nullptr;
+  if (base == "ssl.keystore.type") {
+    tls.keystore_type = upper(value);
+  } else if (base == "ssl.truststore.type") {
+    tls.truststore_type = upper(value);
+  } else if (base == "ssl.keystore.location") {
+    field = &tls.keystore_location;
+  } else if (base == "ssl.keystore.password") {
+    field = &tls.keystore_password;
+  } else if (base == "ssl.key.password") {
+    field = &tls.key_password;
+  } else if (base == "ssl.keystore.certificate.chain") {
+    field = &tls.keystore_certificate_chain;
+  } else if (base == "ssl.keystore.key") {
+    field = &tls.keystore_key;
+  } else if (base == "ssl.truststore.location") {
+    field = &tls.truststore_location;
+  } else if (base == "ssl.truststore.password") {
+    field = &tls.truststore_password;
+  } else if (base == "ssl.truststore.certificates") {
+    field = &tls.truststore_certificates;
+  } else {
+    return false;
+  }
+  if (field) *field = value;
+  // A new key store file replaces an inline one and the other way round.
+  if (base == "ssl.keystore.location") {
+    tls.keystore_certificate_chain.reset();
+    tls.keystore_key.reset();
+  } else if (base == "ssl.keystore.certificate.chain" || base == "ssl.keystore.key") {
+    tls.keystore_location.reset();
+  } else if (base == "ssl.truststore.location") {
+    tls.truststore_certificates.reset();
+  } else if (base == "ssl.truststore.certificates") {
+    tls.truststore_location.reset();
+  }
+  if (std::find(tls.overridden.begin(), tls.overridden.end(), base) == tls.overridden.end())
+    tls.overridden.emplace_back(base);
+  return true;
+}
+
+std::string tls_settings::key_name(std::string_view base) const {
+  if (std::find(overridden.begin(), overridden.end(), base) == overridden.end()) return std::string(base);
+  return "listener.name." + lower(listener_name) + "." + std::string(base);
+}
+
+tls_settings tls_settings_for(const node_config& config, std::string_view listener_name) {
+  tls_settings tls;
+  tls.listener_name = std::string(listener_name);
+  const std::string prefix = "listener.name." + lower(listener_name) + ".";
+  // The override when set, else the listener-less key.
+  auto text = [&](std::string_view base) -> std::optional<std::string> {
+    if (auto v = config.get_string(prefix + std::string(base))) {
+      tls.overridden.emplace_back(base);
+      return v;
+    }
+    return config.get_string(base);
+  };
+  auto list = [&](std::string_view base) {
+    if (auto v = config.get_list(prefix + std::string(base))) {
+      tls.overridden.emplace_back(base);
+      return *v;
+    }
+    return config.get_list(base).value_or(std::vector<std::string>{});
+  };
+  tls.keystore_location = text("ssl.keystore.location");
+  tls.keystore_password = text("ssl.keystore.password");
+  tls.key_password = text("ssl.key.password");
+  tls.keystore_certificate_chain = text("ssl.keystore.certificate.chain");
+  tls.keystore_key = text("ssl.keystore.key");
+  tls.truststore_location = text("ssl.truststore.location");
+  tls.truststore_password = text("ssl.truststore.password");
+  tls.truststore_certificates = text("ssl.truststore.certificates");
+  // Unset store types: PKCS12 for a .p12/.pfx file, PEM otherwise (Kafka's JKS default is unsupported).
+  auto store_type = [](const std::optional<std::string>& type, const std::optional<std::string>& location) {
+    if (type && !type->empty()) return upper(*type);
+    if (location && (location->ends_with(".p12") || location->ends_with(".pfx")))
+      return std::string("PKCS12");
+    return std::string("PEM");
+  };
+  tls.keystore_type = store_type(text("ssl.keystore.type"), tls.keystore_location);
+  tls.truststore_type = store_type(text("ssl.truststore.type"), tls.truststore_location);
+  const auto client_auth = text("ssl.client.auth").value_or("none");
+  tls.client_auth = client_auth == "required"    ? ssl_client_auth::required
+                    : client_auth == "requested" ? ssl_client_auth::requested
+                                                 : ssl_client_auth::none;
+  tls.enabled_protocols = list("ssl.enabled.protocols");
+  tls.protocol = text("ssl.protocol").value_or("TLSv1.3");
+  tls.cipher_suites = list("ssl.cipher.suites");
+  tls.endpoint_identification_algorithm = text("ssl.endpoint.identification.algorithm").value_or("");
+  tls.principal_mapping_rules = text("ssl.principal.mapping.rules").value_or("DEFAULT");
+  tls.allow_dn_changes = lower(text("ssl.allow.dn.changes").value_or("false")) == "true";
+  tls.allow_san_changes = lower(text("ssl.allow.san.changes").value_or("false")) == "true";
+  return tls;
+}
+
 std::map<std::string, config_entry, std::less<>> node_config::all_values() const {
   std::map<std::string, config_entry, std::less<>> out;
   for (const auto& [name, stored] : _values) {
+    if (!find_config_key(name)) continue;  // listener.name.<listener>.ssl.* overrides
     config_entry entry;
     entry.source = stored.source;
     if (!std::holds_alternative<std::monostate>(stored.parsed)) {
@@ -751,6 +982,17 @@ std::map<std::string, config_entry, std::less<>> node_config::all_values() const
 
 bool node_config::has_role(std::string_view role) const {
   return std::find(_process_roles.begin(), _process_roles.end(), role) != _process_roles.end();
+}
+
+std::optional<std::string> node_config::listener_setting(std::string_view listener,
+                                                         std::string_view key) const {
+  std::string name = "listener.name.";
+  for (char c : listener) name.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  name += '.';
+  name += key;
+  auto it = _listener_settings.find(name);
+  if (it == _listener_settings.end()) return std::nullopt;
+  return it->second;
 }
 
 std::vector<listener_config> node_config::controller_listeners() const {

@@ -84,6 +84,25 @@ std::vector<config_key> build_table() {
      .doc = "SO_RCVBUF of server sockets; -1 uses the OS default."},
     {.name = "connections.max.idle.ms", .type = int64, .default_value = "600000", .importance = medium,
      .doc = "Idle connections are closed after this many milliseconds."},
+    {.name = "connections.max.reauth.ms", .type = int64, .default_value = "0", .importance = medium,
+     .doc = "KIP-368: when positive, a SASL session lasts at most this long; the client re-authenticates on the "
+            "connection before then, or the connection is closed at its next request."},
+    // --- SASL (SASL_PLAINTEXT listeners; listener.name.<listener>.-prefixed overrides are read per listener)
+    {.name = "sasl.enabled.mechanisms", .type = list, .default_value = "GSSAPI", .importance = medium,
+     .update_mode = per_broker,
+     .doc = "SASL mechanisms the SASL listeners accept. Mala serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; "
+            "GSSAPI (Kafka's default) is refused at start-up when a SASL listener would use it."},
+    {.name = "sasl.mechanism.inter.broker.protocol", .type = string, .default_value = "GSSAPI",
+     .importance = medium, .update_mode = per_broker,
+     .doc = "SASL mechanism between brokers when the inter-broker listener uses SASL; it must be enabled there."},
+    {.name = "sasl.jaas.config", .type = password, .importance = medium, .update_mode = per_broker,
+     .doc = "JAAS configuration; Mala reads the PlainLoginModule's user_<name>=\"<password>\" options. "
+            "listener.name.<listener>.plain.sasl.jaas.config and listener.name.<listener>.sasl.jaas.config take "
+            "precedence."},
+    {.name = "sasl.server.max.receive.size", .type = int32, .default_value = "524288", .min = 1,
+     .importance = low,
+     .doc = "The largest request accepted before and during SASL authentication; a larger one closes the "
+            "connection unread."},
     {.name = "queued.max.requests", .type = int32, .default_value = "500", .min = 1, .importance = high,
      .doc = "Mala: per connection, the requests read and not yet answered (the pipeline of a client's "
              "max.in.flight.requests.per.connection); at the bound the connection stops reading until responses "
@@ -94,6 +113,14 @@ std::vector<config_key> build_table() {
              "stops reading until responses go out. A request alone is always read (socket.request.max.bytes "
              "bounds it), so 0 serves one request at a time; -1: no bound but queued.max.requests (Kafka: the "
              "broker-wide request queue's bytes, default -1)."},
+    {.name = "quota.window.num", .type = int32, .default_value = "11", .min = 1, .importance = low,
+     .doc = "The number of samples to retain in memory for client quotas."},
+    {.name = "quota.window.size.seconds", .type = int32, .default_value = "1", .min = 1, .importance = low,
+     .doc = "The time span of each sample for client quotas."},
+    {.name = "controller.quota.window.num", .type = int32, .default_value = "11", .min = 1, .importance = low,
+     .doc = "The number of samples to retain in memory for controller mutation quotas."},
+    {.name = "controller.quota.window.size.seconds", .type = int32, .default_value = "1", .min = 1,
+     .importance = low, .doc = "The time span of each sample for controller mutations quotas."},
     {.name = "num.network.threads", .type = int32, .default_value = "3", .min = 1, .importance = high,
      .update_mode = cluster_wide,
      .doc = "Threads receiving requests and sending responses (Mala: accepted, unused; see mala.shards)."},
@@ -121,6 +148,17 @@ std::vector<config_key> build_table() {
     {.name = "min.insync.replicas", .type = int32, .default_value = "1", .min = 1, .importance = high,
      .update_mode = cluster_wide,
      .doc = "With acks=all, the minimum number of in-sync replicas that must acknowledge a write."},
+    // --- Authorization (Kafka's StandardAuthorizer)
+    {.name = "authorizer.class.name", .type = string, .default_value = "",
+     .allowed = {"", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, .importance = low,
+     .doc = "The authorizer: empty for none (every request allowed, the ACL APIs answer SECURITY_DISABLED), or "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer for ACLs kept in the metadata log. Brokers "
+            "and controllers reach each other as User:ANONYMOUS on PLAINTEXT: make their principal a super user "
+            "(or grant it CLUSTER_ACTION on the cluster)."},
+    {.name = "super.users", .type = string, .default_value = "", .importance = low,
+     .doc = "Principals allowed everything whatever the ACLs say, separated by semicolons (User:admin;User:broker)."},
+    {.name = "allow.everyone.if.no.acl.found", .type = boolean, .default_value = "false", .importance = low,
+     .doc = "Whether a resource no ACL names is open to every principal (otherwise only super users may use it)."},
     {.name = "auto.create.topics.enable", .type = boolean, .default_value = "true", .importance = high,
      .doc = "Create a topic when a client asks for metadata of an unknown one."},
     {.name = "delete.topic.enable", .type = boolean, .default_value = "true", .importance = high,
@@ -303,6 +341,48 @@ std::vector<config_key> build_table() {
      .importance = high, .doc = "Replication factor of __share_group_state (accepted; share groups unsupported)."},
     {.name = "share.coordinator.state.topic.min.isr", .type = int16, .default_value = "2", .min = 1,
      .importance = high, .doc = "min.insync.replicas of __share_group_state (accepted; share groups unsupported)."},
+    // --- TLS (SSL listeners; each key may be overridden per listener as listener.name.<listener>.ssl.*)
+    {.name = "ssl.keystore.type", .type = string, .importance = medium,
+     .doc = "Format of the key store: PEM or PKCS12. Kafka's default, JKS, is not supported; unset means PKCS12 "
+            "for a .p12/.pfx file and PEM otherwise."},
+    {.name = "ssl.keystore.location", .type = string, .importance = high,
+     .doc = "The key store file: the listener's certificate chain and private key."},
+    {.name = "ssl.keystore.password", .type = password, .importance = high,
+     .doc = "Password of the key store file (PKCS12)."},
+    {.name = "ssl.key.password", .type = password, .importance = high,
+     .doc = "Password of the private key (an encrypted PEM key, in the file or in ssl.keystore.key)."},
+    {.name = "ssl.keystore.certificate.chain", .type = password, .importance = high,
+     .doc = "The certificate chain in PEM, inline (with ssl.keystore.key, instead of ssl.keystore.location)."},
+    {.name = "ssl.keystore.key", .type = password, .importance = high,
+     .doc = "The private key in PEM (PKCS#8, possibly encrypted with ssl.key.password), inline."},
+    {.name = "ssl.truststore.type", .type = string, .importance = medium,
+     .doc = "Format of the trust store: PEM or PKCS12 (JKS unsupported); unset as ssl.keystore.type."},
+    {.name = "ssl.truststore.location", .type = string, .importance = high,
+     .doc = "The trust store file: the CA certificates client certificates are verified against."},
+    {.name = "ssl.truststore.password", .type = password, .importance = high,
+     .doc = "Password of the trust store file (PKCS12)."},
+    {.name = "ssl.truststore.certificates", .type = password, .importance = high,
+     .doc = "Trusted certificates in PEM, inline (instead of ssl.truststore.location)."},
+    {.name = "ssl.client.auth", .type = string, .default_value = "none",
+     .allowed = {"required", "requested", "none"}, .importance = medium,
+     .doc = "Client authentication by certificate: required, requested (verified when sent) or none."},
+    {.name = "ssl.enabled.protocols", .type = list, .default_value = "TLSv1.2,TLSv1.3", .importance = medium,
+     .doc = "TLS versions accepted (TLSv1.2, TLSv1.3; TLSv1 and TLSv1.1 where OpenSSL still allows them)."},
+    {.name = "ssl.protocol", .type = string, .default_value = "TLSv1.3", .importance = medium,
+     .doc = "The TLS protocol of the SSL context (Kafka's SSLContext protocol); ssl.enabled.protocols bounds the "
+            "versions negotiated."},
+    {.name = "ssl.cipher.suites", .type = list, .default_value = "", .importance = low,
+     .doc = "Cipher suites allowed, by their IANA names (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_AES_128_GCM_"
+            "SHA256) or OpenSSL's; empty: OpenSSL's defaults."},
+    {.name = "ssl.endpoint.identification.algorithm", .type = string, .default_value = "https", .importance = low,
+     .doc = "Server host name verification by the node's own TLS clients: https, or empty to disable."},
+    {.name = "ssl.allow.dn.changes", .type = boolean, .default_value = "false", .importance = low,
+     .doc = "Whether a key store update at run time may change the certificate's subject distinguished name."},
+    {.name = "ssl.allow.san.changes", .type = boolean, .default_value = "false", .importance = low,
+     .doc = "Whether a key store update at run time may drop subject alternative names of the certificate."},
+    {.name = "ssl.principal.mapping.rules", .type = string, .default_value = "DEFAULT", .importance = low,
+     .doc = "Rules mapping a client certificate's distinguished name (RFC 2253) to its principal name: DEFAULT "
+            "or RULE:pattern/replacement/[LU], comma-separated; the first that applies wins."},
   };
   // clang-format on
   std::sort(keys.begin(), keys.end(),

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "mala/common/config.h"
+#include "mala/common/tls_settings.h"
 #include "mala/controller/topic_names.h"
 
 namespace mala::controller {
@@ -122,8 +123,9 @@ std::string apply_list_op(int8_t op, const std::optional<std::string>& current,
 // The broker properties that can be changed through AlterConfigs on a BROKER resource: the ones Kafka treats
 // as dynamic (DynamicBrokerConfig.AllDynamicConfigs) that Mala honours: node_config's keys, and the broker
 // defaults of topic configs that node_config does not list (validated as their topic config). All are
-// cluster-wide in Kafka (settable at the cluster default "" and per broker); Kafka's per-broker-only ones
-// (listeners, SSL keystores) are not dynamic in Mala.
+// cluster-wide in Kafka (settable at the cluster default "" and per broker). Of Kafka's per-broker-only ones,
+// SSL listeners' key and trust stores are dynamic (listener.name.<listener>.ssl.keystore.*, checked apart);
+// listeners are not.
 struct dynamic_broker_property {
   std::string_view name;
   // DynamicThreadPool / the acceptor's num.network.threads: a change must stay within half and double of the
@@ -230,11 +232,26 @@ std::optional<std::string> configuration_control::broker_value(std::string_view 
 api_error configuration_control::validate_broker_configs(const std::string& resource_name,
                                                          const config_map& props) const {
   std::vector<std::string> not_dynamic;
-  for (const auto& [name, value] : props)
-    if (!find_dynamic_broker_property(name)) not_dynamic.push_back(name);
+  std::vector<std::string> per_broker_only;
+  for (const auto& [name, value] : props) {
+    if (find_dynamic_broker_property(name)) continue;
+    // An SSL listener's key and trust stores (Kafka's reconfigurable SSL configs), per broker only: the files
+    // are the broker's own.
+    if (auto listener_key = parse_listener_ssl_key(name);
+        listener_key && is_reconfigurable_tls_key(listener_key->second)) {
+      if (resource_name.empty()) per_broker_only.push_back(name);
+      continue;
+    }
+    not_dynamic.push_back(name);
+  }
   if (!not_dynamic.empty()) {
     return error_of(error_code::invalid_request,
                     "Cannot update these configs dynamically: " + scala_set(not_dynamic));
+  }
+  if (!per_broker_only.empty()) {
+    return error_of(error_code::invalid_request,
+                    "Cannot update these configs at default cluster level, broker id must be specified: " +
+                        scala_set(per_broker_only));
   }
   for (const auto& [name, value] : props) {
     auto key = broker_key_for_validation(name);
@@ -248,7 +265,8 @@ api_error configuration_control::validate_broker_configs(const std::string& reso
   const config_map* node_dynamic = image.find_configs(config_resource_type::broker, std::to_string(_node_id));
   const config_map* cluster_dynamic = image.find_configs(config_resource_type::broker, "");
   for (const auto& [name, value] : props) {
-    if (!find_dynamic_broker_property(name)->thread_count) continue;
+    const auto* property = find_dynamic_broker_property(name);
+    if (!property || !property->thread_count) continue;
     auto old_value = parse_config_long(broker_value(name, node_dynamic, cluster_dynamic).value_or("0"));
     auto new_value = parse_config_long(per_broker ? broker_value(name, &props, cluster_dynamic).value_or("0")
                                                   : broker_value(name, node_dynamic, &props).value_or("0"));

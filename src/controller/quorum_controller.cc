@@ -2,9 +2,12 @@
 
 #include <utility>
 
+#include "mala/controller/acl_control.h"
+#include "mala/controller/client_quota_control.h"
 #include "mala/controller/cluster_control.h"
 #include "mala/controller/configuration_control.h"
 #include "mala/controller/replication_control.h"
+#include "mala/controller/scram_control.h"
 #include "mala/metadata/metadata_delta.h"
 
 namespace mala::controller {
@@ -191,6 +194,21 @@ protocol::update_features_response quorum_controller::update_features(
   return resp;
 }
 
+protocol::alter_user_scram_credentials_response quorum_controller::alter_user_scram_credentials(
+    const protocol::alter_user_scram_credentials_request& request) {
+  state& s = *_state;
+  auto alteration = controller::alter_user_scram_credentials(*s.current, request);
+  if (alteration.records.empty()) return std::move(alteration.response);
+  if (auto st = s.write(alteration.records); !st.ok()) {
+    for (auto& r : alteration.response.results) {
+      if (r.error_code != 0) continue;
+      r.error_code = to_wire(st.code);
+      r.error_message = st.message;
+    }
+  }
+  return std::move(alteration.response);
+}
+
 protocol::elect_leaders_response quorum_controller::elect_leaders(
     const protocol::elect_leaders_request& request, int16_t version) {
   return _state->replication.elect_leaders(request, version);
@@ -221,10 +239,35 @@ protocol::incremental_alter_configs_response quorum_controller::incremental_alte
   return _state->configuration.incremental_alter_configs(request);
 }
 
+protocol::alter_client_quotas_response quorum_controller::alter_client_quotas(
+    const protocol::alter_client_quotas_request& request, int16_t version) {
+  (void)version;
+  state& s = *_state;
+  auto alteration = controller::alter_client_quotas(*s.current, request);
+  const api_error outcome = write_user_operation(
+      s, alteration.records, alteration.records.size() > max_records_per_user_op, request.validate_only);
+  if (!outcome.ok()) {
+    for (auto& e : alteration.response.entries) {
+      if (e.error_code != 0) continue;
+      e.error_code = to_wire(outcome.code);
+      e.error_message = outcome.message;
+    }
+  }
+  return alteration.response;
+}
+
 protocol::alter_configs_response quorum_controller::alter_configs(
     const protocol::alter_configs_request& request, int16_t version) {
   (void)version;
   return _state->configuration.alter_configs(request);
+}
+
+protocol::create_acls_response quorum_controller::create_acls(const protocol::create_acls_request& request) {
+  return controller::create_acls(*_state, request);
+}
+
+protocol::delete_acls_response quorum_controller::delete_acls(const protocol::delete_acls_request& request) {
+  return controller::delete_acls(*_state, request);
 }
 
 result<producer_id_block> quorum_controller::allocate_producer_ids(int32_t broker_id, int64_t broker_epoch) {

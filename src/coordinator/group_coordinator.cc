@@ -125,7 +125,8 @@ struct group_coordinator::impl {
   // TxnOffsetCommit: the checks of validateTransactionalOffsetCommit, then the producer's transactional
   // write; the group of a commit without generation is created once the write is committed.
   void commit_transactional_offsets(const request_origin& origin, proto::txn_offset_commit_request req,
-                                    txn_offset_commit_callback done) {
+                                    txn_offset_commit_callback done,
+                                    std::optional<uint64_t> verification_guard) {
     const std::string gid = req.group_id;
     error_code e = gid.empty() ? error_code::invalid_group_id : runtime.partition_error(gid);
     if (e == error_code::none) {
@@ -137,7 +138,7 @@ struct group_coordinator::impl {
     }
     if (e != error_code::none) return done(offset_manager::txn_commit_error(req, e));
     offsets.commit_transactional(
-        std::move(req), [this, gid] { ensure_group_for_offsets(gid); }, std::move(done));
+        std::move(req), verification_guard, [this, gid] { ensure_group_for_offsets(gid); }, std::move(done));
   }
 
   void complete_transaction(int32_t partition, const txn_marker_write& marker,
@@ -541,8 +542,9 @@ void group_coordinator::delete_offsets(protocol::offset_delete_request request, 
 
 void group_coordinator::commit_transactional_offsets(const request_origin& origin,
                                                      protocol::txn_offset_commit_request request,
-                                                     txn_offset_commit_callback done) {
-  _impl->commit_transactional_offsets(origin, std::move(request), std::move(done));
+                                                     txn_offset_commit_callback done,
+                                                     std::optional<uint64_t> verification_guard) {
+  _impl->commit_transactional_offsets(origin, std::move(request), std::move(done), verification_guard);
 }
 
 void group_coordinator::complete_transaction(int32_t partition, const txn_marker_write& marker,

@@ -188,10 +188,11 @@ proto::txn_offset_commit_response offset_manager::txn_commit_error(
 }
 
 void offset_manager::commit_transactional(proto::txn_offset_commit_request request,
+                                          std::optional<uint64_t> verification_guard,
                                           std::function<void()> before_apply,
                                           txn_offset_commit_callback done) {
   const std::string gid = request.group_id;
-  const transactional_producer producer{request.producer_id, request.producer_epoch};
+  const transactional_producer producer{request.producer_id, request.producer_epoch, verification_guard};
   proto::txn_offset_commit_response resp;
   std::vector<offset_to_apply> to_apply;
   // No retention time: TxnOffsetCommit has none (OffsetAndMetadata.fromRequest leaves the expiry empty).

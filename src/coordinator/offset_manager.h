@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -120,8 +121,9 @@ class offset_manager {
   // Writes the TxnOffsetCommit of a group that accepted it as the producer's transactional batch (metadata
   // above offset.metadata.max.bytes is refused per partition). Once committed, `before_apply` runs and the
   // offsets are pending for the producer; an append error reaches each partition as
-  // append_error_to_client_error says.
-  void commit_transactional(protocol::txn_offset_commit_request request, std::function<void()> before_apply,
+  // append_error_to_client_error says. `verification_guard` goes with the write (transactional_producer).
+  void commit_transactional(protocol::txn_offset_commit_request request,
+                            std::optional<uint64_t> verification_guard, std::function<void()> before_apply,
                             txn_offset_commit_callback done);
   // A marker of `producer_id` in `partition`'s log (written or replayed): the producer's pending offsets of
   // that partition's groups become committed (commit) or are dropped.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "mala/common/listener.h"
+#include "mala/metadata/acl_records.h"
 
 namespace mala::metadata {
 
@@ -123,6 +124,19 @@ std::vector<versioned_metadata_record> image_to_records(const metadata_image& im
     }
   }
 
+  // ClientQuotasImage.write: one record per entity and key.
+  if (image.client_quotas.entities) {
+    for (const auto& [entity, values] : *image.client_quotas.entities) {
+      for (const auto& [key, value] : values) {
+        protocol::client_quota_record r;
+        for (const auto& [type, name] : entity) r.entity.push_back({type, name});
+        r.key = key;
+        r.value = value;
+        out.push_back(versioned(std::move(r), v0));
+      }
+    }
+  }
+
   // ProducerIdsImage.write: broker id and epoch -1 (no broker asked for this block: it is the counter).
   if (image.next_producer_id > 0) {
     protocol::producer_ids_record r;
@@ -130,6 +144,25 @@ std::vector<versioned_metadata_record> image_to_records(const metadata_image& im
     r.broker_epoch = -1;
     r.next_producer_id = image.next_producer_id;
     out.push_back(versioned(std::move(r), v0));
+  }
+
+  // AclsImage.write: one AccessControlEntryRecord per ACL, with its id.
+  for (const auto& [id, acl] : image.acls.by_id) {
+    out.push_back(versioned(to_access_control_entry_record(id, acl), v0));
+  }
+
+  // ScramImage.write (after the ACLs, as MetadataImage.write).
+  for (const auto& [user, credentials] : image.scram_credentials) {
+    for (const auto& [mechanism, credential] : credentials) {
+      protocol::user_scram_credential_record r;
+      r.name = user;
+      r.mechanism = mechanism;
+      r.salt = credential.salt;
+      r.stored_key = credential.stored_key;
+      r.server_key = credential.server_key;
+      r.iterations = credential.iterations;
+      out.push_back(versioned(std::move(r), v0));
+    }
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "mala/common/listener.h"
+#include "mala/metadata/acl_records.h"
 
 namespace mala::metadata {
 
@@ -67,13 +68,19 @@ metadata_image& metadata_delta::next() {
 
 metadata_image_ptr metadata_delta::build() const& {
   if (!_next) return _base;
-  return std::make_shared<const metadata_image>(*_next);
+  _quotas_working.reset();
+  auto image = std::make_shared<metadata_image>(*_next);
+  if (_acls_changed) image->acls.rebuild_index();
+  return image;
 }
 
 metadata_image_ptr metadata_delta::build() && {
   if (!_next) return _base;
+  if (_acls_changed) _next->acls.rebuild_index();
+  _acls_changed = false;
   auto image = std::make_shared<const metadata_image>(std::move(*_next));
   _next.reset();
+  _quotas_working.reset();
   _topic_names.reset();
   _base = image;
   return image;
@@ -360,6 +367,89 @@ status metadata_delta::apply_record(const protocol::producer_ids_record& r) {
 
 status metadata_delta::apply_record(const protocol::no_op_record&) {
   // KIP-835: written by the controller to advance the high watermark; changes nothing but the offset.
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::user_scram_credential_record& r) {
+  // ScramImage: a credential per (user, mechanism); a later record for the pair replaces it.
+  scram_credential_entry entry;
+  entry.salt = r.salt;
+  entry.stored_key = r.stored_key;
+  entry.server_key = r.server_key;
+  entry.iterations = r.iterations;
+  next().scram_credentials[r.name][r.mechanism] = std::move(entry);
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::remove_user_scram_credential_record& r) {
+  auto& users = next().scram_credentials;
+  auto user = users.find(r.name);
+  if (user == users.end() || user->second.erase(r.mechanism) == 0) {
+    // Kafka's ScramControlManager.replay fails on a removal of nothing; the controller never writes one.
+    return bad_record(error_code::invalid_request,
+                      "RemoveUserScramCredentialRecord: no credential of mechanism " +
+                          std::to_string(r.mechanism) + " for user " + r.name);
+  }
+  if (user->second.empty()) users.erase(user);
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::access_control_entry_record& r) {
+  // AclsDelta.replay: the ACL of the id is set (the controller never writes two ids for one binding).
+  acl_binding acl = to_acl_binding(r);
+  if (auto invalid = invalid_new_acl(acl)) {
+    return bad_record(error_code::invalid_request,
+                      "AccessControlEntryRecord " + describe(r.id) + ": " + *invalid);
+  }
+  next().acls.by_id[r.id] = std::move(acl);
+  _acls_changed = true;
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::remove_access_control_entry_record& r) {
+  // AclsDelta.replay(RemoveAccessControlEntryRecord) throws for an unknown id.
+  if (!current().acls.by_id.contains(r.id)) {
+    return bad_record(error_code::invalid_request,
+                      "RemoveAccessControlEntryRecord for unknown ACL id " + describe(r.id));
+  }
+  next().acls.by_id.erase(r.id);
+  _acls_changed = true;
+  return status::success();
+}
+
+}  // namespace mala::metadata
+
+namespace mala::metadata {
+
+status metadata_delta::apply_record(const protocol::client_quota_record& r) {
+  // Kafka's ClientQuotasDelta: Remove drops the key, an entity with no key left is gone.
+  client_quota_entity entity;
+  for (const auto& e : r.entity) {
+    if (!entity.emplace(e.entity_type, e.entity_name).second) {
+      return bad_record(error_code::invalid_request,
+                        "ClientQuotaRecord names entity type " + e.entity_type + " twice");
+    }
+  }
+  if (entity.empty()) return bad_record(error_code::invalid_request, "ClientQuotaRecord without an entity");
+  auto& quotas = next().client_quotas;
+  // Copied on the delta's first change: images that share the map keep it as it was.
+  if (!_quotas_working) {
+    _quotas_working = quotas.entities ? std::make_shared<client_quota_map>(*quotas.entities)
+                                      : std::make_shared<client_quota_map>();
+  }
+  auto updated = _quotas_working;
+  if (r.remove) {
+    auto it = updated->find(entity);
+    if (it == updated->end() || it->second.erase(r.key) == 0) return status::success();
+    if (it->second.empty()) updated->erase(it);
+  } else {
+    (*updated)[entity][r.key] = r.value;
+  }
+  if (updated->empty()) {
+    quotas.entities.reset();
+  } else {
+    quotas.entities = std::move(updated);
+  }
   return status::success();
 }
 

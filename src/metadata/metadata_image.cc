@@ -29,9 +29,23 @@ const config_map* metadata_image::find_configs(config_resource_type type, const 
   return it == configs.end() ? nullptr : &it->second;
 }
 
+const client_quota_values* client_quotas_image::find(const client_quota_entity& entity) const {
+  if (!entities) return nullptr;
+  auto it = entities->find(entity);
+  return it == entities->end() ? nullptr : &it->second;
+}
+
 int16_t metadata_image::feature_level(const std::string& name) const {
   auto it = finalized_features.find(name);
   return it == finalized_features.end() ? 0 : it->second;
+}
+
+const scram_credential_entry* metadata_image::find_scram_credential(const std::string& user,
+                                                                    int8_t mechanism) const {
+  auto it = scram_credentials.find(user);
+  if (it == scram_credentials.end()) return nullptr;
+  auto found = it->second.find(mechanism);
+  return found == it->second.end() ? nullptr : &found->second;
 }
 
 }  // namespace mala::metadata

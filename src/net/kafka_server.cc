@@ -1,5 +1,6 @@
 #include "mala/net/kafka_server.h"
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include <netinet/in.h>
@@ -22,11 +24,13 @@
 #include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/redirect_error.hpp>
+#include <asio/ssl/stream.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
 #include "mala/common/logging.h"
+#include "mala/net/tls.h"
 
 namespace mala::net {
 
@@ -80,10 +84,21 @@ struct connection_state : std::enable_shared_from_this<connection_state> {
   explicit connection_state(tcp::socket s)
       : socket(std::move(s)),
         idle_timer(socket.get_executor()),
+        read_throttle_timer(socket.get_executor()),
+        start_throttle_timer(socket.get_executor()),
         room_to_read(socket.get_executor()),
         response_ready(socket.get_executor()) {}
   tcp::socket socket;
+  // On an SSL listener: the TLS session over `socket` (declared after it, so destroyed first), and the
+  // listener's context. Reads and writes then go through it; the plaintext path uses `socket` directly.
+  std::shared_ptr<tls_listener_context> tls_listener;
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
   asio::steady_timer idle_timer;
+  // KIP-219 mute (connection_info::throttled_until): the reader sleeps on the first, start_next's wake-up on
+  // the second.
+  asio::steady_timer read_throttle_timer;
+  asio::steady_timer start_throttle_timer;
+  bool start_wake_armed = false;
   connection_signal room_to_read;    // the reader waits for responses to drain (queued.max.request*)
   connection_signal response_ready;  // the writer waits for the oldest request's dispatch
   std::chrono::steady_clock::time_point last_activity = std::chrono::steady_clock::now();
@@ -102,6 +117,8 @@ struct connection_state : std::enable_shared_from_this<connection_state> {
     socket.shutdown(tcp::socket::shutdown_both, ec);
     socket.close(ec);
     idle_timer.cancel();
+    read_throttle_timer.cancel();
+    start_throttle_timer.cancel();
     room_to_read.notify();
     response_ready.notify();
   }
@@ -221,6 +238,55 @@ asio::awaitable<send_failure> send_response(tcp::socket& socket, const dispatch_
   co_return co_await write_buffers(socket, pending);
 }
 
+// Writes a size-prefixed response over TLS. Responses come materialised (connection_info::zero_copy is false
+// on TLS connections: sendfile would bypass the encryption); a response with file ranges anyway is copied.
+asio::awaitable<send_failure> send_response_tls(asio::ssl::stream<tcp::socket&>& stream,
+                                                const dispatch_result& result) {
+  std::optional<dispatch_result> copy;
+  if (!result.pieces.empty()) {
+    copy = result;
+    if (auto st = copy->materialize(); !st.ok()) co_return send_failure::file(st.message);
+  }
+  const std::vector<uint8_t>& body = copy ? copy->response : result.response;
+  if (body.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    co_return send_failure::file("response of " + std::to_string(body.size()) +
+                                 " bytes does not fit a size prefix");
+  }
+  const auto n = static_cast<uint32_t>(body.size());
+  const uint8_t prefix[4] = {static_cast<uint8_t>(n >> 24), static_cast<uint8_t>(n >> 16),
+                             static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n)};
+  std::error_code ec;
+  // asio's TLS stream encrypts each buffer of a sequence as its own record: a small response is joined with
+  // its size prefix into one record (one segment on the wire, the sockets have TCP_NODELAY); a large one is
+  // corked instead of copied, so the prefix's record shares a segment with the body.
+  if (body.size() <= 16 * 1024) {
+    std::vector<uint8_t> joined;
+    joined.reserve(sizeof(prefix) + body.size());
+    joined.insert(joined.end(), prefix, prefix + sizeof(prefix));
+    joined.insert(joined.end(), body.begin(), body.end());
+    co_await asio::async_write(stream, asio::buffer(joined), asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    tcp_cork cork(stream.next_layer());
+    const std::array<asio::const_buffer, 2> buffers{asio::buffer(prefix), asio::buffer(body)};
+    co_await asio::async_write(stream, buffers, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (ec) co_return send_failure::socket(ec.message());
+  co_return send_failure{};
+}
+
+// Why a TLS handshake failed, for its log line: OpenSSL's reason, and the certificate verification's when
+// that is what failed (an untrusted or expired client certificate).
+std::string handshake_failure_reason(const std::error_code& ec, SSL* ssl) {
+  std::string reason = ec.message();
+  if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
+    reason = "the peer closed the connection";
+  }
+  const long verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK)
+    reason += " (certificate verification: " + std::string(X509_verify_cert_error_string(verify)) + ")";
+  return reason;
+}
+
 }  // namespace
 
 struct kafka_server::impl {
@@ -233,16 +299,28 @@ struct kafka_server::impl {
   struct bound_acceptor {
     std::unique_ptr<tcp::acceptor> acceptor;
     std::string listener_name;
+    security_protocol protocol = security_protocol::plaintext;
     tcp::endpoint endpoint;
   };
   std::vector<bound_acceptor> idle;  // bound, refusing connections until start()
   bool stopped = false;
   std::map<std::string, uint16_t> bound_ports;
   std::atomic<uint64_t> next_connection_id{1};
+  // The server context of each SSL listener, replaced by reload_tls; a connection keeps the one it was
+  // accepted with.
+  std::mutex tls_mutex;
+  std::map<std::string, std::shared_ptr<tls_listener_context>> tls_contexts;
+
+  std::shared_ptr<tls_listener_context> current_tls(const std::string& listener_name) {
+    std::lock_guard lock(tls_mutex);
+    auto it = tls_contexts.find(listener_name);
+    return it == tls_contexts.end() ? nullptr : it->second;
+  }
   std::atomic<size_t> next_shard{0};
   std::shared_ptr<spdlog::logger> log = subsystem_logger("net");
 
-  asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, std::string listener_name) {
+  asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, std::string listener_name,
+                                    security_protocol protocol) {
     for (;;) {
       const size_t shard = next_shard.fetch_add(1) % shards.size();
       std::error_code ec;
@@ -264,8 +342,19 @@ struct kafka_server::impl {
       state->info.id = next_connection_id.fetch_add(1);
       state->info.shard = shard;
       state->info.listener_name = listener_name;
-      // Every listener is plaintext for now; a TLS listener will leave this false (the copy path).
-      state->info.zero_copy = zero_copy;
+      state->info.protocol = protocol;
+      auto tls = protocol == security_protocol::ssl || protocol == security_protocol::sasl_ssl
+                     ? current_tls(listener_name)
+                     : nullptr;
+      // sendfile(2) would bypass TLS: TLS connections take the copy path.
+      state->info.zero_copy = zero_copy && !tls;
+      if (tls) {
+        state->tls_listener = tls;
+        state->tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(state->socket, tls->context);
+      }
+      if (protocol == security_protocol::sasl_plaintext || protocol == security_protocol::sasl_ssl) {
+        state->info.max_receive_bytes = limits.sasl_max_receive_bytes;
+      }
       auto remote = state->socket.remote_endpoint(ec);
       state->info.peer = ec ? "unknown" : endpoint_text(remote);
       asio::co_spawn(shards.context(shard), serve_connection(state), asio::detached);
@@ -294,10 +383,77 @@ struct kafka_server::impl {
   asio::awaitable<void> serve_connection(std::shared_ptr<connection_state> state) {
     log->debug("connection {} from {} on listener {} (shard {})", state->info.id, state->info.peer,
                state->info.listener_name, state->info.shard);
+    if (state->tls) {
+      // Not `tls && !co_await ...`: GCC miscompiles a co_await in a short-circuit operand.
+      const bool established = co_await tls_handshake(state);
+      if (!established) {
+        state->close();
+        co_return;
+      }
+    }
     asio::co_spawn(state->socket.get_executor(), write_responses(state), asio::detached);
     co_await read_requests(state);
     state->reading_done = true;
     state->response_ready.notify();
+  }
+
+  // The server side of the TLS handshake, bounded by limits.tls_handshake_timeout_ms; then the client's
+  // principal from its certificate. A failure is one log line (peer, listener, OpenSSL's reason) and false.
+  asio::awaitable<bool> tls_handshake(std::shared_ptr<connection_state> state) {
+    asio::steady_timer deadline(state->socket.get_executor());
+    // Shared with the deadline's handler, which may run after this frame is gone (it expired just as the
+    // handshake completed).
+    struct handshake_progress {
+      bool done = false;
+      bool timed_out = false;
+    };
+    auto progress = std::make_shared<handshake_progress>();
+    deadline.expires_after(std::chrono::milliseconds(limits.tls_handshake_timeout_ms));
+    auto on_deadline = [state, progress](std::error_code ec) {
+      if (ec || progress->done) return;  // the handshake ended first
+      progress->timed_out = true;
+      state->close();
+    };
+    deadline.async_wait(on_deadline);
+    std::error_code ec;
+    co_await state->tls->async_handshake(asio::ssl::stream_base::server,
+                                         asio::redirect_error(asio::use_awaitable, ec));
+    progress->done = true;
+    deadline.cancel();
+    SSL* ssl = state->tls->native_handle();
+    if (progress->timed_out || ec || state->closed) {
+      const std::string reason =
+          progress->timed_out
+              ? "not completed within " + std::to_string(limits.tls_handshake_timeout_ms) + " ms"
+              : handshake_failure_reason(ec, ssl);
+      log->info("closing connection {} from {} on listener {}: TLS handshake failed: {}", state->info.id,
+                state->info.peer, state->info.listener_name, reason);
+      co_return false;
+    }
+    state->last_activity = std::chrono::steady_clock::now();
+    // SASL_SSL: the principal is the one SASL authenticates (Kafka's SaslServerAuthenticator), not the
+    // certificate's.
+    if (state->info.protocol == security_protocol::sasl_ssl) {
+      log->debug("connection {} from {} on listener {}: TLS {} {}, SASL to follow", state->info.id,
+                 state->info.peer, state->info.listener_name, SSL_get_version(ssl), SSL_get_cipher_name(ssl));
+      co_return true;
+    }
+    std::string dn;
+    auto principal = tls_peer_principal(*state->tls_listener, ssl, dn);
+    if (!principal) {
+      log->info(
+          "closing connection {} from {} on listener {}: no ssl.principal.mapping.rules rule applies to "
+          "the client certificate's subject '{}'",
+          state->info.id, state->info.peer, state->info.listener_name, dn);
+      co_return false;
+    }
+    state->info.principal_type = "User";
+    state->info.principal_name = std::move(*principal);
+    state->last_activity = std::chrono::steady_clock::now();
+    log->debug("connection {} from {} on listener {}: TLS {} {}, principal User:{}{}", state->info.id,
+               state->info.peer, state->info.listener_name, SSL_get_version(ssl), SSL_get_cipher_name(ssl),
+               state->info.principal_name, dn.empty() ? "" : " (subject " + dn + ")");
+    co_return true;
   }
 
   // Whether one more request of `size` bytes may be read: within queued.max.requests, and within
@@ -314,19 +470,45 @@ struct kafka_server::impl {
     auto& socket = state->socket;
     for (;;) {
       while (!state->closed && !room_for(*state, 0)) co_await state->room_to_read.wait();
+      // A throttled connection is muted (KIP-219): nothing more is read until the throttle time passed, so
+      // the client's further requests wait in its socket (Kafka mutes the channel the same way).
+      while (!state->closed && state->info.throttled()) {
+        state->read_throttle_timer.expires_at(state->info.throttled_until);
+        std::error_code wait_ec;
+        co_await state->read_throttle_timer.async_wait(asio::redirect_error(asio::use_awaitable, wait_ec));
+      }
       if (state->closed) co_return;
       uint8_t size_bytes[4];
       std::error_code ec;
-      co_await asio::async_read(socket, asio::buffer(size_bytes),
-                                asio::redirect_error(asio::use_awaitable, ec));
+      if (state->tls) {
+        co_await asio::async_read(*state->tls, asio::buffer(size_bytes),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+      } else {
+        co_await asio::async_read(socket, asio::buffer(size_bytes),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+      }
       if (ec) co_return;  // peer closed, idle timeout or shutdown
       state->last_activity = std::chrono::steady_clock::now();
       const int32_t size =
           static_cast<int32_t>((uint32_t{size_bytes[0]} << 24) | (uint32_t{size_bytes[1]} << 16) |
                                (uint32_t{size_bytes[2]} << 8) | uint32_t{size_bytes[3]});
       if (size < 0 || size > limits.socket_request_max_bytes) {
-        log->warn("closing connection {} from {}: request size {} is outside 0..socket.request.max.bytes={}",
-                  state->info.id, state->info.peer, size, limits.socket_request_max_bytes);
+        // A TLS record header (handshake, version 3.x) where a size is expected: a TLS client on a
+        // plaintext listener.
+        const bool tls_hello = !state->tls && size_bytes[0] == 0x16 && size_bytes[1] == 0x03;
+        log->warn(
+            "closing connection {} from {} on listener {}: request size {} is outside "
+            "0..socket.request.max.bytes={}{}",
+            state->info.id, state->info.peer, state->info.listener_name, size,
+            limits.socket_request_max_bytes,
+            tls_hello ? " (a TLS handshake: the client speaks TLS to a plaintext listener)" : "");
+        co_return;
+      }
+      if (state->info.max_receive_bytes > 0 && size > state->info.max_receive_bytes) {
+        log->warn(
+            "closing connection {} from {}: request size {} during SASL authentication is larger than "
+            "sasl.server.max.receive.size={} (Kafka: invalid receive size)",
+            state->info.id, state->info.peer, size, state->info.max_receive_bytes);
         co_return;
       }
       // The frame stays in the socket (and the client's send buffer) until the requests in flight leave
@@ -337,8 +519,13 @@ struct kafka_server::impl {
       if (state->closed) co_return;
       auto request = std::make_shared<pipelined_request>();
       request->frame.resize(static_cast<size_t>(size));
-      co_await asio::async_read(socket, asio::buffer(request->frame),
-                                asio::redirect_error(asio::use_awaitable, ec));
+      if (state->tls) {
+        co_await asio::async_read(*state->tls, asio::buffer(request->frame),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+      } else {
+        co_await asio::async_read(socket, asio::buffer(request->frame),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+      }
       if (ec) {
         if (ec != asio::error::eof && ec != asio::error::operation_aborted) {
           log->info("connection {} from {}: read failed mid-request: {}", state->info.id, state->info.peer,
@@ -365,6 +552,12 @@ struct kafka_server::impl {
         continue;
       }
       if (state.closed || state.closing) return;
+      if (state.info.throttled()) {
+        // Read before the throttle began: it starts once the throttle time passed, as Kafka would have read
+        // it only then.
+        wake_after_throttle(state);
+        return;
+      }
       request->started = true;
       // Released by the dispatch, which holds the state: the raw pointer cannot dangle.
       request->order = ordering_point([this, s = &state] { start_next(*s); });
@@ -377,10 +570,20 @@ struct kafka_server::impl {
     }
   }
 
+  void wake_after_throttle(connection_state& state) {
+    if (state.start_wake_armed) return;
+    state.start_wake_armed = true;
+    state.start_throttle_timer.expires_at(state.info.throttled_until);
+    state.start_throttle_timer.async_wait([this, s = state.shared_from_this()](const std::error_code&) {
+      s->start_wake_armed = false;
+      if (!s->closed) start_next(*s);
+    });
+  }
+
   asio::awaitable<void> run_request(std::shared_ptr<connection_state> state,
                                     std::shared_ptr<pipelined_request> request) {
     dispatch_result result = co_await dispatcher.dispatch(state->info, request->frame, request->order);
-    if (result.what == dispatch_result::action::close) state->closing = true;
+    if (result.what == dispatch_result::action::close || result.close_after_response) state->closing = true;
     request->result = std::move(result);
     request->order.release();
     state->response_ready.notify();
@@ -403,13 +606,24 @@ struct kafka_server::impl {
         break;
       }
       if (result.what == dispatch_result::action::respond) {
-        const send_failure failure = co_await send_response(state->socket, result);
+        send_failure failure;
+        if (state->tls) {
+          failure = co_await send_response_tls(*state->tls, result);
+        } else {
+          failure = co_await send_response(state->socket, result);
+        }
         if (failure.what == send_failure::kind::file) {
           log->warn("closing connection {} from {}: response not sent whole: {}", state->info.id,
                     state->info.peer, failure.reason);
         }
         if (failure.failed()) break;
         state->last_activity = std::chrono::steady_clock::now();
+        if (result.close_after_response) {
+          log->log(result.logged ? spdlog::level::debug : spdlog::level::info,
+                   "closing connection {} from {} after its response: {}", state->info.id, state->info.peer,
+                   result.close_reason);
+          break;
+        }
       }
       state->requests.pop_front();
       state->queued_bytes -= request->frame.size();
@@ -434,6 +648,17 @@ status kafka_server::listen(const std::vector<listen_endpoint>& endpoints) {
 status kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
   auto& ctx = _impl->shards.context(0);
   for (const auto& ep : endpoints) {
+    std::shared_ptr<tls_listener_context> tls;
+    if (ep.protocol == security_protocol::ssl || ep.protocol == security_protocol::sasl_ssl) {
+      if (!ep.tls) return listener_error("listener " + ep.listener_name + ": SSL without TLS settings");
+      auto context = make_tls_listener_context(*ep.tls);
+      if (!context.ok()) return context.error();
+      tls = std::move(*context);
+    } else if (ep.protocol != security_protocol::plaintext &&
+               ep.protocol != security_protocol::sasl_plaintext) {
+      return listener_error("listener " + ep.listener_name + ": security protocol " +
+                            std::string(to_string(ep.protocol)) + " is not supported");
+    }
     std::error_code ec;
     tcp::endpoint bind_to;
     bool dual_stack = false;
@@ -467,7 +692,12 @@ status kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
     }
     const uint16_t port = acceptor->local_endpoint(ec).port();
     _impl->bound_ports[ep.listener_name] = port;
-    _impl->idle.push_back({std::move(acceptor), ep.listener_name, tcp::endpoint(bind_to.address(), port)});
+    if (tls) {
+      std::lock_guard lock(_impl->tls_mutex);
+      _impl->tls_contexts[ep.listener_name] = std::move(tls);
+    }
+    _impl->idle.push_back(
+        {std::move(acceptor), ep.listener_name, ep.protocol, tcp::endpoint(bind_to.address(), port)});
   }
   return status::success();
 }
@@ -485,7 +715,7 @@ status kafka_server::start() {
       return listener_error("listener " + b.listener_name + ": cannot listen on " +
                             endpoint_text(b.endpoint) + ": " + ec.message());
     _impl->log->info("listening on {} ({})", endpoint_text(b.endpoint), b.listener_name);
-    asio::co_spawn(ctx, _impl->accept_loop(*b.acceptor, b.listener_name), asio::detached);
+    asio::co_spawn(ctx, _impl->accept_loop(*b.acceptor, b.listener_name, b.protocol), asio::detached);
     _impl->acceptors.push_back(std::move(b.acceptor));
   }
   return status::success();
@@ -501,6 +731,32 @@ void kafka_server::stop() {
     std::error_code ec;
     b.acceptor->close(ec);
   }
+}
+
+status kafka_server::reload_tls(const tls_settings& settings) {
+  if (!_impl->current_tls(settings.listener_name)) {
+    return listener_error("listener " + settings.listener_name + " is not an SSL listener of this node");
+  }
+  auto context = make_tls_listener_context(settings);
+  if (!context.ok()) return context.error();
+  // Kafka's SslFactory.validateReconfiguration: the new certificate keeps the DN and the SANs.
+  if (auto current = _impl->current_tls(settings.listener_name)) {
+    auto before = listener_certificate_identity(*current);
+    auto after = listener_certificate_identity(**context);
+    if (before && after) {
+      if (auto st = check_certificate_update(*before, *after, settings.allow_dn_changes,
+                                             settings.allow_san_changes);
+          !st.ok())
+        return st;
+    }
+  }
+  {
+    std::lock_guard lock(_impl->tls_mutex);
+    _impl->tls_contexts[settings.listener_name] = std::move(*context);
+  }
+  _impl->log->info("listener {}: TLS key and trust stores reloaded; new connections use them",
+                   settings.listener_name);
+  return status::success();
 }
 
 uint16_t kafka_server::bound_port(const std::string& listener_name) const {

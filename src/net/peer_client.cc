@@ -12,10 +12,13 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
 #include <asio/redirect_error.hpp>
+#include <asio/ssl/stream.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "mala/net/coroutine_frame_warning.h"
+#include "mala/net/tls.h"
 #include "mala/protocol/request_header.h"
 #include "mala/protocol/wire.h"
 
@@ -26,6 +29,10 @@ using asio::ip::tcp;
 struct peer_client::connection {
   explicit connection(asio::io_context& io) : socket(io) {}
   tcp::socket socket;
+  // The client context the TLS stream was made from, kept while the stream lives (a key store update swaps
+  // the node's context for later connections).
+  std::shared_ptr<asio::ssl::context> tls_context;
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;  // over `socket` when the listener is SSL
   uint64_t generation = 0;
   std::chrono::steady_clock::time_point idle_since;
 
@@ -68,6 +75,16 @@ int32_t read_be32(const uint8_t* p) {
 }
 
 }  // namespace
+
+// Fills `buffer` from the connection, through TLS when it has it.
+asio::awaitable<void> peer_client::read_exactly(connection& conn, asio::mutable_buffer buffer,
+                                                std::error_code& ec) {
+  if (conn.tls) {
+    co_await asio::async_read(*conn.tls, buffer, asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    co_await asio::async_read(conn.socket, buffer, asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
 
 peer_client::peer_client(asio::io_context& io, std::string client_id, peer_client_options options)
     : _io(io), _client_id(std::move(client_id)), _options(options) {}
@@ -188,6 +205,22 @@ asio::awaitable<result<std::vector<uint8_t>>> peer_client::call(
     co_await asio::async_connect(conn->socket, endpoints, asio::redirect_error(asio::use_awaitable, ec));
     if (ec || deadline->expired || generation != _generation) co_return failure("cannot connect", ec);
     conn->socket.set_option(tcp::no_delay(true), ec);
+    if (_options.tls) {
+      // The handshake is bounded by the call's deadline like every other step (it closes the socket).
+      conn->tls_context = _options.tls->current();
+      conn->tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(conn->socket, *conn->tls_context);
+      if (!prepare_tls_client_connection(*_options.tls, conn->tls->native_handle(), to.host)) {
+        co_return failure("TLS setup for " + to.host + ": " + openssl_error_reason("refused"), {});
+      }
+      co_await conn->tls->async_handshake(asio::ssl::stream_base::client,
+                                          asio::redirect_error(asio::use_awaitable, ec));
+      if (ec || deadline->expired || generation != _generation) {
+        const std::string reason = ec ? openssl_error_reason(ec.message()) : std::string();
+        co_return failure("TLS handshake with listener " + _options.tls->listener_name + " failed" +
+                              (reason.empty() ? "" : ": " + reason),
+                          {});
+      }
+    }
   }
   deadline->conn_owner = conn;
   deadline->socket = &conn->socket;
@@ -207,13 +240,17 @@ asio::awaitable<result<std::vector<uint8_t>>> peer_client::call(
   frame[1] = static_cast<uint8_t>(size >> 16);
   frame[2] = static_cast<uint8_t>(size >> 8);
   frame[3] = static_cast<uint8_t>(size);
-  co_await asio::async_write(conn->socket, asio::buffer(frame),
-                             asio::redirect_error(asio::use_awaitable, ec));
+  if (conn->tls) {
+    co_await asio::async_write(*conn->tls, asio::buffer(frame),
+                               asio::redirect_error(asio::use_awaitable, ec));
+  } else {
+    co_await asio::async_write(conn->socket, asio::buffer(frame),
+                               asio::redirect_error(asio::use_awaitable, ec));
+  }
   if (ec || deadline->expired) co_return failure("send failed", ec);
 
   uint8_t size_bytes[4];
-  co_await asio::async_read(conn->socket, asio::buffer(size_bytes),
-                            asio::redirect_error(asio::use_awaitable, ec));
+  co_await read_exactly(*conn, asio::buffer(size_bytes), ec);
   if (ec || deadline->expired) co_return failure("connection closed before the response", ec);
   const int32_t response_size = read_be32(size_bytes);
   if (response_size < 4 || response_size > _options.max_response_bytes) {
@@ -222,8 +259,7 @@ asio::awaitable<result<std::vector<uint8_t>>> peer_client::call(
                       {});
   }
   std::vector<uint8_t> response(static_cast<size_t>(response_size));
-  co_await asio::async_read(conn->socket, asio::buffer(response),
-                            asio::redirect_error(asio::use_awaitable, ec));
+  co_await read_exactly(*conn, asio::buffer(response), ec);
   if (ec || deadline->expired) co_return failure("connection closed mid-response", ec);
 
   protocol::wire_reader r(response);

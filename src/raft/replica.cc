@@ -104,9 +104,13 @@ void replica::tick(int64_t now_ms) {
       }
       break;
     case role::candidate:
-      // Lost (after the backoff) or timed out: canvass again before bumping the epoch (KIP-996).
-      if (_backoff_until_ms >= 0 ? _now_ms >= _backoff_until_ms : _now_ms >= _election_deadline_ms) {
-        become_prospective();
+      // Lost or timed out: wait the random, growing backoff (KafkaRaftClient.pollCandidate), so that two
+      // candidates whose timeouts ended close together do not split the vote again, then canvass again
+      // before bumping the epoch (KIP-996).
+      if (_backoff_until_ms >= 0) {
+        if (_now_ms >= _backoff_until_ms) become_prospective();
+      } else if (_now_ms >= _election_deadline_ms) {
+        _backoff_until_ms = _now_ms + election_backoff_ms();
       }
       break;
     case role::follower:

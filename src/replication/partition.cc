@@ -313,8 +313,9 @@ bool partition::cancel_waiter(waiter_handle handle) {
 // Produce.
 
 result<append_outcome> partition::append(std::span<uint8_t> records, int16_t acks,
-                                         storage::append_origin origin) {
-  return append_as_leader(records, nullptr, acks, origin);
+                                         storage::append_origin origin,
+                                         std::optional<uint64_t> verification_guard) {
+  return append_as_leader(records, nullptr, acks, origin, verification_guard);
 }
 
 produce_outcome partition::append(produced_batch& batch, int16_t acks) {
@@ -330,7 +331,7 @@ produce_outcome partition::append(produced_batch& batch, int16_t acks) {
 }
 
 result<uint64_t> partition::create_verification_guard(int64_t producer_id, int32_t base_sequence,
-                                                      int16_t epoch) {
+                                                      int16_t epoch, bool epoch_bump) {
   if (_log->is_offline()) return _log->offline_error();
   if (!_is_leader) {
     return status::error(
@@ -338,11 +339,23 @@ result<uint64_t> partition::create_verification_guard(int64_t producer_id, int32
         describe(topic_partition()) + ": not the leader on " + std::to_string(_options.local_replica_id));
   }
   if (!_producers) return _load_status;
+  if (const auto* entry = _producers->find(producer_id); entry && epoch < entry->producer_epoch) {
+    return status::error(error_code::invalid_producer_epoch,
+                         "Epoch of producer " + std::to_string(producer_id) + " is " + std::to_string(epoch) +
+                             ", which is smaller than the last seen epoch " +
+                             std::to_string(entry->producer_epoch));
+  }
+  if (epoch_bump && _producers->has_older_ongoing_txn(producer_id, epoch)) {
+    return status::error(error_code::concurrent_transactions,
+                         describe(topic_partition()) + ": the previous transaction of producer " +
+                             std::to_string(producer_id) + " is still completing");
+  }
   return _producers->create_verification_guard(producer_id, base_sequence, epoch, now_ms());
 }
 
 result<append_outcome> partition::append_as_leader(std::span<uint8_t> records, produced_batch* batch,
-                                                   int16_t acks, storage::append_origin origin) {
+                                                   int16_t acks, storage::append_origin origin,
+                                                   std::optional<uint64_t> verification_guard) {
   // An offline replica answers KAFKA_STORAGE_ERROR before anything else, even a duplicate (Kafka's
   // getPartitionOrException comes first).
   if (_log->is_offline()) return _log->offline_error();
@@ -367,10 +380,13 @@ result<append_outcome> partition::append_as_leader(std::span<uint8_t> records, p
   std::optional<storage::txn_verification> verification;
   if (batch && batch->verification_guard)
     verification = storage::txn_verification{*batch->verification_guard};
+  else if (!batch && verification_guard)
+    verification = storage::txn_verification{*verification_guard};
   auto checked = whole_batch
                      ? _producers->check(std::span<const protocol::record_batch_header>(&batch->header, 1),
                                          log_never_written, origin, verification ? &*verification : nullptr)
-                     : _producers->check_records(records, log_never_written, origin);
+                     : _producers->check_records(records, log_never_written, origin,
+                                                 verification ? &*verification : nullptr);
   if (!checked) {
     return status::error(checked.error().code, describe(topic_partition()) + ": " + checked.error().message);
   }

@@ -12,7 +12,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -119,24 +121,31 @@ void run_in_pools(int32_t threads, const std::vector<size_t>& group_sizes,
   for (auto& thread : pool) thread.join();
 }
 
-// Removes "-delete" directories off the manager's thread: a deleted topic can hold gigabytes.
+// Removes "-delete" directories off the calling threads (a deleted topic can hold gigabytes), and first
+// settles what the renames of removed logs left to do: `settle` runs on this thread with the log dirs of the
+// removals taken in one turn (the durable rename, then the checkpoints that no longer name the partitions),
+// so that a shard removing a replica does no fsync and writes no checkpoint.
 class background_deleter {
  public:
-  explicit background_deleter(std::shared_ptr<spdlog::logger> log) : _log(std::move(log)) {}
+  using settle_function = std::function<void(const std::set<size_t>& log_dirs)>;
+  background_deleter(std::shared_ptr<spdlog::logger> log, settle_function settle)
+      : _log(std::move(log)), _settle(std::move(settle)) {}
   ~background_deleter() { stop(); }
 
-  void enqueue(fs::path dir) {
+  // `log_dir`: the index of the log dir a removed log was renamed in (none: a leftover found at start-up).
+  void enqueue(fs::path dir, std::optional<size_t> log_dir = std::nullopt) {
     {
       std::lock_guard lock(_mutex);
-      _queue.push_back(std::move(dir));
+      _queue.push_back({std::move(dir), log_dir});
       if (!_thread.joinable()) {
         try {
           _thread = std::thread([this] { run(); });
         } catch (const std::system_error&) {
-          // No thread: delete now rather than leave it (it would also be retried at the next start).
-          auto path = std::move(_queue.back());
+          // No thread: do it now rather than leave it (a leftover would also be retried at the next start).
+          auto job = std::move(_queue.back());
           _queue.pop_back();
-          remove(path);
+          if (job.log_dir) _settle({*job.log_dir});
+          remove(job.path);
           return;
         }
       }
@@ -144,7 +153,7 @@ class background_deleter {
     _wake.notify_one();
   }
 
-  // Finishes the queued deletions and joins the thread.
+  // Finishes the queued work and joins the thread.
   void stop() {
     {
       std::lock_guard lock(_mutex);
@@ -157,15 +166,27 @@ class background_deleter {
   }
 
  private:
+  struct job {
+    fs::path path;
+    std::optional<size_t> log_dir;
+  };
+
   void run() {
     std::unique_lock lock(_mutex);
     while (true) {
       _wake.wait(lock, [this] { return _stopping || !_queue.empty(); });
       if (_queue.empty()) return;  // stopping, nothing left
-      auto dir = std::move(_queue.front());
-      _queue.pop_front();
+      // Everything queued goes in one turn: one directory sync and one checkpoint pair per log dir, however
+      // many partitions a topic deletion removed.
+      std::deque<job> turn;
+      turn.swap(_queue);
       lock.unlock();
-      remove(dir);
+      std::set<size_t> log_dirs;
+      for (const auto& j : turn) {
+        if (j.log_dir) log_dirs.insert(*j.log_dir);
+      }
+      if (!log_dirs.empty()) _settle(log_dirs);
+      for (const auto& j : turn) remove(j.path);
       lock.lock();
     }
   }
@@ -182,9 +203,10 @@ class background_deleter {
   }
 
   std::shared_ptr<spdlog::logger> _log;
+  settle_function _settle;
   std::mutex _mutex;
   std::condition_variable _wake;
-  std::deque<fs::path> _queue;
+  std::deque<job> _queue;
   bool _stopping = false;
   std::thread _thread;
 };
@@ -224,7 +246,7 @@ struct log_manager::impl {
   std::function<void(const fs::path&, const std::vector<topic_partition>&)> offline_listener;
   std::function<void(const topic_partition&, std::function<void()>)> run_on_owner;
   load_report report;
-  background_deleter deleter{log};
+  background_deleter deleter{log, [this](const std::set<size_t>& log_dirs) { settle_removals(log_dirs); }};
   bool shut_down = false;
 
   std::optional<size_t> find_dir(const fs::path& path) const {
@@ -316,6 +338,24 @@ struct log_manager::impl {
   }
 
   status load();
+
+  // On the deleter's thread, after removals renamed logs in `log_dirs`: each dir synced so that the renames
+  // are durable, then its checkpoints rewritten without the removed partitions (a crash must not bring a
+  // deleted partition back, nor give a later log of the same name the removed one's recovery point). After
+  // shutdown() the final checkpoints and the file system sync have done both.
+  void settle_removals(const std::set<size_t>& log_dirs) {
+    std::lock_guard guard(mutex);
+    if (shut_down) return;
+    for (size_t d : log_dirs) {
+      if (!dirs[d].online) continue;
+      if (auto synced = detail::fsync_dir(dirs[d].path); !synced.ok()) {
+        take_offline(d, synced.message);
+        continue;
+      }
+      (void)checkpoint(true, d);
+      (void)checkpoint(false, d);
+    }
+  }
 };
 
 status log_manager::impl::load() {
@@ -643,6 +683,9 @@ result<partition_log*> log_manager::create(const topic_partition& tp, const uuid
   return last;
 }
 
+// The rest of a removal happens on the deleter's thread, for every removal queued meanwhile at once: the log
+// dir synced (the rename made durable), the dir's checkpoints rewritten without the partition, then the files
+// deleted. No fsync and no checkpoint on the calling thread (a shard).
 status log_manager::remove(const topic_partition& tp) {
   std::lock_guard guard(_impl->mutex);
   auto& m = *_impl;
@@ -672,17 +715,12 @@ status log_manager::remove(const topic_partition& tp) {
     m.take_offline(d, error.message);
     return error;
   }
-  // Durable before the checkpoints drop the partition: a crash must not bring the deleted partition back.
-  if (auto synced = detail::fsync_dir(m.dirs[d].path); !synced.ok()) {
-    m.take_offline(d, synced.message);
-    return synced;
-  }
   m.log->info("Log for {} renamed to {} and scheduled for deletion",
               partition_dir_name(tp.topic, tp.partition), to.string());
-  m.deleter.enqueue(to);
-  auto recovery = m.checkpoint(true, d);
-  auto start = m.checkpoint(false, d);
-  return recovery.ok() ? start : recovery;
+  // The dir sync that makes the rename durable and the checkpoints without the partition are the deleter's
+  // (settle_removals), before it deletes the files.
+  m.deleter.enqueue(to, d);
+  return status::success();
 }
 
 status log_manager::checkpoint_recovery_points() {
@@ -751,82 +789,88 @@ void log_manager::run_retention(
 }
 
 status log_manager::shutdown(int64_t broker_epoch) {
-  std::lock_guard guard(_impl->mutex);
-  auto& m = *_impl;
-  if (m.shut_down) return status::success();
-  m.shut_down = true;
-  m.log->info("Shutting down the log manager");
+  // The deleter settles the removals queued so far (it takes the lock) before the final checkpoints, and is
+  // joined again after them, never while this thread holds the lock.
+  _impl->deleter.stop();
+  auto result = [&]() -> status {
+    std::lock_guard guard(_impl->mutex);
+    auto& m = *_impl;
+    if (m.shut_down) return status::success();
+    m.shut_down = true;
+    m.log->info("Shutting down the log manager");
 
-  // Flush and close in parallel per dir, like the log loading.
-  std::vector<std::vector<std::pair<topic_partition, partition_log*>>> by_dir(m.dirs.size());
-  for (auto& [tp, entry] : m.logs) by_dir[entry.dir].emplace_back(tp, entry.log.get());
-  struct close_outcome {
-    status result;
-    int64_t recovery_point = 0;
-    int64_t log_start_offset = 0;
-  };
-  std::vector<std::vector<close_outcome>> outcomes(m.dirs.size());
-  std::vector<size_t> sizes;
-  for (size_t d = 0; d < by_dir.size(); ++d) {
-    outcomes[d].resize(by_dir[d].size());
-    sizes.push_back(by_dir[d].size());
-  }
-  run_in_pools(m.options.recovery_threads_per_dir, sizes, [&](size_t d, size_t i) {
-    auto* log = by_dir[d][i].second;
-    auto& outcome = outcomes[d][i];
-    // close() writes out what is left (Kafka's shutdown flushes then closes) and moves the recovery point to
-    // the log end offset: that is what gets checkpointed, once the syncfs below made it durable (one call per
-    // dir, not an fsync per file: 20,000 logs took minutes).
-    outcome.result = log->close(file_sync::later);
-    outcome.recovery_point = log->recovery_point();
-    outcome.log_start_offset = log->log_start_offset();
-  });
+    // Flush and close in parallel per dir, like the log loading.
+    std::vector<std::vector<std::pair<topic_partition, partition_log*>>> by_dir(m.dirs.size());
+    for (auto& [tp, entry] : m.logs) by_dir[entry.dir].emplace_back(tp, entry.log.get());
+    struct close_outcome {
+      status result;
+      int64_t recovery_point = 0;
+      int64_t log_start_offset = 0;
+    };
+    std::vector<std::vector<close_outcome>> outcomes(m.dirs.size());
+    std::vector<size_t> sizes;
+    for (size_t d = 0; d < by_dir.size(); ++d) {
+      outcomes[d].resize(by_dir[d].size());
+      sizes.push_back(by_dir[d].size());
+    }
+    run_in_pools(m.options.recovery_threads_per_dir, sizes, [&](size_t d, size_t i) {
+      auto* log = by_dir[d][i].second;
+      auto& outcome = outcomes[d][i];
+      // close() writes out what is left (Kafka's shutdown flushes then closes) and moves the recovery point
+      // to the log end offset: that is what gets checkpointed, once the syncfs below made it durable (one
+      // call per dir, not an fsync per file: 20,000 logs took minutes).
+      outcome.result = log->close(file_sync::later);
+      outcome.recovery_point = log->recovery_point();
+      outcome.log_start_offset = log->log_start_offset();
+    });
 
-  status first;
-  for (size_t d = 0; d < m.dirs.size(); ++d) {
-    if (!m.dirs[d].online) continue;
-    // A dir whose logs did not all close cleanly gets no marker, so the next start recovers it (Kafka skips
-    // the checkpoints and the marker of such a dir too).
-    std::string failure;
-    offset_checkpoint recovery_points;
-    offset_checkpoint start_offsets;
-    for (size_t i = 0; i < outcomes[d].size(); ++i) {
-      const auto& outcome = outcomes[d][i];
-      if (!outcome.result.ok() && failure.empty()) {
-        failure = "cannot close " + by_dir[d][i].second->dir().string() + ": " + outcome.result.message;
+    status first;
+    for (size_t d = 0; d < m.dirs.size(); ++d) {
+      if (!m.dirs[d].online) continue;
+      // A dir whose logs did not all close cleanly gets no marker, so the next start recovers it (Kafka skips
+      // the checkpoints and the marker of such a dir too).
+      std::string failure;
+      offset_checkpoint recovery_points;
+      offset_checkpoint start_offsets;
+      for (size_t i = 0; i < outcomes[d].size(); ++i) {
+        const auto& outcome = outcomes[d][i];
+        if (!outcome.result.ok() && failure.empty()) {
+          failure = "cannot close " + by_dir[d][i].second->dir().string() + ": " + outcome.result.message;
+        }
+        recovery_points[by_dir[d][i].first] = outcome.recovery_point;
+        start_offsets[by_dir[d][i].first] = outcome.log_start_offset;
       }
-      recovery_points[by_dir[d][i].first] = outcome.recovery_point;
-      start_offsets[by_dir[d][i].first] = outcome.log_start_offset;
+      if (failure.empty()) {
+        if (auto synced = detail::sync_file_system(m.dirs[d].path); !synced.ok()) failure = synced.message;
+      }
+      if (!failure.empty()) {
+        m.log->error("Log dir {} not marked clean: {}", m.dirs[d].path.string(), failure);
+        if (first.ok()) first = status::error(error_code::kafka_storage_error, failure);
+        continue;
+      }
+      auto recovery = m.write_checkpoint(d, true, recovery_points);
+      auto start = recovery.ok() ? m.write_checkpoint(d, false, start_offsets) : recovery;
+      if (!start.ok()) {
+        if (first.ok()) first = start;
+        continue;
+      }
+      auto marker =
+          write_file_atomically(m.dirs[d].path / clean_shutdown_file, clean_shutdown_contents(broker_epoch));
+      if (!marker.ok()) {
+        m.log->error("Cannot write the clean shutdown marker in {}: {}", m.dirs[d].path.string(),
+                     marker.message);
+        if (first.ok()) first = marker;
+      }
     }
-    if (failure.empty()) {
-      if (auto synced = detail::sync_file_system(m.dirs[d].path); !synced.ok()) failure = synced.message;
-    }
-    if (!failure.empty()) {
-      m.log->error("Log dir {} not marked clean: {}", m.dirs[d].path.string(), failure);
-      if (first.ok()) first = status::error(error_code::kafka_storage_error, failure);
-      continue;
-    }
-    auto recovery = m.write_checkpoint(d, true, recovery_points);
-    auto start = recovery.ok() ? m.write_checkpoint(d, false, start_offsets) : recovery;
-    if (!start.ok()) {
-      if (first.ok()) first = start;
-      continue;
-    }
-    auto marker =
-        write_file_atomically(m.dirs[d].path / clean_shutdown_file, clean_shutdown_contents(broker_epoch));
-    if (!marker.ok()) {
-      m.log->error("Cannot write the clean shutdown marker in {}: {}", m.dirs[d].path.string(),
-                   marker.message);
-      if (first.ok()) first = marker;
-    }
-  }
 
-  for (auto& [tp, entry] : m.logs) m.retired.push_back(std::move(entry.log));
-  m.logs.clear();
-  for (auto& dir : m.dirs) dir.partitions = 0;
-  m.deleter.stop();
-  m.log->info("Log manager shut down");
-  return first;
+    for (auto& [tp, entry] : m.logs) m.retired.push_back(std::move(entry.log));
+    m.logs.clear();
+    for (auto& dir : m.dirs) dir.partitions = 0;
+    m.log->info("Log manager shut down");
+    return first;
+  }();
+  _impl->deleter.stop();
+  return result;
 }
 
 std::vector<log_dir_status> log_manager::dirs() const {

@@ -264,6 +264,17 @@ result<producer_check_outcome> producer_state_manager::check(
       continue;
     }
     const bool unknown_before = it->epoch_before == proto::no_producer_epoch;
+    if (client) {
+      // ProducerAppendInfo.checkSequence: while a verification is pending, a batch above the lowest sequence
+      // it verified is out of order, so that a higher batch cannot be written ahead of a lower one whose
+      // verification failed with a retriable error (the client's OutOfOrderSequence loop).
+      if (const auto* pending_verification = find_verification(batch.producer_id);
+          pending_verification && batch.base_sequence > pending_verification->lowest_sequence) {
+        return status::error(error_code::out_of_order_sequence_number,
+                             describe_batch(batch) + ": above the lowest sequence being verified, " +
+                                 std::to_string(pending_verification->lowest_sequence));
+      }
+    }
     if (!client) {
       // No sequence rules for the coordinator's writes.
     } else if (unknown_before && log_never_written && entry.batches.empty() && batch.base_sequence != 0) {
@@ -309,9 +320,9 @@ result<producer_check_outcome> producer_state_manager::check(
   return producer_check_outcome{};
 }
 
-result<producer_check_outcome> producer_state_manager::check_records(std::span<const uint8_t> records,
-                                                                     bool log_never_written,
-                                                                     append_origin origin) const {
+result<producer_check_outcome> producer_state_manager::check_records(
+    std::span<const uint8_t> records, bool log_never_written, append_origin origin,
+    const txn_verification* verification) const {
   std::vector<proto::record_batch_header> headers;
   proto::batch_splitter splitter(records);
   while (auto batch = splitter.next()) {
@@ -323,7 +334,7 @@ result<producer_check_outcome> producer_state_manager::check_records(std::span<c
     return status::error(error_code::corrupt_message,
                          "malformed record set: " + std::string(proto::batch_status_name(splitter.status())));
   }
-  return check(headers, log_never_written, origin);
+  return check(headers, log_never_written, origin, verification);
 }
 
 status producer_state_manager::check_marker(const txn_marker_request& marker) const {
@@ -390,6 +401,11 @@ const verification_state_entry* producer_state_manager::find_verification(int64_
 bool producer_state_manager::has_ongoing_txn(int64_t producer_id, int16_t epoch) const {
   const auto* entry = find(producer_id);
   return entry && entry->current_txn_first_offset && entry->producer_epoch == epoch;
+}
+
+bool producer_state_manager::has_older_ongoing_txn(int64_t producer_id, int16_t epoch) const {
+  const auto* entry = find(producer_id);
+  return entry && entry->current_txn_first_offset && entry->producer_epoch < epoch;
 }
 
 std::optional<completed_txn> producer_state_manager::complete_txn(producer_state_entry& entry,

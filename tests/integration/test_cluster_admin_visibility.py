@@ -141,9 +141,9 @@ def test_a_transactional_producer_commits_and_aborts_on_the_cluster(shared_clust
 
 def test_a_request_for_an_api_mala_does_not_serve_is_logged_with_the_client_id(shared_cluster):
     c = shared_cluster
-    # DescribeClientQuotas (key 48) v1, which Mala does not serve: the connection is closed, as Kafka does.
+    # CreateDelegationToken (key 38) v1, which Mala does not serve: the connection is closed, as Kafka does.
     with kafka_wire.Connection(c.nodes[1].port, timeout=5) as conn:
-        header = struct.pack(">hhi", 48, 1, 7) + struct.pack(">h", len(b"refusal-probe")) + b"refusal-probe"
+        header = struct.pack(">hhi", 38, 1, 7) + struct.pack(">h", len(b"refusal-probe")) + b"refusal-probe"
         assert conn.send(kafka_wire.frame(header + b"\x00" * 8)), "connection closed before the request"
         assert conn.recv_frame() is None, "an unserved API was answered"
     deadline = time.monotonic() + 5
@@ -151,7 +151,7 @@ def test_a_request_for_an_api_mala_does_not_serve_is_logged_with_the_client_id(s
         time.sleep(0.1)
     line = next((l for l in c.node(1).log_text(400).splitlines() if "refusal-probe" in l), None)
     assert line is not None, "the refused request is not logged"
-    assert "48" in line and "refused" in line, line
+    assert "38" in line and "refused" in line, line
 
 
 def test_create_topics_during_a_controller_failover_waits_for_the_new_controller(tmp_path):

@@ -91,11 +91,17 @@ def test_dump_log_reads_the_codecs_as_sent(node, codec_topics):
     outs = tool_batch(*steps)
     for codec, out in zip(CODECS, outs):
         text = step_ok(out)
-        codecs = {line.split("compresscodec: ")[1].split()[0]
-                  for line in text.splitlines() if "compresscodec: " in line}
-        # librdkafka sends LZ4 only to a broker whose ApiVersions lists FindCoordinator (its "LZ4" feature depends
-        # on it, rdkafka_feature.c); otherwise it silently sends the batch uncompressed.
-        assert codecs == {codec}, f"{codec}: dump-log saw codecs {codecs}\n{text[:2000]}"
+        # Each batch line: "baseOffset: B lastOffset: L count: N ... compresscodec: C ...". librdkafka sends a
+        # batch uncompressed when compressing would not shrink it (a batch of one or two small records), so only
+        # larger batches must be in the codec. It also sends LZ4 only to a broker whose ApiVersions lists
+        # FindCoordinator (its "LZ4" feature depends on it, rdkafka_feature.c); otherwise every batch is
+        # silently uncompressed, which this catches.
+        batches = [(int(line.split("count: ")[1].split()[0]), line.split("compresscodec: ")[1].split()[0])
+                   for line in text.splitlines() if "compresscodec: " in line and "count: " in line]
+        assert batches, f"{codec}: no batches in the dump\n{text[:2000]}"
+        large = {c for n, c in batches if n > 2}
+        assert large == {codec}, f"{codec}: dump-log saw codecs {large} in batches of 3+ records\n{text[:2000]}"
+        assert {c for n, c in batches} <= {codec, "none"}, f"{codec}: dump-log saw {batches}"
         want = sum(1 for p, _, _, _ in codec_topics[codec] if p == 0)
         records = [line for line in text.splitlines() if line.startswith("| offset: ")]
         assert len(records) == want, f"{codec}: {len(records)} records in the dump, {want} produced"

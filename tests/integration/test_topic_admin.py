@@ -13,7 +13,7 @@ from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResourc
                                    NewTopic, ResourceType)
 
 from real_clients import (CONFIGS_TOOL, LOG_DIRS_TOOL, TOPICS_TOOL, create_topic, go_client, kafkajs, rdkafka_admin,
-                          rdkafka_produce, shared_node, step_ok, tool_batch)
+                          rdkafka_consume, rdkafka_produce, shared_node, step_ok, tool_batch)
 from real_clients import node_log_on_failure  # noqa: F401 (autouse: the shared node's log after a failure)
 
 TIMEOUT = 30
@@ -368,3 +368,40 @@ def test_kafkajs_admin(node):
 
     admin("delete", *b)
     assert topic not in admin("list", "--bootstrap", node.bootstrap)[0]["topics"]
+
+
+# --- deletion and re-creation across a crash --------------------------------------------------------------------
+
+def test_a_deleted_topic_recreated_under_its_name_keeps_its_data_across_kill_9(tmp_path):
+    """Deleting a topic renames its partition dirs on the shards; the log manager's deleter thread then syncs the
+    log dir, rewrites the checkpoints without the partitions and deletes the files. Once it has, no "-delete"
+    dir and no checkpoint entry of the topic is left. A topic created again under the same name starts empty,
+    takes records, and keeps exactly them through kill -9 and a restart (the removed logs' recovery points are
+    not applied to the new ones)."""
+    from cluster import own_cluster
+    from txn_harness import create_topics
+
+    with own_cluster(tmp_path, size=1) as c:
+        c.start_all()
+        n = c.node(1)
+        create_topics(n.bootstrap, "reborn", partitions=40, replication_factor=1)
+        rdkafka_produce(n.bootstrap, "reborn", [(f"k{i}", f"old-{i}") for i in range(400)], acks="all")
+        out = tool_batch((TOPICS_TOOL, "--bootstrap-server", n.bootstrap, "--delete", "--topic", "reborn"))[0]
+        assert out["exit"] == 0, out
+
+        def settled():
+            names = [p.name for p in n.log_dir.iterdir()]
+            if any(name.startswith("reborn-") for name in names):
+                return False
+            checkpoint = n.log_dir / "recovery-point-offset-checkpoint"
+            return checkpoint.exists() and not any(line.startswith("reborn ")
+                                                  for line in checkpoint.read_text().splitlines())
+        c.wait_until(settled, 30, what="the deleted topic's dirs and checkpoint entries gone")
+
+        create_topics(n.bootstrap, "reborn", partitions=40, replication_factor=1)
+        fresh = [(f"k{i}", f"new-{i}") for i in range(200)]
+        rdkafka_produce(n.bootstrap, "reborn", fresh, acks="all")
+        c.kill(1)
+        c.start(1)
+        got = rdkafka_consume(n.bootstrap, "reborn", {p: 0 for p in range(40)}, timeout=60)
+        assert sorted(v for _, _, _, v in got) == sorted(v for _, v in fresh)

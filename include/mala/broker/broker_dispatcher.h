@@ -10,6 +10,8 @@
 
 namespace mala::broker {
 
+class sasl_authenticator;
+
 class broker_dispatcher final : public net::request_dispatcher {
  public:
   explicit broker_dispatcher(const broker_services& services) : _services(services) {}
@@ -29,6 +31,20 @@ class broker_dispatcher final : public net::request_dispatcher {
                                                    const handler_entry*& entry, bool& flexible) const;
   net::dispatch_result frame_response(const handler_entry& entry, const protocol::request_header& header,
                                       bool flexible, handler_outcome outcome) const;
+  // SASL listeners (sasl_authenticator.h): the connection's authenticator, made on its first request; null on
+  // other listeners.
+  sasl_authenticator* authenticator_of(net::connection_info& connection) const;
+  // SaslHandshake and SaslAuthenticate while the connection authenticates, and the bare tokens after a
+  // SaslHandshake v0.
+  net::dispatch_result sasl_handshake(net::connection_info& connection, sasl_authenticator& auth,
+                                      const handler_entry& entry, const protocol::request_header& header,
+                                      bool flexible, protocol::wire_reader& body) const;
+  net::dispatch_result sasl_authenticate(net::connection_info& connection, sasl_authenticator& auth,
+                                         const handler_entry& entry, const protocol::request_header& header,
+                                         bool flexible, protocol::wire_reader& body) const;
+  net::dispatch_result sasl_raw_token(net::connection_info& connection, sasl_authenticator& auth,
+                                      std::span<const uint8_t> token) const;
+  int64_t now_ms() const;
 
   const broker_services& _services;
 };

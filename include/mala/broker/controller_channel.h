@@ -87,6 +87,9 @@ bool answers_not_controller(const Response& r) {
   if constexpr (requires { r.responses.begin(); }) {
     if (any_entry(r.responses)) return true;
   }
+  if constexpr (requires { r.filter_results.begin(); }) {
+    if (any_entry(r.filter_results)) return true;
+  }
   return false;
 }
 

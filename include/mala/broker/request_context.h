@@ -20,6 +20,9 @@
 namespace mala::net {
 class shard_pool;
 }
+namespace mala::security {
+struct sasl_settings;
+}
 namespace mala::replication {
 class replica_manager;
 }
@@ -37,9 +40,11 @@ class transaction_coordinator;
 namespace mala::broker {
 
 class handler_table;
+class authorizer;
 class sharded_fetch_session_cache;
 class producer_id_allocator;
 class controller_channel;
+class client_quota_manager;
 
 // KIP-890: a partition leader's question to the transaction coordinator of a transactional id (Kafka's
 // AddPartitionsToTxnManager): are these partitions in the producer's transaction (VerifyOnly), or, under
@@ -66,6 +71,9 @@ struct broker_services {
 
   // The rest may be null in unit tests of handlers that do not use them.
   const node_config* config = nullptr;  // the node's static configuration
+  // authorizer.class.name set: every handler checks its client's ACLs (authorizer.h). Null: no authorization,
+  // and the ACL APIs answer SECURITY_DISABLED, as a Kafka broker without an authorizer.
+  const authorizer* acl_authorizer = nullptr;
   net::shard_pool* shards = nullptr;
   // The shard of the controller, the raft node and the coordinators: handlers hop there with
   // `co_await shards->invoke_on(home_shard, ...)` before touching them.
@@ -107,8 +115,13 @@ struct broker_services {
   // transaction.partition.verification.enable: v1 transactional writes (Produce <= v11, TxnOffsetCommit <=
   // v4) are verified; the implicit adds of transactions v2 are made whatever it says.
   bool transaction_verification_enabled = false;
+  // The SASL listeners' mechanisms and users (security/sasl_settings.h); null: no SASL listener.
+  const security::sasl_settings* sasl = nullptr;
   sharded_fetch_session_cache* fetch_sessions = nullptr;  // KIP-227 session caches, one per shard
   std::function<int64_t()> clock_ms;                      // wall clock in ms (tests inject one)
+  // Client quotas (client_quota_manager.h): Produce and Fetch record their bytes there when the metadata
+  // image holds quotas. Null: nothing is throttled.
+  client_quota_manager* quotas = nullptr;
 
   size_t shard_of(const std::string& topic, int32_t partition) const {
     return placement.shard_of(topic, partition);

@@ -1,18 +1,20 @@
 // Runs the transaction coordinator (coordinator/transaction_coordinator.h) inside the node:
 //   - its log writer: a record appended to the __transaction_state replica with acks=-1, its completion
 //     posted back once the high watermark passes it (REQUEST_TIMED_OUT after the transaction's timeout);
-//   - its marker sender: WriteTxnMarkers to each partition's current leader over the inter-broker listener
-//     (this node included), one request per leader, sent in parallel; a partition without a leader answers
+//   - its marker sender: WriteTxnMarkers to each partition's current leader over the inter-broker listener,
+//     one request per leader, sent in parallel; markers for partitions this node leads go through the same
+//     handler path in-process (set_local_services); a partition without a leader answers
 //     NOT_LEADER_OR_FOLLOWER (retried by the coordinator), one whose topic is gone is reported gone;
 //   - its clock: an asio timer on the home shard fires run_expired_timers at the coordinator's next deadline;
 //   - its loader: each metadata image makes the coordinator own the __transaction_state partitions this
 //     node leads, under their leader epoch as coordinator epoch (their log replayed from the start to the
 //     end, COORDINATOR_LOAD_IN_PROGRESS meanwhile), and drop the others;
 //   - KIP-890's verification for partition leaders (verify): a direct call when this node leads the
-//     transactional id's __transaction_state partition, else AddPartitionsToTxn v5 (one transaction,
-//     VerifyOnly or the implicit add of transactions v2) to that leader over the inter-broker listener,
-//     within request.timeout.ms (NETWORK_EXCEPTION when it fails, COORDINATOR_NOT_AVAILABLE without a
-//     leader);
+//     transactional id's __transaction_state partition, else AddPartitionsToTxn v5 to that leader over the
+//     inter-broker listener, as Kafka's AddPartitionsToTxnManager: one request in flight per coordinator
+//     node, carrying every verification queued meanwhile (a transaction each, VerifyOnly or the implicit add
+//     of transactions v2; a newer one of the same transactional id replaces a queued one), within
+//     request.timeout.ms (NETWORK_EXCEPTION when it fails, COORDINATOR_NOT_AVAILABLE without a leader);
 //   - its producer ids: this broker's current block (producer_id_allocator); the handlers fetch a new block
 //     from the controller before calling in when it is used up.
 //
@@ -77,6 +79,11 @@ class transaction_coordinator_driver final : public coordinator::transaction_log
               std::function<void(error_code)> done) override;
   void send(coordinator::txn_marker_request request,
             std::function<void(std::vector<coordinator::txn_marker_result>)> done) override;
+
+  // The node's handler services: with them, markers for partitions this node leads are written through
+  // WriteTxnMarkers' path in-process instead of as a request to itself. Null (the default) sends every marker
+  // over the inter-broker listener. Call on the home shard, before start() or after stop().
+  void set_local_services(const broker_services* services);
 
   // broker_services::transaction_verifier, on the home shard; `done` is called there, once.
   void verify(txn_verification_request request, std::function<void(txn_verification_answer)> done);

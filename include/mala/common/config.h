@@ -123,6 +123,9 @@ class node_config {
   std::vector<listener_config> controller_listeners() const;
   // inter.broker.listener.name, or the listener named after security.inter.broker.protocol.
   const std::string& inter_broker_listener_name() const { return _inter_broker_listener_name; }
+  // A per-listener override as written (Kafka's listener.name.<listener, lower case>.<key>), or nullopt.
+  // Values may be secrets (JAAS configurations): never log them.
+  std::optional<std::string> listener_setting(std::string_view listener, std::string_view key) const;
 
   // --- KRaft quorum
   const std::vector<quorum_voter>& quorum_voters() const { return _quorum_voters; }
@@ -229,6 +232,7 @@ class node_config {
   std::vector<quorum_voter> _quorum_voters;
   std::vector<host_port> _quorum_bootstrap_servers;
   std::vector<std::string> _log_dirs;
+  std::map<std::string, std::string, std::less<>> _listener_settings;  // listener.name.* as written
 };
 
 }  // namespace mala

@@ -29,18 +29,26 @@
 #include "mala/controller/metadata_log.h"
 #include "mala/controller/producer_id_control.h"
 #include "mala/metadata/metadata_image.h"
+#include "mala/protocol/messages/alter_client_quotas_request.h"
+#include "mala/protocol/messages/alter_client_quotas_response.h"
 #include "mala/protocol/messages/alter_configs_request.h"
 #include "mala/protocol/messages/alter_configs_response.h"
 #include "mala/protocol/messages/alter_partition_reassignments_request.h"
 #include "mala/protocol/messages/alter_partition_reassignments_response.h"
 #include "mala/protocol/messages/alter_partition_request.h"
 #include "mala/protocol/messages/alter_partition_response.h"
+#include "mala/protocol/messages/alter_user_scram_credentials_request.h"
+#include "mala/protocol/messages/alter_user_scram_credentials_response.h"
 #include "mala/protocol/messages/broker_heartbeat_request.h"
 #include "mala/protocol/messages/broker_heartbeat_response.h"
+#include "mala/protocol/messages/create_acls_request.h"
+#include "mala/protocol/messages/create_acls_response.h"
 #include "mala/protocol/messages/create_partitions_request.h"
 #include "mala/protocol/messages/create_partitions_response.h"
 #include "mala/protocol/messages/create_topics_request.h"
 #include "mala/protocol/messages/create_topics_response.h"
+#include "mala/protocol/messages/delete_acls_request.h"
+#include "mala/protocol/messages/delete_acls_response.h"
 #include "mala/protocol/messages/delete_topics_request.h"
 #include "mala/protocol/messages/delete_topics_response.h"
 #include "mala/protocol/messages/elect_leaders_request.h"
@@ -126,8 +134,16 @@ class quorum_controller {
   // broker that serves BROKER_LOGGER handles it before calling here.
   protocol::incremental_alter_configs_response incremental_alter_configs(
       const protocol::incremental_alter_configs_request& request, int16_t version);
+  // AlterClientQuotas (client_quota_control.h): ClientQuotaRecords in one batch, all or none; validate_only
+  // writes nothing. A failed write answers every entity with its error.
+  protocol::alter_client_quotas_response alter_client_quotas(
+      const protocol::alter_client_quotas_request& request, int16_t version);
   protocol::alter_configs_response alter_configs(const protocol::alter_configs_request& request,
                                                  int16_t version);
+
+  // CreateAcls / DeleteAcls (acl_control.h): AccessControlEntryRecords / RemoveAccessControlEntryRecords.
+  protocol::create_acls_response create_acls(const protocol::create_acls_request& request);
+  protocol::delete_acls_response delete_acls(const protocol::delete_acls_request& request);
 
   // AllocateProducerIds: the next block of producer_id_block_size ids (ProducerIdsRecord).
   result<producer_id_block> allocate_producer_ids(int32_t broker_id, int64_t broker_epoch);
@@ -172,6 +188,12 @@ class quorum_controller {
   // Kafka's QuorumController answers).
   protocol::update_features_response update_features(const protocol::update_features_request& request,
                                                      int16_t version);
+
+  // AlterUserScramCredentials (kafka-configs --entity-type users SCRAM-SHA-256=[...], KIP-554): validated as
+  // scram_control.h says; the accepted users' records are written in one batch. A failed write answers every
+  // accepted user with its error (NOT_CONTROLLER, ...).
+  protocol::alter_user_scram_credentials_response alter_user_scram_credentials(
+      const protocol::alter_user_scram_credentials_request& request);
 
   // --- Broker lifecycle (Kafka 4.x's ClusterControlManager / BrokerHeartbeatManager /
   // ReplicationControlManager). Heartbeat times are in memory only; every change is written as records.

@@ -103,9 +103,14 @@ struct group_coordinator_config {
 // The producer of a transactional write (TxnOffsetCommit): its batch carries the producer's id and epoch with
 // the transactional attribute, so that the partition's producer state fences a zombie
 // (INVALID_PRODUCER_EPOCH) and the partition's last stable offset covers the transaction.
+// `verification_guard`, when the write was verified (KIP-890): the guard the request handler took on the
+// partition before the transaction coordinator vouched for it (0 when the producer's transaction was open
+// there); the append opens a transaction only with the guard still stored (else INVALID_TXN_STATE), so a
+// commit that races the transaction's end cannot start one the coordinator does not know.
 struct transactional_producer {
   int64_t producer_id = -1;
   int16_t producer_epoch = -1;
+  std::optional<uint64_t> verification_guard;
 };
 
 // The end of a producer's transaction on a __consumer_offsets partition (WriteTxnMarkers): one control batch
@@ -241,8 +246,10 @@ class group_coordinator {
   // fields are given), every partition answering the error; OFFSET_METADATA_TOO_LARGE per partition. The
   // offsets are appended as the producer's transactional batch (acks=-1) and kept pending: OffsetFetch and
   // the group do not see them until the producer's COMMIT marker is written here (complete_transaction).
+  // `verification_guard`: see transactional_producer.
   void commit_transactional_offsets(const request_origin& origin, protocol::txn_offset_commit_request request,
-                                    txn_offset_commit_callback done);
+                                    txn_offset_commit_callback done,
+                                    std::optional<uint64_t> verification_guard = std::nullopt);
   // WriteTxnMarkers for __consumer_offsets partition `partition` (Kafka's GroupCoordinatorService
   // .completeTransaction): appends the marker (acks=-1) and, once committed, applies it: the producer's
   // pending offsets on this partition become the groups' committed offsets (each unless a later plain commit

@@ -7,9 +7,9 @@
 //
 // The order is Kafka's: features (metadata.version first, as FeaturesImage.write does, so a loader knows the
 // record versions before anything else), brokers (ClusterImage), topics each followed by its partitions
-// (TopicsImage), configs (ConfigurationsImage), the producer id counter (ProducerIdsImage). Records are at
-// the versions the controller writes (quorum_controller.cc): RegisterBrokerRecord v3, PartitionRecord v2,
-// v0 for the others.
+// (TopicsImage), configs (ConfigurationsImage), the producer id counter (ProducerIdsImage), ACLs (AclsImage).
+// Records are at the versions the controller writes (quorum_controller.cc): RegisterBrokerRecord v3,
+// PartitionRecord v2, v0 for the others.
 //
 // Pure function on an immutable image: callable from any thread.
 #pragma once

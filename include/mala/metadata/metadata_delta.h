@@ -88,6 +88,11 @@ class metadata_delta {
   status apply_record(const protocol::producer_ids_record& r);
   status apply_record(const protocol::broker_registration_change_record& r);
   status apply_record(const protocol::no_op_record& r);
+  status apply_record(const protocol::user_scram_credential_record& r);
+  status apply_record(const protocol::remove_user_scram_credential_record& r);
+  status apply_record(const protocol::access_control_entry_record& r);
+  status apply_record(const protocol::remove_access_control_entry_record& r);
+  status apply_record(const protocol::client_quota_record& r);
 
   metadata_image_ptr _base;
   // Copy of the base made on the first change (images are small next to a log replay; Kafka shares unchanged
@@ -95,6 +100,12 @@ class metadata_delta {
   std::optional<metadata_image> _next;
   // Topic name by id for the working copy, built on first use.
   std::optional<std::map<uuid, std::string, uuid_less>> _topic_names;
+  // The ACL set changed since the base: build() rebuilds the authorizer's index once.
+  bool _acls_changed = false;
+  // The working copy's client quota map once this delta copied it (the image's pointer points to it): later
+  // records change it in place instead of copying it again. Forgotten by build(), whose image may be
+  // published.
+  mutable std::shared_ptr<client_quota_map> _quotas_working;
 };
 
 }  // namespace mala::metadata

@@ -18,6 +18,7 @@
 
 #include "mala/common/current_shard.h"
 #include "mala/common/uuid.h"
+#include "mala/metadata/acl.h"
 
 namespace mala::metadata {
 
@@ -104,6 +105,40 @@ struct config_resource {
 
 using config_map = std::map<std::string, std::string>;
 
+// A user's SCRAM credential for one mechanism (UserScramCredentialRecord): never the password, only what the
+// server needs to verify one (RFC 5802's salt, StoredKey, ServerKey and iteration count).
+struct scram_credential_entry {
+  std::vector<uint8_t> salt;
+  std::vector<uint8_t> stored_key;
+  std::vector<uint8_t> server_key;
+  int32_t iterations = 0;
+  friend bool operator==(const scram_credential_entry&, const scram_credential_entry&) = default;
+};
+
+// A client quota entity (Kafka's ClientQuotaEntity): entity type ("user", "client-id", "ip") to name, a name
+// of nullopt being that type's default entity. Names are kept as clients send them (Kafka's KRaft records
+// carry unsanitized names).
+using client_quota_entity = std::map<std::string, std::optional<std::string>>;
+// Quota key (producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate,
+// connection_creation_rate) to value.
+using client_quota_values = std::map<std::string, double>;
+using client_quota_map = std::map<client_quota_entity, client_quota_values>;
+
+// The client quotas of ClientQuotaRecords (Kafka's ClientQuotasImage). Shared between images that did not
+// change them, so that the broker's quota managers can tell at a pointer compare whether their derived
+// lookup tables are still current; null when no quota is set, so that the request path's check for "no
+// quota at all" is one pointer test.
+struct client_quotas_image {
+  std::shared_ptr<const client_quota_map> entities;
+
+  bool empty() const { return !entities || entities->empty(); }
+  const client_quota_values* find(const client_quota_entity& entity) const;
+  friend bool operator==(const client_quotas_image& a, const client_quotas_image& b) {
+    if (a.empty() || b.empty()) return a.empty() == b.empty();
+    return a.entities == b.entities || *a.entities == *b.entities;
+  }
+};
+
 class metadata_image {
  public:
   std::string cluster_id;
@@ -116,8 +151,15 @@ class metadata_image {
   std::map<config_resource, config_map> configs;
   // Finalized feature levels (FeatureLevelRecord, KIP-584/KIP-778), including metadata.version.
   std::map<std::string, int16_t> finalized_features;
+  // Client quotas (ClientQuotaRecord, KIP-55/KIP-546).
+  client_quotas_image client_quotas;
   // The first producer id not yet handed out (ProducerIdsRecord.NextProducerId, KIP-730).
   int64_t next_producer_id = 0;
+  // SCRAM credentials by user, then by mechanism (Kafka's ScramMechanism type: 1 SCRAM-SHA-256, 2
+  // SCRAM-SHA-512); a user without credentials has no entry.
+  std::map<std::string, std::map<int8_t, scram_credential_entry>> scram_credentials;
+  // ACLs (AccessControlEntryRecord / RemoveAccessControlEntryRecord) by id, with the authorizer's index.
+  acl_set acls;
   // Offset and leader epoch of the last metadata log record applied; -1 for images not built from the log.
   int64_t metadata_offset = -1;
   int32_t metadata_epoch = -1;
@@ -127,6 +169,7 @@ class metadata_image {
   bool broker_alive(int32_t id) const;
   // The configs set for a resource, or nullptr when none are.
   const config_map* find_configs(config_resource_type type, const std::string& name) const;
+  const scram_credential_entry* find_scram_credential(const std::string& user, int8_t mechanism) const;
   // The finalized level of a feature; 0 (disabled) when it is not finalized.
   int16_t feature_level(const std::string& name) const;
   // Field by field (tests; image_to_records round trips).

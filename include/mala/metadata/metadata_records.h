@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "mala/common/result.h"
+#include "mala/protocol/messages/access_control_entry_record.h"
 #include "mala/protocol/messages/broker_registration_change_record.h"
+#include "mala/protocol/messages/client_quota_record.h"
 #include "mala/protocol/messages/config_record.h"
 #include "mala/protocol/messages/feature_level_record.h"
 #include "mala/protocol/messages/fence_broker_record.h"
@@ -26,15 +28,18 @@
 #include "mala/protocol/messages/partition_record.h"
 #include "mala/protocol/messages/producer_ids_record.h"
 #include "mala/protocol/messages/register_broker_record.h"
+#include "mala/protocol/messages/remove_access_control_entry_record.h"
 #include "mala/protocol/messages/remove_topic_record.h"
+#include "mala/protocol/messages/remove_user_scram_credential_record.h"
 #include "mala/protocol/messages/topic_record.h"
 #include "mala/protocol/messages/unfence_broker_record.h"
 #include "mala/protocol/messages/unregister_broker_record.h"
+#include "mala/protocol/messages/user_scram_credential_record.h"
 
 namespace mala::metadata {
 
-// The records the metadata image is built from. Kafka's other metadata records (ACLs, client quotas, SCRAM
-// credentials, delegation tokens, KIP-868 metadata transactions, RegisterControllerRecord,
+// The records the metadata image is built from. Kafka's other metadata records (delegation tokens,
+// KIP-868 metadata transactions, RegisterControllerRecord,
 // ZkMigrationStateRecord) are defined in proto/ too but not applied yet; decode_metadata_record refuses them
 // (is_known_metadata_record_type tells them apart from types Kafka does not define).
 using metadata_record =
@@ -42,7 +47,10 @@ using metadata_record =
                  protocol::partition_record, protocol::config_record, protocol::partition_change_record,
                  protocol::fence_broker_record, protocol::unfence_broker_record,
                  protocol::remove_topic_record, protocol::feature_level_record, protocol::producer_ids_record,
-                 protocol::broker_registration_change_record, protocol::no_op_record>;
+                 protocol::broker_registration_change_record, protocol::no_op_record,
+                 protocol::user_scram_credential_record, protocol::remove_user_scram_credential_record,
+                 protocol::access_control_entry_record, protocol::remove_access_control_entry_record,
+                 protocol::client_quota_record>;
 
 // The only envelope frame version Kafka writes and reads.
 inline constexpr uint32_t metadata_record_frame_version = 1;

@@ -9,10 +9,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "mala/common/listener.h"
 #include "mala/common/result.h"
+#include "mala/common/tls_settings.h"
 #include "mala/net/request_dispatcher.h"
 #include "mala/net/shard_pool.h"
 
@@ -22,6 +25,10 @@ struct listen_endpoint {
   std::string listener_name;
   std::string host;  // empty: every interface, IPv4 and IPv6
   uint16_t port = 0;
+  // How connections on this listener are secured and authenticated (listener.security.protocol.map).
+  security_protocol protocol = security_protocol::plaintext;
+  // SSL listeners: their settings (the server context is built when the listener is bound).
+  std::optional<tls_settings> tls;
 };
 
 struct server_limits {
@@ -37,6 +44,11 @@ struct server_limits {
   // Per connection: at most this many bytes of requests read and not yet answered, except that a request
   // alone is always read (socket.request.max.bytes bounds it); -1: no bound but queued_max_requests.
   int64_t queued_max_request_bytes = 16 * 1024 * 1024;
+  // An SSL listener's connection must finish its TLS handshake within this time, or is closed.
+  int64_t tls_handshake_timeout_ms = 10'000;
+  // Kafka's sasl.server.max.receive.size: on a SASL listener, the largest frame read before the broker says
+  // the connection is authenticated (connection_info::max_receive_bytes); a larger one closes it unread.
+  int32_t sasl_max_receive_bytes = 524288;
 };
 
 class kafka_server {
@@ -57,6 +69,12 @@ class kafka_server {
   status start();
   // Stops accepting and closes every connection; call on shard 0's thread or before the shards run.
   void stop();
+
+  // Replaces an SSL listener's server context (a new key store or trust store: Kafka's dynamic update of
+  // listener.name.<listener>.ssl.keystore.*) for the connections it accepts from now on; established ones
+  // keep theirs. When the new one cannot be built the old one stays, and the error (invalid_config) names the
+  // key.
+  status reload_tls(const tls_settings& settings);
 
   // Port actually bound for a listener (useful when the configured port was 0).
   uint16_t bound_port(const std::string& listener_name) const;

@@ -9,7 +9,8 @@
 // each address has a small pool of idle connections; a call takes one (or opens a new one), returns it after
 // a whole exchange and drops it after any error, so a late response can never be mistaken for another call's.
 //
-// Errors: network_exception when the address cannot be resolved, the connection fails or closes, the response
+// Errors: network_exception when the address cannot be resolved, the connection fails or closes, the TLS
+// handshake fails (untrusted server, server name mismatch, no client certificate), the response
 // is malformed (size out of bounds, wrong correlation id); request_timed_out when no whole response arrived
 // within timeout_ms (the connection is dropped, as Kafka's NetworkClient disconnects on request timeout).
 //
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include <asio/awaitable.hpp>
+#include <asio/buffer.hpp>
 #include <asio/io_context.hpp>
 
 #include "mala/common/result.h"
@@ -40,7 +42,12 @@ struct peer_address {
   friend bool operator==(const peer_address&, const peer_address&) = default;
 };
 
+struct tls_client_context;
+
 struct peer_client_options {
+  // Set when the listener this client connects through is SSL: every connection does a TLS handshake
+  // (verifying the server, presenting the node's certificate when it has one) before its first request.
+  std::shared_ptr<tls_client_context> tls;
   // The largest response accepted; the size prefix is checked before anything is allocated.
   int32_t max_response_bytes = 100 * 1024 * 1024;
   // Idle connections kept per address; more are closed when returned.
@@ -75,6 +82,8 @@ class peer_client {
   struct connection;
   using connection_ptr = std::shared_ptr<connection>;
 
+  static asio::awaitable<void> read_exactly(connection& conn, asio::mutable_buffer buffer,
+                                            std::error_code& ec);
   // An idle connection to `key` that is still usable, or null.
   connection_ptr take_idle(const std::string& key);
   void return_idle(const std::string& key, connection_ptr conn);

@@ -10,6 +10,7 @@
 // nothing of storage: a file range is a descriptor, an offset, a length and an owner to keep alive.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +21,7 @@
 
 #include <asio/awaitable.hpp>
 
+#include "mala/common/listener.h"
 #include "mala/common/result.h"
 
 namespace mala::net {
@@ -30,10 +32,33 @@ struct connection_info {
   uint64_t id = 0;
   size_t shard = 0;
   std::string listener_name;
-  std::string peer;  // "host:port"
+  security_protocol protocol = security_protocol::plaintext;  // of the listener
+  std::string peer;                                           // "host:port"
+  // The client's Kafka principal (KafkaPrincipal's type and name): User:ANONYMOUS on PLAINTEXT, as Kafka's
+  // DefaultKafkaPrincipalBuilder, until TLS (the certificate's mapped name) or SASL authenticates it.
+  std::string principal_type = "User";
+  std::string principal_name = "ANONYMOUS";
   // From ApiVersions v3+ (KIP-511), for logs.
   std::string client_software_name;
   std::string client_software_version;
+  // When positive, a frame announcing more bytes closes the connection before it is read (Kafka's
+  // sasl.server.max.receive.size until SASL authentication completes: set by the server on SASL listeners,
+  // cleared by the broker once the client is authenticated).
+  int32_t max_receive_bytes = 0;
+  // The broker's per-connection authentication state (broker/sasl_authenticator.h); opaque to net.
+  std::shared_ptr<void> authentication;
+  // KIP-219 (client quotas): until then the connection is muted: the server reads no further request from it
+  // and starts none of those it already read, while responses still go out at once. The default (epoch) is
+  // never throttled, which the server tells apart without reading the clock.
+  std::chrono::steady_clock::time_point throttled_until{};
+  void throttle_for(std::chrono::milliseconds duration) {
+    const auto until = std::chrono::steady_clock::now() + duration;
+    if (until > throttled_until) throttled_until = until;
+  }
+  bool throttled() const {
+    return throttled_until != std::chrono::steady_clock::time_point{} &&
+           throttled_until > std::chrono::steady_clock::now();
+  }
   // The server can send file ranges of a response itself (sendfile on a plaintext socket). When false (unit
   // tests driving the dispatcher, TLS later), the dispatcher hands back responses materialised in memory.
   bool zero_copy = false;
@@ -57,7 +82,10 @@ struct dispatch_result {
   std::vector<uint8_t> response;  // response header + body, without the size prefix, when `pieces` is empty
   // Otherwise the response is these pieces in order (and `response` is empty).
   std::vector<response_piece> pieces;
-  std::string close_reason;  // logged when what == close
+  std::string close_reason;  // logged when what == close, or after the response when close_after_response
+  // Send the response, then close the connection (Kafka's failed SASL handshake or authentication: the client
+  // reads why before the connection goes).
+  bool close_after_response = false;
   bool logged = false;  // the dispatcher logged the reason itself (rate-limited): the server logs it at debug
 
   static dispatch_result respond_with(std::vector<uint8_t> bytes) {

@@ -46,6 +46,10 @@ namespace asio {
 class io_context;
 }
 
+namespace mala::raft {}  // namespace mala::raft
+namespace mala::net {
+struct tls_client_context;
+}
 namespace mala::raft {
 
 struct raft_node_options {
@@ -63,6 +67,8 @@ struct raft_node_options {
   std::filesystem::path metadata_log_dir;
   storage::metadata_segment_settings segments;  // metadata.log.segment.bytes / .ms
   int32_t tick_interval_ms = 10;
+  // Set when the controller listener is SSL: the node's settings of that listener for its connections.
+  std::shared_ptr<net::tls_client_context> tls;
 };
 
 class raft_node {

@@ -265,17 +265,25 @@ class partition {
   // batch that breaks both kinds of rule gets. If the outcome is not done, the caller parks the request with
   // add_high_watermark_waiter(required_offset). `records` may hold several batches (the coordinators'
   // writes); no client rules apply to them. With storage::append_origin::coordinator (the group
-  // coordinator's writes) producer epochs are checked, not sequences, and nothing is a duplicate.
+  // coordinator's writes) producer epochs are checked, not sequences, and nothing is a duplicate. A
+  // `verification_guard` (a TxnOffsetCommit's write, guard from create_verification_guard) is checked as a
+  // produced batch's is.
   result<append_outcome> append(std::span<uint8_t> records, int16_t acks,
-                                storage::append_origin origin = storage::append_origin::client);
+                                storage::append_origin origin = storage::append_origin::client,
+                                std::optional<uint64_t> verification_guard = std::nullopt);
   // Produce: the same for one batch from a client, checked and parsed once by validate_produced_records; its
   // header is used as it is from there to the log (producer-state checks, the log's validation and stamping,
   // the producer-state update).
   produce_outcome append(produced_batch& batch, int16_t acks);
   // KIP-890 part 1, before a transactional batch is verified with the coordinator: the producer's guard, 0
   // when it has an open transaction here (storage::producer_state_manager::create_verification_guard); the
-  // leadership and offline errors of an append.
-  result<uint64_t> create_verification_guard(int64_t producer_id, int32_t base_sequence, int16_t epoch);
+  // leadership and offline errors of an append; INVALID_PRODUCER_EPOCH for an epoch below the producer's
+  // (Kafka's early check). `epoch_bump` (transactions v2: Produce v12+, TxnOffsetCommit v5+): while the
+  // producer's previous transaction is still open here, CONCURRENT_TRANSACTIONS, and no guard (Kafka's
+  // KAFKA-18575): its marker would clear the guard after the coordinator has added the partition to the
+  // next transaction, and the verified write would be refused.
+  result<uint64_t> create_verification_guard(int64_t producer_id, int32_t base_sequence, int16_t epoch,
+                                             bool epoch_bump);
   // The transaction coordinator's marker for this partition (WriteTxnMarkers; Kafka's appendRecordsToLeader
   // with origin COORDINATOR, acks=-1): NOT_LEADER_OR_FOLLOWER on a follower, KAFKA_STORAGE_ERROR offline,
   // NOT_ENOUGH_REPLICAS below min ISR, then the producer-state check of the marker (INVALID_PRODUCER_EPOCH,
@@ -371,7 +379,8 @@ class partition {
   int64_t now_ms() const;
   // Both appends: `batch` set for a produced batch (its header parsed), else `records` split here.
   result<append_outcome> append_as_leader(std::span<uint8_t> records, produced_batch* batch, int16_t acks,
-                                          storage::append_origin origin);
+                                          storage::append_origin origin,
+                                          std::optional<uint64_t> verification_guard = std::nullopt);
   // What every leader append does once the batches and the producer state are written: the high watermark,
   // the acks=-1 wait, and waking the parked fetches.
   append_outcome finish_leader_append(const storage::append_result& appended, int16_t acks, int64_t now_ms);

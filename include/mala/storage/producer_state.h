@@ -199,9 +199,11 @@ class producer_state_manager {
   // error would be written, and every retry of the first one refused as out of order.
   result<producer_check_outcome> check(const protocol::record_batch_header& batch,
                                        bool log_never_written = false) const;
-  // With `verification` (transaction.partition.verification.enable, a client's append): a transactional
-  // batch of a producer with no open transaction is INVALID_TXN_STATE unless verification->guard is the
-  // producer's stored guard.
+  // With `verification` (transaction.partition.verification.enable; a client's append, or the group
+  // coordinator's write of a TxnOffsetCommit): a transactional batch of a producer with no open transaction
+  // is INVALID_TXN_STATE unless verification->guard is the producer's stored guard. A client's batch whose
+  // base sequence is above the lowest sequence of its producer's pending verification is
+  // OUT_OF_ORDER_SEQUENCE_NUMBER (Kafka's ProducerAppendInfo.checkSequence).
   result<producer_check_outcome> check(std::span<const protocol::record_batch_header> batches,
                                        bool log_never_written = false,
                                        append_origin origin = append_origin::client,
@@ -209,7 +211,8 @@ class producer_state_manager {
   // Same over a produce request's records field (CORRUPT_MESSAGE if it does not split into batches).
   result<producer_check_outcome> check_records(std::span<const uint8_t> records,
                                                bool log_never_written = false,
-                                               append_origin origin = append_origin::client) const;
+                                               append_origin origin = append_origin::client,
+                                               const txn_verification* verification = nullptr) const;
 
   // Leader, before writing a marker from the transaction coordinator (Kafka's appendEndTxnMarker with origin
   // COORDINATOR): INVALID_PRODUCER_EPOCH when the marker's epoch is below the producer's (transactions v2:
@@ -267,6 +270,9 @@ class producer_state_manager {
   // An open transaction of the producer at `epoch` (a transactions v2 producer's next transaction comes with
   // the bumped epoch, possibly before the previous one's marker).
   bool has_ongoing_txn(int64_t producer_id, int16_t epoch) const;
+  // An open transaction of the producer at an epoch below `epoch`: under transactions v2 the previous
+  // transaction, whose marker has not reached this partition yet.
+  bool has_older_ongoing_txn(int64_t producer_id, int16_t epoch) const;
 
   // Transactions: the first offset of the earliest open or unreplicated transaction (none without either).
   std::optional<int64_t> first_unstable_offset() const;

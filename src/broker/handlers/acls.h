@@ -1,9 +1,18 @@
-// DescribeAcls (key 29), CreateAcls (key 30), DeleteAcls (key 31): kafka-acls and AdminClient's ACL calls.
-// Mala has no authorizer yet, and answers as Apache Kafka does without `authorizer.class.name` (AclApis):
-// SECURITY_DISABLED with "No Authorizer is configured." for the request (DescribeAcls) or for every creation
-// and filter (CreateAcls, DeleteAcls), so the tools print that reason instead of failing on an unadvertised
-// API.
+// DescribeAcls (key 29), CreateAcls (key 30), DeleteAcls (key 31): kafka-acls and AdminClient's ACL calls
+// (Kafka's AclApis).
+//
+// Without `authorizer.class.name` they answer as Apache Kafka does: SECURITY_DISABLED with "No Authorizer is
+// configured." for the request (DescribeAcls) or for every creation and filter (CreateAcls, DeleteAcls).
+// With the authorizer: DescribeAcls needs DESCRIBE on the cluster and answers from this node's metadata
+// image (filter semantics of metadata/acl.h, grouped by resource pattern); CreateAcls and DeleteAcls need
+// ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for every item otherwise), refuse a CLUSTER resource not
+// named kafka-cluster and an empty name (INVALID_REQUEST, as AclApis), and are forwarded to the active
+// controller (acl_control.h), answered once the records are committed.
 #pragma once
+
+#include <optional>
+
+#include <asio/awaitable.hpp>
 
 #include "mala/broker/request_context.h"
 #include "mala/protocol/messages/create_acls_request.h"
@@ -32,7 +41,8 @@ struct create_acls_handler {
   static constexpr int16_t min_version = 1;
   static constexpr int16_t max_version = 3;
 
-  static response handle(request_context& ctx, const request& req, int16_t version);
+  static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
+                                                               int16_t version);
 };
 
 struct delete_acls_handler {
@@ -42,7 +52,8 @@ struct delete_acls_handler {
   static constexpr int16_t min_version = 1;
   static constexpr int16_t max_version = 3;
 
-  static response handle(request_context& ctx, const request& req, int16_t version);
+  static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
+                                                               int16_t version);
 };
 
 }  // namespace mala::broker::handlers

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "handlers/authorization.h"
 #include "handlers/transaction_common.h"
 
 namespace mala::broker::handlers {
@@ -11,6 +12,15 @@ asio::awaitable<std::optional<add_offsets_to_txn_handler::response>> add_offsets
   response resp;
   if (!ctx.services.transactions) {
     resp.error_code = to_wire(error_code::coordinator_not_available);
+    co_return resp;
+  }
+  // KafkaApis.handleAddOffsetsToTxnRequest: WRITE on the transactional id, READ on the group.
+  if (!authorized(ctx, acl_operation::write, acl_resource_type::transactional_id, req.transactional_id)) {
+    resp.error_code = to_wire(error_code::transactional_id_authorization_failed);
+    co_return resp;
+  }
+  if (!authorized(ctx, acl_operation::read, acl_resource_type::group, req.group_id)) {
+    resp.error_code = to_wire(error_code::group_authorization_failed);
     co_return resp;
   }
   const std::string id = req.transactional_id;

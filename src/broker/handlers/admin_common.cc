@@ -25,6 +25,14 @@ std::string_view default_error_message(error_code code) {
       return "Topic deletion is disabled.";
     case error_code::unknown_topic_id:
       return "This server does not host this topic ID.";
+    case error_code::topic_authorization_failed:
+      return "Topic authorization failed.";
+    case error_code::group_authorization_failed:
+      return "Group authorization failed.";
+    case error_code::cluster_authorization_failed:
+      return "Cluster authorization failed.";
+    case error_code::transactional_id_authorization_failed:
+      return "Transactional Id authorization failed.";
     default:
       return "";
   }
@@ -40,6 +48,23 @@ namespace mala::broker::handlers {
 
 bool may_forward_to_controller(const request_context& ctx) {
   return !ctx.services.config || !is_controller_listener(ctx.services, ctx.connection.listener_name);
+}
+
+controller_mutation_quota mutation_quota_for(const request_context& ctx, bool strict) {
+  // A request on a controller listener was forwarded by the broker that received it, which applied the quota
+  // of the client's principal already.
+  if (!ctx.services.quotas || !may_forward_to_controller(ctx)) return {};
+  const auto image = ctx.services.metadata->current();
+  if (image->client_quotas.empty()) return {};
+  static const std::string none;
+  return ctx.services.quotas->mutation_quota(image->client_quotas, ctx.connection.principal_name,
+                                             ctx.header.client_id ? *ctx.header.client_id : none, strict);
+}
+
+int32_t throttle_for_mutations(request_context& ctx, const controller_mutation_quota& quota) {
+  const int32_t throttle = quota.throttle_time_ms();
+  if (throttle > 0) ctx.connection.throttle_for(std::chrono::milliseconds(throttle));
+  return throttle;
 }
 
 }  // namespace mala::broker::handlers

@@ -17,6 +17,7 @@
 
 #include <asio/awaitable.hpp>
 
+#include "mala/broker/client_quota_manager.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/request_context.h"
 #include "mala/common/error_code.h"
@@ -58,6 +59,16 @@ asio::awaitable<controller_answer<Response>> on_controller(
   answer.outcome = controller_outcome::answered;
   co_return answer;
 }
+
+// KIP-599: the controller_mutation_rate quota of this request's connection (principal, client id); strict for
+// the versions that know THROTTLING_QUOTA_EXCEEDED. Unbounded without quotas. Kafka applies it on the
+// controller to the forwarded request's principal; Mala forwards without Kafka's envelope, so the broker that
+// received the request applies it before forwarding.
+controller_mutation_quota mutation_quota_for(const request_context& ctx, bool strict);
+// Answers the request with the quota's throttle time and mutes the connection for it (KIP-219); returns it.
+int32_t throttle_for_mutations(request_context& ctx, const controller_mutation_quota& quota);
+// THROTTLING_QUOTA_EXCEEDED's message.
+inline constexpr const char* throttling_quota_exceeded_message = "The throttling quota has been exceeded.";
 
 // AclOperation codes as bits (Kafka's Utils.to32BitField over AclEntry.supportedOperations). Without an
 // authorizer every supported operation is allowed, and Kafka reports exactly these sets.

@@ -1,5 +1,7 @@
 #include "handlers/allocate_producer_ids.h"
 
+#include "handlers/authorization.h"
+
 #include "handlers/admin_common.h"
 #include "mala/controller/quorum_controller.h"
 
@@ -22,6 +24,8 @@ allocate_producer_ids_handler::response allocate_producer_ids_handler::allocate_
 
 asio::awaitable<std::optional<allocate_producer_ids_handler::response>>
 allocate_producer_ids_handler::handle_async(request_context& ctx, request req, int16_t version) {
+  if (auto refused = cluster_refusal<response>(ctx, acl_operation::cluster_action))
+    co_return std::move(*refused);
   auto answer = co_await on_controller<response>(
       ctx, req, version, [&req](controller::quorum_controller& c) { return allocate_on_controller(c, req); });
   if (answer.ok()) co_return std::move(*answer.response);

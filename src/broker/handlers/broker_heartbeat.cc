@@ -1,5 +1,7 @@
 #include "handlers/broker_heartbeat.h"
 
+#include "handlers/authorization.h"
+
 #include "handlers/admin_common.h"
 #include "mala/controller/quorum_controller.h"
 
@@ -12,6 +14,8 @@ broker_heartbeat_handler::response broker_heartbeat_handler::heartbeat_on_contro
 
 asio::awaitable<std::optional<broker_heartbeat_handler::response>> broker_heartbeat_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
+  if (auto refused = cluster_refusal<response>(ctx, acl_operation::cluster_action))
+    co_return std::move(*refused);
   auto clock = ctx.services.clock_ms;
   auto answer =
       co_await on_controller<response>(ctx, req, version, [&req, &clock](controller::quorum_controller& c) {

@@ -1,5 +1,7 @@
 #include "handlers/broker_registration.h"
 
+#include "handlers/authorization.h"
+
 #include <string>
 
 #include "handlers/admin_common.h"
@@ -47,6 +49,8 @@ broker_registration_handler::response broker_registration_handler::register_on_c
 
 asio::awaitable<std::optional<broker_registration_handler::response>>
 broker_registration_handler::handle_async(request_context& ctx, request req, int16_t version) {
+  if (auto refused = cluster_refusal<response>(ctx, acl_operation::cluster_action))
+    co_return std::move(*refused);
   auto clock = ctx.services.clock_ms;
   auto answer =
       co_await on_controller<response>(ctx, req, version, [&req, &clock](controller::quorum_controller& c) {

@@ -1,9 +1,11 @@
 #include "handlers/create_topics.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "handlers/admin_common.h"
+#include "handlers/authorization.h"
 #include "mala/controller/quorum_controller.h"
 
 namespace mala::broker::handlers {
@@ -44,18 +46,77 @@ create_topics_handler::response create_on_controller(controller::quorum_controll
   return resp;
 }
 
+// KIP-599 (strict from v6): each new topic takes as many tokens as it has partitions; once the connection's
+// controller_mutation_rate quota is exhausted the remaining topics are answered THROTTLING_QUOTA_EXCEEDED and
+// not created. Topics that already exist or repeat a name go on to be refused by the controller and take
+// none.
+std::vector<topic_result> apply_mutation_quota(const request_context& ctx, controller_mutation_quota& quota,
+                                               create_topics_handler::request& req) {
+  std::vector<topic_result> throttled;
+  if (!quota.bounded()) return throttled;
+  const auto image = ctx.services.metadata->current();
+  const int32_t default_partitions = ctx.services.config ? ctx.services.config->num_partitions() : 1;
+  std::map<std::string, int> occurrences;
+  for (const auto& t : req.topics) ++occurrences[t.name];
+  auto topics = std::move(req.topics);
+  req.topics.clear();
+  for (auto& t : topics) {
+    const int64_t permits = !t.assignments.empty()   ? static_cast<int64_t>(t.assignments.size())
+                            : t.num_partitions == -1 ? default_partitions
+                                                     : t.num_partitions;
+    const bool refused_anyway = occurrences[t.name] > 1 || image->find_topic(t.name) || permits <= 0;
+    if (!refused_anyway && !quota.record(static_cast<double>(permits))) {
+      throttled.push_back(topic_error_result<topic_result>(t.name, error_code::throttling_quota_exceeded,
+                                                           throttling_quota_exceeded_message));
+      continue;
+    }
+    req.topics.push_back(std::move(t));
+  }
+  return throttled;
+}
+
 }  // namespace
 
 asio::awaitable<std::optional<create_topics_handler::response>> create_topics_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
-  auto answer = co_await on_controller<response>(
-      ctx, req, version,
-      [&req, version](controller::quorum_controller& c) { return create_on_controller(c, req, version); },
-      broker_propagation::every_live_broker);
-  if (answer.ok()) co_return std::move(*answer.response);
-  // CreateTopicsRequest.getErrorResponse: every topic gets the error and its message.
+  // ControllerApis.createTopics: CREATE on the cluster, or else on each topic (TOPIC_AUTHORIZATION_FAILED,
+  // "Authorization failed."); a repeated name is the controller path's INVALID_REQUEST whatever the ACLs.
+  std::vector<topic_result> unauthorized;
+  if (authorization_enabled(ctx) && !authorized_cluster(ctx, acl_operation::create)) {
+    std::map<std::string, int> occurrences;
+    for (const auto& t : req.topics) ++occurrences[t.name];
+    std::vector<request::creatable_topic> kept;
+    for (auto& t : req.topics) {
+      if (occurrences[t.name] == 1 &&
+          !authorized(ctx, acl_operation::create, acl_resource_type::topic, t.name)) {
+        unauthorized.push_back(topic_error_result<topic_result>(
+            t.name, error_code::topic_authorization_failed, "Authorization failed."));
+      } else {
+        kept.push_back(std::move(t));
+      }
+    }
+    req.topics = std::move(kept);
+  }
+  auto quota = mutation_quota_for(ctx, version >= 6);
+  auto throttled = apply_mutation_quota(ctx, quota, req);
   response resp;
-  resp.topics = not_controller_results<topic_result>(req.topics, answer.failure());
+  if (!req.topics.empty()) {
+    // A named callable (GCC bug 100611).
+    auto local = [&req, version](controller::quorum_controller& c) {
+      return create_on_controller(c, req, version);
+    };
+    auto answer =
+        co_await on_controller<response>(ctx, req, version, local, broker_propagation::every_live_broker);
+    if (answer.ok()) {
+      resp = std::move(*answer.response);
+    } else {
+      // CreateTopicsRequest.getErrorResponse: every topic gets the error and its message.
+      resp.topics = not_controller_results<topic_result>(req.topics, answer.failure());
+    }
+  }
+  for (auto& t : throttled) resp.topics.push_back(std::move(t));
+  if (quota.bounded()) resp.throttle_time_ms = throttle_for_mutations(ctx, quota);
+  for (auto& r : unauthorized) resp.topics.push_back(std::move(r));
   co_return resp;
 }
 

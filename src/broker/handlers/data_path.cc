@@ -9,6 +9,45 @@ int64_t now_ms(const broker_services& services) {
       .count();
 }
 
+namespace {
+
+const std::string& quota_client_id(const request_context& ctx) {
+  static const std::string none;
+  // Kafka's header client id, "" when null.
+  return ctx.header.client_id ? *ctx.header.client_id : none;
+}
+
+}  // namespace
+
+client_quota_manager::charge charge_client_quota(const request_context& ctx, client_quota_type type,
+                                                 double value) {
+  auto* quotas = ctx.services.quotas;
+  if (!quotas) return {};
+  const auto image = ctx.services.metadata->current();
+  if (image->client_quotas.empty()) return {};
+  return quotas->record(image->client_quotas, type, ctx.connection.principal_name, quota_client_id(ctx),
+                        value);
+}
+
+void mute_for_quota(request_context& ctx, int32_t throttle_ms) {
+  if (throttle_ms > 0) ctx.connection.throttle_for(std::chrono::milliseconds(throttle_ms));
+}
+
+int32_t record_client_quota(request_context& ctx, client_quota_type type, double value) {
+  const auto charge = charge_client_quota(ctx, type, value);
+  mute_for_quota(ctx, charge.throttle_ms);
+  return charge.throttle_ms;
+}
+
+std::optional<double> client_quota_max_in_window(const request_context& ctx, client_quota_type type) {
+  auto* quotas = ctx.services.quotas;
+  if (!quotas) return std::nullopt;
+  const auto image = ctx.services.metadata->current();
+  if (image->client_quotas.empty()) return std::nullopt;
+  return quotas->max_value_in_window(image->client_quotas, type, ctx.connection.principal_name,
+                                     quota_client_id(ctx));
+}
+
 const metadata::partition_state* find_partition(const metadata::metadata_image& image,
                                                 const std::string& topic, int32_t partition) {
   const auto* t = image.find_topic(topic);

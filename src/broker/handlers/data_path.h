@@ -20,6 +20,7 @@
 
 #include <asio/awaitable.hpp>
 
+#include "mala/broker/client_quota_manager.h"
 #include "mala/broker/request_context.h"
 #include "mala/common/error_code.h"
 #include "mala/metadata/metadata_image.h"
@@ -54,6 +55,20 @@ std::vector<std::pair<size_t, std::vector<Work>>> group_by_shard(const broker_se
 
 // The wall clock of the services (tests inject one), else the system clock.
 int64_t now_ms(const broker_services& services);
+
+// Client quotas on the data path (client_quota_manager.h): records `value` for the connection's quota group
+// of `type` (the principal's name and the request's client id) under the current image's quotas and returns
+// what was recorded with its throttle time (0: within the quota, or no quota). Without quotas it costs one
+// pointer test. The caller mutes the connection with mute_for_quota once it keeps the charge.
+client_quota_manager::charge charge_client_quota(const request_context& ctx, client_quota_type type,
+                                                 double value);
+// KIP-219: mutes the connection for the throttle time (nothing more is read or started meanwhile).
+void mute_for_quota(request_context& ctx, int32_t throttle_ms);
+// Both: the throttle time to answer with.
+int32_t record_client_quota(request_context& ctx, client_quota_type type, double value);
+// Kafka's getMaxValueInQuotaWindow for the connection's quota group: the most a response may carry without a
+// certain throttle; nullopt without a quota.
+std::optional<double> client_quota_max_in_window(const request_context& ctx, client_quota_type type);
 
 // The image's partition `partition` of `topic`, or nullptr (Kafka's metadataCache.contains(tp) is false:
 // UNKNOWN_TOPIC_OR_PARTITION).

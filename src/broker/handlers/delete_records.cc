@@ -1,5 +1,7 @@
 #include "handlers/delete_records.h"
 
+#include "handlers/authorization.h"
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -113,9 +115,13 @@ asio::awaitable<std::optional<delete_records_handler::response>> delete_records_
     auto& topic = resp.topics.emplace_back();
     topic.name = t.name;
     const auto* known = image->find_topic(t.name);
+    // KafkaApis.handleDeleteRecordsRequest: DELETE on the topic.
+    const bool allowed = authorized(ctx, acl_operation::remove, acl_resource_type::topic, t.name);
     for (const auto& p : t.partitions) {
       const size_t slot = slots.next(resp);
-      if (!find_partition(*image, t.name, p.partition_index)) {
+      if (!allowed) {
+        topic.partitions.push_back(error_result(p.partition_index, error_code::topic_authorization_failed));
+      } else if (!find_partition(*image, t.name, p.partition_index)) {
         topic.partitions.push_back(error_result(p.partition_index, error_code::unknown_topic_or_partition));
       } else if (known && known->internal) {
         // Kafka refuses to delete records of internal topics for clients (allowInternalTopicDeletion=false).

@@ -1,5 +1,7 @@
 #include "handlers/describe_cluster.h"
 
+#include "handlers/authorization.h"
+
 #include <algorithm>
 #include <string>
 
@@ -44,8 +46,14 @@ describe_cluster_handler::response describe_cluster_handler::handle(request_cont
   const auto image = services.metadata->current();
   resp.cluster_id = image->cluster_id;
   resp.endpoint_type = served;
+  // AuthHelper.computeDescribeClusterResponse: anyone may describe the cluster; the authorized operations are
+  // reported to a client with DESCRIBE on it, 0 to others.
   resp.cluster_authorized_operations =
-      req.include_cluster_authorized_operations ? all_cluster_operations : INT32_MIN;
+      !req.include_cluster_authorized_operations ? INT32_MIN
+      : authorized_cluster(ctx, acl_operation::describe)
+          ? authorized_operations(ctx, acl_resource_type::cluster, metadata::cluster_resource_name,
+                                  all_cluster_operations)
+          : 0;
   int32_t controller_id = -1;
   if (served == endpoint_broker) {
     // MetadataCache.getAliveBrokerNodes(listener): unfenced brokers with that listener.

@@ -1,5 +1,7 @@
 #include "handlers/describe_configs.h"
 
+#include "handlers/authorization.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -488,6 +490,12 @@ describe_configs_handler::response describe_configs_handler::handle(request_cont
   const bool synonyms = req.include_synonyms;
   const bool documentation = version >= 3 && req.include_documentation;
   for (const auto& resource : req.resources) {
+    if (const error_code refused = config_resource_refusal(ctx, acl_operation::describe_configs,
+                                                           resource.resource_type, resource.resource_name);
+        refused != error_code::none) {
+      resp.results.push_back(error_result(resource, refused, std::nullopt));
+      continue;
+    }
     switch (resource.resource_type) {
       case config_resource_topic:
         resp.results.push_back(describe_topic(view, *image, resource, synonyms, documentation));

@@ -18,17 +18,33 @@ asio::awaitable<std::optional<describe_groups_handler::response>> describe_group
     }
     co_return resp;
   }
-  using described = std::vector<response::described_group>;
-  auto describe = [ids = req.groups](coordinator::group_coordinator& groups,
-                                     std::function<void(described)> answer) {
-    answer(groups.describe_groups(ids));
-  };
-  resp.groups = co_await call_group_coordinator<described>(ctx.services, std::move(describe));
-  if (version >= 3 && req.include_authorized_operations) {
-    for (auto& g : resp.groups) {
-      if (g.error_code == to_wire(error_code::none)) g.authorized_operations = all_group_operations;
+  // KafkaApis.handleDescribeGroupsRequest: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED, listed first).
+  std::vector<std::string> ids;
+  for (const auto& id : req.groups) {
+    if (group_allowed(ctx, acl_operation::describe, id)) {
+      ids.push_back(id);
+    } else {
+      auto& g = resp.groups.emplace_back();
+      g.group_id = id;
+      g.error_code = to_wire(error_code::group_authorization_failed);
     }
   }
+  if (ids.empty()) co_return resp;
+  using described = std::vector<response::described_group>;
+  auto describe = [ids = std::move(ids)](coordinator::group_coordinator& groups,
+                                         std::function<void(described)> answer) {
+    answer(groups.describe_groups(ids));
+  };
+  auto groups = co_await call_group_coordinator<described>(ctx.services, std::move(describe));
+  if (version >= 3 && req.include_authorized_operations) {
+    for (auto& g : groups) {
+      if (g.error_code == to_wire(error_code::none)) {
+        g.authorized_operations =
+            authorized_operations(ctx, acl_resource_type::group, g.group_id, all_group_operations);
+      }
+    }
+  }
+  for (auto& g : groups) resp.groups.push_back(std::move(g));
   co_return resp;
 }
 

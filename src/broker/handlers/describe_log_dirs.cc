@@ -1,5 +1,7 @@
 #include "handlers/describe_log_dirs.h"
 
+#include "handlers/authorization.h"
+
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -7,6 +9,7 @@
 #include <system_error>
 
 #include "handlers/admin_common.h"
+#include "mala/net/coroutine_frame_warning.h"
 #include "mala/replication/replica_manager.h"
 
 namespace mala::broker::handlers {
@@ -57,6 +60,7 @@ describe_log_dirs_handler::response describe(const std::vector<replication::log_
 
 asio::awaitable<std::optional<describe_log_dirs_handler::response>> describe_log_dirs_handler::handle_async(
     request_context& ctx, request req, int16_t /*version*/) {
+  if (auto refused = cluster_refusal<response>(ctx, acl_operation::describe)) co_return std::move(*refused);
   std::optional<std::set<replication::topic_partition>> wanted;
   if (req.topics) {
     wanted.emplace();

@@ -1,10 +1,13 @@
 #include "handlers/describe_producers.h"
 
+#include "handlers/authorization.h"
+
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "handlers/data_path.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -64,9 +67,13 @@ asio::awaitable<std::optional<describe_producers_handler::response>> describe_pr
   for (const auto& t : req.topics) {
     auto& topic = resp.topics.emplace_back();
     topic.name = t.name;
+    // KafkaApis.handleDescribeProducersRequest: READ on the topic.
+    const bool allowed = authorized(ctx, acl_operation::read, acl_resource_type::topic, t.name);
     for (int32_t p : t.partition_indexes) {
       const size_t slot = slots.next(resp);
-      if (!find_partition(*image, t.name, p)) {
+      if (!allowed) {
+        topic.partitions.push_back(error_response(p, error_code::topic_authorization_failed));
+      } else if (!find_partition(*image, t.name, p)) {
         topic.partitions.push_back(error_response(p, error_code::unknown_topic_or_partition));
       } else {
         topic.partitions.push_back(error_response(p, error_code::none));

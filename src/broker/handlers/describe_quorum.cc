@@ -1,9 +1,12 @@
 #include "handlers/describe_quorum.h"
 
+#include "handlers/authorization.h"
+
 #include <chrono>
 #include <string>
 
 #include "handlers/admin_common.h"
+#include "mala/net/coroutine_frame_warning.h"
 #include "mala/raft/raft_node.h"
 #include "mala/raft/rpc_codec.h"
 
@@ -84,6 +87,7 @@ describe_quorum_handler::response describe_on_leader(const broker_services& serv
 
 asio::awaitable<std::optional<describe_quorum_handler::response>> describe_quorum_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
+  if (auto refused = cluster_refusal<response>(ctx, acl_operation::describe)) co_return std::move(*refused);
   response resp;
   resp.error_message = std::nullopt;
   const bool asks_for_metadata =

@@ -1,5 +1,7 @@
 #include "handlers/describe_topic_partitions.h"
 
+#include "handlers/authorization.h"
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -62,9 +64,14 @@ describe_topic_partitions_handler::response describe_topic_partitions_handler::h
   const bool all_topics = req.topics.empty();
   const std::string cursor_topic = req.cursor ? req.cursor->topic_name : std::string();
   std::set<std::string> names;  // sorted, as Kafka sorts before paging
+  const acl_checker acls(ctx);
+  auto may_describe = [&acls](const std::string& name) {
+    return acls.allows(acl_operation::describe, acl_resource_type::topic, name);
+  };
   if (all_topics) {
+    // Topics the client may not DESCRIBE are left out (KafkaApis.handleDescribeTopicPartitionsRequest).
     for (const auto& [name, topic] : image->topics) {
-      if (name >= cursor_topic) names.insert(name);
+      if (name >= cursor_topic && may_describe(name)) names.insert(name);
     }
   } else {
     for (const auto& t : req.topics) {
@@ -92,6 +99,13 @@ describe_topic_partitions_handler::response describe_topic_partitions_handler::h
       resp.next_cursor->partition_index = 0;
       break;
     }
+    if (!all_topics && !may_describe(name)) {
+      auto& t = resp.topics.emplace_back();
+      t.name = name;
+      t.error_code = to_wire(error_code::topic_authorization_failed);
+      t.is_internal = is_internal_topic(name);
+      continue;
+    }
     const auto* topic = image->find_topic(name);
     if (!topic) {
       if (!all_topics) {
@@ -111,7 +125,8 @@ describe_topic_partitions_handler::response describe_topic_partitions_handler::h
     t.name = name;
     t.topic_id = topic->id;
     t.is_internal = is_internal_topic(name);
-    t.topic_authorized_operations = all_topic_operations;
+    t.topic_authorized_operations =
+        authorized_operations(ctx, acl_resource_type::topic, name, all_topic_operations);
     for (int32_t i = start; i < upper; ++i) {
       t.partitions.push_back(
           describe_partition(ctx, *image, *topic, topic->partitions[static_cast<size_t>(i)]));

@@ -1,9 +1,12 @@
 #include "handlers/describe_transactions.h"
 
+#include "handlers/authorization.h"
+
 #include <string>
 #include <vector>
 
 #include "handlers/transaction_common.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -11,15 +14,30 @@ asio::awaitable<std::optional<describe_transactions_handler::response>>
 describe_transactions_handler::handle_async(request_context& ctx, request req, int16_t /*version*/) {
   response resp;
   std::vector<coordinator::transaction_description> described;
-  if (ctx.services.transactions) {
+  // KafkaApis.handleDescribeTransactionsRequest: DESCRIBE on each transactional id.
+  std::vector<std::string> allowed_ids;
+  for (const auto& id : req.transactional_ids) {
+    if (authorized(ctx, acl_operation::describe, acl_resource_type::transactional_id, id)) {
+      allowed_ids.push_back(id);
+    } else {
+      coordinator::transaction_description d;
+      d.transactional_id = id;
+      d.error = error_code::transactional_id_authorization_failed;
+      described.push_back(std::move(d));
+    }
+  }
+  req.transactional_ids = std::move(allowed_ids);
+  if (ctx.services.transactions && !req.transactional_ids.empty()) {
     auto ids = req.transactional_ids;
     auto call = [ids](coordinator::transaction_coordinator& c, auto done) {
       std::vector<coordinator::transaction_description> out;
       for (const auto& id : ids) out.push_back(c.describe(id));
       done(std::move(out));
     };
-    described = co_await call_transaction_coordinator<std::vector<coordinator::transaction_description>>(
-        ctx.services, std::move(call));
+    for (auto& d : co_await call_transaction_coordinator<std::vector<coordinator::transaction_description>>(
+             ctx.services, std::move(call))) {
+      described.push_back(std::move(d));
+    }
   } else {
     for (const auto& id : req.transactional_ids) {
       coordinator::transaction_description d;

@@ -1,12 +1,16 @@
 #include "handlers/elect_leaders.h"
 
+#include "handlers/authorization.h"
+
 #include "handlers/admin_common.h"
 #include "mala/controller/quorum_controller.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
 asio::awaitable<std::optional<elect_leaders_handler::response>> elect_leaders_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
+  if (auto refused = cluster_refusal<response>(ctx, acl_operation::alter)) co_return std::move(*refused);
   auto answer = co_await on_controller<response>(
       ctx, req, version,
       [&req, version](controller::quorum_controller& c) { return c.elect_leaders(req, version); });

@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "handlers/authorization.h"
 #include "handlers/transaction_common.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -14,6 +16,10 @@ asio::awaitable<std::optional<end_txn_handler::response>> end_txn_handler::handl
   resp.producer_epoch = coordinator::no_producer_epoch;
   if (!ctx.services.transactions) {
     resp.error_code = to_wire(error_code::coordinator_not_available);
+    co_return resp;
+  }
+  if (!authorized(ctx, acl_operation::write, acl_resource_type::transactional_id, req.transactional_id)) {
+    resp.error_code = to_wire(error_code::transactional_id_authorization_failed);
     co_return resp;
   }
   const int16_t client_tv = version >= 5 ? 2 : 0;

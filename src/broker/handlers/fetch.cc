@@ -1,5 +1,7 @@
 #include "handlers/fetch.h"
 
+#include "handlers/authorization.h"
+
 #include "handlers/raft_common.h"
 #include "mala/raft/rpc_codec.h"
 
@@ -15,6 +17,7 @@
 
 #include "handlers/data_path.h"
 #include "mala/broker/fetch_sessions.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -265,6 +268,10 @@ asio::awaitable<std::optional<fetch_handler::response>> raft_fetch(request_conte
     reply.body.error_code = to_wire(error_code::invalid_request);
     co_return reply;
   }
+  if (!authorized_cluster(ctx, acl_operation::cluster_action)) {
+    reply.body.error_code = to_wire(error_code::cluster_authorization_failed);
+    co_return reply;
+  }
   auto message = raft::from_protocol(req, version, raft_cluster_id(ctx.services));
   if (!message.ok()) {
     reply.body.error_code = to_wire(message.error().code);
@@ -309,6 +316,15 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
   params.max_wait_ms = req.max_wait_ms;
   params.min_bytes = req.min_bytes;
   params.max_bytes = req.max_bytes;
+  // A consumer under a consumer_byte_rate quota (Kafka's KafkaApis.handleFetchRequest): at most what the
+  // quota window allows at once, since a larger answer is throttled for certain.
+  const bool quota_applies = params.replica_id < 0;
+  if (quota_applies) {
+    if (auto most = client_quota_max_in_window(ctx, client_quota_type::fetch)) {
+      params.max_bytes = static_cast<int32_t>(std::min<double>(*most, params.max_bytes));
+      params.min_bytes = std::min(params.min_bytes, params.max_bytes);
+    }
+  }
 
   // Without the node's caches (unit tests of other handlers) every fetch is sessionless.
   auto session_request = make_fetch_session_request(req, version);
@@ -331,11 +347,24 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
   std::vector<fetch_partition_result> results;
   std::vector<read_work> work;
   results.reserve(context.partitions().size());
+  // KafkaApis.handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster (every partition is
+  // TOPIC_AUTHORIZATION_FAILED otherwise), a consumer READ on each topic.
+  const bool follower_allowed =
+      params.replica_id < 0 || authorized_cluster(ctx, acl_operation::cluster_action);
+  std::map<std::string, bool, std::less<>> topic_allowed;
+  auto may_read = [&](const std::string& topic) {
+    if (params.replica_id >= 0) return follower_allowed;
+    auto [it, added] = topic_allowed.try_emplace(topic, false);
+    if (added) it->second = authorized(ctx, acl_operation::read, acl_resource_type::topic, topic);
+    return it->second;
+  };
   for (const auto& fp : context.partitions()) {
     fetch_partition_result r;
     r.key = fp.key;
     if (version >= fetch_topic_ids_min_version && fp.key.topic.empty()) {
       set_error(r.data, error_code::unknown_topic_id);
+    } else if (!may_read(fp.key.topic)) {
+      set_error(r.data, error_code::topic_authorization_failed);
     } else if (!find_partition(*image, fp.key.topic, fp.key.partition)) {
       set_error(r.data, error_code::unknown_topic_or_partition);
     } else {
@@ -380,6 +409,21 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
       d.records = proto::records_view::external(static_cast<int32_t>(reply.files.size()), size);
       reply.files.push_back({a.data->file->fd(), a.data->position, size, a.data->file});
       results[a.result].records_size = a.data->size;
+    }
+  }
+
+  // Client quotas: the answer's size is recorded before the fetch session learns of it; a throttled consumer
+  // gets an empty answer (the bytes taken back, the session untouched) carrying the throttle time, and the
+  // connection is muted for it (KafkaApis: fetchContext.getThrottledResponse).
+  if (quota_applies && services.quotas && !services.metadata->current()->client_quotas.empty()) {
+    const size_t size = build_fetch_response({error_code::none, 0}, results).encoded_size(version);
+    const auto charge = charge_client_quota(ctx, client_quota_type::fetch, static_cast<double>(size));
+    if (charge.throttle_ms > 0) {
+      services.quotas->undo(charge);
+      mute_for_quota(ctx, charge.throttle_ms);
+      fetch_reply throttled;
+      throttled.body = build_fetch_response(context.throttled_response(), {}, charge.throttle_ms);
+      co_return throttled;
     }
   }
 

@@ -1,6 +1,8 @@
 #include "handlers/fetch_snapshot.h"
 
+#include "handlers/authorization.h"
 #include "handlers/raft_common.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -9,6 +11,11 @@ asio::awaitable<std::optional<fetch_snapshot_handler::response>> fetch_snapshot_
   fetch_snapshot_reply reply;
   if (!ctx.services.raft) {
     reply.body.error_code = to_wire(error_code::invalid_request);
+    co_return reply;
+  }
+  // ControllerApis: CLUSTER_ACTION on the cluster.
+  if (!authorized_cluster(ctx, acl_operation::cluster_action)) {
+    reply.body.error_code = to_wire(error_code::cluster_authorization_failed);
     co_return reply;
   }
   auto message = raft::from_protocol(req, raft_cluster_id(ctx.services));

@@ -11,6 +11,7 @@
 #include "mala/controller/quorum_controller.h"
 #include "mala/coordinator/group_placement.h"
 #include "mala/coordinator/transaction_records.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -167,7 +168,13 @@ asio::awaitable<std::optional<find_coordinator_handler::response>> find_coordina
   std::vector<coordinator_answer> answers;
   for (const auto& key : keys) {
     coordinator_answer a;
-    if (key_type == group_key_type) {
+    // KafkaApis.handleFindCoordinatorRequest: DESCRIBE on the group or the transactional id.
+    if (key_type == group_key_type && !group_allowed(ctx, acl_operation::describe, key)) {
+      a.error = error_code::group_authorization_failed;
+    } else if (key_type == transaction_key_type &&
+               !authorized(ctx, acl_operation::describe, acl_resource_type::transactional_id, key)) {
+      a.error = error_code::transactional_id_authorization_failed;
+    } else if (key_type == group_key_type) {
       if (services.groups) {
         a = coordinator_for(ctx, *image, coordinator::offsets_topic_name,
                             [&key](int32_t n) { return coordinator::group_partition(key, n); });

@@ -22,6 +22,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "handlers/authorization.h"
 #include "handlers/data_path.h"
 #include "mala/broker/request_context.h"
 #include "mala/coordinator/group_coordinator.h"
@@ -134,6 +135,32 @@ std::vector<Topic> known_partitions(const broker_services& services, std::vector
     if (!kept.partitions.empty()) known.push_back(std::move(kept));
   }
   return known;
+}
+
+// The topics of an OffsetCommit, TxnOffsetCommit or OffsetDelete request whose topic the client may READ;
+// the others' partitions are answered TOPIC_AUTHORIZATION_FAILED in `answer` (KafkaApis checks this before
+// the metadata).
+template <typename Topic, typename AnswerTopic>
+std::vector<Topic> readable_topics(const request_context& ctx, std::vector<Topic> topics,
+                                   std::vector<AnswerTopic>& answer) {
+  if (!authorization_enabled(ctx)) return topics;
+  std::vector<Topic> kept;
+  for (auto& t : topics) {
+    if (authorized(ctx, acl_operation::read, acl_resource_type::topic, t.name)) {
+      kept.push_back(std::move(t));
+      continue;
+    }
+    for (const auto& p : t.partitions) {
+      topic_entry(answer, t.name)
+          .partitions.push_back({p.partition_index, to_wire(error_code::topic_authorization_failed)});
+    }
+  }
+  return kept;
+}
+
+// Whether the client may do `op` on the group.
+inline bool group_allowed(const request_context& ctx, acl_operation op, const std::string& group) {
+  return authorized(ctx, op, acl_resource_type::group, group);
 }
 
 }  // namespace mala::broker::handlers

@@ -9,9 +9,10 @@ namespace mala::broker::handlers {
 
 asio::awaitable<std::optional<heartbeat_handler::response>> heartbeat_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
-  if (!ctx.services.groups) {
+  if (!ctx.services.groups || !group_allowed(ctx, acl_operation::read, req.group_id)) {
     response resp;
-    resp.error_code = to_wire(error_code::coordinator_not_available);
+    resp.error_code = to_wire(ctx.services.groups ? error_code::group_authorization_failed
+                                                  : error_code::coordinator_not_available);
     co_return resp;
   }
   auto origin = request_origin_of(ctx, version);

@@ -2,8 +2,10 @@
 
 #include "handlers/admin_common.h"
 #include "handlers/alter_configs_preprocess.h"
+#include "handlers/authorization.h"
 #include "handlers/broker_loggers.h"
 #include "mala/controller/quorum_controller.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -28,8 +30,17 @@ incremental_alter_configs_handler::handle_async(request_context& ctx, request re
     return apply_broker_logger_changes(r.configs, validate_only);
   };
   // A request forwarded by another node (on the controller listener) names that node: it checked the name.
-  const auto verdict =
+  auto verdict =
       preprocess_alter_configs(req.resources, may_forward_to_controller(ctx) ? node_id : -1, local);
+  // ALTER_CONFIGS on each resource (AuthHelper), before anything is forwarded.
+  for (size_t i = 0; i < req.resources.size(); ++i) {
+    const auto& r = req.resources[i];
+    if (const error_code refused =
+            config_resource_refusal(ctx, acl_operation::alter_configs, r.resource_type, r.resource_name);
+        refused != error_code::none) {
+      verdict[i] = status::error(refused, std::string(default_error_message(refused)));
+    }
+  }
   // A named callable, not a lambda in the coroutine call: GCC 12 destroys a prvalue argument of a coroutine
   // twice (GCC bug 100611).
   auto call = [version](controller::quorum_controller& controller, const request& forwarded) {

@@ -1,9 +1,11 @@
 #include "handlers/init_producer_id.h"
 
 #include "handlers/admin_common.h"
+#include "handlers/authorization.h"
 #include "handlers/transaction_common.h"
 #include "mala/broker/producer_id_allocator.h"
 #include "mala/common/logging.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -28,6 +30,8 @@ asio::awaitable<std::optional<init_producer_id_handler::response>> init_producer
   }
   if (req.transactional_id) {
     if (req.transactional_id->empty()) co_return error_response(error_code::invalid_request);
+    if (!authorized(ctx, acl_operation::write, acl_resource_type::transactional_id, *req.transactional_id))
+      co_return error_response(error_code::transactional_id_authorization_failed);
     if (!services.transactions) co_return error_response(error_code::coordinator_not_available);
     // The coordinator draws ids for new transactional ids (and rotations) from this broker's block.
     if (!co_await ensure_producer_id_block(ctx))
@@ -50,6 +54,11 @@ asio::awaitable<std::optional<init_producer_id_handler::response>> init_producer
     co_return resp;
   }
 
+  // An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+  if (!authorized_cluster(ctx, acl_operation::idempotent_write) &&
+      !authorized_any(ctx, acl_operation::write, acl_resource_type::topic)) {
+    co_return error_response(error_code::cluster_authorization_failed);
+  }
   auto* allocator = services.producer_ids;
   if (!co_await ensure_producer_id_block(ctx))
     co_return error_response(error_code::coordinator_load_in_progress);

@@ -16,6 +16,12 @@ asio::awaitable<std::optional<join_group_handler::response>> join_group_handler:
     resp.protocol_name = version >= 7 ? std::nullopt : std::optional<std::string>("");
     co_return resp;
   }
+  if (!group_allowed(ctx, acl_operation::read, req.group_id)) {
+    resp.error_code = to_wire(error_code::group_authorization_failed);
+    resp.member_id = req.member_id;
+    resp.protocol_name = version >= 7 ? std::nullopt : std::optional<std::string>("");
+    co_return resp;
+  }
   // JoinGroupRequest.maybeOverrideRebalanceTimeout: v0 has none, the session timeout stands in.
   if (version == 0) req.rebalance_timeout_ms = req.session_timeout_ms;
   auto origin = request_origin_of(ctx, version);

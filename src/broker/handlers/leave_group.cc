@@ -19,6 +19,8 @@ asio::awaitable<std::optional<leave_group_handler::response>> leave_group_handle
   response resp;
   if (!ctx.services.groups) {
     resp.error_code = to_wire(error_code::coordinator_not_available);
+  } else if (!group_allowed(ctx, acl_operation::read, req.group_id)) {
+    resp.error_code = to_wire(error_code::group_authorization_failed);
   } else {
     auto origin = request_origin_of(ctx, version);
     auto leave = [origin = std::move(origin), req = std::move(req)](coordinator::group_coordinator& groups,

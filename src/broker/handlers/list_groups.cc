@@ -18,7 +18,14 @@ asio::awaitable<std::optional<list_groups_handler::response>> list_groups_handle
                                      std::function<void(response)> answer) {
     answer(groups.list_groups(req));
   };
-  co_return co_await call_group_coordinator<response>(ctx.services, std::move(list));
+  auto resp = co_await call_group_coordinator<response>(ctx.services, std::move(list));
+  // KafkaApis.handleListGroupsRequest: DESCRIBE on the cluster lists every group, else only the groups the
+  // client may DESCRIBE.
+  if (authorization_enabled(ctx) && !authorized_cluster(ctx, acl_operation::describe)) {
+    std::erase_if(resp.groups,
+                  [&ctx](const auto& g) { return !group_allowed(ctx, acl_operation::describe, g.group_id); });
+  }
+  co_return resp;
 }
 
 }  // namespace mala::broker::handlers

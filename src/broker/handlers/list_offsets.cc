@@ -6,7 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "handlers/authorization.h"
 #include "handlers/data_path.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -124,9 +126,13 @@ asio::awaitable<std::optional<list_offsets_handler::response>> list_offsets_hand
   for (const auto& t : req.topics) {
     auto& topic = resp.topics.emplace_back();
     topic.name = t.name;
+    // KafkaApis.handleListOffsetRequest: DESCRIBE on the topic, before any other check.
+    const bool described = authorized(ctx, acl_operation::describe, acl_resource_type::topic, t.name);
     for (const auto& p : t.partitions) {
       const size_t slot = slots.next(resp);
-      if (occurrences[{t.name, p.partition_index}] > 1) {
+      if (!described) {
+        topic.partitions.push_back(error_response(p.partition_index, error_code::topic_authorization_failed));
+      } else if (occurrences[{t.name, p.partition_index}] > 1) {
         topic.partitions.push_back(error_response(p.partition_index, error_code::invalid_request));
       } else if (timestamp_unsupported(p.timestamp, version)) {
         topic.partitions.push_back(error_response(p.partition_index, error_code::unsupported_version));

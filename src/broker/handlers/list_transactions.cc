@@ -1,8 +1,11 @@
 #include "handlers/list_transactions.h"
 
+#include "handlers/authorization.h"
+
 #include <string>
 
 #include "handlers/transaction_common.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -24,6 +27,9 @@ asio::awaitable<std::optional<list_transactions_handler::response>> list_transac
   resp.error_code = to_wire(listed.error);
   resp.unknown_state_filters = listed.unknown_state_filters;
   for (const auto& t : listed.transactions) {
+    // KafkaApis.handleListTransactionsRequest: only the transactional ids the client may DESCRIBE.
+    if (!authorized(ctx, acl_operation::describe, acl_resource_type::transactional_id, t.transactional_id))
+      continue;
     auto& s = resp.transaction_states.emplace_back();
     s.transactional_id = t.transactional_id;
     s.producer_id = t.producer_id;

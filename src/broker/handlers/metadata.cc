@@ -5,9 +5,11 @@
 #include <string>
 
 #include "handlers/admin_common.h"
+#include "handlers/authorization.h"
 #include "mala/common/error_code.h"
 #include "mala/common/logging.h"
 #include "mala/controller/quorum_controller.h"
+#include "mala/net/coroutine_frame_warning.h"
 #include "mala/net/shard_pool.h"
 
 namespace mala::broker::handlers {
@@ -39,7 +41,9 @@ void add_topic(const request_context& ctx, const metadata::metadata_image& image
   t.name = topic.name;
   t.topic_id = topic.id;
   t.is_internal = topic.internal;
-  t.topic_authorized_operations = include_ops ? topic_operations : INT32_MIN;
+  t.topic_authorized_operations =
+      include_ops ? authorized_operations(ctx, acl_resource_type::topic, topic.name, topic_operations)
+                  : INT32_MIN;
   for (const auto& p : topic.partitions) {
     auto& part = t.partitions.emplace_back();
     part.partition_index = p.partition;
@@ -64,6 +68,19 @@ void add_error_topic(std::optional<std::string> name, const uuid& id, error_code
   t.error_code = to_wire(code);
   t.name = std::move(name);
   t.topic_id = id;
+}
+
+// Whether this client may create the topic (CREATE on the cluster or on the topic), as auto-creation needs.
+bool may_create_topic(const request_context& ctx, const std::string& name) {
+  return authorized_cluster(ctx, acl_operation::create) ||
+         authorized(ctx, acl_operation::create, acl_resource_type::topic, name);
+}
+
+// Whether the request asks for unknown topics to be created and this node would.
+bool auto_creation_wanted(const request_context& ctx, const metadata_handler::request& req, int16_t version) {
+  const bool allowed = version < 4 || req.allow_auto_topic_creation;
+  return allowed && ctx.services.config &&
+         ctx.services.config->get_bool("auto.create.topics.enable").value_or(true);
 }
 
 }  // namespace
@@ -95,6 +112,11 @@ asio::awaitable<std::optional<metadata_handler::response>> metadata_handler::han
     create.timeout_ms = 30'000;
     for (const auto& wanted : *req.topics) {
       if (!wanted.name || !is_valid_topic_name(*wanted.name) || image->find_topic(*wanted.name)) continue;
+      // KafkaApis: only topics the client may DESCRIBE, and CREATE (cluster or topic), are auto-created.
+      if (!authorized(ctx, acl_operation::describe, acl_resource_type::topic, *wanted.name) ||
+          !may_create_topic(ctx, *wanted.name)) {
+        continue;
+      }
       // The coordinators' internal topics are created by their coordinators, with their own settings.
       if (*wanted.name == "__consumer_offsets" || *wanted.name == "__transaction_state") continue;
       auto& t = create.topics.emplace_back();
@@ -159,26 +181,40 @@ metadata_handler::response metadata_handler::handle(request_context& ctx, const 
   }
   if (resp.controller_id < 0 && !resp.brokers.empty()) resp.controller_id = resp.brokers.front().node_id;
   resp.cluster_authorized_operations =
-      (version >= 8 && version <= 10 && req.include_cluster_authorized_operations) ? cluster_operations
-                                                                                   : INT32_MIN;
+      (version >= 8 && version <= 10 && req.include_cluster_authorized_operations)
+          ? authorized_operations(ctx, acl_resource_type::cluster, metadata::cluster_resource_name,
+                                  cluster_operations)
+          : INT32_MIN;
   const bool include_topic_ops = version >= 8 && req.include_topic_authorized_operations;
 
   // v0: an empty list means every topic; v1+: null means every topic and an empty list none.
   const bool all_topics = !req.topics.has_value() || (version == 0 && req.topics->empty());
   if (all_topics) {
-    for (const auto& [name, topic] : image->topics)
+    // Topics the client may not DESCRIBE are left out.
+    const acl_checker acls(ctx);
+    for (const auto& [name, topic] : image->topics) {
+      if (!acls.allows(acl_operation::describe, acl_resource_type::topic, name)) continue;
       add_topic(ctx, *image, topic, version, include_topic_ops, resp);
+    }
     return resp;
   }
+  const bool creation_wanted = authorization_enabled(ctx) && auto_creation_wanted(ctx, req, version);
   for (const auto& wanted : *req.topics) {
     if (wanted.name.has_value()) {
       const std::string& name = *wanted.name;
+      if (!authorized(ctx, acl_operation::describe, acl_resource_type::topic, name)) {
+        add_error_topic(name, uuid{}, error_code::topic_authorization_failed, resp);
+        continue;
+      }
       if (!is_valid_topic_name(name)) {
         add_error_topic(name, uuid{}, error_code::invalid_topic_exception, resp);
         continue;
       }
       if (const auto* topic = image->find_topic(name)) {
         add_topic(ctx, *image, *topic, version, include_topic_ops, resp);
+      } else if (creation_wanted && !may_create_topic(ctx, name)) {
+        // KafkaApis: an unknown topic the client may not create.
+        add_error_topic(name, uuid{}, error_code::topic_authorization_failed, resp);
       } else {
         // Not created: auto-creation is off (or failed, or not allowed by the request).
         add_error_topic(name, uuid{}, error_code::unknown_topic_or_partition, resp);
@@ -187,6 +223,10 @@ metadata_handler::response metadata_handler::handle(request_context& ctx, const 
     }
     // v10+: by topic id, name null.
     if (const auto* topic = image->find_topic(wanted.topic_id)) {
+      if (!authorized(ctx, acl_operation::describe, acl_resource_type::topic, topic->name)) {
+        add_error_topic(std::nullopt, wanted.topic_id, error_code::topic_authorization_failed, resp);
+        continue;
+      }
       add_topic(ctx, *image, *topic, version, include_topic_ops, resp);
     } else {
       add_error_topic(std::nullopt, wanted.topic_id, error_code::unknown_topic_id, resp);

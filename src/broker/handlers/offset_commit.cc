@@ -19,8 +19,20 @@ asio::awaitable<std::optional<offset_commit_handler::response>> offset_commit_ha
     }
     co_return resp;
   }
-  // Partitions the metadata does not know are answered here; the rest goes to the coordinator.
+  // KafkaApis.handleOffsetCommitRequest: READ on the group, else every partition is refused.
+  if (!group_allowed(ctx, acl_operation::read, req.group_id)) {
+    for (const auto& t : req.topics) {
+      auto& rt = topic_entry(resp.topics, t.name);
+      for (const auto& p : t.partitions) {
+        rt.partitions.push_back({p.partition_index, to_wire(error_code::group_authorization_failed)});
+      }
+    }
+    co_return resp;
+  }
+  // Topics the client may not READ and partitions the metadata does not know are answered here; the rest
+  // goes to the coordinator.
   request valid = std::move(req);
+  valid.topics = readable_topics(ctx, std::move(valid.topics), resp.topics);
   valid.topics = known_partitions(ctx.services, std::move(valid.topics), resp.topics);
   if (valid.topics.empty()) co_return resp;
 

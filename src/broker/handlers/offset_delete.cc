@@ -14,8 +14,14 @@ asio::awaitable<std::optional<offset_delete_handler::response>> offset_delete_ha
     resp.error_code = to_wire(error_code::coordinator_not_available);
     co_return resp;
   }
+  // KafkaApis.handleOffsetDeleteRequest: DELETE on the group, READ on each topic.
+  if (!group_allowed(ctx, acl_operation::remove, req.group_id)) {
+    resp.error_code = to_wire(error_code::group_authorization_failed);
+    co_return resp;
+  }
   request valid;
   valid.group_id = req.group_id;
+  req.topics = readable_topics(ctx, std::move(req.topics), resp.topics);
   for (auto& t : req.topics) {
     request::offset_delete_request_topic kept;
     kept.name = t.name;

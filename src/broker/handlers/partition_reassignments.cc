@@ -1,12 +1,16 @@
 #include "handlers/partition_reassignments.h"
 
+#include "handlers/authorization.h"
+
 #include "handlers/admin_common.h"
 #include "mala/controller/quorum_controller.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
 asio::awaitable<std::optional<alter_partition_reassignments_handler::response>>
 alter_partition_reassignments_handler::handle_async(request_context& ctx, request req, int16_t version) {
+  if (auto refused = cluster_refusal<response>(ctx, acl_operation::alter)) co_return std::move(*refused);
   auto answer =
       co_await on_controller<response>(ctx, req, version, [&req, version](controller::quorum_controller& c) {
         return c.alter_partition_reassignments(req, version);
@@ -20,6 +24,7 @@ alter_partition_reassignments_handler::handle_async(request_context& ctx, reques
 
 asio::awaitable<std::optional<list_partition_reassignments_handler::response>>
 list_partition_reassignments_handler::handle_async(request_context& ctx, request req, int16_t version) {
+  if (auto refused = cluster_refusal<response>(ctx, acl_operation::describe)) co_return std::move(*refused);
   auto answer = co_await on_controller<response>(ctx, req, version, [&req](controller::quorum_controller& c) {
     return c.list_partition_reassignments(req);
   });

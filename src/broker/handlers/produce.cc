@@ -1,5 +1,7 @@
 #include "handlers/produce.h"
 
+#include "handlers/authorization.h"
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "handlers/transaction_common.h"
 #include "mala/common/logging.h"
 #include "mala/common/uuid.h"
+#include "mala/net/coroutine_frame_warning.h"
 #include "mala/protocol/record_batch.h"
 
 namespace mala::broker::handlers {
@@ -262,14 +265,16 @@ asio::awaitable<void> verify_transactional_batches(const broker_services& servic
   }
   std::vector<guard_answer> guards;
   for (auto& [shard, shard_work] : group_by_shard(services, needed)) {
-    auto create = [&services, w = std::move(shard_work)]() -> asio::awaitable<std::vector<guard_answer>> {
+    const bool epoch_bump = version >= produce_implicit_add_min_version;
+    auto create = [&services, w = std::move(shard_work),
+                   epoch_bump]() -> asio::awaitable<std::vector<guard_answer>> {
       std::vector<guard_answer> out;
       for (const auto& g : w) {
         guard_answer answer{g.index, uint64_t{0}};
         auto hosted = hosted_partition(services, g.topic, g.partition);
         if (hosted) {
-          answer.guard =
-              (*hosted)->create_verification_guard(g.producer_id, g.base_sequence, g.producer_epoch);
+          answer.guard = (*hosted)->create_verification_guard(g.producer_id, g.base_sequence,
+                                                              g.producer_epoch, epoch_bump);
         } else {
           answer.guard = hosted.error();
         }
@@ -289,7 +294,11 @@ asio::awaitable<void> verify_transactional_batches(const broker_services& servic
   for (const auto& g : guards) {
     auto& w = work[g.index];
     if (!g.guard) {
-      refused[g.index] = error_response(w.partition, g.guard.error().code);
+      // Kafka translates these as the coordinator's answers (CONCURRENT_TRANSACTIONS: NOT_ENOUGH_REPLICAS,
+      // which every client retries).
+      refused[g.index] = error_response(
+          w.partition,
+          verification_error_for_write(g.guard.error().code, version >= produce_abortable_min_version));
       continue;
     }
     w.batch.verification_guard = *g.guard;
@@ -312,11 +321,10 @@ asio::awaitable<void> verify_transactional_batches(const broker_services& servic
   }
 }
 
-}  // namespace
-
-asio::awaitable<std::optional<produce_handler::response>> produce_handler::handle_async(request_context& ctx,
-                                                                                        request req,
-                                                                                        int16_t version) {
+asio::awaitable<std::optional<produce_handler::response>> produce(request_context& ctx,
+                                                                  produce_handler::request req,
+                                                                  int16_t version) {
+  using response = produce_handler::response;
   const auto& services = ctx.services;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(req.timeout_ms);
   const auto image = services.metadata->current();
@@ -371,9 +379,11 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
     }
   }
 
-  // Transactional batches need a transactional id the producer may write with (no authorizer: any); Kafka
-  // refuses the whole request otherwise.
-  if (!req.transactional_id && has_transactional_batches(req, checked)) {
+  // Transactional batches need a transactional id the producer may write with (WRITE on the
+  // TRANSACTIONAL_ID; no authorizer: any); Kafka refuses the whole request otherwise.
+  if (has_transactional_batches(req, checked) &&
+      (!req.transactional_id ||
+       !authorized(ctx, acl_operation::write, acl_resource_type::transactional_id, *req.transactional_id))) {
     if (req.acks == 0) {
       ctx.close_reason = "acks=0 produce refused: transactional batches without a transactional id";
       co_return std::nullopt;
@@ -392,11 +402,21 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
   }
 
   std::vector<append_work> work;
+  std::vector<int8_t> topic_allowed(topic_names.size(), -1);
   for (size_t i = 0; i < slots.size(); ++i) {
     auto& s = slots[i];
     const std::string& topic = topic_names[s.topic_entry];
     if (by_topic_id && topic.empty()) {
       s.answer = error_response(s.partition, error_code::unknown_topic_id);
+      continue;
+    }
+    // KafkaApis.handleProduceRequest: WRITE on the topic before anything else about it (once per topic).
+    if (topic_allowed[s.topic_entry] < 0) {
+      topic_allowed[s.topic_entry] =
+          authorized(ctx, acl_operation::write, acl_resource_type::topic, topic) ? 1 : 0;
+    }
+    if (topic_allowed[s.topic_entry] == 0) {
+      s.answer = error_response(s.partition, error_code::topic_authorization_failed);
       continue;
     }
     const auto* known = find_partition(*image, topic, s.partition);
@@ -499,6 +519,23 @@ asio::awaitable<std::optional<produce_handler::response>> produce_handler::handl
         }
       }
     }
+  }
+  co_return resp;
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<produce_handler::response>> produce_handler::handle_async(request_context& ctx,
+                                                                                        request req,
+                                                                                        int16_t version) {
+  auto resp = co_await produce(ctx, std::move(req), version);
+  // Client quotas (KafkaApis.handleProduceRequest): the request's bytes are recorded whatever became of it,
+  // acks=0 included; over the quota the answer carries the throttle time and the connection is muted for it
+  // (KIP-219), the answer itself going out at once.
+  if (const int32_t throttle =
+          record_client_quota(ctx, client_quota_type::produce, static_cast<double>(ctx.request.size()));
+      throttle > 0 && resp) {
+    resp->throttle_time_ms = throttle;
   }
   co_return resp;
 }

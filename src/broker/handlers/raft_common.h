@@ -13,6 +13,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "handlers/authorization.h"
 #include "mala/broker/request_context.h"
 #include "mala/net/shard_pool.h"
 #include "mala/raft/raft_node.h"
@@ -78,6 +79,9 @@ inline std::string raft_cluster_id(const broker_services& services) {
 template <typename Response, typename RaftResponse, typename Request>
 asio::awaitable<Response> answer_raft_request(request_context& ctx, const Request& req) {
   if (!ctx.services.raft) co_return raft::top_level_error_response<Response>(error_code::invalid_request);
+  // ControllerApis: the KRaft RPCs need CLUSTER_ACTION on the cluster.
+  if (!authorized_cluster(ctx, acl_operation::cluster_action))
+    co_return raft::top_level_error_response<Response>(error_code::cluster_authorization_failed);
   auto message = raft::from_protocol(req, raft_cluster_id(ctx.services));
   if (!message.ok()) co_return raft::top_level_error_response<Response>(message.error().code);
   auto answer = co_await ask_raft(ctx.services, std::move(*message));

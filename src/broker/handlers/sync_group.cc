@@ -17,6 +17,10 @@ asio::awaitable<std::optional<sync_group_handler::response>> sync_group_handler:
     resp.error_code = to_wire(error_code::inconsistent_group_protocol);
     co_return resp;
   }
+  if (!group_allowed(ctx, acl_operation::read, req.group_id)) {
+    resp.error_code = to_wire(error_code::group_authorization_failed);
+    co_return resp;
+  }
   if (!ctx.services.groups) {
     resp.error_code = to_wire(error_code::coordinator_not_available);
     co_return resp;

@@ -1,5 +1,7 @@
 #include "handlers/write_txn_markers.h"
 
+#include "handlers/authorization.h"
+
 #include <memory>
 #include <utility>
 
@@ -10,6 +12,7 @@
 #include "handlers/group_common.h"
 #include "mala/common/logging.h"
 #include "mala/coordinator/group_placement.h"
+#include "mala/net/coroutine_frame_warning.h"
 
 namespace mala::broker::handlers {
 
@@ -125,6 +128,21 @@ asio::awaitable<std::vector<error_code>> write_txn_markers_locally(
 asio::awaitable<std::optional<write_txn_markers_handler::response>> write_txn_markers_handler::handle_async(
     request_context& ctx, request req, int16_t version) {
   (void)version;
+  // KafkaApis.handleWriteTxnMarkersRequest: CLUSTER_ACTION, else every partition is refused.
+  if (!authorized_cluster(ctx, acl_operation::cluster_action)) {
+    response refused;
+    for (const auto& m : req.markers) {
+      auto& marker = refused.markers.emplace_back();
+      marker.producer_id = m.producer_id;
+      for (const auto& t : m.topics) {
+        auto& topic = marker.topics.emplace_back();
+        topic.name = t.name;
+        for (int32_t p : t.partition_indexes)
+          topic.partitions.push_back({p, to_wire(error_code::cluster_authorization_failed)});
+      }
+    }
+    co_return refused;
+  }
   const auto deadline = std::chrono::steady_clock::now() + txn_marker_append_timeout;
   std::vector<txn_marker_write> writes;
   for (const auto& m : req.markers) {

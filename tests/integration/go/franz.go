@@ -4,13 +4,58 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
+
+// franzTLS is the kgo option that dials the brokers over TLS with --tls-ca (and the client certificate of
+// --tls-cert / --tls-key), or nil without --tls-ca.
+func franzTLS(o *options) (kgo.Opt, error) {
+	if o.tlsCA == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(o.tlsCA)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", o.tlsCA)
+	}
+	config := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if o.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return nil, err
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return kgo.DialTLSConfig(config), nil
+}
+
+// franzSASL is the kgo option that authenticates with --sasl-mechanism, or nil without one.
+func franzSASL(o *options) (kgo.Opt, error) {
+	switch o.saslMechanism {
+	case "":
+		return nil, nil
+	case "PLAIN":
+		return kgo.SASL(plain.Auth{User: o.saslUser, Pass: o.saslPassword}.AsMechanism()), nil
+	case "SCRAM-SHA-256":
+		return kgo.SASL(scram.Auth{User: o.saslUser, Pass: o.saslPassword}.AsSha256Mechanism()), nil
+	case "SCRAM-SHA-512":
+		return kgo.SASL(scram.Auth{User: o.saslUser, Pass: o.saslPassword}.AsSha512Mechanism()), nil
+	}
+	return nil, fmt.Errorf("unknown SASL mechanism %q", o.saslMechanism)
+}
 
 type franzClient struct {
 	cl  *kgo.Client
@@ -25,6 +70,8 @@ func newFranz(o *options) (client, error) {
 	}
 	switch o.compression {
 	case "none":
+		// Uncompressed batches (franz-go's own default is snappy).
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()))
 	case "gzip":
 		opts = append(opts, kgo.ProducerBatchCompression(kgo.GzipCompression()))
 	case "snappy":
@@ -53,6 +100,16 @@ func newFranz(o *options) (client, error) {
 	}
 	if o.topic != "" {
 		opts = append(opts, kgo.DefaultProduceTopic(o.topic))
+	}
+	if dialTLS, err := franzTLS(o); err != nil {
+		return nil, err
+	} else if dialTLS != nil {
+		opts = append(opts, dialTLS)
+	}
+	if sasl, err := franzSASL(o); err != nil {
+		return nil, err
+	} else if sasl != nil {
+		opts = append(opts, sasl)
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

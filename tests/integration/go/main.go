@@ -38,6 +38,12 @@ import (
 
 // options holds every flag of every command; each command reads the ones it needs.
 type options struct {
+	tlsCA             string
+	tlsCert           string
+	tlsKey            string
+	saslMechanism     string
+	saslUser          string
+	saslPassword      string
 	bootstrap         string
 	topic             string
 	count             int
@@ -233,6 +239,12 @@ func main() {
 	fs.StringVar(&o.tag, "tag", "", "txn-produce: the records' tag (default: the transactional id)")
 	fs.StringVar(&o.output, "output", "", "txn-copy: the output topic")
 	fs.IntVar(&o.maxPollRecords, "max-poll-records", 50, "txn-copy: records per poll (one transaction each)")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "franz: TLS to the brokers, trusting this PEM CA file (plaintext when empty)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "franz: the client certificate (PEM) presented over TLS")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "franz: the client certificate's key (PEM)")
+	fs.StringVar(&o.saslMechanism, "sasl-mechanism", "", "franz: SASL mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 (none when empty)")
+	fs.StringVar(&o.saslUser, "sasl-user", "", "franz: SASL user name")
+	fs.StringVar(&o.saslPassword, "sasl-password", "", "franz: SASL password")
 	if err := fs.Parse(rest); err != nil {
 		usage(err.Error())
 	}

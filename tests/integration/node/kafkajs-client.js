@@ -3,6 +3,8 @@
 // command prints JSON, one object per line, on stdout; diagnostics go to stderr. Exit code 0 on success, 1 on a
 // client error, 2 on a usage error; every command is bounded by --timeout (ms).
 //
+//   every command: [--sasl-mechanism plain|scram-sha-256|scram-sha-512 --sasl-user U --sasl-password P]
+//                  [--tls-ca CA.pem [--tls-cert CERT.pem --tls-key KEY.pem]] (TLS to the brokers)
 //   node kafkajs-client.js produce --bootstrap B --topic T --count N [--key-prefix K] [--value-prefix V]
 //        [--partition P] [--compression none|gzip] [--acks -1|1|0] [--idempotent] [--auto-create]
 //     one line per record: {"partition":P,"offset":O,"key":K,"value":V}
@@ -31,6 +33,7 @@
 'use strict'
 
 const { Kafka, logLevel, CompressionTypes, Partitioners, ConfigResourceTypes } = require('kafkajs')
+const fs = require('fs')
 
 function usage(msg) {
   process.stderr.write(`kafkajs-client: ${msg}\n`)
@@ -55,6 +58,9 @@ function parseArgs(argv) {
     '--group': ['group', String], '--transactional-id': ['transactionalId', String],
     '--transactions': ['transactions', Number], '--records': ['records', Number],
     '--abort-every': ['abortEvery', Number], '--tag': ['tag', String], '--output': ['output', String],
+    '--sasl-mechanism': ['saslMechanism', String], '--sasl-user': ['saslUser', String],
+    '--sasl-password': ['saslPassword', String], '--tls-ca': ['tlsCa', String], '--tls-cert': ['tlsCert', String],
+    '--tls-key': ['tlsKey', String],
   }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
@@ -404,6 +410,14 @@ async function main() {
     requestTimeout: Math.min(o.timeout, 30000),
     logLevel: process.env.KAFKAJS_DEBUG ? logLevel.DEBUG : logLevel.ERROR,
     retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 2000 },
+    // --sasl-mechanism plain|scram-sha-256|scram-sha-512 (KafkaJS's names) over SASL_PLAINTEXT.
+    sasl: o.saslMechanism ? { mechanism: o.saslMechanism, username: o.saslUser, password: o.saslPassword } : undefined,
+    // --tls-ca: TLS, trusting that CA (Node's tls.connect options), with the client certificate when given.
+    ssl: o.tlsCa ? {
+      ca: [fs.readFileSync(o.tlsCa, 'utf8')],
+      cert: o.tlsCert ? fs.readFileSync(o.tlsCert, 'utf8') : undefined,
+      key: o.tlsKey ? fs.readFileSync(o.tlsKey, 'utf8') : undefined,
+    } : undefined,
   })
   const timer = setTimeout(() => {
     process.stderr.write(`kafkajs-client: timed out after ${o.timeout} ms\n`)

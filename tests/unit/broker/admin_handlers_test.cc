@@ -14,6 +14,7 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 
+#include "mala/broker/authorizer.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/producer_id_allocator.h"
@@ -23,12 +24,18 @@
 #include "mala/net/shard_pool.h"
 #include "mala/protocol/messages/alter_configs_request.h"
 #include "mala/protocol/messages/alter_configs_response.h"
+#include "mala/protocol/messages/create_acls_request.h"
+#include "mala/protocol/messages/create_acls_response.h"
 #include "mala/protocol/messages/create_partitions_request.h"
 #include "mala/protocol/messages/create_partitions_response.h"
 #include "mala/protocol/messages/create_topics_request.h"
 #include "mala/protocol/messages/create_topics_response.h"
+#include "mala/protocol/messages/delete_acls_request.h"
+#include "mala/protocol/messages/delete_acls_response.h"
 #include "mala/protocol/messages/delete_topics_request.h"
 #include "mala/protocol/messages/delete_topics_response.h"
+#include "mala/protocol/messages/describe_acls_request.h"
+#include "mala/protocol/messages/describe_acls_response.h"
 #include "mala/protocol/messages/describe_cluster_request.h"
 #include "mala/protocol/messages/describe_cluster_response.h"
 #include "mala/protocol/messages/describe_configs_request.h"
@@ -41,6 +48,8 @@
 #include "mala/protocol/messages/incremental_alter_configs_response.h"
 #include "mala/protocol/messages/init_producer_id_request.h"
 #include "mala/protocol/messages/init_producer_id_response.h"
+#include "mala/protocol/messages/metadata_request.h"
+#include "mala/protocol/messages/metadata_response.h"
 #include "mala/protocol/messages/update_features_request.h"
 #include "mala/protocol/messages/update_features_response.h"
 #include "mala/protocol/record_batch.h"
@@ -1037,6 +1046,112 @@ TEST(producer_id_allocator, uses_blocks_in_order_and_refuses_overlaps) {
     return result<controller::producer_id_block>(status::error(error_code::stale_broker_epoch, "x"));
   };
   EXPECT_EQ(allocator.next_id(failing).error().code, error_code::stale_broker_epoch);
+}
+
+// --- Authorization (authorizer.class.name = StandardAuthorizer)
+
+create_acls_request::acl_creation acl_creation(int8_t type, std::string name, int8_t pattern,
+                                               std::string principal, int8_t op, int8_t permission) {
+  create_acls_request::acl_creation c;
+  c.resource_type = type;
+  c.resource_name = std::move(name);
+  c.resource_pattern_type = pattern;
+  c.principal = std::move(principal);
+  c.host = "*";
+  c.operation = op;
+  c.permission_type = permission;
+  return c;
+}
+
+constexpr int16_t err_topic_authorization_failed = 29;
+constexpr int16_t err_cluster_authorization_failed = 31;
+constexpr int16_t err_security_disabled = 54;
+
+TEST_F(admin_handlers_test, acl_apis_without_an_authorizer_are_security_disabled) {
+  describe_acls_request d;
+  d.resource_type_filter = 1;
+  d.pattern_type_filter = 1;
+  d.operation = 1;
+  d.permission_type = 1;
+  auto described = call<describe_acls_response>(29, 3, d);
+  EXPECT_EQ(described.error_code, err_security_disabled);
+  create_acls_request c;
+  c.creations = {acl_creation(2, "t", 3, "User:a", 3, 3)};
+  auto created = call<create_acls_response>(30, 3, c);
+  ASSERT_EQ(created.results.size(), 1u);
+  EXPECT_EQ(created.results[0].error_code, err_security_disabled);
+  EXPECT_EQ(created.results[0].error_message, "No Authorizer is configured.");
+}
+
+TEST_F(admin_handlers_test, acls_are_created_described_enforced_and_deleted) {
+  authorizer authz("User:admin", false);
+  services.acl_authorizer = &authz;
+  connection.peer = "127.0.0.1:40000";
+  connection.principal_name = "admin";
+  create_acls_request c;
+  c.creations = {acl_creation(2, "app-", 4, "User:ANONYMOUS", 5, 3),        // CREATE prefixed app-
+                 acl_creation(2, "app-x", 3, "User:ANONYMOUS", 8, 3),       // DESCRIBE app-x
+                 acl_creation(4, "my-cluster", 3, "User:ANONYMOUS", 8, 3),  // not kafka-cluster
+                 acl_creation(2, "", 3, "User:ANONYMOUS", 8, 3)};           // empty name
+  auto created = call<create_acls_response>(30, 3, c);
+  ASSERT_EQ(created.results.size(), 4u);
+  EXPECT_EQ(created.results[0].error_code, err_none) << created.results[0].error_message.value_or("");
+  EXPECT_EQ(created.results[1].error_code, err_none);
+  EXPECT_EQ(created.results[2].error_code, err_invalid_request);
+  EXPECT_EQ(created.results[2].error_message,
+            "The only valid name for the CLUSTER resource is kafka-cluster");
+  EXPECT_EQ(created.results[3].error_message, "Invalid empty resource name");
+  EXPECT_EQ(cache.current()->acls.by_id.size(), 2u);
+
+  describe_acls_request d;
+  d.resource_type_filter = 2;
+  d.resource_name_filter = "app-x";
+  d.pattern_type_filter = 2;  // MATCH
+  d.principal_filter = std::nullopt;
+  d.host_filter = std::nullopt;
+  d.operation = 1;
+  d.permission_type = 1;
+  auto described = call<describe_acls_response>(29, 3, d);
+  EXPECT_EQ(described.error_code, err_none);
+  ASSERT_EQ(described.resources.size(), 2u);  // the literal and the prefix
+
+  // User:ANONYMOUS may create app-* topics and no others, may not manage ACLs, and sees only app-x.
+  connection.principal_name = "ANONYMOUS";
+  EXPECT_EQ(create_topic("app-x", 1).topics.at(0).error_code, err_none);
+  EXPECT_EQ(create_topic("app-y", 1).topics.at(0).error_code, err_none);
+  EXPECT_EQ(create_topic("other", 1).topics.at(0).error_code, err_topic_authorization_failed);
+  metadata_request all;
+  all.topics = std::nullopt;
+  auto meta = call<metadata_response>(3, 12, all);
+  ASSERT_EQ(meta.topics.size(), 1u);
+  EXPECT_EQ(meta.topics[0].name, "app-x");
+  metadata_request named;
+  named.topics.emplace();
+  named.topics->emplace_back().name = "app-y";
+  named.allow_auto_topic_creation = false;
+  meta = call<metadata_response>(3, 12, named);
+  ASSERT_EQ(meta.topics.size(), 1u);
+  EXPECT_EQ(meta.topics[0].error_code, err_topic_authorization_failed);
+  auto refused = call<create_acls_response>(30, 3, c);
+  EXPECT_EQ(refused.results.at(0).error_code, err_cluster_authorization_failed);
+  EXPECT_EQ(call<describe_acls_response>(29, 3, d).error_code, err_cluster_authorization_failed);
+
+  connection.principal_name = "admin";
+  delete_acls_request del;
+  auto& f = del.filters.emplace_back();
+  f.resource_type_filter = 2;
+  f.resource_name_filter = "app-";
+  f.pattern_type_filter = 4;
+  f.principal_filter = std::nullopt;
+  f.host_filter = std::nullopt;
+  f.operation = 1;
+  f.permission_type = 1;
+  auto deleted = call<delete_acls_response>(31, 3, del);
+  ASSERT_EQ(deleted.filter_results.size(), 1u);
+  EXPECT_EQ(deleted.filter_results[0].matching_acls.size(), 1u);
+  EXPECT_EQ(cache.current()->acls.by_id.size(), 1u);
+  connection.principal_name = "ANONYMOUS";
+  EXPECT_EQ(create_topic("app-z", 1).topics.at(0).error_code, err_topic_authorization_failed);
 }
 
 }  // namespace

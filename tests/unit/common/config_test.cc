@@ -1,7 +1,9 @@
 #include "mala/common/config.h"
+#include "mala/common/tls_settings.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -348,38 +350,125 @@ TEST(config_test, refuses_bad_listeners) {
   expect_refused({"listener.security.protocol.map=PLAINTEXT:TLS"}, "listener.security.protocol.map");
 }
 
-// Until TLS and SASL are built, a listener that asks for them, or a setting of theirs, stops the start:
-// serving it as PLAINTEXT would silently give neither encryption nor authentication.
+// Every security protocol is served (SASL_SSL is TLS with SASL on top); what Mala cannot provide stops the
+// start: a SASL_SSL listener without a key store, SASL on controller listeners (Mala's own clients do not
+// speak it), SASL settings beyond the mechanisms and JAAS users.
 TEST(config_test, refuses_security_it_cannot_provide) {
-  for (const char* protocol : {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}) {
+  for (const char* protocol : {"SSL", "SASL_SSL"}) {
     auto err =
         load_error(base_yaml, {"listeners=PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
                                std::string("listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:") +
                                    protocol + ",CONTROLLER:PLAINTEXT"});
-    EXPECT_EQ(err.key, "listeners");
+    EXPECT_EQ(err.key, "ssl.keystore.location") << err.message;
     EXPECT_NE(err.message.find("INTERNAL"), std::string::npos) << err.message;
-    EXPECT_NE(err.message.find(protocol), std::string::npos) << err.message;
   }
-  // A listener named after its protocol, as in Kafka's example configurations.
-  auto named = load_error(base_yaml, {"listeners=SASL_SSL://:9092,CONTROLLER://:9093",
-                                      "listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
-                                      "inter.broker.listener.name=SASL_SSL"});
-  EXPECT_EQ(named.key, "listeners");
-  EXPECT_NE(named.message.find("does not support"), std::string::npos) << named.message;
-  // A broker-only node that would reach the controllers over TLS.
+  auto sasl_ssl = load_ok(base_yaml, {"listeners=PLAINTEXT://:9092,SASL_SSL://:9094,CONTROLLER://:9093",
+                                      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,"
+                                      "CONTROLLER:PLAINTEXT",
+                                      "ssl.keystore.location=/k.pem"});
+  EXPECT_EQ(sasl_ssl.listeners()[1].protocol, security_protocol::sasl_ssl);
+  // A broker-only node that would reach the controllers over SASL.
   expect_refused({"process.roles=broker", "node.id=4", "listeners=PLAINTEXT://:9092",
-                  "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"},
+                  "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"},
                  "controller.listener.names");
-  for (const char* key :
-       {"ssl.keystore.location", "sasl.enabled.mechanisms", "listener.name.internal.ssl.keystore.location",
-        "listener.name.external.sasl.enabled.mechanisms"}) {
+  // Controllers and brokers over TLS are accepted (the node's own settings of those listeners).
+  load_ok(base_yaml, {"process.roles=broker", "node.id=4", "listeners=PLAINTEXT://:9092",
+                      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"});
+  load_ok(base_yaml, {"listeners=SSL://:9092,CONTROLLER://:9093",
+                      "listener.security.protocol.map=SSL:SSL,CONTROLLER:SSL",
+                      "inter.broker.listener.name=SSL", "ssl.keystore.location=/k.pem"});
+  for (const char* key : {"sasl.kerberos.service.name", "listener.name.external.sasl.login.class",
+                          "listener.name.external.sasl.server.max.receive.size"}) {
     auto err = load_error(base_yaml, {std::string(key) + "=x"});
     EXPECT_EQ(err.key, key) << err.message;
     EXPECT_NE(err.message.find("does not support"), std::string::npos) << err.message;
   }
+  // SASL_PLAINTEXT listeners and the SASL keys Mala serves load (security/sasl_settings.h checks their
+  // values).
+  auto sasl = load_ok(
+      base_yaml, {"listeners=PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
+                  "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,"
+                  "CONTROLLER:PLAINTEXT",
+                  "sasl.enabled.mechanisms=PLAIN", "listener.name.internal.sasl.enabled.mechanisms=PLAIN",
+                  "listener.name.internal.plain.sasl.jaas.config=x required;"});
+  EXPECT_EQ(sasl.listeners()[1].protocol, security_protocol::sasl_plaintext);
+  EXPECT_EQ(sasl.listener_setting("INTERNAL", "plain.sasl.jaas.config"), "x required;");
+  EXPECT_EQ(sasl.listener_setting("internal", "sasl.enabled.mechanisms"), "PLAIN");
+  EXPECT_FALSE(sasl.listener_setting("PLAINTEXT", "sasl.enabled.mechanisms"));
   // Other unknown keys stay warnings, as before.
   auto ok = load_ok(base_yaml, {"listener.name.internal.max.connections=5"});
   EXPECT_FALSE(ok.warnings().empty());
+}
+
+// The PLAINTEXT listener for brokers, an SSL one for clients.
+const std::vector<std::string> ssl_listener = {
+    "listeners=PLAINTEXT://:9092,SSL://:9094,CONTROLLER://:9093",
+    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT"};
+
+std::vector<std::string> with_ssl(std::vector<std::string> extra) {
+  auto all = ssl_listener;
+  all.insert(all.end(), extra.begin(), extra.end());
+  return all;
+}
+
+TEST(config_test, ssl_listener_settings) {
+  auto config = load_ok(base_yaml, with_ssl({"ssl.keystore.location=/etc/k.pem", "ssl.client.auth=required",
+                                             "ssl.truststore.location=/etc/ca.pem",
+                                             "ssl.principal.mapping.rules=RULE:^CN=(.*?),.*$/$1/,DEFAULT"}));
+  auto ssl = std::find_if(config.listeners().begin(), config.listeners().end(),
+                          [](auto& l) { return l.name == "SSL"; });
+  ASSERT_NE(ssl, config.listeners().end());
+  EXPECT_EQ(ssl->protocol, security_protocol::ssl);
+  auto tls = tls_settings_for(config, "SSL");
+  EXPECT_EQ(tls.keystore_location, "/etc/k.pem");
+  EXPECT_EQ(tls.keystore_type, "PEM");
+  EXPECT_EQ(tls.truststore_location, "/etc/ca.pem");
+  EXPECT_EQ(tls.client_auth, ssl_client_auth::required);
+  EXPECT_EQ(tls.enabled_protocols, (std::vector<std::string>{"TLSv1.2", "TLSv1.3"}));
+  EXPECT_EQ(tls.endpoint_identification_algorithm, "https");
+  EXPECT_EQ(tls.key_name("ssl.keystore.location"), "ssl.keystore.location");
+  // Passwords are hidden as Kafka's.
+  auto hidden =
+      load_ok(base_yaml, with_ssl({"ssl.keystore.location=/etc/k.p12", "ssl.keystore.password=s3cret"}));
+  EXPECT_EQ(tls_settings_for(hidden, "SSL").keystore_type, "PKCS12");  // from the file name
+  EXPECT_EQ(tls_settings_for(hidden, "SSL").keystore_password, "s3cret");
+  EXPECT_EQ(hidden.all_values().at("ssl.keystore.password").value, "[hidden]");
+
+  // A listener's override wins over the listener-less key, and is named in errors.
+  auto overridden = load_ok(base_yaml, with_ssl({"ssl.keystore.location=/etc/k.pem",
+                                                 "listener.name.ssl.ssl.keystore.location=/etc/ssl-k.pem",
+                                                 "listener.name.ssl.ssl.client.auth=requested"}));
+  auto o = tls_settings_for(overridden, "SSL");
+  EXPECT_EQ(o.keystore_location, "/etc/ssl-k.pem");
+  EXPECT_EQ(o.client_auth, ssl_client_auth::requested);
+  EXPECT_EQ(o.key_name("ssl.keystore.location"), "listener.name.ssl.ssl.keystore.location");
+  EXPECT_TRUE(overridden.warnings().empty());
+  // An ssl.* setting without an SSL listener is accepted (and unused), as Kafka's.
+  load_ok(base_yaml, {"ssl.keystore.location=/etc/k.pem"});
+}
+
+TEST(config_test, refuses_bad_ssl_settings) {
+  auto refused = [](std::vector<std::string> extra, std::string_view key, std::string_view says = "") {
+    auto err = load_error(base_yaml, with_ssl(std::move(extra)));
+    EXPECT_EQ(err.key, key) << err.message;
+    EXPECT_NE(err.message.find(says), std::string::npos) << err.message;
+  };
+  refused({}, "ssl.keystore.location", "required");
+  refused({"listener.name.ssl.ssl.keystore.type=PEM"}, "ssl.keystore.location", "required");
+  refused({"ssl.keystore.location=/k.jks", "ssl.keystore.type=JKS"}, "ssl.keystore.type", "JKS");
+  refused({"ssl.keystore.location=/k", "listener.name.ssl.ssl.keystore.type=JKS"},
+          "listener.name.ssl.ssl.keystore.type", "JKS");
+  refused({"ssl.keystore.location=/k", "ssl.truststore.type=JKS"}, "ssl.truststore.type", "JKS");
+  refused({"ssl.keystore.certificate.chain=x"}, "ssl.keystore.key", "required");
+  refused({"ssl.keystore.location=/k", "ssl.keystore.key=x", "ssl.keystore.certificate.chain=y"},
+          "ssl.keystore.location", "both");
+  auto bad_value = load_error(base_yaml, with_ssl({"ssl.keystore.location=/k", "ssl.client.auth=sometimes"}));
+  EXPECT_NE(bad_value.message.find("ssl.client.auth"), std::string::npos) << bad_value.message;
+  refused({"ssl.keystore.location=/k", "listener.name.ssl.ssl.client.auth=sometimes"},
+          "listener.name.ssl.ssl.client.auth");
+  refused({"ssl.keystore.location=/k", "ssl.enabled.protocols=SSLv3"}, "ssl.enabled.protocols", "SSLv3");
+  refused({"ssl.keystore.location=/k", "ssl.principal.mapping.rules=RULE:^CN=(.*$/$1/"},
+          "ssl.principal.mapping.rules", "Invalid rule");
 }
 
 TEST(config_test, refuses_bad_advertised_listeners) {

@@ -191,6 +191,32 @@ TEST_F(configuration_control_test, refusals_write_nothing) {
   EXPECT_EQ(_writer.batches.size(), batches);
 }
 
+// An SSL listener's key and trust stores change per broker (Kafka's reconfigurable SSL configs); not at the
+// cluster default, and not the listener's other TLS settings.
+TEST_F(configuration_control_test, listener_key_stores_are_dynamic_per_broker) {
+  incremental_request request;
+  request.resources.push_back(incremental_resource(
+      config_resource_broker, "1", {{"listener.name.ssl.ssl.keystore.location", config_op_set, "/new.pem"}}));
+  request.resources.push_back(incremental_resource(
+      config_resource_broker, "", {{"listener.name.ssl.ssl.keystore.location", config_op_set, "/new.pem"}}));
+  auto response = _configs.incremental_alter_configs(request);
+  ASSERT_EQ(response.responses.size(), 2u);
+  EXPECT_EQ(response.responses[0].error_code, 0) << response.responses[0].error_message.value_or("");
+  EXPECT_EQ(response.responses[1].error_code, to_wire(error_code::invalid_request));
+  EXPECT_EQ(response.responses[1].error_message,
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            "Set(listener.name.ssl.ssl.keystore.location)");
+  incremental_request other;
+  other.resources.push_back(incremental_resource(
+      config_resource_broker, "1", {{"listener.name.ssl.ssl.client.auth", config_op_set, "required"}}));
+  response = _configs.incremental_alter_configs(other);
+  ASSERT_EQ(response.responses.size(), 1u);
+  EXPECT_EQ(response.responses[0].error_code, to_wire(error_code::invalid_request));
+  const auto* configs = _writer.image()->find_configs(metadata::config_resource_type::broker, "1");
+  ASSERT_NE(configs, nullptr);
+  EXPECT_EQ(configs->at("listener.name.ssl.ssl.keystore.location"), "/new.pem");
+}
+
 TEST_F(configuration_control_test, a_failed_write_answers_every_resource) {
   _writer.fail_writes = true;
   incremental_request request;

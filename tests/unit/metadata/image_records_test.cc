@@ -55,7 +55,7 @@ TEST(image_records_test, records_come_in_kafkas_order) {
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(first->name, "metadata.version");
   EXPECT_EQ(first->feature_level, 27);
-  // Then brokers, topics (each followed by its partitions), configs, producer ids.
+  // Then brokers, topics (each followed by its partitions), configs, client quotas, producer ids.
   auto rank = [](const metadata_record& r) {
     return std::visit(
         [](const auto& x) -> int {
@@ -66,13 +66,14 @@ TEST(image_records_test, records_come_in_kafkas_order) {
                         std::is_same_v<T, protocol::partition_record>)
             return 2;
           if constexpr (std::is_same_v<T, protocol::config_record>) return 3;
-          if constexpr (std::is_same_v<T, protocol::producer_ids_record>) return 4;
+          if constexpr (std::is_same_v<T, protocol::client_quota_record>) return 4;
+          if constexpr (std::is_same_v<T, protocol::producer_ids_record>) return 5;
           return 99;
         },
         r);
   };
   for (size_t i = 1; i < records.size(); ++i) EXPECT_LE(rank(records[i - 1].record), rank(records[i].record));
-  EXPECT_EQ(rank(records.back().record), 4);
+  EXPECT_EQ(rank(records.back().record), 5);
   for (const auto& r : records) {
     if (std::holds_alternative<protocol::register_broker_record>(r.record)) {
       EXPECT_EQ(r.version, 3);

@@ -81,6 +81,37 @@ std::vector<metadata_record> samples() {
   brc.log_dirs = {make_uuid(70)};
   out.push_back(brc);
   out.push_back(protocol::no_op_record{});
+  protocol::user_scram_credential_record scram;
+  scram.name = "alice";
+  scram.mechanism = 1;
+  scram.salt = {1, 2, 3};
+  scram.stored_key = {4, 5};
+  scram.server_key = {6};
+  scram.iterations = 8192;
+  out.push_back(scram);
+  protocol::remove_user_scram_credential_record remove_scram;
+  remove_scram.name = "alice";
+  remove_scram.mechanism = 1;
+  out.push_back(remove_scram);
+  protocol::access_control_entry_record acl;
+  acl.id = make_uuid(80);
+  acl.resource_type = 2;
+  acl.resource_name = "orders";
+  acl.pattern_type = 4;
+  acl.principal = "User:alice";
+  acl.host = "*";
+  acl.operation = 3;
+  acl.permission_type = 3;
+  out.push_back(acl);
+  protocol::remove_access_control_entry_record remove_acl;
+  remove_acl.id = make_uuid(80);
+  out.push_back(remove_acl);
+  protocol::client_quota_record quota;
+  quota.entity.push_back({"user", "alice"});
+  quota.entity.push_back({"client-id", std::nullopt});
+  quota.key = "producer_byte_rate";
+  quota.value = 1048576;
+  out.push_back(quota);
   return out;
 }
 
@@ -225,9 +256,9 @@ TEST(metadata_records, refuses_unknown_types_and_versions) {
   // NoOpRecord v1 does not exist yet.
   EXPECT_EQ(decode_metadata_record(std::vector<uint8_t>{0x01, 0x14, 0x01, 0x00}).error().code,
             error_code::unsupported_version);
-  // AccessControlEntryRecord (18) is a Kafka record the image does not apply; 99 is no record at all.
-  EXPECT_TRUE(is_known_metadata_record_type(18));
-  EXPECT_EQ(decode_metadata_record(std::vector<uint8_t>{0x01, 18, 0x00, 0x00}).error().code,
+  // DelegationTokenRecord (10) is a Kafka record the image does not apply; 99 is no record at all.
+  EXPECT_TRUE(is_known_metadata_record_type(10));
+  EXPECT_EQ(decode_metadata_record(std::vector<uint8_t>{0x01, 10, 0x00, 0x00}).error().code,
             error_code::unsupported_version);
   EXPECT_FALSE(is_known_metadata_record_type(99));
   EXPECT_EQ(decode_metadata_record(std::vector<uint8_t>{0x01, 99, 0x00, 0x00}).error().code,

@@ -92,6 +92,11 @@ inline metadata_image sample_image() {
   image.configs[{config_resource_type::broker, ""}] = {{"min.insync.replicas", "2"}};
   image.finalized_features = {{"metadata.version", 27}, {"kraft.version", 1}, {"group.version", 1}};
   image.next_producer_id = 5000;
+  auto quotas = std::make_shared<client_quota_map>();
+  (*quotas)[{{"user", "alice"}}] = {{"producer_byte_rate", 1048576}, {"consumer_byte_rate", 2097152}};
+  (*quotas)[{{"user", std::nullopt}, {"client-id", "app"}}] = {{"request_percentage", 12.5}};
+  (*quotas)[{{"ip", "10.0.0.1"}}] = {{"connection_creation_rate", 20}};
+  image.client_quotas.entities = quotas;
   return image;
 }
 

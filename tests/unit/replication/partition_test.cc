@@ -929,6 +929,66 @@ TEST_F(partition_test, last_stable_offset_waits_for_open_transactions_and_replic
   EXPECT_EQ(*follower->log().collect_aborted_transactions(0, 6), expected);
 }
 
+TEST_F(partition_test, verification_guard_waits_for_the_previous_transaction_of_a_v2_producer) {
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
+  auto a = txn_batch(1, 0, 0);
+  ASSERT_TRUE(p.append(a, 1).ok());  // producer 1 opens a transaction at epoch 0
+  // Its next transaction (transactions v2: bumped epoch 1) arrives before the marker of the first: no guard,
+  // CONCURRENT_TRANSACTIONS, since the marker would clear a guard taken now after the coordinator verified
+  // it.
+  auto early = p.create_verification_guard(1, 0, 1, true);
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.error().code, error_code::concurrent_transactions);
+  // Without the epoch bump (transactions v1 verification) the guard is handed out as before.
+  auto v1 = p.create_verification_guard(1, 0, 1, false);
+  ASSERT_TRUE(v1.ok());
+  EXPECT_NE(*v1, 0u);
+  // An epoch below the producer's: INVALID_PRODUCER_EPOCH at once.
+  auto b = txn_batch(2, 3, 0);
+  ASSERT_TRUE(p.append(b, 1).ok());
+  auto stale = p.create_verification_guard(2, 1, 2, true);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code, error_code::invalid_producer_epoch);
+  // Once the marker is written (v2 markers carry the bumped epoch), the next transaction gets its guard.
+  storage::txn_marker_request done = marker(1, true, 0, 1);
+  done.transaction_version = 2;
+  ASSERT_TRUE(p.append_txn_marker(done).ok());
+  auto later = p.create_verification_guard(1, 0, 1, true);
+  ASSERT_TRUE(later.ok());
+  EXPECT_NE(*later, 0u);
+  // Its own open transaction at the same epoch needs no guard.
+  EXPECT_EQ(*p.create_verification_guard(2, 1, 3, true), 0u);
+}
+
+TEST_F(partition_test, a_verified_coordinator_write_opens_a_transaction_only_with_its_guard) {
+  // A TxnOffsetCommit's write to __consumer_offsets (append_origin::coordinator) with the guard its handler
+  // took before the transaction coordinator vouched for the partition.
+  auto& p = make();
+  ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());
+  const auto coordinator = storage::append_origin::coordinator;
+  auto guard = p.create_verification_guard(1, protocol::no_sequence, 0, false);
+  ASSERT_TRUE(guard.ok());
+  ASSERT_NE(*guard, 0u);
+  // The transaction ends between the answer and the append (an abort marker clears the guard): refused.
+  ASSERT_TRUE(p.append_txn_marker(marker(1, false)).ok());
+  auto late = txn_batch(1, 0, 0);
+  auto refused = p.append(late, -1, coordinator, *guard);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, error_code::invalid_txn_state);
+  // A fresh guard: written, and the producer's transaction is open (the next write needs guard 0 only).
+  auto fresh = p.create_verification_guard(1, protocol::no_sequence, 0, false);
+  ASSERT_TRUE(fresh.ok());
+  auto first = txn_batch(1, 0, 0);
+  ASSERT_TRUE(p.append(first, -1, coordinator, *fresh).ok());
+  EXPECT_EQ(*p.create_verification_guard(1, protocol::no_sequence, 0, false), 0u);
+  auto second = txn_batch(1, 0, 0);
+  EXPECT_TRUE(p.append(second, -1, coordinator, uint64_t{0}).ok());
+  // Unverified writes (verification off) are not checked.
+  auto other = txn_batch(2, 0, 0);
+  EXPECT_TRUE(p.append(other, -1, coordinator).ok());
+}
+
 TEST_F(partition_test, read_committed_reads_stop_at_the_lso_and_list_aborted_transactions) {
   auto& p = make();
   ASSERT_TRUE(p.make_leader(leader_state({self}, {self}, 1)).ok());

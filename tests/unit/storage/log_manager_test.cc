@@ -215,8 +215,12 @@ TEST_F(log_manager_test, remove_renames_then_deletes_the_dir) {
   EXPECT_FALSE(fs::exists(dir("d1") / "gamma-0"));
   EXPECT_EQ(manager->get({"gamma", 0}), nullptr);
   EXPECT_EQ(manager->partitions().size(), 1u);
-  // The checkpoints written by remove() no longer name it.
+  // The checkpoints the deleter writes after the removal (off the calling thread) no longer name it.
   auto recovery = read_checkpoint_text(dir("d1") / "recovery-point-offset-checkpoint");
+  for (int i = 0; i < 1000 && recovery.count != "1"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    recovery = read_checkpoint_text(dir("d1") / "recovery-point-offset-checkpoint");
+  }
   EXPECT_EQ(recovery.count, "1");
   ASSERT_EQ(recovery.entries.size(), 1u);
   EXPECT_TRUE(recovery.entries.begin()->starts_with("gamma 1 "));

@@ -380,6 +380,32 @@ TEST_F(transaction_state_test, verification_entry_keeps_its_guard_and_the_lowest
   EXPECT_EQ(_state->find_verification(9), nullptr);
 }
 
+TEST_F(transaction_state_test, a_batch_above_the_lowest_sequence_being_verified_is_out_of_order) {
+  open();
+  append(data_batch(7, 0, 0, true));
+  ASSERT_TRUE(append_marker({.producer_id = 7, .producer_epoch = 0, .commit = true}).ok());
+  // The next transaction's first batch (sequence 1) is being verified; its verification fails with a
+  // retriable error, and the batch after it (sequence 2) comes with its own verification of the same
+  // producer: it may not be written ahead of sequence 1, which would leave 1 out of order for ever.
+  const uint64_t guard = _state->create_verification_guard(7, 1, 0, start_ms);
+  ASSERT_NE(guard, 0u);
+  EXPECT_EQ(_state->create_verification_guard(7, 2, 0, start_ms), guard);
+  auto ahead = check_verified(*_state, data_batch(7, 0, 2, true), guard);
+  ASSERT_FALSE(ahead.ok());
+  EXPECT_EQ(ahead.error().code, error_code::out_of_order_sequence_number);
+  // The coordinator's own writes are not sequence-checked; the lowest batch itself is accepted.
+  const auto h = header_of(data_batch(7, 0, 2, true));
+  const txn_verification v{guard};
+  EXPECT_TRUE(
+      _state->check(std::span<const proto::record_batch_header>(&h, 1), false, append_origin::coordinator, &v)
+          .ok());
+  EXPECT_TRUE(check_verified(*_state, data_batch(7, 0, 1, true), guard).ok());
+  // Once the lowest batch is written the entry is gone, and the next batch is in sequence.
+  append(data_batch(7, 0, 1, true));
+  EXPECT_EQ(_state->find_verification(7), nullptr);
+  EXPECT_TRUE(check_verified(*_state, data_batch(7, 0, 2, true), 0).ok());
+}
+
 TEST_F(transaction_state_test, open_transactions_survive_snapshots_and_expiry) {
   log_config config;
   open(config);

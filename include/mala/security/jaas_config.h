@@ -1,0 +1,34 @@
+// The JAAS configuration text of Kafka's `sasl.jaas.config` (Kafka's JaasConfig):
+//
+//   <login module class> <flag> [<option>=<value> ...] ; [<next module> ...]
+//
+// with flag one of required / requisite / sufficient / optional (any case), values bare words or quoted
+// ("..." or '...', with Java's backslash escapes), and // or /* */ comments. Mala reads it for the
+// PlainLoginModule's user_<name>="<password>" options. Pure functions; parse errors never echo the text,
+// which holds passwords.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mala/common/result.h"
+
+namespace mala::security {
+
+struct jaas_login_module {
+  std::string class_name;
+  std::string flag;  // lower case
+  std::map<std::string, std::string> options;
+};
+
+// Errors: invalid_config with a message naming the position, not the text.
+result<std::vector<jaas_login_module>> parse_jaas_config(std::string_view text);
+
+inline constexpr std::string_view plain_login_module =
+    "org.apache.kafka.common.security.plain.PlainLoginModule";
+inline constexpr std::string_view scram_login_module =
+    "org.apache.kafka.common.security.scram.ScramLoginModule";
+
+}  // namespace mala::security
