@@ -30,10 +30,9 @@ security_protocol listener_protocol(const node_config& config, const std::string
     for (const auto& l : *list)
       if (l.name == name) return l.protocol;
   }
-  if (auto map = config.get_list("listener.security.protocol.map")) {
-    std::string csv;
-    for (const auto& m : *map) csv += (csv.empty() ? "" : ",") + m;
-    if (auto parsed = parse_security_protocol_map(csv); parsed.ok()) {
+  // A listener this node does not open (a broker-only node's CONTROLLER): its protocol from the map.
+  if (auto csv = config.get_string("listener.security.protocol.map")) {
+    if (auto parsed = parse_security_protocol_map(*csv); parsed.ok()) {
       for (const auto& m : parsed.value())
         if (m.listener_name == name) return m.protocol;
     }
@@ -41,12 +40,43 @@ security_protocol listener_protocol(const node_config& config, const std::string
   return parse_security_protocol(name).value_or(security_protocol::plaintext);
 }
 
-// The client context of the SSL listener `name` (null when it is not SSL).
+// The client context of the SSL or SASL_SSL listener `name` (null when it is neither).
 result<std::shared_ptr<net::tls_client_context>> client_tls_for(const node_config& config,
                                                                 const std::string& name) {
-  if (name.empty() || listener_protocol(config, name) != security_protocol::ssl)
+  const auto protocol = name.empty() ? security_protocol::plaintext : listener_protocol(config, name);
+  if (protocol != security_protocol::ssl && protocol != security_protocol::sasl_ssl)
     return std::shared_ptr<net::tls_client_context>();
   return net::make_tls_client_context(tls_settings_for(config, name));
+}
+
+// How the node connects through listener `name`: its TLS context, and on a SASL listener the mechanism of
+// `mechanism_key` (Kafka's default GSSAPI when unset) with the credentials of the listener's login module.
+// SCRAM on the controller listener is refused: its credentials live in the metadata log, which the quorum
+// serves through that very listener (Kafka needs `kafka-storage format --add-scram` for it, which Mala does
+// not have).
+result<net::peer_client_options> client_options_for(const node_config& config, const std::string& name,
+                                                    const std::string& mechanism_key, bool controller) {
+  net::peer_client_options out;
+  out.listener_name = name;
+  auto tls = client_tls_for(config, name);
+  if (!tls.ok()) return tls.error();
+  out.tls = tls.value();
+  const auto protocol = name.empty() ? security_protocol::plaintext : listener_protocol(config, name);
+  if (protocol != security_protocol::sasl_plaintext && protocol != security_protocol::sasl_ssl) return out;
+  const std::string mechanism = config.get_string(mechanism_key).value_or("GSSAPI");
+  if (mechanism != "PLAIN" &&
+      (controller || security::scram_mechanism_from_name(mechanism) == security::scram_mechanism::unknown)) {
+    return status::error(
+        error_code::invalid_config,
+        mechanism_key + ": the node's connections through listener " + name + " cannot use " + mechanism +
+            (controller ? " (PLAIN is supported on the controller listener: SCRAM credentials "
+                          "live in the metadata log the quorum serves through it)"
+                        : " (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are supported)"));
+  }
+  auto credentials = security::node_sasl_credentials(config, name, mechanism);
+  if (!credentials.ok()) return credentials.error();
+  out.sasl = std::move(credentials.value());
+  return out;
 }
 
 // How long SIGTERM waits for the controller to move this broker's leaderships (WantShutDown) before the node
@@ -239,20 +269,23 @@ status node::open_quorum(const quorum_bootstrap& bootstrap) {
   if (!initial.ok()) return initial.error();
 
   const auto& controller_names = _config.controller_listener_names();
-  auto controller_tls = client_tls_for(_config, controller_names.empty() ? "" : controller_names.front());
-  if (!controller_tls.ok()) return controller_tls.error();
-  _controller_tls = controller_tls.value();
-  auto inter_broker_tls = client_tls_for(_config, _config.inter_broker_listener_name());
-  if (!inter_broker_tls.ok()) return inter_broker_tls.error();
-  _inter_broker_tls = inter_broker_tls.value();
-  _peers =
-      std::make_unique<net::peer_client>(_shards->context(0), "mala-" + std::to_string(_config.node_id()),
-                                         net::peer_client_options{.tls = _controller_tls});
-  _broker_peers =
-      std::make_unique<net::peer_client>(_shards->context(0), "mala-" + std::to_string(_config.node_id()),
-                                         net::peer_client_options{.tls = _inter_broker_tls});
+  auto controller_client =
+      client_options_for(_config, controller_names.empty() ? "" : controller_names.front(),
+                         "sasl.mechanism.controller.protocol", true);
+  if (!controller_client.ok()) return controller_client.error();
+  _controller_client = std::move(controller_client.value());
+  _controller_tls = _controller_client.tls;
+  auto inter_broker_client = client_options_for(_config, _config.inter_broker_listener_name(),
+                                                "sasl.mechanism.inter.broker.protocol", false);
+  if (!inter_broker_client.ok()) return inter_broker_client.error();
+  _inter_broker_client = std::move(inter_broker_client.value());
+  _inter_broker_tls = _inter_broker_client.tls;
+  _peers = std::make_unique<net::peer_client>(
+      _shards->context(0), "mala-" + std::to_string(_config.node_id()), _controller_client);
+  _broker_peers = std::make_unique<net::peer_client>(
+      _shards->context(0), "mala-" + std::to_string(_config.node_id()), _inter_broker_client);
   auto raft_options = raft_node_options_from(_config, _dirs.cluster_id);
-  raft_options.tls = _controller_tls;
+  raft_options.client = _controller_client;
   raft_options.initial_voters = std::move(initial.value());
   auto opened_raft = raft::raft_node::open(_shards->context(0), std::move(raft_options));
   if (!opened_raft) {
@@ -336,7 +369,7 @@ void node::open_broker() {
   for (size_t shard = 0; shard < _shards->size(); ++shard) {
     auto fetcher_options = follower_fetcher_options_from(_config);
     fetcher_options.shard = shard;
-    fetcher_options.tls = _inter_broker_tls;
+    fetcher_options.client = _inter_broker_client;
     fetcher_options.placement = _placement;
     _fetchers.push_back(std::make_unique<replication::follower_fetcher>(
         _shards->context(shard), *_replicas[shard], _metadata, std::move(fetcher_options)));

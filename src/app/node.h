@@ -132,6 +132,9 @@ class node {
   // The client side of SSL controller / inter-broker listeners (null when PLAINTEXT).
   std::shared_ptr<net::tls_client_context> _controller_tls;
   std::shared_ptr<net::tls_client_context> _inter_broker_tls;
+  // The node's own connections through the controller and inter-broker listeners (TLS and SASL).
+  net::peer_client_options _controller_client;
+  net::peer_client_options _inter_broker_client;
   std::unique_ptr<raft::raft_node> _raft;
   std::unique_ptr<controller::quorum_controller> _controller;  // controller role only
   std::unique_ptr<broker::controller_channel> _controller_link;

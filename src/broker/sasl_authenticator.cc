@@ -32,7 +32,8 @@ sasl_authenticator::verdict sasl_authenticator::classify(int16_t api_key, int64_
       return api_key == sasl_authenticate_key ? verdict::authenticate : verdict::refuse;
     case phase::complete:
       // Re-authentication may begin before the session ends; anything else after it closes the connection.
-      if (api_key == sasl_handshake_key && _max_reauth_ms > 0) return verdict::reauthenticate;
+      // (A session has an end when connections.max.reauth.ms is set or its credential expires.)
+      if (api_key == sasl_handshake_key && _session_expiry_ms > 0) return verdict::reauthenticate;
       if (_session_expiry_ms > 0 && now_ms >= _session_expiry_ms) return verdict::refuse;
       return verdict::serve;
     case phase::failed:
@@ -95,6 +96,8 @@ sasl_authenticator::handshake_answer sasl_authenticator::handshake(const std::st
   _mechanism = mechanism;
   _kafka_headers = version >= 1;
   _scram.reset();
+  _oauthbearer.reset();
+  if (mechanism == "OAUTHBEARER" && _settings.oauthbearer) _oauthbearer.emplace(_settings.oauthbearer);
   if (auto scram = security::scram_mechanism_from_name(mechanism);
       scram != security::scram_mechanism::unknown) {
     auto lookup = _scram_lookup;
@@ -117,6 +120,7 @@ sasl_authenticator::authenticate_answer sasl_authenticator::fail(std::string cli
   out.log = std::move(log);
   _phase = phase::failed;
   _scram.reset();
+  _oauthbearer.reset();
   return out;
 }
 
@@ -127,6 +131,7 @@ sasl_authenticator::authenticate_answer sasl_authenticator::authenticate(net::co
   std::string user;
   std::vector<uint8_t> response_bytes;
   bool complete = false;
+  std::optional<int64_t> credential_expiry_ms;  // OAUTHBEARER: the token's exp
   if (_mechanism == "PLAIN") {
     auto outcome = security::plain_authenticate(token, _settings.plain_users);
     if (auto* failure = std::get_if<security::plain_failure>(&outcome)) {
@@ -148,6 +153,19 @@ sasl_authenticator::authenticate_answer sasl_authenticator::authenticate(net::co
     response_bytes = std::move(step.response);
     complete = step.complete;
     if (complete) user = _scram->authorized_user();
+  } else if (_oauthbearer) {
+    auto outcome = _oauthbearer->evaluate(token, now_ms);
+    if (auto* failure = std::get_if<security::oauthbearer_server::failure>(&outcome)) {
+      return fail(failure->client_message,
+                  fmt::format("SASL/OAUTHBEARER {} failed: {}", what, failure->log_reason));
+    }
+    auto& step = std::get<security::oauthbearer_server::step>(outcome);
+    response_bytes = std::move(step.response);
+    complete = step.complete;
+    if (complete) {
+      user = _oauthbearer->token().principal;
+      credential_expiry_ms = _oauthbearer->token().lifetime_ms;
+    }
   } else {
     return fail("Authentication failed: no SASL mechanism negotiated", "SaslAuthenticate before a mechanism");
   }
@@ -166,12 +184,23 @@ sasl_authenticator::authenticate_answer sasl_authenticator::authenticate(net::co
   _phase = phase::complete;
   _reauthenticating = false;
   _scram.reset();
+  _oauthbearer.reset();
   connection.principal_type = "User";
   connection.principal_name = _user;
   connection.max_receive_bytes = 0;
-  // KIP-368: the session lasts connections.max.reauth.ms; only SaslAuthenticate v1+ can tell the client.
-  _session_expiry_ms = _max_reauth_ms > 0 ? now_ms + _max_reauth_ms : 0;
-  if (version >= 1) out.response.session_lifetime_ms = _max_reauth_ms > 0 ? _max_reauth_ms : 0;
+  // KIP-368: the session lasts connections.max.reauth.ms, and no longer than the credential (an OAUTHBEARER
+  // token's exp), as Kafka's ReauthInfo; only SaslAuthenticate v1+ can tell the client.
+  int64_t lifetime_ms = 0;
+  if (credential_expiry_ms || _max_reauth_ms > 0) {
+    lifetime_ms = !credential_expiry_ms ? _max_reauth_ms
+                  : _max_reauth_ms <= 0 ? *credential_expiry_ms - now_ms
+                                        : std::min(*credential_expiry_ms - now_ms, _max_reauth_ms);
+    lifetime_ms = std::max<int64_t>(lifetime_ms, 0);
+    _session_expiry_ms = now_ms + lifetime_ms;
+  } else {
+    _session_expiry_ms = 0;
+  }
+  if (version >= 1) out.response.session_lifetime_ms = lifetime_ms;
   return out;
 }
 

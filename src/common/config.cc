@@ -251,7 +251,11 @@ bool is_literal_ipv4(const std::string& host) {
 // configuration per mechanism (`plain.sasl.jaas.config`, ...) or for the whole listener.
 bool is_served_listener_sasl_setting(std::string_view rest) {
   if (rest == "sasl.enabled.mechanisms" || rest == "sasl.jaas.config") return true;
-  for (std::string_view mechanism : {"plain.", "scram-sha-256.", "scram-sha-512."}) {
+  // OAUTHBEARER's validator class and its sasl.oauthbearer.* settings, with or without the mechanism prefix.
+  if (rest == "oauthbearer.sasl.server.callback.handler.class") return true;
+  if (rest.starts_with("oauthbearer.")) rest.remove_prefix(std::string_view("oauthbearer.").size());
+  if (rest.starts_with("sasl.oauthbearer.") && find_config_key(rest)) return true;
+  for (std::string_view mechanism : {"plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer."}) {
     if (rest.starts_with(mechanism) && rest.substr(mechanism.size()) == "sasl.jaas.config") return true;
   }
   return false;
@@ -272,8 +276,9 @@ std::optional<std::string> unsupported_security_setting(std::string_view key) {
   if (prefixed && is_served_listener_sasl_setting(rest)) return std::nullopt;
   if (rest.starts_with("sasl.") && (prefixed || !find_config_key(rest))) {
     return "a SASL setting (Mala serves sasl.enabled.mechanisms, sasl.mechanism.inter.broker.protocol, "
-           "sasl.jaas.config and sasl.server.max.receive.size, and per listener the mechanisms and JAAS "
-           "configurations)";
+           "sasl.mechanism.controller.protocol, sasl.jaas.config, sasl.server.max.receive.size and "
+           "sasl.oauthbearer.*, and per listener the mechanisms, JAAS configurations and OAUTHBEARER's "
+           "validator)";
   }
   return std::nullopt;
 }
@@ -561,15 +566,8 @@ std::optional<config_error> node_config_loader::validate_cross_keys(
                                                     " defined in controller.listener.names not found in "
                                                     "listener.security.protocol.map");
     }
-    // SSL: raft, broker registration and forwarding connect with the node's settings of this listener
-    // (net::tls_client_context). SASL is not spoken by Mala's clients yet.
-    if (auto protocol = protocol_map.at(name);
-        protocol == security_protocol::sasl_plaintext || protocol == security_protocol::sasl_ssl) {
-      return error("controller.listener.names",
-                   "controller.listener.names: controller listener " + name + " uses security protocol " +
-                       std::string(to_string(protocol)) +
-                       ", which Mala does not support yet (PLAINTEXT and SSL only); refusing to start");
-    }
+    // Raft, broker registration and forwarding connect with the node's settings of this listener: TLS
+    // (net::tls_client_context) on SSL and SASL_SSL, SASL (sasl.mechanism.controller.protocol) on SASL ones.
   }
 
   // advertised.listeners: explicit, or listeners minus controller listeners (Kafka's

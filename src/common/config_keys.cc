@@ -90,15 +90,43 @@ std::vector<config_key> build_table() {
     // --- SASL (SASL_PLAINTEXT listeners; listener.name.<listener>.-prefixed overrides are read per listener)
     {.name = "sasl.enabled.mechanisms", .type = list, .default_value = "GSSAPI", .importance = medium,
      .update_mode = per_broker,
-     .doc = "SASL mechanisms the SASL listeners accept. Mala serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; "
+     .doc = "SASL mechanisms the SASL listeners accept. Mala serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and "
+            "OAUTHBEARER; "
             "GSSAPI (Kafka's default) is refused at start-up when a SASL listener would use it."},
     {.name = "sasl.mechanism.inter.broker.protocol", .type = string, .default_value = "GSSAPI",
      .importance = medium, .update_mode = per_broker,
-     .doc = "SASL mechanism between brokers when the inter-broker listener uses SASL; it must be enabled there."},
+     .doc = "SASL mechanism between brokers when the inter-broker listener uses SASL; it must be enabled there. "
+            "The node presents the username and password options of that listener's login module."},
+    {.name = "sasl.mechanism.controller.protocol", .type = string, .default_value = "GSSAPI",
+     .importance = medium, .update_mode = read_only,
+     .doc = "SASL mechanism the node uses on the controller listener when it uses SASL (Raft, broker "
+            "registration and heartbeats, forwarding); PLAIN is supported there. The node presents the username "
+            "and password options of that listener's login module."},
     {.name = "sasl.jaas.config", .type = password, .importance = medium, .update_mode = per_broker,
      .doc = "JAAS configuration; Mala reads the PlainLoginModule's user_<name>=\"<password>\" options. "
             "listener.name.<listener>.plain.sasl.jaas.config and listener.name.<listener>.sasl.jaas.config take "
             "precedence."},
+    // --- SASL/OAUTHBEARER signed tokens (OAuthBearerValidatorCallbackHandler); also read per listener, as
+    // listener.name.<listener>.oauthbearer.<key> or listener.name.<listener>.<key>.
+    {.name = "sasl.oauthbearer.jwks.endpoint.url", .type = string, .importance = medium,
+     .doc = "The JSON Web Key Set of signed OAUTHBEARER tokens: a file:// URL read at start-up, or an http(s) "
+            "URL fetched at start-up and refreshed."},
+    {.name = "sasl.oauthbearer.jwks.endpoint.refresh.ms", .type = int64, .default_value = "3600000",
+     .importance = low, .doc = "How often the key set of an http(s) URL is fetched again."},
+    {.name = "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", .type = int64, .default_value = "100",
+     .importance = low, .doc = "First wait after a failed key set fetch; doubled up to the maximum."},
+    {.name = "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", .type = int64, .default_value = "10000",
+     .importance = low, .doc = "Longest wait between failed key set fetches."},
+    {.name = "sasl.oauthbearer.expected.audience", .type = list, .importance = low,
+     .doc = "Audiences a signed token's aud claim must name one of."},
+    {.name = "sasl.oauthbearer.expected.issuer", .type = string, .importance = low,
+     .doc = "The iss a signed token must carry."},
+    {.name = "sasl.oauthbearer.clock.skew.seconds", .type = int32, .default_value = "30", .min = 0,
+     .importance = low, .doc = "Clock difference allowed on a signed token's exp and nbf."},
+    {.name = "sasl.oauthbearer.scope.claim.name", .type = string, .default_value = "scope", .importance = low,
+     .doc = "The claim holding a signed token's scope."},
+    {.name = "sasl.oauthbearer.sub.claim.name", .type = string, .default_value = "sub", .importance = low,
+     .doc = "The claim holding a signed token's principal."},
     {.name = "sasl.server.max.receive.size", .type = int32, .default_value = "524288", .min = 1,
      .importance = low,
      .doc = "The largest request accepted before and during SASL authentication; a larger one closes the "

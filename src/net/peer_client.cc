@@ -17,8 +17,13 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "mala/common/logging.h"
 #include "mala/net/coroutine_frame_warning.h"
 #include "mala/net/tls.h"
+#include "mala/protocol/messages/sasl_authenticate_request.h"
+#include "mala/protocol/messages/sasl_authenticate_response.h"
+#include "mala/protocol/messages/sasl_handshake_request.h"
+#include "mala/protocol/messages/sasl_handshake_response.h"
 #include "mala/protocol/request_header.h"
 #include "mala/protocol/wire.h"
 
@@ -35,6 +40,8 @@ struct peer_client::connection {
   std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;  // over `socket` when the listener is SSL
   uint64_t generation = 0;
   std::chrono::steady_clock::time_point idle_since;
+  // SASL: past this point the connection is not reused (85% of the session the server granted).
+  std::chrono::steady_clock::time_point renew_at = std::chrono::steady_clock::time_point::max();
 
   void close() {
     std::error_code ec;
@@ -114,7 +121,8 @@ peer_client::connection_ptr peer_client::take_idle(const std::string& key) {
   while (!conns.empty()) {
     connection_ptr c = std::move(conns.back());  // the most recently used: the least likely to be stale
     conns.pop_back();
-    const bool too_old = now - c->idle_since > std::chrono::milliseconds(_options.max_idle_ms);
+    const bool too_old =
+        now - c->idle_since > std::chrono::milliseconds(_options.max_idle_ms) || now >= c->renew_at;
     if (!too_old && c->socket.is_open() && !looks_closed(c->socket)) {
       if (conns.empty()) _idle.erase(it);
       return c;
@@ -221,10 +229,28 @@ asio::awaitable<result<std::vector<uint8_t>>> peer_client::call(
                           {});
       }
     }
+    if (_options.sasl) {
+      auto refused = co_await authenticate(*conn, key, ec);
+      if (deadline->expired || generation != _generation || (refused && ec)) {
+        co_return failure(refused ? refused->message : std::string("SASL authentication"), ec);
+      }
+      if (refused) co_return finish(std::move(*refused));
+    }
   }
   deadline->conn_owner = conn;
   deadline->socket = &conn->socket;
 
+  std::string step;
+  auto response = co_await exchange(*conn, api_key, api_version, request_header_version,
+                                    response_header_version, body, step, ec);
+  if (!response || deadline->expired) co_return failure(step, ec);
+  co_return finish(std::move(*response));
+}
+
+asio::awaitable<std::optional<std::vector<uint8_t>>> peer_client::exchange(
+    connection& conn, int16_t api_key, int16_t api_version, int16_t request_header_version,
+    int16_t response_header_version, const std::vector<uint8_t>& body, std::string& step,
+    std::error_code& ec) {
   const int32_t correlation_id = _next_correlation_id++;
   if (_next_correlation_id == INT32_MAX) _next_correlation_id = 1;
   std::vector<uint8_t> frame;
@@ -240,34 +266,42 @@ asio::awaitable<result<std::vector<uint8_t>>> peer_client::call(
   frame[1] = static_cast<uint8_t>(size >> 16);
   frame[2] = static_cast<uint8_t>(size >> 8);
   frame[3] = static_cast<uint8_t>(size);
-  if (conn->tls) {
-    co_await asio::async_write(*conn->tls, asio::buffer(frame),
-                               asio::redirect_error(asio::use_awaitable, ec));
+  if (conn.tls) {
+    co_await asio::async_write(*conn.tls, asio::buffer(frame), asio::redirect_error(asio::use_awaitable, ec));
   } else {
-    co_await asio::async_write(conn->socket, asio::buffer(frame),
+    co_await asio::async_write(conn.socket, asio::buffer(frame),
                                asio::redirect_error(asio::use_awaitable, ec));
   }
-  if (ec || deadline->expired) co_return failure("send failed", ec);
+  if (ec) {
+    step = "send failed";
+    co_return std::nullopt;
+  }
 
   uint8_t size_bytes[4];
-  co_await read_exactly(*conn, asio::buffer(size_bytes), ec);
-  if (ec || deadline->expired) co_return failure("connection closed before the response", ec);
+  co_await read_exactly(conn, asio::buffer(size_bytes), ec);
+  if (ec) {
+    step = "connection closed before the response";
+    co_return std::nullopt;
+  }
   const int32_t response_size = read_be32(size_bytes);
   if (response_size < 4 || response_size > _options.max_response_bytes) {
-    co_return failure("response size " + std::to_string(response_size) + " outside 4.." +
-                          std::to_string(_options.max_response_bytes),
-                      {});
+    step = "response size " + std::to_string(response_size) + " outside 4.." +
+           std::to_string(_options.max_response_bytes);
+    co_return std::nullopt;
   }
   std::vector<uint8_t> response(static_cast<size_t>(response_size));
-  co_await read_exactly(*conn, asio::buffer(response), ec);
-  if (ec || deadline->expired) co_return failure("connection closed mid-response", ec);
+  co_await read_exactly(conn, asio::buffer(response), ec);
+  if (ec) {
+    step = "connection closed mid-response";
+    co_return std::nullopt;
+  }
 
   protocol::wire_reader r(response);
   const int32_t got_correlation_id = r.read_int32();
   if (got_correlation_id != correlation_id) {
-    co_return failure("response correlation id " + std::to_string(got_correlation_id) + " instead of " +
-                          std::to_string(correlation_id),
-                      {});
+    step = "response correlation id " + std::to_string(got_correlation_id) + " instead of " +
+           std::to_string(correlation_id);
+    co_return std::nullopt;
   }
   if (response_header_version >= 1) {
     const uint32_t tags = r.read_tag_count();
@@ -276,10 +310,90 @@ asio::awaitable<result<std::vector<uint8_t>>> peer_client::call(
       r.skip(r.read_uvarint());
     }
   }
-  if (!r.ok()) co_return failure("malformed response header", {});
+  if (!r.ok()) {
+    step = "malformed response header";
+    co_return std::nullopt;
+  }
   const size_t header_size = r.position();
   response.erase(response.begin(), response.begin() + static_cast<std::ptrdiff_t>(header_size));
-  co_return finish(std::move(response));
+  co_return response;
+}
+
+asio::awaitable<std::optional<status>> peer_client::authenticate(connection& conn, const std::string& to,
+                                                                 std::error_code& ec) {
+  const auto& credentials = *_options.sasl;
+  const std::string where =
+      "SASL " + credentials.mechanism + " to listener " + _options.listener_name + " at " + to;
+  auto refused = [&](error_code code, std::string why) -> std::optional<status> {
+    const auto now = std::chrono::steady_clock::now();
+    if (!ec && now - _last_refusal_warning >= std::chrono::seconds(10)) {
+      _last_refusal_warning = now;
+      subsystem_logger("net")->warn("{}: {} (repeats are not logged for 10 s)", where, why);
+    }
+    return status::error(code, where + ": " + why);
+  };
+  std::string step;
+  protocol::sasl_handshake_request handshake;
+  handshake.mechanism = credentials.mechanism;
+  std::vector<uint8_t> body;
+  {
+    protocol::wire_writer w(body);
+    handshake.encode(w, 1);
+  }
+  auto answer = co_await exchange(conn, protocol::sasl_handshake_request::api_key, 1, 1, 0, body, step, ec);
+  if (!answer) co_return refused(error_code::network_exception, "handshake: " + step);
+  protocol::sasl_handshake_response handshake_response;
+  {
+    protocol::wire_reader r(*answer);
+    if (handshake_response.decode(r, 1) != protocol::decode_status::ok) {
+      co_return refused(error_code::network_exception, "malformed SaslHandshake response");
+    }
+  }
+  if (handshake_response.error_code != 0) {
+    std::string enabled;
+    for (const auto& m : handshake_response.mechanisms) enabled += (enabled.empty() ? "" : ",") + m;
+    co_return refused(error_code::unsupported_sasl_mechanism,
+                      "the server refused the mechanism (error " +
+                          std::to_string(handshake_response.error_code) + "); it enables [" + enabled + "]");
+  }
+  auto client = security::sasl_client::start(credentials);
+  if (!client.ok()) co_return refused(error_code::sasl_authentication_failed, client.error().message);
+  std::vector<uint8_t> message = client->first_message();
+  // SCRAM takes two rounds, PLAIN one; a server asking for more is not speaking either.
+  for (int round = 0; round < 4; ++round) {
+    protocol::sasl_authenticate_request request;
+    request.auth_bytes = std::move(message);
+    body.clear();
+    {
+      protocol::wire_writer w(body);
+      request.encode(w, 2);
+    }
+    answer = co_await exchange(conn, protocol::sasl_authenticate_request::api_key, 2, 2, 1, body, step, ec);
+    if (!answer) co_return refused(error_code::network_exception, "authenticate: " + step);
+    protocol::sasl_authenticate_response response;
+    {
+      protocol::wire_reader r(*answer);
+      if (response.decode(r, 2) != protocol::decode_status::ok) {
+        co_return refused(error_code::network_exception, "malformed SaslAuthenticate response");
+      }
+    }
+    if (response.error_code != 0) {
+      co_return refused(error_code::sasl_authentication_failed,
+                        "the server refused (error " + std::to_string(response.error_code) +
+                            (response.error_message ? ": " + *response.error_message : std::string()) + ")");
+    }
+    auto next = client->evaluate(response.auth_bytes);
+    if (!next.ok()) co_return refused(error_code::sasl_authentication_failed, next.error().message);
+    if (!next->has_value()) {
+      if (response.session_lifetime_ms > 0) {
+        conn.renew_at = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(response.session_lifetime_ms * 85 / 100);
+      }
+      co_return std::nullopt;
+    }
+    message = std::move(**next);
+  }
+  co_return refused(error_code::sasl_authentication_failed, "the exchange did not end");
 }
 
 }  // namespace mala::net

@@ -70,12 +70,6 @@ raft_message_body timed_out_answer(const raft_message_body& request) {
   return r;
 }
 
-net::peer_client_options client_options(const raft_node_options& options) {
-  net::peer_client_options out;
-  out.tls = options.tls;
-  return out;
-}
-
 }  // namespace
 
 struct raft_node::impl : std::enable_shared_from_this<impl> {
@@ -86,7 +80,7 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
         log(std::move(log_)),
         state_file(std::move(state_file_)),
         node(options.config, *log, persisted, steady_now_ms()),
-        client(io_, "mala-raft-" + std::to_string(options.config.node_id), client_options(options)),
+        client(io_, "mala-raft-" + std::to_string(options.config.node_id), options.client),
         timer(io_),
         logger(subsystem_logger("raft")) {}
 

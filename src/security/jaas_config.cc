@@ -178,4 +178,20 @@ result<std::vector<jaas_login_module>> parse_jaas_config(std::string_view text) 
   return modules;
 }
 
+listener_jaas find_listener_jaas(const node_config& config, const std::string& listener,
+                                 std::string_view mechanism) {
+  std::string lowered_listener = listener;
+  std::string lowered_mechanism(mechanism);
+  for (auto* s : {&lowered_listener, &lowered_mechanism}) {
+    for (auto& c : *s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  const std::string prefix = "listener.name." + lowered_listener + ".";
+  const std::string own = lowered_mechanism + ".sasl.jaas.config";
+  if (auto text = config.listener_setting(listener, own)) return {prefix + own, std::move(text)};
+  if (auto text = config.listener_setting(listener, "sasl.jaas.config"))
+    return {prefix + "sasl.jaas.config", std::move(text)};
+  if (auto text = config.get_string("sasl.jaas.config")) return {"sasl.jaas.config", std::move(text)};
+  return {prefix + own, std::nullopt};
+}
+
 }  // namespace mala::security

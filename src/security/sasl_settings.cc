@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "mala/security/jaas_config.h"
+#include "mala/security/jwks_source.h"
 
 namespace mala::security {
 
@@ -35,6 +36,121 @@ status refuse(std::string key, std::string message) {
   return status::error(error_code::invalid_config, key + ": " + message);
 }
 
+constexpr std::string_view unsecured_validator_class =
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+    "OAuthBearerUnsecuredValidatorCallbackHandler";
+constexpr std::string_view signed_validator_classes[] = {
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",  // before 4.0
+};
+
+// A sasl.oauthbearer.* setting as Kafka's ConfigurationUtils reads it for a listener's OAUTHBEARER:
+// listener.name.<l>.oauthbearer.<key>, then listener.name.<l>.<key>, then <key>.
+std::optional<std::string> oauthbearer_setting(const node_config& config, const std::string& listener,
+                                               const std::string& key) {
+  if (auto v = config.listener_setting(listener, "oauthbearer." + key)) return v;
+  if (auto v = config.listener_setting(listener, key)) return v;
+  return config.get_string(key);  // string keys; numbers and lists: their typed getters below
+}
+
+result<int64_t> oauthbearer_number(const node_config& config, const std::string& listener,
+                                   const std::string& key, int64_t fallback, int64_t min, int64_t max) {
+  auto text = oauthbearer_setting(config, listener, key);
+  if (!text) {
+    if (auto global = config.get_long(key)) return *global;
+    if (auto global = config.get_int(key)) return *global;
+  }
+  if (!text || text->empty()) return fallback;
+  try {
+    size_t used = 0;
+    const int64_t v = std::stoll(*text, &used);
+    if (used == text->size() && v >= min && v <= max) return v;
+  } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): refused below
+  }
+  return refuse(key, "must be a number from " + std::to_string(min) + " to " + std::to_string(max));
+}
+
+// The OAUTHBEARER token validator of listener `listener`: Kafka's default unsecured one, or with its
+// oauthbearer.sasl.server.callback.handler.class set to OAuthBearerValidatorCallbackHandler, signed JWTs
+// against the key set of sasl.oauthbearer.jwks.endpoint.url (read or fetched now; a broker whose keys cannot
+// be read does not start, as Kafka's).
+result<oauthbearer_validator> oauthbearer_validator_for(
+    const node_config& config, const std::string& listener,
+    const std::map<std::string, std::string>& jaas_options) {
+  const std::string handler_key =
+      "listener.name." + lower(listener) + ".oauthbearer.sasl.server.callback.handler.class";
+  const auto handler = config.listener_setting(listener, "oauthbearer.sasl.server.callback.handler.class");
+  const bool is_signed =
+      handler && std::find(std::begin(signed_validator_classes), std::end(signed_validator_classes),
+                           *handler) != std::end(signed_validator_classes);
+  if (handler && !is_signed && *handler != unsecured_validator_class) {
+    return refuse(handler_key, "Mala validates OAUTHBEARER tokens with Kafka's " +
+                                   std::string(signed_validator_classes[0]) +
+                                   " or its unsecured validator, not " + *handler);
+  }
+  if (!is_signed) {
+    auto options = unsecured_validator_options_from(jaas_options);
+    if (!options.ok())
+      return refuse("listener.name." + lower(listener) + ".oauthbearer.sasl.jaas.config",
+                    options.error().message);
+    return make_unsecured_validator(std::move(*options));
+  }
+  jwks_source_options source_options;
+  auto url = oauthbearer_setting(config, listener, "sasl.oauthbearer.jwks.endpoint.url");
+  if (!url || url->empty()) {
+    return refuse("sasl.oauthbearer.jwks.endpoint.url", "listener " + listener +
+                                                            " validates OAUTHBEARER tokens with " + *handler +
+                                                            ", which needs the key set's URL");
+  }
+  source_options.url = *url;
+  auto refresh = oauthbearer_number(config, listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms", 3'600'000,
+                                    1, INT64_MAX / 2);
+  auto backoff = oauthbearer_number(config, listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100,
+                                    1, INT32_MAX);
+  auto backoff_max = oauthbearer_number(
+      config, listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 10'000, 1, INT32_MAX);
+  auto skew =
+      oauthbearer_number(config, listener, "sasl.oauthbearer.clock.skew.seconds", 30, 0, INT32_MAX / 1000);
+  for (const auto* r : {&refresh, &backoff, &backoff_max, &skew}) {
+    if (!r->ok()) return r->error();
+  }
+  source_options.refresh_ms = *refresh;
+  source_options.retry_backoff_ms = *backoff;
+  source_options.retry_backoff_max_ms = std::max(*backoff, *backoff_max);
+  signed_jwt_options options;
+  options.clock_skew_seconds = static_cast<int32_t>(*skew);
+  if (auto audience = oauthbearer_setting(config, listener, "sasl.oauthbearer.expected.audience")) {
+    options.expected_audiences = split_list(*audience);
+  } else if (auto global = config.get_list("sasl.oauthbearer.expected.audience")) {
+    options.expected_audiences = *global;
+  }
+  if (auto issuer = oauthbearer_setting(config, listener, "sasl.oauthbearer.expected.issuer");
+      issuer && !issuer->empty()) {
+    options.expected_issuer = *issuer;
+  }
+  if (auto scope = oauthbearer_setting(config, listener, "sasl.oauthbearer.scope.claim.name");
+      scope && !scope->empty()) {
+    options.scope_claim = *scope;
+  }
+  if (auto sub = oauthbearer_setting(config, listener, "sasl.oauthbearer.sub.claim.name");
+      sub && !sub->empty()) {
+    options.sub_claim = *sub;
+  }
+  auto source = jwks_source::open(std::move(source_options));
+  if (!source.ok()) return refuse("sasl.oauthbearer.jwks.endpoint.url", source.error().message);
+  std::shared_ptr<jwks_source> keys = std::move(*source);
+  return oauthbearer_validator(
+      [keys, options](std::string_view token,
+                      int64_t now_ms) -> std::variant<oauthbearer_token, oauthbearer_refusal> {
+        auto outcome = validate_signed_jwt(token, *keys->current(), options, now_ms);
+        if (auto* refusal = std::get_if<jwt_refusal>(&outcome)) {
+          if (refusal->unknown_key && refusal->kid) keys->request_refresh(*refusal->kid);
+          return oauthbearer_refusal{refusal->reason, std::nullopt};
+        }
+        return std::get<oauthbearer_token>(std::move(outcome));
+      });
+}
+
 }  // namespace
 
 bool listener_sasl_settings::enabled(std::string_view mechanism) const {
@@ -48,7 +164,8 @@ const listener_sasl_settings* sasl_settings::find(const std::string& listener) c
 }
 
 bool is_supported_sasl_mechanism(std::string_view mechanism) {
-  return mechanism == "PLAIN" || mechanism == "SCRAM-SHA-256" || mechanism == "SCRAM-SHA-512";
+  return mechanism == "PLAIN" || mechanism == "SCRAM-SHA-256" || mechanism == "SCRAM-SHA-512" ||
+         mechanism == "OAUTHBEARER";
 }
 
 result<std::map<std::string, std::string>> plain_users_from_jaas(std::string_view jaas) {
@@ -89,24 +206,40 @@ result<sasl_settings> build_sasl_settings(const node_config& config) {
     }
     for (const auto& m : settings.enabled_mechanisms) {
       if (!is_supported_sasl_mechanism(m)) {
-        return refuse(mechanisms_key,
-                      "SASL mechanism " + m + " (listener " + l.name +
-                          ") is not supported by Mala (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are); refusing "
-                          "to start rather than accept no client");
+        return refuse(mechanisms_key, "SASL mechanism " + m + " (listener " + l.name +
+                                          ") is not supported by Mala (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+                                          "and OAUTHBEARER are); refusing "
+                                          "to start rather than accept no client");
       }
     }
+    if (settings.enabled("OAUTHBEARER")) {
+      auto found = find_listener_jaas(config, l.name, "OAUTHBEARER");
+      const std::string& key = found.key;
+      const auto& jaas = found.text;
+      std::optional<std::map<std::string, std::string>> options;
+      if (jaas) {
+        auto modules = parse_jaas_config(*jaas);
+        if (!modules.ok()) return refuse(key, modules.error().message);
+        for (const auto& m : *modules) {
+          if (m.class_name == oauthbearer_login_module) options = m.options;
+        }
+      }
+      if (!options) {
+        return refuse(prefix + "oauthbearer.sasl.jaas.config",
+                      "SASL mechanism OAUTHBEARER is enabled on listener " + l.name +
+                          " but no JAAS configuration "
+                          "with an " +
+                          std::string(oauthbearer_login_module) + " is set (" + prefix +
+                          "oauthbearer.sasl.jaas.config)");
+      }
+      auto validator = oauthbearer_validator_for(config, l.name, *options);
+      if (!validator.ok()) return validator.error();
+      settings.oauthbearer = std::move(*validator);
+    }
     if (settings.enabled("PLAIN")) {
-      // Kafka's JaasContext.loadServerContext: the listener's mechanism-prefixed JAAS configuration first.
-      std::string key = prefix + "plain.sasl.jaas.config";
-      auto jaas = config.listener_setting(l.name, "plain.sasl.jaas.config");
-      if (!jaas) {
-        key = prefix + "sasl.jaas.config";
-        jaas = config.listener_setting(l.name, "sasl.jaas.config");
-      }
-      if (!jaas) {
-        key = "sasl.jaas.config";
-        jaas = config.get_string("sasl.jaas.config");
-      }
+      auto found = find_listener_jaas(config, l.name, "PLAIN");
+      const std::string& key = found.key;
+      const auto& jaas = found.text;
       if (!jaas) {
         return refuse(prefix + "plain.sasl.jaas.config",
                       "SASL mechanism PLAIN is enabled on listener " + l.name +
@@ -127,12 +260,15 @@ result<sasl_settings> build_sasl_settings(const node_config& config) {
                         " must be included in sasl.enabled.mechanisms when SASL is used for inter-broker "
                         "communication");
     }
-    // Mala's own inter-broker client (replication, forwarding, transaction markers) does not authenticate
-    // yet.
-    return refuse("inter.broker.listener.name",
-                  "the inter-broker listener " + config.inter_broker_listener_name() +
-                      " uses SASL, which Mala's inter-broker client does not speak yet; use a PLAINTEXT "
-                      "listener between brokers");
+  }
+  const auto& controllers = config.controller_listener_names();
+  if (const auto* controller = controllers.empty() ? nullptr : out.find(controllers.front())) {
+    const auto mechanism = config.get_string("sasl.mechanism.controller.protocol").value_or("GSSAPI");
+    if (!controller->enabled(mechanism)) {
+      return refuse("sasl.mechanism.controller.protocol",
+                    "sasl.mechanism.controller.protocol " + mechanism +
+                        " must be included in the controller listener's sasl.enabled.mechanisms");
+    }
   }
   return out;
 }

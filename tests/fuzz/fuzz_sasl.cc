@@ -1,8 +1,9 @@
 // libFuzzer target for the SASL bytes a client sends before it is authenticated, and the JAAS text of the
 // configuration: the SCRAM client-first and client-final parsers, base64, SASL/PLAIN, a whole SCRAM server
-// exchange (two messages cut from the input at its first NUL) and the JAAS parser. The first input byte picks
-// what to do. Any crash, sanitizer report or disagreement (a parsed message whose parts are not in it) is a
-// bug.
+// exchange (two messages cut from the input at its first NUL), the JAAS parser and the node's SCRAM client
+// reading a server's messages, an OAUTHBEARER exchange, the JSON parser, and key sets with signed tokens. The
+// first input byte picks what to do. Any crash, sanitizer report or disagreement (a parsed message whose
+// parts are not in it) is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -11,8 +12,12 @@
 #include <string>
 #include <string_view>
 
+#include "mala/common/json.h"
 #include "mala/security/jaas_config.h"
+#include "mala/security/jwt.h"
+#include "mala/security/oauthbearer.h"
 #include "mala/security/plain.h"
+#include "mala/security/sasl_client.h"
 #include "mala/security/scram.h"
 
 using namespace mala::security;
@@ -39,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t selector = data[0];
   const std::span<const uint8_t> rest(data + 1, size - 1);
   const std::string_view text(reinterpret_cast<const char*>(rest.data()), rest.size());
-  switch (selector % 6) {
+  switch (selector % 10) {
     case 0: {
       auto first = parse_scram_client_first(text);
       if (first.ok()) {
@@ -89,6 +94,57 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 5: {
       auto parsed = parse_jaas_config(text);
       if (parsed.ok()) check(!parsed->empty());
+      break;
+    }
+    case 6: {
+      // The node's SCRAM client reading a server's first and final messages (cut at the first NUL). A server
+      // that does not know the password cannot sign: completing is a bug.
+      auto client = sasl_client::start({"SCRAM-SHA-256", "user", "pencil"}, "fuzzNonce");
+      check(client.ok());
+      client->first_message();
+      const size_t nul = text.find('\0');
+      const auto first = text.substr(0, nul);
+      auto next = client->evaluate({reinterpret_cast<const uint8_t*>(first.data()), first.size()});
+      if (next.ok()) {
+        check(next->has_value());
+        if (nul != std::string_view::npos) {
+          const auto second = text.substr(nul + 1);
+          auto last = client->evaluate({reinterpret_cast<const uint8_t*>(second.data()), second.size()});
+          check(!last.ok() && !client->complete());
+        }
+      }
+      break;
+    }
+    case 7: {
+      // An OAUTHBEARER exchange with the unsecured validator: a message, then (after a NUL) the next one. A
+      // completed exchange must have a principal and a future expiry.
+      oauthbearer_server server(make_unsecured_validator({}));
+      const size_t nul = text.find('\0');
+      const auto first = text.substr(0, nul);
+      constexpr int64_t now_ms = 1'700'000'000'000;
+      auto step = server.evaluate({reinterpret_cast<const uint8_t*>(first.data()), first.size()}, now_ms);
+      if (auto* s = std::get_if<oauthbearer_server::step>(&step); s != nullptr && s->complete) {
+        check(!server.token().principal.empty() && server.token().lifetime_ms > now_ms);
+      } else if (nul != std::string_view::npos) {
+        const auto second = text.substr(nul + 1);
+        server.evaluate({reinterpret_cast<const uint8_t*>(second.data()), second.size()}, now_ms);
+      }
+      break;
+    }
+    case 8: {
+      auto parsed = mala::json::parse(text);
+      if (parsed.ok()) check(text.size() <= mala::json::limits{}.max_bytes);
+      break;
+    }
+    case 9: {
+      // A key set, then a token checked against it (cut at the first NUL). Without the private keys no
+      // signature can verify: acceptance is a bug.
+      const size_t nul = text.find('\0');
+      auto keys = json_web_key_set::parse(text.substr(0, nul));
+      if (keys.ok() && nul != std::string_view::npos) {
+        auto outcome = validate_signed_jwt(text.substr(nul + 1), *keys, {}, 1'700'000'000'000);
+        check(std::holds_alternative<jwt_refusal>(outcome));
+      }
       break;
     }
   }

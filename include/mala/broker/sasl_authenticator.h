@@ -5,7 +5,8 @@
 // and both close the connection once the answer is sent. SaslHandshake v0 (no SaslAuthenticate framing) makes
 // the following frames raw SASL tokens, answered raw. KIP-368: with connections.max.reauth.ms a session
 // expires; the client re-authenticates with a new SaslHandshake on the same connection (same mechanism, same
-// principal), and a request after the expiry closes the connection.
+// principal), and a request after the expiry closes the connection. An OAUTHBEARER session also ends at its
+// token's expiry (Kafka's ReauthInfo: the earlier of the two).
 //
 // Owned by the connection (net::connection_info::authentication) and used on its shard only, one request at
 // a time (the connection serves its requests in order). No I/O: the dispatcher frames what it answers.
@@ -24,6 +25,7 @@
 #include "mala/net/request_dispatcher.h"
 #include "mala/protocol/messages/sasl_authenticate_response.h"
 #include "mala/protocol/messages/sasl_handshake_response.h"
+#include "mala/security/oauthbearer.h"
 #include "mala/security/sasl_settings.h"
 #include "mala/security/scram.h"
 
@@ -89,6 +91,7 @@ class sasl_authenticator {
   std::string _mechanism;
   std::string _user;
   std::optional<security::scram_server> _scram;
+  std::optional<security::oauthbearer_server> _oauthbearer;
   int64_t _session_expiry_ms = 0;
 };
 

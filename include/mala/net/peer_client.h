@@ -9,8 +9,14 @@
 // each address has a small pool of idle connections; a call takes one (or opens a new one), returns it after
 // a whole exchange and drops it after any error, so a late response can never be mistaken for another call's.
 //
+// On a SASL listener every new connection authenticates before its first request (SaslHandshake v1, then
+// SaslAuthenticate v2 rounds, after the TLS handshake on SASL_SSL), and is not reused once 85% of the session
+// the server granted (KIP-368 session_lifetime_ms) has passed, so a call never meets an expired session.
+//
 // Errors: network_exception when the address cannot be resolved, the connection fails or closes, the TLS
-// handshake fails (untrusted server, server name mismatch, no client certificate), the response
+// handshake fails (untrusted server, server name mismatch, no client certificate); sasl_authentication_failed
+// when the server refuses the mechanism or the credentials, or does not prove the password (SCRAM); the
+// response
 // is malformed (size out of bounds, wrong correlation id); request_timed_out when no whole response arrived
 // within timeout_ms (the connection is dropped, as Kafka's NetworkClient disconnects on request timeout).
 //
@@ -20,9 +26,11 @@
 // argument list (seen here as a heap corruption).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,6 +40,7 @@
 #include <asio/io_context.hpp>
 
 #include "mala/common/result.h"
+#include "mala/security/sasl_client.h"
 
 namespace mala::net {
 
@@ -48,6 +57,10 @@ struct peer_client_options {
   // Set when the listener this client connects through is SSL: every connection does a TLS handshake
   // (verifying the server, presenting the node's certificate when it has one) before its first request.
   std::shared_ptr<tls_client_context> tls;
+  // Set when the listener is SASL_PLAINTEXT or SASL_SSL: the mechanism and credentials every connection
+  // authenticates with; `listener_name` names the listener in log lines.
+  std::optional<security::sasl_client_credentials> sasl;
+  std::string listener_name;
   // The largest response accepted; the size prefix is checked before anything is allocated.
   int32_t max_response_bytes = 100 * 1024 * 1024;
   // Idle connections kept per address; more are closed when returned.
@@ -84,6 +97,18 @@ class peer_client {
 
   static asio::awaitable<void> read_exactly(connection& conn, asio::mutable_buffer buffer,
                                             std::error_code& ec);
+  // One request and its response on `conn`: the response body, or nullopt with the failed step in `step`
+  // (and the I/O error in `ec`).
+  asio::awaitable<std::optional<std::vector<uint8_t>>> exchange(connection& conn, int16_t api_key,
+                                                                int16_t api_version,
+                                                                int16_t request_header_version,
+                                                                int16_t response_header_version,
+                                                                const std::vector<uint8_t>& body,
+                                                                std::string& step, std::error_code& ec);
+  // The SASL exchange of a new connection: nullopt once authenticated, else why not (`ec` set when the
+  // connection failed rather than the authentication).
+  asio::awaitable<std::optional<status>> authenticate(connection& conn, const std::string& to,
+                                                      std::error_code& ec);
   // An idle connection to `key` that is still usable, or null.
   connection_ptr take_idle(const std::string& key);
   void return_idle(const std::string& key, connection_ptr conn);
@@ -92,6 +117,7 @@ class peer_client {
   std::string _client_id;
   peer_client_options _options;
   int32_t _next_correlation_id = 1;
+  std::chrono::steady_clock::time_point _last_refusal_warning{};  // SASL refusals are logged once per 10 s
   uint64_t _generation = 0;  // bumped by close_all(): connections of an older generation are not pooled
   std::map<std::string, std::vector<connection_ptr>> _idle;  // by "host:port"
   std::set<connection_ptr> _busy;                            // connections of calls in flight

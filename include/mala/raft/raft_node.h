@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "mala/common/result.h"
+#include "mala/net/peer_client.h"
 #include "mala/raft/messages.h"
 #include "mala/raft/partition_raft_log.h"
 #include "mala/raft/replica.h"
@@ -46,10 +47,6 @@ namespace asio {
 class io_context;
 }
 
-namespace mala::raft {}  // namespace mala::raft
-namespace mala::net {
-struct tls_client_context;
-}
 namespace mala::raft {
 
 struct raft_node_options {
@@ -67,8 +64,9 @@ struct raft_node_options {
   std::filesystem::path metadata_log_dir;
   storage::metadata_segment_settings segments;  // metadata.log.segment.bytes / .ms
   int32_t tick_interval_ms = 10;
-  // Set when the controller listener is SSL: the node's settings of that listener for its connections.
-  std::shared_ptr<net::tls_client_context> tls;
+  // The node's connections through the controller listener: TLS when it is SSL or SASL_SSL, SASL when it is
+  // SASL_PLAINTEXT or SASL_SSL.
+  net::peer_client_options client;
 };
 
 class raft_node {

@@ -63,8 +63,9 @@ struct follower_fetcher_options {
   // at least every this many polls: not every 100 ms for every partition of the node.
   int32_t rescan_polls = 50;
   int32_t fetchers_per_leader = 1;  // num.replica.fetchers
-  // Set when the inter-broker listener is SSL: the node's settings of that listener for its connections.
-  std::shared_ptr<net::tls_client_context> tls;
+  // The node's connections through the inter-broker listener: TLS when it is SSL or SASL_SSL, SASL when it is
+  // SASL_PLAINTEXT or SASL_SSL.
+  net::peer_client_options client;
   size_t shard = 0;  // the shard it runs on: it follows the partitions placed there
   replica_placement placement;
 };

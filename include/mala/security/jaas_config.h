@@ -9,10 +9,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "mala/common/config.h"
 #include "mala/common/result.h"
 
 namespace mala::security {
@@ -25,6 +27,17 @@ struct jaas_login_module {
 
 // Errors: invalid_config with a message naming the position, not the text.
 result<std::vector<jaas_login_module>> parse_jaas_config(std::string_view text);
+
+// A listener's JAAS configuration for `mechanism`, found as Kafka's JaasContext.loadServerContext finds it:
+// listener.name.<listener>.<mechanism, lower case>.sasl.jaas.config, then
+// listener.name.<listener>.sasl.jaas.config, then sasl.jaas.config. `key` names where it was found, or the
+// first place when it was not.
+struct listener_jaas {
+  std::string key;
+  std::optional<std::string> text;
+};
+listener_jaas find_listener_jaas(const node_config& config, const std::string& listener,
+                                 std::string_view mechanism);
 
 inline constexpr std::string_view plain_login_module =
     "org.apache.kafka.common.security.plain.PlainLoginModule";

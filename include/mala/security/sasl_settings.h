@@ -13,6 +13,7 @@
 
 #include "mala/common/config.h"
 #include "mala/common/result.h"
+#include "mala/security/oauthbearer.h"
 
 namespace mala::security {
 
@@ -20,6 +21,12 @@ struct listener_sasl_settings {
   std::vector<std::string> enabled_mechanisms;  // as configured, in order (SaslHandshake answers them)
   // PLAIN's users, name -> password, from the PlainLoginModule's user_<name>="<password>" options.
   std::map<std::string, std::string> plain_users;
+  // OAUTHBEARER's token validator (set when OAUTHBEARER is enabled): Kafka's default unsecured validator with
+  // the OAuthBearerLoginModule's unsecuredValidator* options, or, with
+  // <listener>.oauthbearer.sasl.server.callback.handler.class set to Kafka's
+  // OAuthBearerValidatorCallbackHandler, signed JWTs against the key set of
+  // sasl.oauthbearer.jwks.endpoint.url.
+  oauthbearer_validator oauthbearer;
   bool enabled(std::string_view mechanism) const;
 };
 
@@ -34,10 +41,12 @@ struct sasl_settings {
 bool is_supported_sasl_mechanism(std::string_view mechanism);
 
 // Every SASL listener's settings. Refuses (invalid_config, naming the key) a mechanism Mala does not serve
-// (GSSAPI, OAUTHBEARER, anything unknown) on a SASL listener, an empty mechanism list, a JAAS configuration
-// that does not parse, PLAIN enabled without a PlainLoginModule, and an inter-broker SASL listener whose
-// sasl.mechanism.inter.broker.protocol is not enabled there. Kafka's default GSSAPI is accepted untouched
-// only when no listener uses SASL.
+// (GSSAPI, anything unknown) on a SASL listener, OAUTHBEARER enabled without an OAuthBearerLoginModule, an
+// empty mechanism list, a JAAS configuration that does not parse, PLAIN enabled without a PlainLoginModule,
+// an inter-broker SASL listener whose sasl.mechanism.inter.broker.protocol is not enabled there, and a SASL
+// controller listener of this node whose sasl.mechanism.controller.protocol is not enabled there. Kafka's
+// default GSSAPI is accepted untouched only when no listener uses SASL. (The credentials the node itself
+// presents: sasl_client.h.)
 result<sasl_settings> build_sasl_settings(const node_config& config);
 
 // The PlainLoginModule users of a JAAS configuration text (invalid_config when it does not parse or has no

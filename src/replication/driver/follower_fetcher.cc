@@ -97,8 +97,7 @@ follower_fetcher::follower_fetcher(asio::io_context& io, replica_manager& replic
       _replicas(replicas),
       _metadata(metadata),
       _options(std::move(options)),
-      _client(io, "mala-replica-fetcher-" + std::to_string(_options.node_id),
-              net::peer_client_options{.tls = _options.tls}),
+      _client(io, "mala-replica-fetcher-" + std::to_string(_options.node_id), _options.client),
       _state(std::make_shared<shared_state>()) {}
 
 follower_fetcher::~follower_fetcher() {

@@ -14,6 +14,7 @@
 #include "mala/protocol/messages/sasl_authenticate_response.h"
 #include "mala/protocol/messages/sasl_handshake_request.h"
 #include "mala/protocol/messages/sasl_handshake_response.h"
+#include "mala/security/oauthbearer.h"
 #include "mala/security/sasl_settings.h"
 #include "mala/security/scram.h"
 
@@ -232,6 +233,66 @@ TEST_F(sasl_authentication_test, kip368_session_expiry_and_reauthentication) {
   auto expired = metadata();
   EXPECT_EQ(expired.what, action::close);
   EXPECT_NE(expired.close_reason.find("expired"), std::string::npos);
+}
+
+std::string unsecured_token(int64_t exp_seconds, const std::string& sub = "carol") {
+  auto b64url = [](const std::string& text) {
+    std::string out = security::base64_encode({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+    while (!out.empty() && out.back() == '=') out.pop_back();
+    for (auto& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
+    return out;
+  };
+  return b64url(R"({"alg":"none"})") + "." +
+         b64url(R"({"sub":")" + sub + R"(","exp":)" + std::to_string(exp_seconds) + "}") + ".";
+}
+
+std::string oauthbearer_message(const std::string& token) {
+  return std::string("n,,\x01") + "auth=Bearer " + token + "\x01\x01";
+}
+
+TEST_F(sasl_authentication_test, oauthbearer_session_ends_at_the_token_s_expiry) {
+  settings.listeners["SASL_PLAINTEXT"].enabled_mechanisms.push_back("OAUTHBEARER");
+  settings.listeners["SASL_PLAINTEXT"].oauthbearer = security::make_unsecured_validator({});
+  now = 1'700'000'000'000;
+  EXPECT_EQ(handshake("OAUTHBEARER").error_code, 0);
+  auto ok = authenticate(oauthbearer_message(unsecured_token(1'700'000'030)));
+  EXPECT_EQ(ok.error_code, 0);
+  EXPECT_EQ(ok.session_lifetime_ms, 30'000);  // no connections.max.reauth.ms: the token alone bounds it
+  EXPECT_EQ(connection.principal_name, "carol");
+  now += 20'000;
+  EXPECT_EQ(metadata().what, action::respond);
+  // Re-authentication with a fresh token before the end, although connections.max.reauth.ms is 0.
+  EXPECT_EQ(handshake("OAUTHBEARER").error_code, 0);
+  EXPECT_EQ(authenticate(oauthbearer_message(unsecured_token(1'700'000'100))).session_lifetime_ms, 80'000);
+  now += 80'000;
+  EXPECT_EQ(metadata().what, action::close);
+}
+
+TEST_F(sasl_authentication_test, oauthbearer_refused_token_gets_the_challenge_then_fails) {
+  settings.listeners["SASL_PLAINTEXT"].enabled_mechanisms.push_back("OAUTHBEARER");
+  settings.listeners["SASL_PLAINTEXT"].oauthbearer = security::make_unsecured_validator({});
+  settings.connections_max_reauth_ms = 60'000;
+  now = 1'700'000'000'000;
+  handshake("OAUTHBEARER");
+  auto challenge = authenticate(oauthbearer_message(unsecured_token(1'600'000'000)));
+  EXPECT_EQ(challenge.error_code, 0);
+  EXPECT_EQ(std::string(challenge.auth_bytes.begin(), challenge.auth_bytes.end()),
+            R"({"status":"invalid_token"})");
+  net::dispatch_result result;
+  auto failed = authenticate("\x01", &result);
+  EXPECT_EQ(failed.error_code, 58);
+  EXPECT_EQ(failed.error_message, R"({"status":"invalid_token"})");
+  EXPECT_TRUE(result.close_after_response);
+  EXPECT_EQ(connection.principal_name, "ANONYMOUS");
+}
+
+TEST_F(sasl_authentication_test, oauthbearer_session_is_the_shorter_of_token_and_reauth) {
+  settings.listeners["SASL_PLAINTEXT"].enabled_mechanisms.push_back("OAUTHBEARER");
+  settings.listeners["SASL_PLAINTEXT"].oauthbearer = security::make_unsecured_validator({});
+  settings.connections_max_reauth_ms = 10'000;
+  now = 1'700'000'000'000;
+  handshake("OAUTHBEARER");
+  EXPECT_EQ(authenticate(oauthbearer_message(unsecured_token(1'700'000'030))).session_lifetime_ms, 10'000);
 }
 
 TEST_F(sasl_authentication_test, reauthentication_cannot_change_mechanism) {

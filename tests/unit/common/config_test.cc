@@ -367,10 +367,9 @@ TEST(config_test, refuses_security_it_cannot_provide) {
                                       "CONTROLLER:PLAINTEXT",
                                       "ssl.keystore.location=/k.pem"});
   EXPECT_EQ(sasl_ssl.listeners()[1].protocol, security_protocol::sasl_ssl);
-  // A broker-only node that would reach the controllers over SASL.
-  expect_refused({"process.roles=broker", "node.id=4", "listeners=PLAINTEXT://:9092",
-                  "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"},
-                 "controller.listener.names");
+  // A broker-only node that reaches the controllers over SASL (its credentials: security/sasl_client.h).
+  load_ok(base_yaml, {"process.roles=broker", "node.id=4", "listeners=PLAINTEXT://:9092",
+                      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"});
   // Controllers and brokers over TLS are accepted (the node's own settings of those listeners).
   load_ok(base_yaml, {"process.roles=broker", "node.id=4", "listeners=PLAINTEXT://:9092",
                       "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"});
@@ -395,6 +394,21 @@ TEST(config_test, refuses_security_it_cannot_provide) {
   EXPECT_EQ(sasl.listener_setting("INTERNAL", "plain.sasl.jaas.config"), "x required;");
   EXPECT_EQ(sasl.listener_setting("internal", "sasl.enabled.mechanisms"), "PLAIN");
   EXPECT_FALSE(sasl.listener_setting("PLAINTEXT", "sasl.enabled.mechanisms"));
+  // A SASL controller listener, and OAUTHBEARER's validator settings per listener, load too.
+  auto oauth = load_ok(
+      base_yaml, {"listeners=PLAINTEXT://:9092,INTERNAL://:9094,CONTROLLER://:9093",
+                  "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,"
+                  "CONTROLLER:SASL_PLAINTEXT",
+                  "sasl.mechanism.controller.protocol=PLAIN",
+                  "listener.name.internal.oauthbearer.sasl.server.callback.handler.class=x.Handler",
+                  "listener.name.internal.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=file:///k.json",
+                  "listener.name.internal.sasl.oauthbearer.expected.audience=kafka",
+                  "sasl.oauthbearer.clock.skew.seconds=5"});
+  EXPECT_EQ(oauth.listener_setting("INTERNAL", "oauthbearer.sasl.oauthbearer.jwks.endpoint.url"),
+            "file:///k.json");
+  EXPECT_EQ(oauth.get_int("sasl.oauthbearer.clock.skew.seconds"), 5);
+  auto unknown = load_ok(base_yaml, {"listener.name.internal.oauthbearer.sasl.oauthbearer.no.such.key=1"});
+  EXPECT_FALSE(unknown.warnings().empty());
   // Other unknown keys stay warnings, as before.
   auto ok = load_ok(base_yaml, {"listener.name.internal.max.connections=5"});
   EXPECT_FALSE(ok.warnings().empty());

@@ -69,14 +69,32 @@ TEST(sasl_settings, refuses_what_it_cannot_serve) {
                                  "user_a=\"secret-value"});
   EXPECT_NE(bad_jaas.find("JAAS"), std::string::npos);
   EXPECT_EQ(bad_jaas.find("secret-value"), std::string::npos);
-  // Inter-broker SASL: the mechanism must be enabled, and Mala's inter-broker client does not speak SASL yet.
+  // Inter-broker SASL: the mechanism must be enabled on the inter-broker listener.
   EXPECT_NE(refusal({"sasl.enabled.mechanisms=SCRAM-SHA-256", "inter.broker.listener.name=SASL_PLAINTEXT"})
                 .find("sasl.mechanism.inter.broker.protocol"),
             std::string::npos);
-  EXPECT_NE(refusal({"sasl.enabled.mechanisms=SCRAM-SHA-256", "inter.broker.listener.name=SASL_PLAINTEXT",
-                     "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256"})
-                .find("inter-broker"),
-            std::string::npos);
+  auto inter_broker =
+      build({"sasl.enabled.mechanisms=SCRAM-SHA-256", "inter.broker.listener.name=SASL_PLAINTEXT",
+             "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256"});
+  EXPECT_TRUE(inter_broker.ok()) << inter_broker.error().message;
+}
+
+TEST(sasl_settings, controller_mechanism_must_be_enabled_on_a_sasl_controller_listener) {
+  const std::vector<std::string> sasl_controller = {
+      "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_"
+      "PLAINTEXT",
+      "sasl.enabled.mechanisms=PLAIN", plain_jaas,
+      "listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
+      "PlainLoginModule "
+      "required username=\"ctl\" password=\"ctl-secret\" user_ctl=\"ctl-secret\";"};
+  // Kafka's default GSSAPI is not enabled there.
+  EXPECT_NE(refusal(sasl_controller).find("sasl.mechanism.controller.protocol"), std::string::npos);
+  auto with_plain = sasl_controller;
+  with_plain.push_back("sasl.mechanism.controller.protocol=PLAIN");
+  auto s = build(with_plain);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_NE(s->find("CONTROLLER"), nullptr);
+  EXPECT_EQ(s->find("CONTROLLER")->plain_users.at("ctl"), "ctl-secret");
 }
 
 TEST(sasl_settings, gssapi_default_is_fine_without_sasl_listeners) {
