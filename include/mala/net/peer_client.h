@@ -40,7 +40,7 @@
 #include <asio/io_context.hpp>
 
 #include "mala/common/result.h"
-#include "mala/security/sasl_client.h"
+#include "mala/net/peer_client_options.h"
 
 namespace mala::net {
 
@@ -49,25 +49,6 @@ struct peer_address {
   int32_t port = 0;
 
   friend bool operator==(const peer_address&, const peer_address&) = default;
-};
-
-struct tls_client_context;
-
-struct peer_client_options {
-  // Set when the listener this client connects through is SSL: every connection does a TLS handshake
-  // (verifying the server, presenting the node's certificate when it has one) before its first request.
-  std::shared_ptr<tls_client_context> tls;
-  // Set when the listener is SASL_PLAINTEXT or SASL_SSL: the mechanism and credentials every connection
-  // authenticates with; `listener_name` names the listener in log lines.
-  std::optional<security::sasl_client_credentials> sasl;
-  std::string listener_name;
-  // The largest response accepted; the size prefix is checked before anything is allocated.
-  int32_t max_response_bytes = 100 * 1024 * 1024;
-  // Idle connections kept per address; more are closed when returned.
-  size_t max_idle_per_address = 4;
-  // An idle connection older than this is closed rather than reused: below Kafka's default
-  // connections.max.idle.ms (10 minutes), so the server is not likely to have closed it under us.
-  int64_t max_idle_ms = 5 * 60 * 1000;
 };
 
 class peer_client {

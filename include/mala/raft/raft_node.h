@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "mala/common/result.h"
-#include "mala/net/peer_client.h"
+#include "mala/net/peer_client_options.h"
 #include "mala/raft/messages.h"
 #include "mala/raft/partition_raft_log.h"
 #include "mala/raft/replica.h"
