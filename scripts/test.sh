@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds Mala and runs every test suite: unit tests (ctest), the same unit tests under ASan+UBSan, the protocol
-# fuzzer for 60 s, and the integration tests (real `mala` processes driven by real Kafka clients, pytest).
+# Builds Mala and runs every test suite: the unit tests under ASan+UBSan (clang), the crash and corruption tests
+# of the storage (ctest), the protocol fuzzers, and the integration tests (real `mala` processes driven by real
+# Kafka clients, pytest). The GCC tree builds what the integration tests run (mala and the storage tools); the
+# unit tests run once, in the sanitized tree (with MALA_SKIP_SANITIZE=1 they build and run in the GCC tree).
 # Exits non-zero if anything fails; the last line is the summary "N passed, M failed, K skipped".
 # Environment: MALA_JOBS (parallel build jobs, default 2), MALA_FUZZ_SECONDS (default 60),
 #              MALA_SKIP_SANITIZE=1 to skip the sanitizer + fuzz stage locally,
 #              MALA_BUILD_DIR / MALA_SANITIZE_DIR (default build, build-sanitize),
+#              MALA_IT_WORKERS (parallel pytest workers of the integration tests, default 3),
 #              MALA_TEST_SHARDS (mala.shards of the integration tests' nodes, default 4; a subset runs again
 #              with 1 and 2).
 set -uo pipefail
@@ -15,6 +18,9 @@ jobs=${MALA_JOBS:-2}
 fuzz_seconds=${MALA_FUZZ_SECONDS:-60}
 build_dir=${MALA_BUILD_DIR:-build}
 san_dir=${MALA_SANITIZE_DIR:-build-sanitize}
+# Integration test files run in parallel (pytest-xdist, one file per worker at a time): most of a test's time is
+# spent waiting on timeouts, sessions and clients, so three workers fit two cores.
+it_workers=${MALA_IT_WORKERS:-3}
 
 # ccache shared between checkouts (CI builds a fresh clone in another folder): hash paths relative to the repo.
 export CCACHE_BASEDIR=$repo_root
@@ -68,8 +74,16 @@ scripts/install-test-clients.sh || { echo "install-test-clients failed"; exit 1;
 # --- main build + unit tests ------------------------------------------------------------------------------------
 note "build ($build_dir/, RelWithDebInfo)"
 main_built=0
-if cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
-  if ninja -C "$build_dir" -j"$jobs"; then
+# -g1: line tables and function names for backtraces, no variable locations; a quarter less compile time than -g.
+if cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"; then
+  if [[ ${MALA_SKIP_SANITIZE:-0} == 1 ]]; then
+    main_targets=()  # everything, the unit tests included
+    main_ctest=()
+  else
+    main_targets=(mala storage_crash_child storage_crash_tests mala_write_test_segments)
+    main_ctest=(-LE unit)
+  fi
+  if ninja -C "$build_dir" -j"$jobs" "${main_targets[@]}"; then
     main_built=1
     record "build" 1 0 0
   else
@@ -80,10 +94,10 @@ else
 fi
 
 if ((main_built)); then
-  note "unit tests (ctest)"
-  ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" --timeout 300 \
+  note "storage crash tests${main_ctest:+ (unit tests: in the sanitized tree)} (ctest, $build_dir/)"
+  ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" --timeout 300 "${main_ctest[@]}" \
     --output-junit "$repo_root/$build_dir/ctest-junit.xml"
-  record_junit "unit tests" "$build_dir/ctest-junit.xml" $?
+  record_junit "ctest ($build_dir)" "$build_dir/ctest-junit.xml" $?
 fi
 
 # --- sanitizers and fuzzing: one clang tree (ASan + UBSan everywhere, libFuzzer coverage on the decoders) --------
@@ -92,10 +106,15 @@ if [[ ${MALA_SKIP_SANITIZE:-0} == 1 ]]; then
   record "fuzz" 0 0 1 "(MALA_SKIP_SANITIZE=1)"
 else
   note "unit tests under ASan+UBSan, fuzz_request_decode for ${fuzz_seconds} s and fuzz_embedded_decode ($san_dir/, clang)"
+  # Unoptimized (-O0): a third of the compile time of -O2 under ASan, whose code generation dominates the build.
   if CC=clang CXX=clang++ cmake -S . -B "$san_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMALA_FUZZ=ON \
+       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only -DNDEBUG" \
        -DMALA_BUILD_APP=ON -DMALA_BUILD_BENCH=OFF >/dev/null; then
     mapfile -t unit_targets < <(ninja -C "$san_dir" -t targets all | sed -n 's/^\(unit_[A-Za-z0-9_]*\): .*/\1/p' | sort -u)
     if ninja -C "$san_dir" -j"$jobs" "${unit_targets[@]}" fuzz_request_decode fuzz_embedded_decode fuzz_sasl make_seed_corpus; then
+      # The Raft simulations run 3,000 of their 10,000 seeded schedules each: unoptimized under ASan the whole
+      # set takes ten minutes (MALA_RAFT_SIM_SCHEDULES=10000 runs all of them).
+      MALA_RAFT_SIM_SCHEDULES=${MALA_RAFT_SIM_SCHEDULES:-3000} \
       ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
       UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         ctest --test-dir "$san_dir" --output-on-failure -j"$jobs" --timeout 600 -L unit \
@@ -157,7 +176,7 @@ if ((main_built)); then
   # spread over them, so every request crosses shards (the unit tests of the data path run 1, 2 and 4).
   MALA_TEST_SHARDS=${MALA_TEST_SHARDS:-4} \
   MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 3300 python3 -m pytest tests/integration -q -p no:cacheprovider \
-    --junitxml="$repo_root/$build_dir/pytest-junit.xml"
+    -n "$it_workers" --dist loadfile --durations=25 --junitxml="$repo_root/$build_dir/pytest-junit.xml"
   record_junit "integration tests" "$build_dir/pytest-junit.xml" $?
 
   # The data path, groups and a whole-cluster crash again with 1 and 2 shards per node (one shard: no request
@@ -167,6 +186,7 @@ if ((main_built)); then
     note "integration tests with $shards shard(s) per node (pytest, a subset)"
     MALA_TEST_SHARDS=$shards \
     MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 900 python3 -m pytest -q -p no:cacheprovider \
+      -n "$it_workers" --dist loadfile \
       tests/integration/test_produce_consume.py tests/integration/test_consumer_groups.py \
       tests/integration/test_consumer_groups_848.py tests/integration/test_consumer_groups_clients.py \
       tests/integration/test_connection_pipeline.py tests/integration/test_bad_input.py \

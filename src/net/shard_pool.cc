@@ -4,13 +4,16 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <asio/post.hpp>
 
 #include "mala/common/current_shard.h"
+#include "mala/common/logging.h"
 
 namespace mala::net {
 
@@ -64,18 +67,30 @@ void shard_pool::run_on_each_and_wait(const std::function<void(size_t shard)>& f
   std::mutex mutex;
   std::condition_variable done;
   size_t pending = 0;
+  std::vector<bool> answered(_contexts.size(), false);
   for (size_t shard = 0; shard < _contexts.size(); ++shard) {
     if (static_cast<int>(shard) == here) continue;
     ++pending;
     asio::post(*_contexts[shard], [&, shard] {
       fn(shard);
       std::lock_guard lock(mutex);
+      answered[shard] = true;
       if (--pending == 0) done.notify_one();
     });
   }
   if (here >= 0) fn(static_cast<size_t>(here));
   std::unique_lock lock(mutex);
-  done.wait(lock, [&] { return pending == 0; });
+  // Every shard answers within microseconds; one that has not after 10 s is stuck, and the log names it (a
+  // hang here is otherwise silent: the caller's shard serves nothing meanwhile, signals included).
+  while (!done.wait_for(lock, std::chrono::seconds(10), [&] { return pending == 0; })) {
+    std::string stuck;
+    for (size_t shard = 0; shard < answered.size(); ++shard) {
+      if (static_cast<int>(shard) != here && !answered[shard])
+        stuck += (stuck.empty() ? "" : ",") + std::to_string(shard);
+    }
+    subsystem_logger("net")->error(
+        "shard {} has waited 10 s more for shard(s) {} to run a task on each shard", here, stuck);
+  }
 }
 
 void shard_pool::stop() {

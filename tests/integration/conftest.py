@@ -172,6 +172,18 @@ class MalaNode:
             self._stderr_file = None
 
 
+# The longest files first: pytest-xdist (--dist loadfile) hands out files in collection order, and a 10-minute file
+# picked last would run alone at the end.
+LONGEST_FILES_FIRST = ("test_partition_scale.py", "test_log_compaction_crash.py", "test_transactions_faults.py",
+                       "test_replication_failover.py", "test_log_compaction.py", "test_transactions.py",
+                       "test_streams_eos.py", "test_features.py", "test_transactions_clients.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the others keep their order
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

@@ -13,6 +13,7 @@ that CI cannot pass without running it.
 """
 
 import errno
+import fcntl
 import os
 import shutil
 import signal
@@ -31,6 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO / "docker"
 ENTRYPOINT = DOCKER_DIR / "entrypoint.sh"
 NODES = (1, 2, 3)
+# One topology at a time on a host: the published ports are fixed, and pytest-xdist runs test files in parallel.
+HOST_LOCK_PATH = Path("/tmp/mala-it-compose-topology.lock")
 EXTERNAL_PORT = {n: n * 10000 + 9092 for n in NODES}  # compose.yaml: "19092:19092", ...
 INTERNAL_PORT = 9092
 
@@ -137,8 +140,11 @@ class ComposeTopology:
         for tool in ("ip",):
             if subprocess.run(["which", tool], capture_output=True).returncode != 0:
                 pytest.fail(f"{tool} (iproute2) is missing")
+        self._host_lock = open(HOST_LOCK_PATH, "w")
+        fcntl.flock(self._host_lock, fcntl.LOCK_EX)  # waits for another worker's topology to close
         busy = [p for p in EXTERNAL_PORT.values() if port_accepts("127.0.0.1", p)]
         if busy:
+            self._release_host_lock()
             pytest.fail(f"the published ports {busy} are in use on this host")
         self.work_dir = Path(work_dir)
         ComposeTopology._instances += 1
@@ -283,4 +289,11 @@ class ComposeTopology:
                 run("ip", "link", "del", name, check=False)
             elif kind == "etc":
                 subprocess.run(["rm", "-rf", name])
+        self._release_host_lock()
         return codes
+
+    def _release_host_lock(self):
+        if self._host_lock is not None:
+            fcntl.flock(self._host_lock, fcntl.LOCK_UN)
+            self._host_lock.close()
+            self._host_lock = None

@@ -232,11 +232,13 @@ def test_default_user_quota_outranks_a_client_id_quota(node):
     set_quota(node, {"client-id": client}, add={"producer_byte_rate": client_quota})
     set_quota(node, {"user": None}, add={"producer_byte_rate": user_quota})
     try:
-        # Measured over 10 s after a 4 s warm-up, as the 1 MiB/s test: a 7 s window right after the unthrottled
-        # first burst read 624 KiB/s once.
+        # Measured over 10 s after a 4 s warm-up. This test is about which quota applies: the 512 KiB/s one, not
+        # the 64 KiB/s one nor none (5 MiB/s offered). The accuracy of the rate is test_producer_at_ten_times_its_
+        # quota_settles_at_the_quota's; here ack times bunch on a loaded machine (615 KiB/s was read once while
+        # three test files ran in parallel), so the bound is +-40%.
         acks, start, _ = produce_at(b, topic, client, offered_rate=10 * user_quota, seconds=14)
         measured = rate_between(acks, start, 4, 14)
-        assert abs(measured - user_quota) <= 0.2 * user_quota, \
+        assert abs(measured - user_quota) <= 0.4 * user_quota, \
             f"produced {measured / KIB:.0f} KiB/s: the default user quota is 512 KiB/s, the client-id one 64"
     finally:
         set_quota(node, {"user": None}, delete=["producer_byte_rate"])

@@ -198,7 +198,9 @@ def test_sasl_ssl_between_brokers_and_controllers_survives_leader_kill(pki, tmp_
 def test_wrong_inter_broker_password_keeps_the_node_out_of_the_isr_until_fixed(tmp_path):
     with own_cluster(tmp_path) as cluster:
         wrong = f'{PLAIN_MODULE} required username="broker" password="wrong-secret" user_broker="broker-secret";'
+        # Node 3 leaves the ISR after replica.lag.time.max.ms without a fetch: 5 s here, not the default 30 s.
         sasl_cluster(cluster, "SASL_PLAINTEXT", "SASL_PLAINTEXT", "PLAINTEXT", "PLAIN",
+                     extra={"replica.lag.time.max.ms": 5000},
                      per_node={3: {"listener.name.internal.plain.sasl.jaas.config": wrong}})
         cluster.start_all()
         conf = client_config("SASL_PLAINTEXT")

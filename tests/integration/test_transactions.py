@@ -91,7 +91,7 @@ def test_kafka_transactions_tool_on_finished_transactions(broker):
 def test_transaction_timeout_aborts_and_moves_the_last_stable_offset(broker):
     b = broker.bootstrap
     create_topics(b, "expiring", partitions=2)
-    s = txn_produce(b, "expiring", "expiring", 2, 4, leave_open=True, props=["transaction.timeout.ms=8000"])
+    s = txn_produce(b, "expiring", "expiring", 2, 4, leave_open=True, props=["transaction.timeout.ms=20000"])
     assert s["committed"] == [0, 1] and s["open"] == 2, s
     # Right after the producer died: transaction 2 is open on both partitions.
     uncommitted, u_sum = read_topic(b, "expiring", "read_uncommitted")
