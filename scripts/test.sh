@@ -7,7 +7,8 @@
 # Environment: MALA_JOBS (parallel build jobs, default 2), MALA_FUZZ_SECONDS (default 60),
 #              MALA_SKIP_SANITIZE=1 to skip the sanitizer + fuzz stage locally,
 #              MALA_BUILD_DIR / MALA_SANITIZE_DIR (default build, build-sanitize),
-#              MALA_IT_WORKERS (parallel pytest workers of the integration tests, default 3),
+#              MALA_IT_WORKERS (parallel pytest workers of the integration tests, default 3), MALA_IT_ARGS
+#              (more pytest arguments for them),
 #              MALA_TEST_SHARDS (mala.shards of the integration tests' nodes, default 4; a subset runs again
 #              with 1 and 2).
 set -uo pipefail
@@ -21,6 +22,7 @@ san_dir=${MALA_SANITIZE_DIR:-build-sanitize}
 # Integration test files run in parallel (pytest-xdist, one file per worker at a time): most of a test's time is
 # spent waiting on timeouts, sessions and clients, so three workers fit two cores.
 it_workers=${MALA_IT_WORKERS:-3}
+read -r -a it_args <<<"${MALA_IT_ARGS:-}"  # more pytest arguments, e.g. MALA_IT_ARGS="-k produce" for a quick run
 
 # ccache shared between checkouts (CI builds a fresh clone in another folder): hash paths relative to the repo.
 export CCACHE_BASEDIR=$repo_root
@@ -81,7 +83,7 @@ if cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAK
     main_ctest=()
   else
     main_targets=(mala storage_crash_child storage_crash_tests mala_write_test_segments)
-    main_ctest=(-LE unit)
+    main_ctest=(-L crash)  # the unit tests are not built here: gtest_discover_tests lists them as *_NOT_BUILT
   fi
   if ninja -C "$build_dir" -j"$jobs" "${main_targets[@]}"; then
     main_built=1
@@ -101,73 +103,92 @@ if ((main_built)); then
 fi
 
 # --- sanitizers and fuzzing: one clang tree (ASan + UBSan everywhere, libFuzzer coverage on the decoders) --------
-if [[ ${MALA_SKIP_SANITIZE:-0} == 1 ]]; then
-  record "sanitized unit tests" 0 0 1 "(MALA_SKIP_SANITIZE=1)"
-  record "fuzz" 0 0 1 "(MALA_SKIP_SANITIZE=1)"
-else
-  note "unit tests under ASan+UBSan, fuzz_request_decode for ${fuzz_seconds} s and fuzz_embedded_decode ($san_dir/, clang)"
+# Its build runs at nice 19 beside the integration tests, on the CPU they leave idle while they wait on timeouts,
+# sessions and clients; its tests run after them.
+san_build_pid=
+san_configured=0
+if [[ ${MALA_SKIP_SANITIZE:-0} != 1 ]]; then
+  note "build of $san_dir/ (clang, ASan+UBSan, libFuzzer), in the background at nice 19: $san_dir/ninja.log"
   # Unoptimized (-O0): a third of the compile time of -O2 under ASan, whose code generation dominates the build.
   if CC=clang CXX=clang++ cmake -S . -B "$san_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMALA_FUZZ=ON \
        "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only -DNDEBUG" \
        -DMALA_BUILD_APP=ON -DMALA_BUILD_BENCH=OFF >/dev/null; then
+    san_configured=1
     mapfile -t unit_targets < <(ninja -C "$san_dir" -t targets all | sed -n 's/^\(unit_[A-Za-z0-9_]*\): .*/\1/p' | sort -u)
-    if ninja -C "$san_dir" -j"$jobs" "${unit_targets[@]}" fuzz_request_decode fuzz_embedded_decode fuzz_sasl make_seed_corpus; then
-      # The Raft simulations run 3,000 of their 10,000 seeded schedules each: unoptimized under ASan the whole
-      # set takes ten minutes (MALA_RAFT_SIM_SCHEDULES=10000 runs all of them).
-      MALA_RAFT_SIM_SCHEDULES=${MALA_RAFT_SIM_SCHEDULES:-3000} \
-      ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
-      UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-        ctest --test-dir "$san_dir" --output-on-failure -j"$jobs" --timeout 600 -L unit \
-          --output-junit "$repo_root/$san_dir/ctest-junit.xml"
-      record_junit "sanitized unit tests" "$san_dir/ctest-junit.xml" $?
-
-      # Seeds: a valid request of every API at every version (tests/fuzz/make_seed_corpus).
-      corpus=$san_dir/fuzz-corpus
-      rm -rf "$san_dir/seed-corpus"
-      mkdir -p "$corpus" "$san_dir/seed-corpus" "$san_dir/fuzz-artifacts"
-      "$san_dir/tests/fuzz/make_seed_corpus" "$san_dir/seed-corpus"
-      # -rss_limit_mb: the decoder must bound every length before allocating; -timeout: no input may take long.
-      "$san_dir/tests/fuzz/fuzz_request_decode" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$corpus" "$san_dir/seed-corpus" 2>&1 | tail -15
-      rc=${PIPESTATUS[0]}
-      if [[ $rc -eq 0 ]]; then record "fuzz" 1 0 0; else record "fuzz" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
-      # The embedded consumer protocol and the leader's record scan (tests/fuzz/fuzz_embedded_decode.cc).
-      embedded_seconds=$(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
-      mkdir -p "$san_dir/fuzz-corpus-embedded" "$san_dir/seed-corpus-embedded"
-      # Seeds (first byte: what to decode): a version-0 subscription of topic "a" with null user data, a
-      # version-0 assignment of partition 0 of "a", a records region with one 7-byte record, and a VotersRecord.
-      printf '\x00\x00\x00\x00\x01\x00\x01a\xff\xff\xff\xff' >"$san_dir/seed-corpus-embedded/subscription"
-      printf '\x04\x00\x00\x00\x01\x00\x01a\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff' \
-        >"$san_dir/seed-corpus-embedded/assignment"
-      printf '\x08\x09\x0e\x00\x00\x00\x01\x02x\x00' >"$san_dir/seed-corpus-embedded/records"
-      # A VotersRecord of voter 1 (zero directory id) on C://h:9093.
-      printf '\x0c\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x02C\x02h\x23\x85\x00\x00\x00\x00\x01\x00\x00\x00' \
-        >"$san_dir/seed-corpus-embedded/voters"
-      "$san_dir/tests/fuzz/fuzz_embedded_decode" -max_total_time="$embedded_seconds" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-embedded" \
-        "$san_dir/seed-corpus-embedded" 2>&1 | tail -8
-      rc=${PIPESTATUS[0]}
-      if [[ $rc -eq 0 ]]; then record "fuzz (embedded)" 1 0 0; else record "fuzz (embedded)" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
-      # SASL before authentication and JAAS text (tests/fuzz/fuzz_sasl.cc); seeds: the first byte picks the parser.
-      sasl_seconds=$(( fuzz_seconds / 6 > 5 ? fuzz_seconds / 6 : 5 ))
-      mkdir -p "$san_dir/fuzz-corpus-sasl" "$san_dir/seed-corpus-sasl"
-      printf '\x00n,,n=user,r=rOprNGfwEbeRWgbNEkqO' >"$san_dir/seed-corpus-sasl/client-first"
-      printf '\x01c=biws,r=abc,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=' >"$san_dir/seed-corpus-sasl/client-final"
-      printf '\x03\x00alice\x00alice-secret' >"$san_dir/seed-corpus-sasl/plain"
-      printf '\x04n,,n=user,r=abc\x00c=biws,r=abc,p=AAAA' >"$san_dir/seed-corpus-sasl/exchange"
-      printf '\x05M required user_a="x\\"y" b=c; N optional;' >"$san_dir/seed-corpus-sasl/jaas"
-      "$san_dir/tests/fuzz/fuzz_sasl" -max_total_time="$sasl_seconds" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-sasl" \
-        "$san_dir/seed-corpus-sasl" 2>&1 | tail -8
-      rc=${PIPESTATUS[0]}
-      if [[ $rc -eq 0 ]]; then record "fuzz (sasl)" 1 0 0; else record "fuzz (sasl)" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
-    else
-      record "sanitizer build" 0 1 0
-    fi
-  else
-    record "sanitizer build" 0 1 0 "(configure)"
+    nice -n 19 ninja -C "$san_dir" -j"$jobs" "${unit_targets[@]}" fuzz_request_decode fuzz_embedded_decode fuzz_sasl \
+      make_seed_corpus >"$san_dir/ninja.log" 2>&1 &
+    san_build_pid=$!
   fi
 fi
+
+# Waits for the sanitized tree's build, then runs its unit tests and the fuzzers.
+run_sanitized_tests() {
+  if [[ ${MALA_SKIP_SANITIZE:-0} == 1 ]]; then
+    record "sanitized unit tests" 0 0 1 "(MALA_SKIP_SANITIZE=1)"
+    record "fuzz" 0 0 1 "(MALA_SKIP_SANITIZE=1)"
+    return
+  fi
+  note "unit tests under ASan+UBSan, fuzz_request_decode for ${fuzz_seconds} s, fuzz_embedded_decode and fuzz_sasl ($san_dir/, clang)"
+  if ((!san_configured)); then
+    record "sanitizer build" 0 1 0 "(configure)"
+    return
+  fi
+  if ! wait "$san_build_pid"; then
+    tail -60 "$san_dir/ninja.log"
+    record "sanitizer build" 0 1 0 "(see $san_dir/ninja.log)"
+    return
+  fi
+  tail -1 "$san_dir/ninja.log"
+  # The Raft simulations run 3,000 of their 10,000 seeded schedules each: unoptimized under ASan the whole
+  # set takes ten minutes (MALA_RAFT_SIM_SCHEDULES=10000 runs all of them).
+  MALA_RAFT_SIM_SCHEDULES=${MALA_RAFT_SIM_SCHEDULES:-3000} \
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    ctest --test-dir "$san_dir" --output-on-failure -j"$jobs" --timeout 600 -L unit \
+      --output-junit "$repo_root/$san_dir/ctest-junit.xml"
+  record_junit "sanitized unit tests" "$san_dir/ctest-junit.xml" $?
+
+  # Seeds: a valid request of every API at every version (tests/fuzz/make_seed_corpus).
+  corpus=$san_dir/fuzz-corpus
+  rm -rf "$san_dir/seed-corpus"
+  mkdir -p "$corpus" "$san_dir/seed-corpus" "$san_dir/fuzz-artifacts"
+  "$san_dir/tests/fuzz/make_seed_corpus" "$san_dir/seed-corpus"
+  # -rss_limit_mb: the decoder must bound every length before allocating; -timeout: no input may take long.
+  "$san_dir/tests/fuzz/fuzz_request_decode" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$corpus" "$san_dir/seed-corpus" 2>&1 | tail -15
+  rc=${PIPESTATUS[0]}
+  if [[ $rc -eq 0 ]]; then record "fuzz" 1 0 0; else record "fuzz" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
+  # The embedded consumer protocol and the leader's record scan (tests/fuzz/fuzz_embedded_decode.cc).
+  embedded_seconds=$(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
+  mkdir -p "$san_dir/fuzz-corpus-embedded" "$san_dir/seed-corpus-embedded"
+  # Seeds (first byte: what to decode): a version-0 subscription of topic "a" with null user data, a
+  # version-0 assignment of partition 0 of "a", a records region with one 7-byte record, and a VotersRecord.
+  printf '\x00\x00\x00\x00\x01\x00\x01a\xff\xff\xff\xff' >"$san_dir/seed-corpus-embedded/subscription"
+  printf '\x04\x00\x00\x00\x01\x00\x01a\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff' \
+    >"$san_dir/seed-corpus-embedded/assignment"
+  printf '\x08\x09\x0e\x00\x00\x00\x01\x02x\x00' >"$san_dir/seed-corpus-embedded/records"
+  # A VotersRecord of voter 1 (zero directory id) on C://h:9093.
+  printf '\x0c\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x02C\x02h\x23\x85\x00\x00\x00\x00\x01\x00\x00\x00' \
+    >"$san_dir/seed-corpus-embedded/voters"
+  "$san_dir/tests/fuzz/fuzz_embedded_decode" -max_total_time="$embedded_seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-embedded" \
+    "$san_dir/seed-corpus-embedded" 2>&1 | tail -8
+  rc=${PIPESTATUS[0]}
+  if [[ $rc -eq 0 ]]; then record "fuzz (embedded)" 1 0 0; else record "fuzz (embedded)" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
+  # SASL before authentication and JAAS text (tests/fuzz/fuzz_sasl.cc); seeds: the first byte picks the parser.
+  sasl_seconds=$(( fuzz_seconds / 6 > 5 ? fuzz_seconds / 6 : 5 ))
+  mkdir -p "$san_dir/fuzz-corpus-sasl" "$san_dir/seed-corpus-sasl"
+  printf '\x00n,,n=user,r=rOprNGfwEbeRWgbNEkqO' >"$san_dir/seed-corpus-sasl/client-first"
+  printf '\x01c=biws,r=abc,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=' >"$san_dir/seed-corpus-sasl/client-final"
+  printf '\x03\x00alice\x00alice-secret' >"$san_dir/seed-corpus-sasl/plain"
+  printf '\x04n,,n=user,r=abc\x00c=biws,r=abc,p=AAAA' >"$san_dir/seed-corpus-sasl/exchange"
+  printf '\x05M required user_a="x\\"y" b=c; N optional;' >"$san_dir/seed-corpus-sasl/jaas"
+  "$san_dir/tests/fuzz/fuzz_sasl" -max_total_time="$sasl_seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-sasl" \
+    "$san_dir/seed-corpus-sasl" 2>&1 | tail -8
+  rc=${PIPESTATUS[0]}
+  if [[ $rc -eq 0 ]]; then record "fuzz (sasl)" 1 0 0; else record "fuzz (sasl)" 0 1 0 "(exit $rc; see $san_dir/fuzz-artifacts)"; fi
+}
 
 # --- integration tests: real mala processes, real Kafka clients -----------------------------------------------------
 if ((main_built)); then
@@ -176,7 +197,7 @@ if ((main_built)); then
   # spread over them, so every request crosses shards (the unit tests of the data path run 1, 2 and 4).
   MALA_TEST_SHARDS=${MALA_TEST_SHARDS:-4} \
   MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 3300 python3 -m pytest tests/integration -q -p no:cacheprovider \
-    -n "$it_workers" --dist loadfile --durations=25 --junitxml="$repo_root/$build_dir/pytest-junit.xml"
+    -n "$it_workers" --dist loadfile --durations=25 "${it_args[@]}" --junitxml="$repo_root/$build_dir/pytest-junit.xml"
   record_junit "integration tests" "$build_dir/pytest-junit.xml" $?
 
   # The data path, groups and a whole-cluster crash again with 1 and 2 shards per node (one shard: no request
@@ -186,7 +207,7 @@ if ((main_built)); then
     note "integration tests with $shards shard(s) per node (pytest, a subset)"
     MALA_TEST_SHARDS=$shards \
     MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash timeout 900 python3 -m pytest -q -p no:cacheprovider \
-      -n "$it_workers" --dist loadfile \
+      -n "$it_workers" --dist loadfile "${it_args[@]}" \
       tests/integration/test_produce_consume.py tests/integration/test_consumer_groups.py \
       tests/integration/test_consumer_groups_848.py tests/integration/test_consumer_groups_clients.py \
       tests/integration/test_connection_pipeline.py tests/integration/test_bad_input.py \
@@ -198,6 +219,8 @@ if ((main_built)); then
 else
   record "integration tests" 0 1 0 "(not run: build failed)"
 fi
+
+run_sanitized_tests
 
 note "summary ($(((SECONDS - start_time) / 60)) min $(((SECONDS - start_time) % 60)) s)"
 printf '%s\n' "${stage_lines[@]}"
