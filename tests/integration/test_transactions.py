@@ -106,7 +106,7 @@ def test_transaction_timeout_aborts_and_moves_the_last_stable_offset(broker):
     desc, producers = transactions_tool(b, ("describe", "--transactional-id", "expiring"),
                                         ("describe-producers", "--topic", "expiring", "--partition", 1))
     assert desc[0]["TransactionState"] == "Ongoing", desc
-    assert desc[0]["TransactionTimeoutMs"] == "8000"
+    assert desc[0]["TransactionTimeoutMs"] == "20000"
     assert sorted(desc[0]["TopicPartitions"].split(",")) == ["expiring-0", "expiring-1"], desc
     assert int(desc[0]["CurrentTransactionStartTimeMs"]) > 0
     row = [r for r in producers if r["ProducerId"] == desc[0]["ProducerId"]]
