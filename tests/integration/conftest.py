@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import file_scheduling
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MALA_BIN = Path(os.environ.get("MALA_BIN", REPO_ROOT / "build" / "src" / "app" / "mala"))
 # mala.shards of every node the tests start (MALA_TEST_SHARDS; unset: the nodes' default, one per CPU).
@@ -172,16 +174,16 @@ class MalaNode:
             self._stderr_file = None
 
 
-# The longest files first: pytest-xdist (--dist loadfile) hands out files in collection order, and a 10-minute file
-# picked last would run alone at the end.
-LONGEST_FILES_FIRST = ("test_partition_scale.py", "test_log_compaction_crash.py", "test_transactions_faults.py",
-                       "test_replication_failover.py", "test_log_compaction.py", "test_transactions.py",
-                       "test_streams_eos.py", "test_features.py", "test_transactions_clients.py")
-
-
+# The longest files first, over the xdist workers too (file_scheduling.py).
 def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the others keep their order
+    file_scheduling.sort_longest_files_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    return file_scheduling.make_scheduler(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)
