@@ -100,27 +100,45 @@ PY
 # Runs integration test files in pytest-xdist workers, then the tests that failed once more, one at a time with
 # nothing beside them: a test that passes there is reported as flaky by name in the summary, not hidden; one that
 # fails again is a failure.
+it_dir=tests/integration  # their rootdir (pytest.ini): JUnit class names are module paths relative to it
 run_integration() { # run_integration <stage> <junit file> <timeout s> <pytest arguments...>
-  local stage=$1 junit=$2 limit=$3 rc again_rc=0
+  local stage=$1 junit=$2 limit=$3 rc again_rc
   shift 3
-  local cache=$repo_root/$build_dir/pytest-cache
-  rm -rf "$cache"
   MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash \
-    timeout "$limit" python3 -m pytest -q -o cache_dir="$cache" -n "$it_workers" --dist loadfile "$@" \
-      "${it_args[@]}" --junitxml="$junit"
+    timeout "$limit" python3 -m pytest -q -n "$it_workers" --dist loadfile "$@" "${it_args[@]}" --junitxml="$junit"
   rc=$?
   # Exit code 1: some tests failed (not a timeout, an interruption or a collection error). More than ten failures
   # are not flakes: they are not run again.
-  if [[ $rc -ne 1 ]] || (($(grep -cE '<(failure|error)' "$junit" 2>/dev/null || echo 99) > 10)); then
+  local again_ids=()
+  if [[ $rc -eq 1 && -f $junit ]]; then
+    mapfile -t again_ids < <(python3 - "$junit" "$it_dir" <<'PY'
+import os, sys, xml.etree.ElementTree as ET
+ids = []
+for c in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    if c.find("failure") is None and c.find("error") is None:
+        continue
+    parts = (c.get("classname") or "").split(".")
+    for i in range(len(parts), 0, -1):  # the longest prefix that names a file; the rest are classes
+        path = os.path.join(sys.argv[2], *parts[:i]) + ".py"
+        if os.path.isfile(path):
+            ids.append("::".join([path, *parts[i:], c.get("name")]))
+            break
+    else:
+        sys.exit(0)  # a failure outside a test file (collection): nothing to run again
+if len(ids) <= 10:
+    print("\n".join(ids))
+PY
+    )
+  fi
+  if ((${#again_ids[@]} == 0)); then
     record_junit "$stage" "$junit" "$rc"
     return
   fi
   local began=$stage_start
-  note "$stage: the failed tests again, one at a time"
+  note "$stage: the ${#again_ids[@]} failed test(s) again, one at a time"
   stage_start=$began  # the stage's time includes both runs
   MALA_BIN=$repo_root/$build_dir/src/app/mala MALA_TOOLS_DIR=$repo_root/$build_dir/tests/crash \
-    timeout 1800 python3 -m pytest -q -o cache_dir="$cache" -p no:xdist --last-failed "$@" "${it_args[@]}" \
-      --junitxml="${junit%.xml}-again.xml"
+    timeout 1800 python3 -m pytest -q -p no:xdist "${again_ids[@]}" "${it_args[@]}" --junitxml="${junit%.xml}-again.xml"
   again_rc=$?
   record_junit "$stage" "$junit" "$rc" "${junit%.xml}-again.xml" "$again_rc"
 }
