@@ -85,7 +85,20 @@ def produce_round(bootstrap, topics, round_no, timeout=180, **conf):
             producer.produce(name, key=v, value=v, partition=p, on_delivery=report)
             producer.poll(0)
     left = producer.flush(timeout)
-    assert left == 0 and not errors, f"round {round_no}: {left} not delivered, errors {errors[:5]}"
+    if errors:
+        # Which leaders the failed partitions had, from a fresh metadata request: a stall on one node shows there.
+        leaders = {}
+        metadata = producer.list_topics(timeout=30)
+        for topic, partition, _ in errors:
+            known = metadata.topics.get(topic)
+            known = known.partitions.get(partition) if known else None
+            leader = known.leader if known else None
+            leaders[leader] = leaders.get(leader, 0) + 1
+        codes = sorted({str(err.code()) for _, _, err in errors})
+        errors_text = f"{len(errors)} delivery errors {codes}, failed partitions by leader now {leaders}, first {errors[:5]}"
+    else:
+        errors_text = "no delivery errors"
+    assert left == 0 and not errors, f"round {round_no}: {left} not delivered, {errors_text}"
     assert len(acked) == sum(c for _, c in topics)
     return acked
 
