@@ -17,7 +17,7 @@ descriptor is opened when it is used and the least recently used ones are closed
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from cluster import Cluster
 from real_clients import GET_OFFSETS_TOOL, TOPICS_TOOL, step_ok, tool_batch
@@ -88,14 +88,18 @@ def produce_round(bootstrap, topics, round_no, timeout=180, **conf):
     if errors:
         # Which leaders the failed partitions had, from a fresh metadata request: a stall on one node shows there.
         leaders = {}
-        metadata = producer.list_topics(timeout=30)
-        for topic, partition, _ in errors:
-            known = metadata.topics.get(topic)
-            known = known.partitions.get(partition) if known else None
-            leader = known.leader if known else None
-            leaders[leader] = leaders.get(leader, 0) + 1
+        try:
+            metadata = producer.list_topics(timeout=30)
+            for topic, partition, _ in errors:
+                known = metadata.topics.get(topic)
+                known = known.partitions.get(partition) if known else None
+                leader = known.leader if known else None
+                leaders[leader] = leaders.get(leader, 0) + 1
+        except KafkaException as e:  # the delivery errors below still fail the round
+            leaders = f"unknown (metadata: {e})"
         codes = sorted({str(err.code()) for _, _, err in errors})
-        errors_text = f"{len(errors)} delivery errors {codes}, failed partitions by leader now {leaders}, first {errors[:5]}"
+        errors_text = (f"{len(errors)} delivery errors {codes}, failed partitions by leader now {leaders}, "
+                       f"first {errors[:5]}")
     else:
         errors_text = "no delivery errors"
     assert left == 0 and not errors, f"round {round_no}: {left} not delivered, {errors_text}"
