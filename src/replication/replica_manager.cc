@@ -58,6 +58,8 @@ result<state_change> replica_manager::apply_leadership(const partition_leadershi
     // A replica whose producer state cannot be loaded would accept duplicates or out-of-order batches.
     if (!created->load_status().ok()) return created->load_status();
     it = _partitions.emplace(tp, std::move(created)).first;
+    _index[tp] = it->second.get();
+    ++_generation;
     subsystem_logger("replication")
         ->info("{}-{}: replica on shard {}, log {} to {}", tp.topic, tp.partition, _options.shard,
                log.value()->log_start_offset(), log.value()->log_end_offset());
@@ -84,7 +86,9 @@ status replica_manager::remove_partition(const storage::topic_partition& tp, boo
           ->warn("{}-{}: cannot snapshot the producer state: {}", tp.topic, tp.partition, st.message);
     }
   }
+  _index.erase(tp);
   _partitions.erase(it);
+  ++_generation;
   subsystem_logger("replication")
       ->info("{}-{}: replica removed{}", tp.topic, tp.partition, delete_log ? ", deleting its log" : "");
   if (delete_log) return _logs.remove(tp);
@@ -104,8 +108,12 @@ void replica_manager::mark_offline(const std::vector<storage::topic_partition>& 
 
 partition* replica_manager::get(const storage::topic_partition& tp) const {
   check_shard();
-  auto it = _partitions.find(tp);
-  return it == _partitions.end() ? nullptr : it->second.get();
+  auto it = _index.find(tp);
+  return it == _index.end() ? nullptr : it->second;
+}
+
+size_t replica_manager::topic_partition_hash::operator()(const storage::topic_partition& tp) const noexcept {
+  return std::hash<std::string>{}(tp.topic) * 31 + std::hash<int32_t>{}(tp.partition);
 }
 
 std::vector<storage::topic_partition> replica_manager::partitions() const {

@@ -243,6 +243,9 @@ struct log_manager::impl {
   // to it.
   mutable std::mutex offline_mutex;
   std::set<topic_partition> offline;
+  // Whether `offline` has anything: the data path asks is_offline for every partition of every request, and
+  // must take no lock that every shard shares while every dir is online.
+  std::atomic<bool> any_offline{false};
   std::function<void(const fs::path&, const std::vector<topic_partition>&)> offline_listener;
   std::function<void(const topic_partition&, std::function<void()>)> run_on_owner;
   load_report report;
@@ -292,6 +295,7 @@ struct log_manager::impl {
     {
       std::lock_guard lock(offline_mutex);
       offline.insert(stopped.begin(), stopped.end());
+      any_offline.store(!offline.empty(), std::memory_order_release);
     }
     dir.partitions = 0;
     log->error("Log dir {} is offline ({} partitions stop being served): {}", dir.path.string(),
@@ -892,6 +896,7 @@ void log_manager::mark_offline(const fs::path& dir, const std::string& error) {
 }
 
 bool log_manager::is_offline(const topic_partition& tp) const {
+  if (!_impl->any_offline.load(std::memory_order_acquire)) return false;
   std::lock_guard lock(_impl->offline_mutex);
   return _impl->offline.contains(tp);
 }

@@ -7,9 +7,17 @@
 // Which partitions: every poll_interval_ms the replica manager is scanned for follower replicas; they are
 // grouped by leader node and, within a leader, by fetcher id (Kafka's getFetcherId over num.replica.fetchers,
 // default 1), and each (leader, fetcher id) gets one fetch loop, all on the fetcher's shard (Kafka runs
-// each fetcher on a thread of its own). A loop re-reads its partition set before every request,
-// so a partition whose leader changed, or that stopped being a follower, is dropped by the next request, and
-// a loop with no partitions ends.
+// each fetcher on a thread of its own). A loop keeps its partition list between requests and rebuilds it
+// when the replica manager adds or removes a partition or the metadata image changes; each request checks
+// every listed replica's role, so a partition whose leader changed, or that stopped being a follower, is
+// dropped by the next request, and a loop with no partitions ends.
+//
+// Fetch sessions (KIP-227, Kafka's FetchSessionHandler): a loop's first request is a full fetch asking for a
+// session (epoch 0); later ones name only the partitions whose fetch state (offset, leader epoch, last
+// fetched epoch, log start) changed and the partitions to forget, and the leader answers only partitions
+// with news, so an idle partition costs the request nothing but the leader's own session walk. A failed
+// request, FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH starts over with a full fetch; a
+// leader that keeps no session (session id 0 in its answer) gets full fetches.
 //
 // Per partition response: records -> append_as_follower (only if the local log end still equals the fetch
 // offset and the leader and leader epoch are unchanged, Kafka's fetch-state check); DivergingEpoch (KIP-595,
@@ -22,8 +30,7 @@
 // request (network, timeout, malformed answer) backs the whole loop off by replica.fetch.backoff.ms.
 //
 // ISR changes are the leader's (alter_partition_manager.h). Not here yet: truncation through
-// OffsetsForLeaderEpoch for leaders below Fetch v12 (every Mala node serves v17), fetch sessions (every
-// request is a full, sessionless fetch), throttling.
+// OffsetsForLeaderEpoch for leaders below Fetch v12 (every Mala node serves v17), throttling.
 //
 // Threads: one fetcher per shard, for the follower replicas replica_placement::shard_of puts there (so one
 // fetch loop per (shard, leader)); everything runs on that shard's io_context. The object and the replica

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "mala/common/result.h"
@@ -63,6 +64,11 @@ std::vector<log_dir_description> merge_log_dirs(std::vector<std::vector<log_dir_
 
 class replica_manager {
  public:
+  // The hash of a partition's key, for this manager's index and the replica fetchers' lists.
+  struct topic_partition_hash {
+    size_t operator()(const storage::topic_partition& tp) const noexcept;
+  };
+
   replica_manager(storage::log_manager& logs, replica_manager_options options);
   replica_manager(const replica_manager&) = delete;
   replica_manager& operator=(const replica_manager&) = delete;
@@ -85,8 +91,12 @@ class replica_manager {
   // broker_services::local_replica_offline.
   void mark_offline(const std::vector<storage::topic_partition>& partitions);
 
+  // A hash lookup: the data path and the replica fetchers call it for every partition of every request.
   partition* get(const storage::topic_partition& tp) const;
   std::vector<storage::topic_partition> partitions() const;
+  // Changes whenever a partition is added or removed, so a pointer get() returned stays valid while it does
+  // not (the replica fetchers keep their partition lists between requests).
+  uint64_t generation() const { return _generation; }
   size_t size() const { return _partitions.size(); }
   // Counts for the UnderReplicatedPartitions / UnderMinIsrPartitionCount metrics (led partitions only).
   int32_t under_replicated_count() const;
@@ -105,7 +115,9 @@ class replica_manager {
 
   storage::log_manager& _logs;
   replica_manager_options _options;
-  std::map<storage::topic_partition, std::unique_ptr<partition>> _partitions;
+  std::map<storage::topic_partition, std::unique_ptr<partition>> _partitions;             // ordered: listings
+  std::unordered_map<storage::topic_partition, partition*, topic_partition_hash> _index;  // lookups
+  uint64_t _generation = 0;
 };
 
 }  // namespace mala::replication

@@ -51,24 +51,26 @@ std::optional<double> client_quota_max_in_window(const request_context& ctx, cli
 const metadata::partition_state* find_partition(const metadata::metadata_image& image,
                                                 const std::string& topic, int32_t partition) {
   const auto* t = image.find_topic(topic);
-  if (!t || partition < 0) return nullptr;
-  for (const auto& p : t->partitions) {
-    if (p.partition == partition) return &p;
-  }
-  return nullptr;
+  if (!t || partition < 0 || static_cast<size_t>(partition) >= t->partitions.size()) return nullptr;
+  // Indexed by partition number (the image keeps them so): no scan, which made a request naming every
+  // partition of a 5,000-partition topic quadratic (a follower's fetch, 1,600 partitions each time).
+  const auto& p = t->partitions[static_cast<size_t>(partition)];
+  return p.partition == partition ? &p : nullptr;
 }
 
 result<replication::partition*> hosted_partition(const broker_services& services, const std::string& topic,
                                                  int32_t partition) {
-  const std::string name = topic + "-" + std::to_string(partition);
+  // The name is built only for an error: this runs for every partition of every Fetch and Produce.
+  auto name = [&] { return topic + "-" + std::to_string(partition); };
   if (services.local_replica_offline && services.local_replica_offline(topic, partition)) {
-    return status::error(error_code::kafka_storage_error, name + ": the log dir of this replica is offline");
+    return status::error(error_code::kafka_storage_error,
+                         name() + ": the log dir of this replica is offline");
   }
   auto* replicas = services.replicas_on(services.shard_of(topic, partition));
   replication::partition* p = replicas ? replicas->get({topic, partition}) : nullptr;
   if (!p) {
     return status::error(error_code::not_leader_or_follower,
-                         name + ": not hosted on node " + std::to_string(services.node_id));
+                         name() + ": not hosted on node " + std::to_string(services.node_id));
   }
   return p;
 }

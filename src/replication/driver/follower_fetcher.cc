@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <limits>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -78,11 +82,50 @@ struct sent_partition {
   int32_t leader_epoch = 0;
 };
 
+// What the leader's fetch session holds for a partition (Kafka's FetchRequest.PartitionData): a partition is
+// sent in an incremental request only when one of these changed since the session last got it.
+struct session_partition {
+  int64_t fetch_offset = 0;
+  int32_t leader_epoch = 0;
+  int32_t last_fetched_epoch = -1;
+  int64_t log_start_offset = 0;
+  friend bool operator==(const session_partition&, const session_partition&) = default;
+};
+
+// KIP-227: the epoch after `epoch` (1 after the largest, 0 being the request that creates a session).
+int32_t next_session_epoch(int32_t epoch) {
+  return epoch == std::numeric_limits<int32_t>::max() ? 1 : epoch + 1;
+}
+
 }  // namespace
 
 struct follower_fetcher::loop_state {
   explicit loop_state(asio::io_context& io) : timer(io) {}
   asio::steady_timer timer;
+  // The replicas this loop fetches for (placed on this shard, of this fetcher id, following the leader when
+  // listed), kept between requests: rebuilt when the replica manager adds or removes a partition (the
+  // pointers stay valid until then) or the metadata image changes (leaderships change only with it).
+  std::vector<std::pair<topic_partition, partition*>> members;
+  uint64_t members_generation = 0;
+  metadata::metadata_image_ptr members_image;
+  // The fetch session with the leader (Kafka's FetchSessionHandler): id 0 means none, so the next request is
+  // a full one that asks for a session (epoch 0); after that each request names only the partitions whose
+  // fetch state changed, and the ones to forget, and the leader answers only the partitions with news.
+  // Any failed request or session error starts over with a full request.
+  int32_t session_id = 0;
+  int32_t session_epoch = 0;
+  struct in_session_entry {
+    uuid topic_id;
+    session_partition sent;
+    uint64_t round = 0;  // the last request that wanted it
+  };
+  std::unordered_map<topic_partition, in_session_entry, replica_manager::topic_partition_hash> in_session;
+  uint64_t round = 0;
+  void reset_session() {
+    session_id = 0;
+    session_epoch = 0;
+    in_session.clear();
+  }
   // Partitions answered with a retriable error: not fetched again before this time.
   std::map<topic_partition, steady_clock::time_point> delayed;
   // FENCED_LEADER_EPOCH: our leader epoch is older than the leader's; skipped until the metadata gives this
@@ -201,6 +244,16 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
   while (!state->stopped) {
     const auto image = _metadata.current();
     const auto now = steady_clock::now();
+    if (loop->members_image != image || loop->members_generation != _replicas.generation() ||
+        loop->members.empty()) {
+      loop->members.clear();
+      for (const auto& tp : _replicas.partitions()) {
+        if (fetcher_id_of(tp) != fetcher) continue;
+        if (auto* p = follower_replica(tp)) loop->members.emplace_back(tp, p);
+      }
+      loop->members_image = image;
+      loop->members_generation = _replicas.generation();
+    }
     proto::fetch_request req;
     req.replica_id = _options.node_id;  // v14 and older
     req.replica_state.replica_id = _options.node_id;
@@ -210,23 +263,38 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
     req.max_wait_ms = _options.max_wait_ms;
     req.min_bytes = _options.min_bytes;
     req.max_bytes = _options.max_bytes;
-    req.session_id = 0;
-    req.session_epoch = -1;  // FINAL_EPOCH: a sessionless full fetch
-    // Parallel to req.topics: what each partition of it was asked from.
-    std::vector<std::vector<sent_partition>> sent;
+    const bool full = loop->session_id == 0;
+    if (full) loop->in_session.clear();
+    req.session_id = loop->session_id;
+    req.session_epoch = loop->session_epoch;
+    // The topics of this request's partitions, by id: the answer names them so.
+    std::vector<std::pair<uuid, std::string>> topic_names;
+    auto topic_entry = [&req, &topic_names](const uuid& id, const std::string& name) {
+      for (size_t i = 0; i < topic_names.size(); ++i) {
+        if (topic_names[i].first == id) return i;
+      }
+      topic_names.emplace_back(id, name);
+      return topic_names.size() - 1;
+    };
+    const uint64_t round = ++loop->round;
     bool any_follower = false;
-    for (const auto& tp : _replicas.partitions()) {
-      auto* p = follower_replica(tp);
-      if (!p || p->leader_id() != leader || fetcher_id_of(tp) != fetcher) continue;
+    bool any_wanted = false;
+    for (const auto& [tp, p] : loop->members) {
+      // Valid: the list is rebuilt whenever the replica manager added or removed a partition.
+      if (p->is_leader() || p->leader_id() != leader) continue;
       any_follower = true;
       if (!p->load_status().ok() || p->log().is_offline()) continue;
-      if (auto f = loop->fenced.find(tp); f != loop->fenced.end()) {
-        if (f->second == p->leader_epoch()) continue;
-        loop->fenced.erase(f);
+      if (!loop->fenced.empty()) {
+        if (auto f = loop->fenced.find(tp); f != loop->fenced.end()) {
+          if (f->second == p->leader_epoch()) continue;
+          loop->fenced.erase(f);
+        }
       }
-      if (auto d = loop->delayed.find(tp); d != loop->delayed.end()) {
-        if (now < d->second) continue;
-        loop->delayed.erase(d);
+      if (!loop->delayed.empty()) {
+        if (auto d = loop->delayed.find(tp); d != loop->delayed.end()) {
+          if (now < d->second) continue;
+          loop->delayed.erase(d);
+        }
       }
       uuid topic_id = p->topic_id();
       if (topic_id == uuid{}) {
@@ -234,36 +302,56 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
         if (!t) continue;
         topic_id = t->id;
       }
+      any_wanted = true;
+      const session_partition wanted{p->log_end_offset(), p->leader_epoch(),
+                                     p->log().epochs().latest_epoch().value_or(-1), p->log_start_offset()};
+      auto [entry, added] = loop->in_session.try_emplace(tp);
+      const bool changed = added || entry->second.sent != wanted || entry->second.topic_id != topic_id;
+      entry->second = {topic_id, wanted, round};
+      if (!full && !changed) continue;
       proto::fetch_request::fetch_partition fp;
       fp.partition = tp.partition;
-      fp.current_leader_epoch = p->leader_epoch();
-      fp.fetch_offset = p->log_end_offset();
-      fp.last_fetched_epoch = p->log().epochs().latest_epoch().value_or(-1);
-      fp.log_start_offset = p->log_start_offset();
+      fp.current_leader_epoch = wanted.leader_epoch;
+      fp.fetch_offset = wanted.fetch_offset;
+      fp.last_fetched_epoch = wanted.last_fetched_epoch;
+      fp.log_start_offset = wanted.log_start_offset;
       fp.partition_max_bytes = _options.partition_max_bytes;
-      auto topic =
-          std::find_if(req.topics.begin(), req.topics.end(),
-                       [&](const proto::fetch_request::fetch_topic& t) { return t.topic_id == topic_id; });
-      if (topic == req.topics.end()) {
-        proto::fetch_request::fetch_topic t;
-        t.topic = tp.topic;
-        t.topic_id = topic_id;
-        req.topics.push_back(std::move(t));
-        sent.emplace_back();
-        topic = req.topics.end() - 1;
+      const size_t t = topic_entry(topic_id, tp.topic);
+      if (t == req.topics.size()) {
+        proto::fetch_request::fetch_topic topic;
+        topic.topic = tp.topic;
+        topic.topic_id = topic_id;
+        req.topics.push_back(std::move(topic));
       }
-      topic->partitions.push_back(fp);
-      sent[static_cast<size_t>(topic - req.topics.begin())].push_back(
-          {tp, fp.fetch_offset, fp.current_leader_epoch});
+      req.topics[t].partitions.push_back(fp);
     }
     if (!any_follower) break;
-    if (req.topics.empty()) {
+    if (!any_wanted) {
       co_await sleep_for(loop->timer, _options.poll_interval_ms);
       if (state->stopped) co_return;
       continue;
     }
+    // The session's partitions this request no longer wants (moved, delayed after an error, fenced).
+    for (auto it = loop->in_session.begin(); it != loop->in_session.end();) {
+      if (it->second.round == round) {
+        ++it;
+        continue;
+      }
+      auto forgotten = std::find_if(req.forgotten_topics_data.begin(), req.forgotten_topics_data.end(),
+                                    [&](const auto& f) { return f.topic_id == it->second.topic_id; });
+      if (forgotten == req.forgotten_topics_data.end()) {
+        proto::fetch_request::forgotten_topic f;
+        f.topic = it->first.topic;
+        f.topic_id = it->second.topic_id;
+        req.forgotten_topics_data.push_back(std::move(f));
+        forgotten = req.forgotten_topics_data.end() - 1;
+      }
+      forgotten->partitions.push_back(it->first.partition);
+      it = loop->in_session.erase(it);
+    }
     auto to = endpoint_of(*image, leader, _options.listener_name);
     if (!to) {
+      loop->reset_session();
       co_await sleep_for(loop->timer, _options.backoff_ms);
       if (state->stopped) co_return;
       continue;
@@ -277,40 +365,71 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
                                         proto::request_header_version(true), 1, std::move(body), timeout_ms);
     if (state->stopped) co_return;
     std::optional<proto::fetch_response> resp;
+    error_code top_error = error_code::none;
     if (answer.ok()) {
       proto::wire_reader r(*answer);
       proto::fetch_response decoded;
-      if (decoded.decode(r, fetch_version) == proto::decode_status::ok && decoded.error_code == 0) {
-        resp = std::move(decoded);
+      if (decoded.decode(r, fetch_version) == proto::decode_status::ok) {
+        top_error = static_cast<error_code>(decoded.error_code);
+        if (top_error == error_code::none) resp = std::move(decoded);
       }
+    }
+    if (top_error == error_code::fetch_session_id_not_found ||
+        top_error == error_code::invalid_fetch_session_epoch) {
+      // The leader evicted or restarted the session, or an answer was lost: start a new one at once.
+      log->debug("replica fetch from leader {}: session {} epoch {}: {}; starting a new session", leader,
+                 loop->session_id, loop->session_epoch, error_name(top_error));
+      loop->reset_session();
+      continue;
     }
     if (!resp) {
       if (!loop->failing) {
         log->warn("replica fetch from leader {} ({}:{}) failed: {}; retrying every {} ms", leader,
                   address.host, address.port,
-                  answer.ok() ? std::string("bad response") : answer.error().message, _options.backoff_ms);
+                  !answer.ok()                    ? answer.error().message
+                  : top_error != error_code::none ? std::string(error_name(top_error))
+                                                  : std::string("bad response"),
+                  _options.backoff_ms);
       }
       loop->failing = true;
+      loop->reset_session();
       co_await sleep_for(loop->timer, _options.backoff_ms);
       if (state->stopped) co_return;
       continue;
     }
     if (loop->failing) log->info("replica fetch from leader {} recovered", leader);
     loop->failing = false;
+    if (full) {
+      // Session id 0 in the answer: the leader keeps no session (its cache is full); ask again next time.
+      loop->session_id = resp->session_id;
+      loop->session_epoch = resp->session_id == 0 ? 0 : 1;
+      if (resp->session_id == 0) loop->in_session.clear();
+    } else if (resp->session_id == 0) {
+      loop->reset_session();  // the leader closed it (a request that forgot every partition)
+    } else {
+      loop->session_epoch = next_session_epoch(loop->session_epoch);
+    }
 
     // Out-of-range partitions need a ListOffsets round trip each; they are handled after the rest.
     std::vector<sent_partition> out_of_range;
     for (const auto& topic : resp->responses) {
-      auto asked = std::find_if(
-          req.topics.begin(), req.topics.end(),
-          [&](const proto::fetch_request::fetch_topic& t) { return t.topic_id == topic.topic_id; });
-      if (asked == req.topics.end()) continue;
-      const auto& s = sent[static_cast<size_t>(asked - req.topics.begin())];
+      auto named = std::find_if(topic_names.begin(), topic_names.end(),
+                                [&](const auto& t) { return t.first == topic.topic_id; });
+      std::string name;
+      if (named != topic_names.end()) {
+        name = named->second;
+      } else if (const auto* t = image->find_topic(topic.topic_id)) {
+        name = t->name;  // a session partition this request did not list
+      } else {
+        continue;
+      }
       for (const auto& part : topic.partitions) {
-        auto match = std::find_if(s.begin(), s.end(), [&](const sent_partition& x) {
-          return x.tp.partition == part.partition_index;
-        });
-        if (match == s.end()) continue;
+        // What the session holds for it is what the leader answered from.
+        auto held = loop->in_session.find(topic_partition{name, part.partition_index});
+        if (held == loop->in_session.end() || held->second.round != round) continue;
+        const sent_partition asked{held->first, held->second.sent.fetch_offset,
+                                   held->second.sent.leader_epoch};
+        const sent_partition* match = &asked;
         auto* p = follower_replica(match->tp);
         if (!p || p->leader_id() != leader || p->leader_epoch() != match->leader_epoch ||
             p->log_end_offset() != match->fetch_offset) {
