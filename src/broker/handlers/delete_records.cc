@@ -133,13 +133,15 @@ asio::awaitable<std::optional<delete_records_handler::response>> delete_records_
     }
   }
 
-  for (auto& [shard, shard_deletions] : group_by_shard(services, std::move(deletions))) {
-    auto remove = [&services, d = std::move(shard_deletions), deadline]() mutable {
-      return delete_on_shard(services, std::move(d), deadline);
-    };
-    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(remove));
-    slots.fill(resp, answers);
-  }
+  // Every shard deletes and waits for its low watermarks at once (Kafka deletes on every partition, then
+  // waits for all in one DelayedDeleteRecords).
+  auto groups = group_by_shard(services, std::move(deletions));
+  auto remove = [&services, deadline](std::vector<deletion>& d) {
+    return delete_on_shard(services, std::move(d), deadline);
+  };
+  auto parts =
+      co_await replication::run_on_shards_async(services.shards, std::move(groups), std::move(remove));
+  for (auto& answers : parts) slots.fill(resp, answers);
   co_return resp;
 }
 

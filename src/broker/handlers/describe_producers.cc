@@ -81,14 +81,15 @@ asio::awaitable<std::optional<describe_producers_handler::response>> describe_pr
       }
     }
   }
-  for (auto& [shard, shard_lookups] : group_by_shard(services, std::move(lookups))) {
-    auto describe = [&services, l = std::move(shard_lookups)]()
-        -> asio::awaitable<std::vector<std::pair<size_t, partition_response>>> {
-      co_return describe_on_shard(services, l);
-    };
-    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(describe));
-    slots.fill(resp, answers);
-  }
+  // The shards describe their partitions at once.
+  auto groups = group_by_shard(services, std::move(lookups));
+  auto describe = [&services](const std::vector<lookup>& l)
+      -> asio::awaitable<std::vector<std::pair<size_t, partition_response>>> {
+    co_return describe_on_shard(services, l);
+  };
+  auto parts =
+      co_await replication::run_on_shards_async(services.shards, std::move(groups), std::move(describe));
+  for (auto& answers : parts) slots.fill(resp, answers);
   co_return resp;
 }
 

@@ -58,6 +58,11 @@ struct read_answer {
   // A follower that reported a log start offset below ours: it must hear of the new one (DeleteRecords waits
   // for it to take it, and it must not lead with the deleted records).
   bool follower_behind_log_start = false;
+  // What the read was allowed: the partition's own max_bytes, the bytes of the budget it drew on, whether one
+  // batch could exceed them (same_as_shared_budget checks a pass's answers against them).
+  int64_t partition_max_bytes = 0;
+  int64_t allowed_bytes = 0;
+  bool allowed_min_one_batch = false;
 
   int64_t bytes() const { return data ? data->size : 0; }
 };
@@ -72,16 +77,17 @@ void set_error(partition_data& d, error_code error) {
   d.records = proto::records_view::of({});
 }
 
-// The response's byte budget, shared by the partitions in order and, across shards, carried from one
-// shard's pass to the next; only until some partition returned records may one batch exceed it (KIP-74).
+// The response's byte budget, shared by the partitions in order (across shards, in the order of the groups);
+// only until some partition returned records may one batch exceed it (KIP-74).
 struct read_budget {
   int64_t bytes = 0;
   bool min_one_batch = true;
 };
 
-// One pass over the partitions in order (Kafka's ReplicaManager.readFromLog), drawing on `left`.
+// One pass over the partitions in order (Kafka's ReplicaManager.readFromLog), drawing on `left`; a follower's
+// fetch state is updated when `update_followers` (once per request).
 std::vector<read_answer> read_all(const broker_services& services, const std::vector<read_work>& work,
-                                  const fetch_params& params, bool first_pass, read_budget& left) {
+                                  const fetch_params& params, bool update_followers, read_budget& left) {
   std::vector<read_answer> answers;
   answers.reserve(work.size());
   int64_t& budget = left.bytes;
@@ -103,6 +109,9 @@ std::vector<read_answer> read_all(const broker_services& services, const std::ve
     r.replica_id = params.replica_id;
     r.isolation = params.isolation;
     r.min_one_batch = min_one_batch;
+    a.partition_max_bytes = w.params.max_bytes;
+    a.allowed_bytes = r.max_bytes;
+    a.allowed_min_one_batch = r.min_one_batch;
     if (w.params.current_leader_epoch >= 0) r.current_leader_epoch = w.params.current_leader_epoch;
     if (params.replica_id >= 0 && params.version >= 12 && w.params.last_fetched_epoch >= 0) {
       r.last_fetched_epoch = w.params.last_fetched_epoch;
@@ -125,7 +134,7 @@ std::vector<read_answer> read_all(const broker_services& services, const std::ve
     budget = std::max<int64_t>(0, budget - a.bytes());
     // A follower's fetch tells the leader how far it got (Kafka's updateFollowerFetchState, once per
     // request).
-    if (first_pass && params.replica_id >= 0 && !read->diverging) {
+    if (update_followers && params.replica_id >= 0 && !read->diverging) {
       (void)p->update_follower_fetch_state(
           {params.replica_id, w.params.fetch_offset, w.params.log_start_offset, read->log_end_offset, now});
     }
@@ -157,85 +166,176 @@ read_budget full_budget(const fetch_params& params) {
   return {std::max<int64_t>(params.max_bytes, 0), true};
 }
 
-// One shard's pass of a read spanning shards: its answers, the budget left after them, and the waiters it
-// registered (indices: the partitions' places in the answer).
+// Whether a pass whose shards each read their partitions at once, each drawing on a full budget of its own,
+// answered what one pass drawing on a single budget shared in the same order gives (read_all over all of
+// them, as the shards in turn do): every read is the one the shared budget allows. A read that got b bytes
+// while allowed M is the same as one allowed L (the same log) when b <= L <= M: its batches fit in L, the
+// next did not fit in M; and, when it got nothing, when one batch over L was allowed too or the shared budget
+// no longer allows it. Each shard's own budget holds at least what the shared one has left at its partitions,
+// so this fails only where the shared budget cut a read short: the response's max_bytes was reached, or an
+// oversized first batch (KIP-74) went to a partition other than the first to return records.
+bool same_as_shared_budget(const std::vector<read_answer>& answers, read_budget shared) {
+  for (const auto& a : answers) {
+    if (a.error != error_code::none) continue;  // an error does not depend on the budget, nor draws on it
+    const int64_t allowed = std::clamp<int64_t>(a.partition_max_bytes, 0, shared.bytes);
+    const int64_t got = a.bytes();
+    if (got > allowed || allowed > a.allowed_bytes) return false;
+    if (got == 0 && shared.min_one_batch && !a.allowed_min_one_batch) return false;
+    if (got > 0) shared.min_one_batch = false;
+    shared.bytes = std::max<int64_t>(0, shared.bytes - got);
+  }
+  return true;
+}
+
+// One pass over every shard's partitions: the answers in the order of the groups, and the data waiters it
+// registered (on each shard, the partitions' places in the answer) in `group`.
+struct read_pass {
+  std::vector<read_answer> answers;
+  std::shared_ptr<replication::spanning_waiter_group> group;
+  std::vector<std::pair<size_t, std::vector<size_t>>> registered;
+};
+
+// One shard's part of a pass: its answers, the budget left after them, and the waiters it registered.
 struct shard_read {
   std::vector<read_answer> answers;
   read_budget left;
   std::vector<size_t> waiting;
-  // The pass's waiter group, made by the first shard that registers (a fetch answered at once needs none).
-  std::shared_ptr<replication::spanning_waiter_group> group;
 };
 
-// Each pass reads every shard in turn, sharing the budget. A shard that leaves the request short of min_bytes
-// (and nothing to answer at once) registers data waiters on its partitions in the same turn, so no append can
-// slip in between. Short after the first pass, the handler lets the connection start its next request (its
-// reads are done; Kafka serves a connection's requests one at a time), and the request sleeps on its own
+// On the partitions' shard: reads them drawing on `budget`; when the request is still short of min_bytes with
+// the bytes read before (`bytes_before`, on the shards read earlier) and nothing answers at once, registers
+// a data waiter on each of them in `group` (null: the request answers at once) in the same turn, so that no
+// append slips in between.
+shard_read read_shard(const broker_services& services, const std::vector<read_work>& work,
+                      const fetch_params& params, bool update_followers, read_budget budget,
+                      int64_t bytes_before, replication::spanning_waiter_group* group) {
+  shard_read out;
+  out.left = budget;
+  out.answers = read_all(services, work, params, update_followers, out.left);
+  int64_t total = bytes_before;
+  bool now = !group;
+  for (const auto& a : out.answers) {
+    total += a.bytes();
+    now = now || answers_at_once(a);
+  }
+  if (now || total >= params.min_bytes) return out;
+  for (const auto& w : work) {
+    auto hosted = hosted_partition(services, w.topic, w.partition);
+    if (!hosted) continue;
+    group->track(w.result, *hosted, (*hosted)->add_data_waiter(group->callback(w.result)));
+    out.waiting.push_back(w.result);
+  }
+  return out;
+}
+
+// What every pass of a request reads: its partitions grouped by shard, and where it waits (`home`, its own
+// shard) for how many answers.
+struct read_plan {
+  const broker_services& services;
+  std::vector<std::pair<size_t, std::vector<read_work>>> groups;
+  size_t result_count = 0;
+  fetch_params params;
+  asio::any_io_executor home;
+
+  // A pass's waiter group: none when the request answers at once.
+  std::shared_ptr<replication::spanning_waiter_group> new_waiter_group() const {
+    if (params.max_wait_ms <= 0) return nullptr;
+    return std::make_shared<replication::spanning_waiter_group>(home, result_count, 1);
+  }
+};
+
+// The shards at once, each with a full budget of its own (the pass to check with same_as_shared_budget). A
+// shard whose own answers leave the request short registers its waiters: if the whole request is short,
+// every shard is.
+asio::awaitable<read_pass> read_shards_at_once(const read_plan& plan, bool update_followers) {
+  const auto& services = plan.services;
+  const auto& params = plan.params;
+  read_pass pass;
+  pass.group = plan.new_waiter_group();
+  std::vector<std::pair<size_t, const std::vector<read_work>*>> shards_work;
+  for (const auto& g : plan.groups) shards_work.emplace_back(g.first, &g.second);
+  auto read = [&services, &params, update_followers,
+               group = pass.group.get()](const std::vector<read_work>* work) -> asio::awaitable<shard_read> {
+    co_return read_shard(services, *work, params, update_followers, full_budget(params), 0, group);
+  };
+  auto parts =
+      co_await replication::run_on_shards_async(services.shards, std::move(shards_work), std::move(read));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    for (auto& a : parts[i].answers) pass.answers.push_back(std::move(a));
+    if (!parts[i].waiting.empty())
+      pass.registered.emplace_back(plan.groups[i].first, std::move(parts[i].waiting));
+  }
+  co_return pass;
+}
+
+// The shards in turn, sharing the budget: a shard that leaves the request short (with the shards before it)
+// registers its waiters.
+asio::awaitable<read_pass> read_shards_in_turn(const read_plan& plan, bool update_followers) {
+  const auto& services = plan.services;
+  const auto& params = plan.params;
+  read_pass pass;
+  pass.group = plan.new_waiter_group();
+  read_budget budget = full_budget(params);
+  int64_t bytes = 0;
+  bool at_once = !pass.group;
+  for (const auto& [shard, shard_work] : plan.groups) {
+    // Clang 14 cannot capture a structured binding: an init-capture names it.
+    auto read = [&services, &work = shard_work, &params, update_followers, budget, bytes,
+                 group = at_once ? nullptr : pass.group.get()]() -> asio::awaitable<shard_read> {
+      co_return read_shard(services, work, params, update_followers, budget, bytes, group);
+    };
+    auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(read));
+    budget = part.left;
+    for (auto& a : part.answers) {
+      bytes += a.bytes();
+      at_once = at_once || answers_at_once(a);
+      pass.answers.push_back(std::move(a));
+    }
+    if (!part.waiting.empty()) pass.registered.emplace_back(shard, std::move(part.waiting));
+  }
+  co_return pass;
+}
+
+// The waiters of a pass that did not fire are withdrawn on their shards; the request need not wait for it.
+void withdraw_waiters(const broker_services& services, read_pass& pass) {
+  for (auto& [shard, waiting] : pass.registered) {
+    auto withdraw = [group = pass.group, waiting = std::move(waiting)] { group->cancel_unfired(waiting); };
+    if (services.shards) {
+      asio::post(services.shards->context(shard), std::move(withdraw));
+    } else {
+      withdraw();
+    }
+  }
+  pass.registered.clear();
+}
+
+// Each pass reads every shard's partitions, the shards at once. Kafka shares the response's byte budget
+// among the partitions in order; where that budget cut a read short (same_as_shared_budget), the pass is read
+// again with the shards in turn, carrying the budget from one to the next, so that the answer is the same as
+// Kafka's. Short of min_bytes after the first pass, the handler lets the connection start its next request
+// (its reads are done; Kafka serves a connection's requests one at a time), and the request sleeps on its own
 // shard until any waiter fires or max_wait_ms passes, then reads again.
 asio::awaitable<std::vector<read_answer>> read_on_shards(
     const request_context& ctx, const broker_services& services,
     std::vector<std::pair<size_t, std::vector<read_work>>> groups, size_t result_count, fetch_params params,
     steady_clock::time_point deadline) {
-  bool first_pass = true;
   const asio::any_io_executor home = co_await asio::this_coro::executor;
+  const read_plan plan{services, std::move(groups), result_count, params, home};
+  bool first_pass = true;
   while (true) {
-    std::shared_ptr<replication::spanning_waiter_group> group;
-    std::vector<std::pair<size_t, std::vector<size_t>>> registered;
-    std::vector<read_answer> all;
-    read_budget budget = full_budget(params);
-    int64_t bytes = 0;
-    bool at_once = params.max_wait_ms <= 0;
-    for (const auto& [shard, shard_work] : groups) {
-      // Clang 14 cannot capture a structured binding: an init-capture names it.
-      auto read = [&services, &work = shard_work, params, first_pass, budget, group, bytes, at_once, home,
-                   result_count]() -> asio::awaitable<shard_read> {
-        shard_read out;
-        out.left = budget;
-        out.group = group;
-        out.answers = read_all(services, work, params, first_pass, out.left);
-        int64_t total = bytes;
-        bool now = at_once;
-        for (const auto& a : out.answers) {
-          total += a.bytes();
-          now = now || answers_at_once(a);
-        }
-        if (!now && total < params.min_bytes) {
-          if (!out.group)
-            out.group = std::make_shared<replication::spanning_waiter_group>(home, result_count, 1);
-          for (const auto& w : work) {
-            auto hosted = hosted_partition(services, w.topic, w.partition);
-            if (!hosted) continue;
-            out.group->track(w.result, *hosted, (*hosted)->add_data_waiter(out.group->callback(w.result)));
-            out.waiting.push_back(w.result);
-          }
-        }
-        co_return out;
-      };
-      auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(read));
-      budget = part.left;
-      group = part.group;
-      for (auto& a : part.answers) {
-        bytes += a.bytes();
-        at_once = at_once || answers_at_once(a);
-        all.push_back(std::move(a));
-      }
-      if (!part.waiting.empty()) registered.emplace_back(shard, std::move(part.waiting));
+    auto pass = co_await read_shards_at_once(plan, first_pass);
+    if (!same_as_shared_budget(pass.answers, full_budget(params))) {
+      withdraw_waiters(services, pass);
+      // The followers' fetch state was updated by the pass just read.
+      pass = co_await read_shards_in_turn(plan, false);
     }
-    const bool done = can_answer(all, params) || steady_clock::now() >= deadline;
+    const bool done = can_answer(pass.answers, params) || steady_clock::now() >= deadline;
     if (!done && first_pass) ctx.release_ordering();
     first_pass = false;
     // Not done: no partition answers at once and the total is short, so every shard registered its waiters.
-    if (!done) co_await group->wait_until(deadline);
-    // The waiters that did not fire are withdrawn on their shards; the request need not wait for it.
-    for (auto& [shard, waiting] : registered) {
-      auto withdraw = [group, waiting = std::move(waiting)] { group->cancel_unfired(waiting); };
-      if (services.shards) {
-        asio::post(services.shards->context(shard), std::move(withdraw));
-      } else {
-        withdraw();
-      }
-    }
-    if (done) co_return all;
+    if (!done) co_await pass.group->wait_until(deadline);
+    withdraw_waiters(services, pass);
+    if (done) co_return std::move(pass.answers);
   }
 }
 
@@ -375,7 +475,7 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
 
   fetch_reply reply;
   // read_on_shards shares the response's byte budget and the wait (for any partition) over every shard the
-  // partitions are on, as Kafka does.
+  // partitions are on, as Kafka does, reading the shards at once.
   std::vector<read_answer> answers;
   auto groups = group_by_shard(services, std::move(work));
   if (!groups.empty()) {

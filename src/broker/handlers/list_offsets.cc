@@ -145,14 +145,15 @@ asio::awaitable<std::optional<list_offsets_handler::response>> list_offsets_hand
     }
   }
 
-  for (auto& [shard, shard_lookups] : group_by_shard(services, std::move(lookups))) {
-    auto look_up = [&services, l = std::move(shard_lookups), isolation,
-                    version]() -> asio::awaitable<std::vector<std::pair<size_t, partition_response>>> {
-      co_return look_up_on_shard(services, l, isolation, version);
-    };
-    auto answers = co_await replication::run_on_shard_async(services.shards, shard, std::move(look_up));
-    slots.fill(resp, answers);
-  }
+  // The shards look up their partitions at once.
+  auto groups = group_by_shard(services, std::move(lookups));
+  auto look_up = [&services, isolation, version](const std::vector<lookup>& l)
+      -> asio::awaitable<std::vector<std::pair<size_t, partition_response>>> {
+    co_return look_up_on_shard(services, l, isolation, version);
+  };
+  auto parts =
+      co_await replication::run_on_shards_async(services.shards, std::move(groups), std::move(look_up));
+  for (auto& answers : parts) slots.fill(resp, answers);
   co_return resp;
 }
 

@@ -165,10 +165,10 @@ struct spanning_appends {
 };
 
 // acks=-1 (Kafka appends to every partition, then waits for all): each shard appends its partitions and
-// registers their high-watermark waiters in `group` in the same turn, so none fires unseen; once every shard
-// appended, the connection may start its next request (its appends come after these, as in Kafka, which
-// serves a connection's requests one at a time), and this one sleeps on its own shard until every waiter
-// fired or the timeout.
+// registers their high-watermark waiters in `group` in the same turn, so none fires unseen; the shards do so
+// at once (run_on_shards_async). Once every shard appended, the connection may start its next request (its
+// appends come after these, as in Kafka, which serves a connection's requests one at a time), and this one
+// sleeps on its own shard until every waiter fired or the timeout.
 asio::awaitable<void> append_and_wait(const request_context& ctx, const broker_services& services,
                                       std::vector<std::pair<size_t, std::vector<append_work>>> groups,
                                       size_t slot_count, int16_t acks,
@@ -176,26 +176,29 @@ asio::awaitable<void> append_and_wait(const request_context& ctx, const broker_s
                                       std::vector<std::optional<partition_response>>& answers_by_slot) {
   auto group = std::make_shared<replication::spanning_waiter_group>(co_await asio::this_coro::executor,
                                                                     slot_count, slot_count + 1);
+  std::vector<size_t> shards;
+  for (const auto& g : groups) shards.push_back(g.first);
+  auto append = [&services, acks, group](std::vector<append_work>& w) -> asio::awaitable<spanning_appends> {
+    auto appended = append_all(services, w, acks);
+    spanning_appends out;
+    for (const auto& wait : appended.waits) {
+      const size_t slot = appended.answers[wait.answer].slot;
+      auto handle = wait.partition->add_high_watermark_waiter(wait.required_offset, group->callback(slot));
+      group->track(slot, wait.partition, handle);
+      out.waiting.push_back(slot);
+    }
+    out.answers = std::move(appended.answers);
+    co_return out;
+  };
+  auto parts =
+      co_await replication::run_on_shards_async(services.shards, std::move(groups), std::move(append));
   std::vector<std::pair<size_t, std::vector<size_t>>> waiting_by_shard;
   size_t waiting = 0;
-  for (auto& [shard, shard_work] : groups) {
-    auto append = [&services, w = std::move(shard_work), acks,
-                   group]() mutable -> asio::awaitable<spanning_appends> {
-      auto appended = append_all(services, w, acks);
-      spanning_appends out;
-      for (const auto& wait : appended.waits) {
-        const size_t slot = appended.answers[wait.answer].slot;
-        auto handle = wait.partition->add_high_watermark_waiter(wait.required_offset, group->callback(slot));
-        group->track(slot, wait.partition, handle);
-        out.waiting.push_back(slot);
-      }
-      out.answers = std::move(appended.answers);
-      co_return out;
-    };
-    auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto& part = parts[i];
     for (auto& a : part.answers) answers_by_slot[a.slot] = std::move(a.data);
     waiting += part.waiting.size();
-    if (!part.waiting.empty()) waiting_by_shard.emplace_back(shard, std::move(part.waiting));
+    if (!part.waiting.empty()) waiting_by_shard.emplace_back(shards[i], std::move(part.waiting));
   }
   if (waiting == 0) co_return;
   ctx.release_ordering();
@@ -264,25 +267,27 @@ asio::awaitable<void> verify_transactional_batches(const broker_services& servic
     co_return;
   }
   std::vector<guard_answer> guards;
-  for (auto& [shard, shard_work] : group_by_shard(services, needed)) {
-    const bool epoch_bump = version >= produce_implicit_add_min_version;
-    auto create = [&services, w = std::move(shard_work),
-                   epoch_bump]() -> asio::awaitable<std::vector<guard_answer>> {
-      std::vector<guard_answer> out;
-      for (const auto& g : w) {
-        guard_answer answer{g.index, uint64_t{0}};
-        auto hosted = hosted_partition(services, g.topic, g.partition);
-        if (hosted) {
-          answer.guard = (*hosted)->create_verification_guard(g.producer_id, g.base_sequence,
-                                                              g.producer_epoch, epoch_bump);
-        } else {
-          answer.guard = hosted.error();
-        }
-        out.push_back(std::move(answer));
+  const bool epoch_bump = version >= produce_implicit_add_min_version;
+  auto create = [&services,
+                 epoch_bump](const std::vector<guard_work>& w) -> asio::awaitable<std::vector<guard_answer>> {
+    std::vector<guard_answer> out;
+    for (const auto& g : w) {
+      guard_answer answer{g.index, uint64_t{0}};
+      auto hosted = hosted_partition(services, g.topic, g.partition);
+      if (hosted) {
+        answer.guard = (*hosted)->create_verification_guard(g.producer_id, g.base_sequence, g.producer_epoch,
+                                                            epoch_bump);
+      } else {
+        answer.guard = hosted.error();
       }
-      co_return out;
-    };
-    auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(create));
+      out.push_back(std::move(answer));
+    }
+    co_return out;
+  };
+  auto groups = group_by_shard(services, needed);
+  auto parts =
+      co_await replication::run_on_shards_async(services.shards, std::move(groups), std::move(create));
+  for (auto& part : parts) {
     guards.insert(guards.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
   txn_verification_request request{.transactional_id = txn_id,
@@ -464,15 +469,16 @@ asio::awaitable<std::optional<produce_handler::response>> produce(request_contex
     work.resize(kept);
   }
 
-  // Every partition is appended on its shard, one shard after the other; acks=-1 then waits for all of them.
+  // Every partition is appended on its shard, the shards at once; acks=-1 then waits for all of them.
   const int16_t acks = req.acks;
   auto groups = group_by_shard(services, std::move(work));
   if (acks != -1) {
-    for (auto& [shard, shard_work] : groups) {
-      auto append = [&services, w = std::move(shard_work), acks]() mutable -> asio::awaitable<shard_appends> {
-        co_return append_all(services, w, acks);
-      };
-      auto appended = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
+    auto append = [&services, acks](std::vector<append_work>& w) -> asio::awaitable<shard_appends> {
+      co_return append_all(services, w, acks);
+    };
+    auto parts =
+        co_await replication::run_on_shards_async(services.shards, std::move(groups), std::move(append));
+    for (auto& appended : parts) {
       for (auto& a : appended.answers) slots[a.slot].answer = std::move(a.data);
     }
   } else {

@@ -98,16 +98,22 @@ asio::awaitable<std::vector<error_code>> write_txn_markers_locally(
 
   auto group = std::make_shared<replication::spanning_waiter_group>(co_await asio::this_coro::executor,
                                                                     writes.size(), writes.size() + 1);
+  // Each shard appends its markers and registers their waiters at once (run_on_shards_async).
+  auto groups = group_by_shard(services, std::move(plain));
+  std::vector<size_t> shards;
+  for (const auto& g : groups) shards.push_back(g.first);
+  auto append = [&services, group](const std::vector<marker_work>& w) -> asio::awaitable<shard_markers> {
+    co_return append_markers(services, w, group);
+  };
+  auto parts =
+      co_await replication::run_on_shards_async(services.shards, std::move(groups), std::move(append));
   std::vector<std::pair<size_t, std::vector<size_t>>> waiting_by_shard;
   size_t waiting = 0;
-  for (auto& [shard, shard_work] : group_by_shard(services, std::move(plain))) {
-    auto append = [&services, w = std::move(shard_work), group]() -> asio::awaitable<shard_markers> {
-      co_return append_markers(services, w, group);
-    };
-    auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(append));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto& part = parts[i];
     for (const auto& [slot, code] : part.answered) errors[slot] = code;
     waiting += part.waiting.size();
-    if (!part.waiting.empty()) waiting_by_shard.emplace_back(shard, std::move(part.waiting));
+    if (!part.waiting.empty()) waiting_by_shard.emplace_back(shards[i], std::move(part.waiting));
   }
   if (waiting == 0) co_return errors;
   group->set_wake_after(waiting);

@@ -701,6 +701,29 @@ TEST_P(produce_fetch_test, the_byte_budget_spans_shards) {
   }
   EXPECT_EQ(with_data, 3);
   EXPECT_LE(total, req.max_bytes);
+  // The budget goes to the partitions in the order their shards first appear in the request, in request
+  // order within a shard (however the shards were read, at once or in turn).
+  std::vector<size_t> shard_order;
+  for (int32_t p = 0; p < partitions; ++p) {
+    const size_t s = shard_of("spread", p);
+    if (std::find(shard_order.begin(), shard_order.end(), s) == shard_order.end()) shard_order.push_back(s);
+  }
+  std::vector<int32_t> budget_order;
+  for (size_t s : shard_order) {
+    for (int32_t p = 0; p < partitions; ++p) {
+      if (shard_of("spread", p) == s) budget_order.push_back(p);
+    }
+  }
+  const auto& answered = got.resp.responses.at(0).partitions;
+  for (size_t i = 0; i < budget_order.size(); ++i) {
+    const int32_t p = budget_order[i];
+    EXPECT_EQ(answered.at(p).records.bytes.empty(), i >= 3) << "partition " << p;
+  }
+  // Room for every batch: each partition gets its own, the shards read at once.
+  req.max_bytes = static_cast<int32_t>(one * partitions);
+  got = fetch(req, 15);
+  for (const auto& d : got.resp.responses.at(0).partitions)
+    EXPECT_EQ(batches_in(d.records).size(), 1u) << "partition " << d.partition_index;
 }
 
 INSTANTIATE_TEST_SUITE_P(shards, produce_fetch_test, ::testing::Values(1, 2, 4),
