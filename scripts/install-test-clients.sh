@@ -6,6 +6,8 @@
 #   - Kafka Connect's worker (tests/integration/apps/connect-pom.xml) into tests/integration/.deps/connect-libs,
 #   - Kafka Streams + rocksdbjni (tests/integration/apps/streams-pom.xml) into tests/integration/.deps/streams-libs and
 #     the Streams apps of tests/integration/apps/streams compiled against them into .deps/streams-classes,
+#   - Apicurio Registry 3.0.9 (a schema registry; its runnable Quarkus bundle from Maven Central) extracted into
+#     tests/integration/.deps/apicurio-registry,
 #   - Python packages pinned in tests/integration/requirements.txt (pytest, confluent-kafka, kafka-python),
 #   - tests/integration/go: mala-go-client (franz-go and sarama, versions pinned in go.mod/go.sum, from the Go module
 #     proxy) built into tests/integration/.deps/bin,
@@ -96,6 +98,24 @@ resolve_app() {  # resolve_app POM DIR: the runtime jars of the POM's dependenci
 resolve_app "$it_dir/apps/connect-pom.xml" "$deps_dir/connect-libs"
 resolve_app "$it_dir/apps/streams-pom.xml" "$deps_dir/streams-libs"
 
+# Apicurio Registry with KafkaSQL storage (test_schema_registry.py): the whole runnable bundle, one tar.gz artifact.
+# 3.0.9 is the newest release that takes its journal topic's configs (cleanup.policy=compact) as they are: later ones
+# refuse a compacted journal. Its parent POM is not on Maven Central, which the 3.x dependency plugin needs to read the
+# artifact's descriptor; the 2.10 plugin copies the artifact alone.
+apicurio_version=3.0.9
+apicurio_dir=$deps_dir/apicurio-registry
+if [[ ! -f $apicurio_dir/.version || $(cat "$apicurio_dir/.version") != "$apicurio_version" ]]; then
+  echo "install-test-clients: fetching Apicurio Registry $apicurio_version with Maven"
+  rm -rf "$apicurio_dir"
+  mkdir -p "$apicurio_dir"
+  apicurio_tmp=$(mktemp -d)
+  (cd "$apicurio_tmp" && mvn -q -B -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:2.10:copy \
+    -Dartifact="io.apicurio:apicurio-registry-app:$apicurio_version:tar.gz:all" -DoutputDirectory="$apicurio_tmp")
+  tar -xzf "$apicurio_tmp/apicurio-registry-app-$apicurio_version-all.tar.gz" -C "$apicurio_dir"
+  rm -rf "$apicurio_tmp"
+  echo "$apicurio_version" >"$apicurio_dir/.version"
+fi
+
 # --- Kafka Streams applications (issue 22), compiled against .deps/streams-libs -----------------------------------------
 streams_classes=$deps_dir/streams-classes
 mapfile -t streams_sources < <(find "$it_dir/apps/streams" -name '*.java' | sort)
@@ -154,4 +174,4 @@ if [[ ! -f $node_dir/node_modules/.lock-sha256 || $(cat "$node_dir/node_modules/
   echo "$lock_hash" >"$node_dir/node_modules/.lock-sha256"
 fi
 
-echo "install-test-clients: kcat, Java tools (Kafka $(ls "$libs_dir" | sed -n 's/^kafka-clients-\(.*\)\.jar$/\1/p')), Kafka Streams, Python clients, mala-go-client, KafkaJS ready"
+echo "install-test-clients: kcat, Java tools (Kafka $(ls "$libs_dir" | sed -n 's/^kafka-clients-\(.*\)\.jar$/\1/p')), Kafka Streams, Apicurio Registry, Python clients, mala-go-client, KafkaJS ready"
