@@ -21,7 +21,7 @@ log.cleaner.backoff.ms=1000:
      (Mala: "cleaning round started" .. "cleaned offsets"; Kafka: "Beginning cleaning of log" .. its stats
      lines); throughput = dirty bytes (MiB) / cleaning time; peak RSS while cleaning (VmHWM after the reset) and
      its growth over the RSS before; CPU seconds of the cleaner thread (Kafka: kafka-log-cleaner-thread-0; Mala:
-     its threads other than the shard-N request threads and the main thread) and of the whole broker, from the
+     its log-cleaner-N threads) and of the whole broker, from the
      first round's start to the end; produce p50/p99 of the records sent while cleaning against the baseline's;
      the size of the cleaned segments afterwards (the same data, so about the same for both). Diagnostics in the
      JSON: the cleaner thread's time runnable but waiting for a CPU (schedstat), every thread's CPU and run-queue
@@ -80,9 +80,7 @@ class CleanerBrokerMixin:
 class MalaCleaner(CleanerBrokerMixin, compare.MalaBroker):
     @staticmethod
     def is_cleaner_thread(tid, name, pid):
-        # Mala names its request threads shard-N; the cleaner threads keep the process name, as does the main
-        # thread (which waits for a signal).
-        return tid != pid and not name.startswith("shard-")
+        return name.startswith("log-cleaner-")
 
     # [2026-12-04 02:30:00.123] [thread] [info] compacted-0: cleaning round started: dirty offsets 0..9, 1 of 2 bytes dirty
     TS = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3})\]"
@@ -392,12 +390,17 @@ def run_one(env, cls, keys, args):
             f.write("5")  # resets VmHWM to the current RSS
         res["rss_before_mb"] = rss_kb(broker) / 1024
         res["rss_anon_before_mb"] = compare.proc_status_kb(broker.proc.pid, "RssAnon") / 1024
-        if args.cleaner_nice:
-            # An experiment: the cleaner thread(s) at a lower scheduling priority, set from outside.
+        if args.cleaner_nice or args.cleaner_sched:
+            # An experiment: the cleaner thread(s) at another scheduling policy and/or nice value, set from
+            # outside (Mala's own: SCHED_IDLE; `--cleaner-sched other --cleaner-nice 10` is what it did before).
             pid = broker.proc.pid
             reniced = [tid for tid, (name, _) in thread_cpu(pid).items() if cls.is_cleaner_thread(tid, name, pid)]
+            policy = {"idle": os.SCHED_IDLE, "other": os.SCHED_OTHER}.get(args.cleaner_sched)
             for tid in reniced:
-                os.setpriority(os.PRIO_PROCESS, tid, args.cleaner_nice)
+                if policy is not None:
+                    os.sched_setscheduler(tid, policy, os.sched_param(0))
+                if args.cleaner_nice:
+                    os.setpriority(os.PRIO_PROCESS, tid, args.cleaner_nice)
             res["reniced_threads"] = len(reniced)
         # Cleaning, under the same latency load.
         lp = LatencyProducer(broker, args).start()
@@ -584,6 +587,9 @@ def main():
     ap.add_argument("--cleaner-nice", type=int, default=0,
                     help="experiment: set this nice value on the cleaner thread(s) (Mala: every thread but the "
                          "shards and the main thread) before cleaning")
+    ap.add_argument("--cleaner-sched", choices=["idle", "other"],
+                    help="experiment: set this scheduling policy (SCHED_IDLE or SCHED_OTHER) on the cleaner thread(s) "
+                         "before cleaning, before --cleaner-nice")
     ap.add_argument("--timeout", type=float, default=600, help="seconds any one step may take")
     ap.add_argument("--only", choices=["mala", "kafka"])
     ap.add_argument("--mala-bin", default=str(compare.REPO / "build" / "src" / "app" / "mala"))
@@ -612,7 +618,7 @@ def main():
     out = {"machine": compare.machine_info(env), "brokers": brokers, "keys": key_counts,
            "settings": {k: getattr(args, k) for k in ("records", "value_bytes", "segment_mib", "dedupe_mib",
                                                       "latency_rate", "warmup_seconds", "baseline_seconds", "seed",
-                                                      "cleaner_nice", "io_max_mib")},
+                                                      "cleaner_nice", "cleaner_sched", "io_max_mib")},
            "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
            "results": {b: {} for b in brokers}}
     json_path = Path(args.json) if args.json else work / "results.json"
