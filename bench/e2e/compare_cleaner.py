@@ -590,6 +590,8 @@ def main():
     ap.add_argument("--cleaner-sched", choices=["idle", "other"],
                     help="experiment: set this scheduling policy (SCHED_IDLE or SCHED_OTHER) on the cleaner thread(s) "
                          "before cleaning, before --cleaner-nice")
+    ap.add_argument("--broker-cpus", help="run the broker on these CPUs only (taskset syntax, e.g. 1)")
+    ap.add_argument("--client-cpus", help="run this harness and its producers on these CPUs only (e.g. 0)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds any one step may take")
     ap.add_argument("--only", choices=["mala", "kafka"])
     ap.add_argument("--mala-bin", default=str(compare.REPO / "build" / "src" / "app" / "mala"))
@@ -612,13 +614,16 @@ def main():
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 2
+    if env.client_cpus:
+        os.sched_setaffinity(0, env.client_cpus)  # inherited by the producers' threads
     CleanerBrokerMixin.extra = extra_properties(args)
     classes = {"mala": MalaCleaner, "kafka": KafkaCleaner}
     started = time.time()
     out = {"machine": compare.machine_info(env), "brokers": brokers, "keys": key_counts,
            "settings": {k: getattr(args, k) for k in ("records", "value_bytes", "segment_mib", "dedupe_mib",
                                                       "latency_rate", "warmup_seconds", "baseline_seconds", "seed",
-                                                      "cleaner_nice", "cleaner_sched", "io_max_mib")},
+                                                      "cleaner_nice", "cleaner_sched", "io_max_mib", "broker_cpus",
+                                                      "client_cpus")},
            "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
            "results": {b: {} for b in brokers}}
     json_path = Path(args.json) if args.json else work / "results.json"

@@ -1,7 +1,6 @@
 #include "log_cleaning.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -31,22 +30,7 @@ namespace {
 using storage::topic_partition;
 
 constexpr std::string_view cleaner_checkpoint_file = "cleaner-offset-checkpoint";
-// When SCHED_IDLE cannot be set: a tenth of a shard's CPU share when both want a core (CFS weights).
-constexpr int cleaner_nice = 10;
-
-// The cleaner threads run in SCHED_IDLE: a shard that wakes up takes the core from them at once, and the
-// kernel counts a core running only them as idle when it places a waking shard (a niced thread still holds
-// its core for a slice while the shard waits on the other, busy one). They keep a small share of a saturated
-// machine (CFS weight 3 against a shard's 1024), so cleaning slows down but does not stop there. Falls back
-// to nice 10.
-void lower_cleaner_priority(int index, spdlog::logger& log) {
-  sched_param param{};
-  param.sched_priority = 0;
-  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0) return;
-  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), cleaner_nice) != 0) {
-    log.warn("cannot lower the priority of cleaner thread {}: {}", index, std::strerror(errno));
-  }
-}
+constexpr int cleaner_nice = 10;  // a tenth of a shard's CPU share when both want a core (CFS weights)
 
 int64_t wall_clock_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -331,9 +315,12 @@ void log_cleaning::start() {
   const size_t per_thread = static_cast<size_t>(m.dedupe_bytes / m.threads);
   for (int i = 0; i < m.threads; ++i) {
     m.workers.emplace_back([&m, per_thread, i] {
-      // Named for top -H; at idle priority, so that on a busy node the shards' requests take the CPU first.
+      // Named for top -H; niced, so that on a busy node the shards' requests take the CPU first (the cleaner
+      // still runs, at a lower share).
       pthread_setname_np(pthread_self(), fmt::format("log-cleaner-{}", i).c_str());
-      lower_cleaner_priority(i, *m.log);
+      if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), cleaner_nice) != 0) {
+        m.log->warn("cannot lower the priority of cleaner thread {}: {}", i, std::strerror(errno));
+      }
       storage::key_offset_map map(per_thread, m.load_factor);
       m.run(map);
     });
