@@ -269,7 +269,7 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
     req.session_epoch = loop->session_epoch;
     // The topics of this request's partitions, by id: the answer names them so.
     std::vector<std::pair<uuid, std::string>> topic_names;
-    auto topic_entry = [&req, &topic_names](const uuid& id, const std::string& name) {
+    auto topic_entry = [&topic_names](const uuid& id, const std::string& name) {
       for (size_t i = 0; i < topic_names.size(); ++i) {
         if (topic_names[i].first == id) return i;
       }
