@@ -603,3 +603,13 @@ def running_cluster(cluster):
     cluster.start_all()
     cluster.wait_until(cluster.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
     return cluster
+
+
+@pytest.fixture
+def compacting_cluster(tmp_path):
+    """A 3-node cluster whose cleaners look for work every 200 ms (the compacted-topic application tests)."""
+    (tmp_path / "mala").mkdir()
+    with own_cluster(tmp_path / "mala", extra_config={"log.cleaner.backoff.ms": 200}) as c:
+        c.start_all()
+        c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
+        yield c

@@ -20,7 +20,7 @@ import urllib.request
 import pytest
 
 from clients import IT_DIR
-from cluster import own_cluster
+from cluster import compacting_cluster  # noqa: F401  (a fixture)
 from conftest import free_port
 from real_clients import create_topic, rdkafka_admin, rdkafka_read_to_end, wait_until
 
@@ -134,15 +134,6 @@ def topic_config(bootstrap, topic, name):
 def cleaned_rounds(cluster, topic):
     return sum(len(re.findall(rf"{topic}-\d+: cleaned offsets", n.log_path.read_text(errors="replace")))
                for n in cluster.nodes.values())
-
-
-@pytest.fixture
-def compacting_cluster(tmp_path):
-    (tmp_path / "mala").mkdir()
-    with own_cluster(tmp_path / "mala", extra_config={"log.cleaner.backoff.ms": 200}) as c:
-        c.start_all()
-        c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
-        yield c
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import urllib.request
 import pytest
 
 from clients import IT_DIR
-from cluster import own_cluster
+from cluster import compacting_cluster  # noqa: F401  (a fixture)
 from conftest import free_port
 from real_clients import rdkafka_admin, rdkafka_read_to_end, wait_until
 
@@ -220,15 +220,6 @@ def journal_leader(cluster, asked):
     md = cluster.rdkafka_metadata(asked, JOURNAL)
     partition = md.topics[JOURNAL].partitions[0]
     return partition.leader if partition.error is None else -1
-
-
-@pytest.fixture
-def compacting_cluster(tmp_path):
-    (tmp_path / "mala").mkdir()
-    with own_cluster(tmp_path / "mala", extra_config={"log.cleaner.backoff.ms": 200}) as c:
-        c.start_all()
-        c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
-        yield c
 
 
 @pytest.fixture
