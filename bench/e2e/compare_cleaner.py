@@ -8,7 +8,7 @@ log.cleaner.backoff.ms=1000:
      cleanup.policy=delete, so the cleaner leaves it alone while it fills;
   2. --records records produced to it (acks=1, librdkafka): key "k%09d" drawn from K keys by a seeded random
      generator (the same sequence for both brokers), --value-bytes random bytes each;
-  3. baseline: a producer at --latency-rate records/s (acks=1, linger.ms=0, --value-bytes) to a second topic,
+  3. baseline: a producer at --latency-rate records/s (acks=1, linger.ms=0, --value-bytes; a process of its own) to a second topic,
      --warmup-seconds first (a fresh JVM compiles its produce path), then --baseline-seconds measured: latency of
      each record from produce() to its delivery report (librdkafka's per-message latency), the broker's CPU by
      thread name;
@@ -47,7 +47,6 @@ import random
 import re
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -277,61 +276,109 @@ def fill(broker, args, keys):
     return time.perf_counter() - t0
 
 
+def latency_worker(bootstrap, rate, value_bytes, ready, reset, stopping, oldest, conn):
+    """The latency producer's loop, in a process of its own (see LatencyProducer)."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0,
+                  "message.timeout.ms": 60_000, "logger": quiet_logger()})
+    p.list_topics(LATENCY_TOPIC, timeout=30)
+    payload = os.urandom(value_bytes)
+    samples, outstanding, errors = [], {}, [0]
+    interval = 1.0 / rate
+    ready.set()
+    next_at = time.monotonic()
+    while not stopping.is_set():
+        if reset.is_set():
+            samples.clear()
+            reset.clear()
+        now = time.monotonic()
+        if now < next_at:
+            # Blocks in librdkafka until a delivery report arrives or 1 ms passes (its timeouts are whole
+            # milliseconds: a shorter one is 0, and this loop would spin a core, which it did before 2026-12-05,
+            # leaving the shards one core to share with the cleaner). Records due meanwhile are sent late, back to
+            # back, each timed from its own produce().
+            p.poll(0.001)
+            oldest.value = next(iter(outstanding), 0.0)
+            continue
+        sent = now
+
+        def on_delivery(err, msg, sent=sent):
+            outstanding.pop(sent, None)
+            if err is not None:
+                errors[0] += 1
+            else:
+                samples.append((sent, msg.latency()))
+
+        outstanding[sent] = True
+        p.produce(LATENCY_TOPIC, payload, on_delivery=on_delivery)
+        p.poll(0)
+        oldest.value = next(iter(outstanding), 0.0)
+        next_at += interval
+        if next_at < now - 1.0:  # fell a second behind (a stall): do not burst to catch up
+            next_at = now
+    p.flush(60)
+    conn.send((samples, errors[0]))
+    conn.close()
+
+
 class LatencyProducer:
-    """A producer at a fixed rate on its own thread; (send time, latency seconds) of every delivered record."""
+    """A producer at a fixed rate in a process of its own; (send time, latency seconds) of every delivered record.
+
+    Its own process, not a thread of the harness: librdkafka's per-record latency is taken when the delivery
+    callback runs, and a Python thread that waits for the GIL while the harness samples /proc and parses the
+    broker's log (every 50 ms, only while cleaning) adds up to the interpreter's 5 ms switch interval to the
+    records it reports then; that was most of the p99 "while cleaning" this bench measured before 2026-12-05.
+    Send times are CLOCK_MONOTONIC, the same clock in both processes."""
 
     def __init__(self, broker, args):
-        from confluent_kafka import Producer
-        self.p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1", "linger.ms": 0,
-                           "message.timeout.ms": 60_000, "logger": quiet_logger()})
-        self.p.list_topics(LATENCY_TOPIC, timeout=30)
-        self.rate = args.latency_rate
-        self.payload = os.urandom(args.value_bytes)
-        self.samples = []
-        self.outstanding = {}  # send time -> True, for the records not yet acknowledged
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process that runs librdkafka threads
+        self.ready, self.reset, self.stopping = ctx.Event(), ctx.Event(), ctx.Event()
+        self.oldest = ctx.Value("d", 0.0, lock=False)
+        self.conn, child = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=latency_worker, daemon=True,
+                                args=(broker.bootstrap, args.latency_rate, args.value_bytes, self.ready,
+                                      self.reset, self.stopping, self.oldest, child))
         self.errors = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self):
-        interval = 1.0 / self.rate
-        next_at = time.monotonic()
-        while not self.stopping.is_set():
-            now = time.monotonic()
-            if now < next_at:
-                self.p.poll(min(next_at - now, 0.001))
-                continue
-            sent = now
-
-            def on_delivery(err, msg, sent=sent):
-                self.outstanding.pop(sent, None)
-                if err is not None:
-                    self.errors += 1
-                else:
-                    self.samples.append((sent, msg.latency()))
-
-            self.outstanding[sent] = True
-            self.p.produce(LATENCY_TOPIC, self.payload, on_delivery=on_delivery)
-            self.p.poll(0)
-            next_at += interval
-            if next_at < now - 1.0:  # fell a second behind (a stall): do not burst to catch up
-                next_at = now
-
-    def oldest_outstanding(self):
-        try:
-            return next(iter(self.outstanding), None)  # dicts keep insertion order: the oldest first
-        except RuntimeError:  # changed by the producer thread while read
-            return None
 
     def start(self):
-        self.thread.start()
+        self.proc.start()
+        if not self.ready.wait(60):
+            raise RuntimeError("the latency producer did not start")
         return self
+
+    def clear_samples(self):
+        self.reset.set()
+
+    def oldest_outstanding(self):
+        v = self.oldest.value
+        return v if v > 0 else None
 
     def stop(self):
         self.stopping.set()
-        self.thread.join(timeout=30)
-        self.p.flush(60)
-        return self.samples
+        if not self.conn.poll(120):
+            self.proc.kill()
+            raise RuntimeError("the latency producer did not report")
+        samples, self.errors = self.conn.recv()
+        self.proc.join(30)
+        return samples
+
+
+def set_sched_slice(tid, slice_ns):
+    """sched_setattr(2) of a SCHED_OTHER thread with sched_runtime = its requested slice (EEVDF, Linux 6.12+)."""
+    import ctypes
+    u32, u64, i32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+
+    class SchedAttr(ctypes.Structure):
+        _fields_ = [("size", u32), ("sched_policy", u32), ("sched_flags", u64), ("sched_nice", i32),
+                    ("sched_priority", u32), ("sched_runtime", u64), ("sched_deadline", u64),
+                    ("sched_period", u64), ("sched_util_min", u32), ("sched_util_max", u32)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = SchedAttr(size=ctypes.sizeof(SchedAttr), sched_policy=os.SCHED_OTHER,
+                     sched_nice=os.getpriority(os.PRIO_PROCESS, tid), sched_runtime=slice_ns)
+    if libc.syscall(314, tid, ctypes.byref(attr), 0) != 0:  # 314: sched_setattr on x86-64
+        raise OSError(ctypes.get_errno(), f"sched_setattr of thread {tid}")
 
 
 def percentiles(lat_s):
@@ -365,13 +412,21 @@ def run_one(env, cls, keys, args):
         broker.spawn()
         wait_metadata(broker, args.timeout)
         create_topics(broker, args)
+        if args.shard_slice_us:
+            # An experiment: the EEVDF time slice the shard threads request (Linux 6.12+), set from outside before the
+            # baseline, so that both phases run with it.
+            pid = broker.proc.pid
+            shards = [tid for tid, (name, _) in thread_cpu(pid).items() if name.startswith("shard-")]
+            for tid in shards:
+                set_sched_slice(tid, int(args.shard_slice_us * 1000))
+            res["sliced_threads"] = len(shards)
         res["fill_s"] = fill(broker, args, keys)
         time.sleep(args.settle)
         log(f"{broker.name} K={keys}: filled in {res['fill_s']:.1f} s; baseline latency")
         # Baseline: the latency load alone, after --warmup-seconds of it (a fresh JVM compiles its produce path).
         lp = LatencyProducer(broker, args).start()
         time.sleep(args.warmup_seconds)
-        lp.samples = []
+        lp.clear_samples()
         c0, t0, threads0 = broker.cpu_seconds(), time.monotonic(), thread_cpu(broker.proc.pid)
         machine0 = machine_cpu()
         time.sleep(args.baseline_seconds)
@@ -392,7 +447,7 @@ def run_one(env, cls, keys, args):
         res["rss_anon_before_mb"] = compare.proc_status_kb(broker.proc.pid, "RssAnon") / 1024
         if args.cleaner_nice or args.cleaner_sched:
             # An experiment: the cleaner thread(s) at another scheduling policy and/or nice value, set from
-            # outside (Mala's own: SCHED_IDLE; `--cleaner-sched other --cleaner-nice 10` is what it did before).
+            # outside (Mala's own: nice 10 under SCHED_OTHER).
             pid = broker.proc.pid
             reniced = [tid for tid, (name, _) in thread_cpu(pid).items() if cls.is_cleaner_thread(tid, name, pid)]
             policy = {"idle": os.SCHED_IDLE, "other": os.SCHED_OTHER}.get(args.cleaner_sched)
@@ -587,6 +642,8 @@ def main():
     ap.add_argument("--cleaner-nice", type=int, default=0,
                     help="experiment: set this nice value on the cleaner thread(s) (Mala: every thread but the "
                          "shards and the main thread) before cleaning")
+    ap.add_argument("--shard-slice-us", type=float, default=0,
+                    help="an experiment: the EEVDF slice the shard threads request (sched_setattr), from outside")
     ap.add_argument("--cleaner-sched", choices=["idle", "other"],
                     help="experiment: set this scheduling policy (SCHED_IDLE or SCHED_OTHER) on the cleaner thread(s) "
                          "before cleaning, before --cleaner-nice")
@@ -622,7 +679,7 @@ def main():
     out = {"machine": compare.machine_info(env), "brokers": brokers, "keys": key_counts,
            "settings": {k: getattr(args, k) for k in ("records", "value_bytes", "segment_mib", "dedupe_mib",
                                                       "latency_rate", "warmup_seconds", "baseline_seconds", "seed",
-                                                      "cleaner_nice", "cleaner_sched", "io_max_mib", "broker_cpus",
+                                                      "cleaner_nice", "cleaner_sched", "shard_slice_us", "io_max_mib", "broker_cpus",
                                                       "client_cpus")},
            "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
            "results": {b: {} for b in brokers}}
