@@ -58,7 +58,7 @@ class metadata_delta {
   // The image with every record applied so far. Returns the base itself when nothing was applied.
   metadata_image_ptr build() const&;
   // The same for a delta that is done: the working copy becomes the image instead of being copied once more
-  // (a copy is O(partitions)).
+  // (a copy is O(topics): partitions are shared, chunked_cow_vector.h).
   metadata_image_ptr build() &&;
 
   const metadata_image& base() const { return *_base; }
@@ -95,8 +95,9 @@ class metadata_delta {
   status apply_record(const protocol::client_quota_record& r);
 
   metadata_image_ptr _base;
-  // Copy of the base made on the first change (images are small next to a log replay; Kafka shares unchanged
-  // parts through persistent maps instead).
+  // Copy of the base made on the first change: the maps are copied, each topic's partitions are shared with
+  // the base until a record changes one (then only the chunk holding it is copied), as Kafka shares unchanged
+  // parts of its images through persistent maps.
   std::optional<metadata_image> _next;
   // Topic name by id for the working copy, built on first use.
   std::optional<std::map<uuid, std::string, uuid_less>> _topic_names;

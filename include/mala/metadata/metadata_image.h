@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "mala/common/chunked_cow_vector.h"
 #include "mala/common/current_shard.h"
 #include "mala/common/uuid.h"
 #include "mala/metadata/acl.h"
@@ -83,7 +84,8 @@ struct topic_metadata {
   std::string name;
   uuid id;
   bool internal = false;
-  std::vector<partition_state> partitions;  // indexed by partition number
+  // Indexed by partition number; shared with the images before and after as far as unchanged.
+  chunked_cow_vector<partition_state> partitions;
   friend bool operator==(const topic_metadata&, const topic_metadata&) = default;
 };
 
