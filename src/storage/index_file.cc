@@ -83,21 +83,13 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
                                                          " is smaller than one index entry for " +
                                                          path.string());
   }
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
-    // Created when first needed (reserve, trim_to_entries): creating files was most of the time a new log
-    // took (a CreateTopics of 1,000 partitions spent most of its time allocating inodes).
-    unmap();
-    _exists = false;
-    _length = round_down(max_index_size, entry_size);
-    _max_entries = static_cast<int32_t>(_length / entry_size);
-    _entries = 0;
-    _reserved = 0;
-    _misaligned_on_open = false;
-    return status::success();
+  bool created = true;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    created = false;
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   }
   if (fd < 0) return detail::io_error("cannot open index", path, errno);
-  _exists = true;
   fd_guard guard(fd);
   struct stat st {};
   if (::fstat(fd, &st) != 0) return detail::io_error("cannot stat index", path, errno);
@@ -133,7 +125,7 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
   // Bytes holding entries were written, so they have blocks; the zeros after them may be sparse.
   _reserved = int64_t{_entries} * entry_size;
 
-  if (preallocate) {
+  if (created || preallocate) {
     int64_t target = std::max(round_down(max_index_size, entry_size), int64_t{_entries} * entry_size);
     if (target != _length) {
       unmap();
@@ -148,22 +140,7 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
   return status::success();
 }
 
-status index_file::create_file() {
-  const int fd = ::open(_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return detail::io_error("cannot create index", _path, errno);
-  fd_guard guard(fd);
-  const int64_t length = _length;
-  if (detail::truncate_file(fd, length, _path) != 0)
-    return detail::io_error("cannot resize index", _path, errno);
-  _exists = true;
-  _reserved = 0;
-  return map(fd, length);
-}
-
 status index_file::reserve(int32_t n) {
-  if (!_exists && n > 0) {
-    if (auto s = create_file(); !s.ok()) return s;
-  }
   const int64_t needed = std::min<int64_t>(int64_t{n} * _entry_size, _length);
   if (needed <= _reserved) return status::success();
   const int64_t from = _reserved / page_size * page_size;
@@ -188,11 +165,6 @@ status index_file::resize(int64_t bytes) {
   int64_t target =
       std::max(round_down(std::max<int64_t>(bytes, 0), _entry_size), int64_t{_entries} * _entry_size);
   if (target == _length) return status::success();
-  if (!_exists) {
-    _length = target;
-    _max_entries = static_cast<int32_t>(target / _entry_size);
-    return status::success();
-  }
   int fd = ::open(_path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return detail::io_error("cannot open index", _path, errno);
   fd_guard guard(fd);
@@ -206,13 +178,7 @@ status index_file::resize(int64_t bytes) {
   return map(fd, target);
 }
 
-status index_file::trim_to_entries() {
-  if (auto s = resize(int64_t{_entries} * _entry_size); !s.ok()) return s;
-  return _exists ? status::success() : create_file();
-}
-
 status index_file::flush() const {
-  if (!_exists) return status::success();  // no entries yet, nothing to make durable
   if (_data != nullptr) {
     if (auto fault = detail::injected_fault(io_operation::sync, _path); fault.error != 0)
       return detail::io_error("cannot msync index", _path, fault.error);
@@ -228,7 +194,7 @@ status index_file::flush() const {
 }
 
 status index_file::rename_to(const std::filesystem::path& path) {
-  if (_exists && ::rename(_path.c_str(), path.c_str()) != 0)
+  if (::rename(_path.c_str(), path.c_str()) != 0)
     return detail::io_error("cannot rename index", _path, errno);
   _path = path.string();
   return status::success();
@@ -239,7 +205,6 @@ status index_file::close_and_delete() {
   _length = 0;
   _entries = 0;
   _max_entries = 0;
-  _exists = false;
   if (::unlink(_path.c_str()) != 0 && errno != ENOENT)
     return detail::io_error("cannot delete index", _path, errno);
   return status::success();

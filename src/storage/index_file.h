@@ -38,12 +38,10 @@ class index_file {
   index_file& operator=(const index_file&) = delete;
   ~index_file();
 
-  // Opens `path` and maps it; an existing file is grown to max_index_size rounded down to whole entries when
-  // `preallocate`. The entry count comes from the last entry that is not all zero (which is the file's length
-  // for a trimmed index); entry 0 may be all zero, so a one-entry file counts as one entry. A missing file is
-  // not created here (Kafka's LazyIndex): the index is empty, sized to max_index_size, and its file is
-  // created when the first entry is reserved or the index is trimmed (roll, close), so a new log makes no
-  // index files before it holds index.interval.bytes of data.
+  // Opens or creates `path` and maps it. A new file, or any file when `preallocate`, is grown to
+  // max_index_size rounded down to whole entries. The entry count comes from the last entry that is not all
+  // zero (which is the file's length for a trimmed index); entry 0 may be all zero, so a one-entry file
+  // counts as one entry.
   status open(const std::filesystem::path& path, int32_t entry_size, int32_t max_index_size,
               bool preallocate);
 
@@ -57,8 +55,6 @@ class index_file {
   int32_t max_index_size() const { return _max_index_size; }
   bool misaligned_on_open() const { return _misaligned_on_open; }
   const std::string& path() const { return _path; }
-  // Whether the file exists: false for an index opened without one that has not needed it yet.
-  bool exists() const { return _exists; }
 
   // Makes sure the slots below n are backed by disk blocks before they are written through the mapping: a
   // store into a sparse page of a full disk would raise SIGBUS and take the process down, where this returns
@@ -69,20 +65,14 @@ class index_file {
   void push_entry() { ++_entries; }
   // Drops entries from n on, zeroing their slots.
   void truncate_to_entries(int32_t n);
-  // Sets the file length (rounded down to whole entries, never below the entries) and remaps; only the length
-  // the file will be created with while it does not exist.
+  // Sets the file length (rounded down to whole entries, never below the entries) and remaps.
   status resize(int64_t bytes);
-  // Shrinks the file to its entries (roll, clean close), creating it empty if it does not exist yet: a
-  // segment that is no longer active has both index files, as Kafka's loader expects after a clean shutdown.
-  status trim_to_entries();
   status flush() const;
   status rename_to(const std::filesystem::path& path);
   status close_and_delete();
 
  private:
   status map(int fd, int64_t length);
-  // Creates the missing file at _length and maps it.
-  status create_file();
   void unmap();
 
   std::string _path;  // a string: a std::filesystem::path allocates each component apart
@@ -95,7 +85,6 @@ class index_file {
   // Bytes from the start of the file known to be backed by disk blocks (written entries, or reserved).
   int64_t _reserved = 0;
   bool _misaligned_on_open = false;
-  bool _exists = false;
 };
 
 }  // namespace mala::storage::detail

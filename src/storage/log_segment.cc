@@ -283,7 +283,7 @@ struct log_segment::impl {
   int64_t rolling_timestamp = -1;          // the first batch's max timestamp (Kafka's rollingBasedTimestamp)
   int64_t created_ms = 0;
   int64_t bytes_since_last_index_entry = 0;
-  bool index_files_missing = false;
+  bool index_files_created = false;
   bool closed = false;
 
   impl() {
@@ -421,15 +421,18 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
   s.size = st.st_size;
 
   if (create) {
-    // Stale index files of a segment that is being recreated would otherwise be read back as entries. The
-    // new segment's index files are created when they are first needed (index_file.h), its transaction index
-    // when a transaction is aborted in it, as Kafka's LazyIndex and TransactionIndex do.
-    for (const auto& p : {offset_path.string(), time_path.string(), s.txns->path()}) {
+    // Stale index files of a segment that is being recreated would otherwise be read back as entries.
+    for (const auto& p : {offset_path, time_path}) {
       if (auto u = unlink_if_exists(p); !u.ok()) return u;
     }
+    // Kafka creates the transaction index lazily; an empty file is what it holds without aborted
+    // transactions.
+    const int txn_fd = ::open(s.txns->path().c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (txn_fd < 0) return detail::io_error("cannot create", s.txns->path(), errno);
+    ::close(txn_fd);
   } else {
     std::error_code ec;
-    s.index_files_missing = !fs::exists(offset_path, ec) || !fs::exists(time_path, ec);
+    s.index_files_created = !fs::exists(offset_path, ec) || !fs::exists(time_path, ec);
   }
 
   auto offsets = offset_index::open(offset_path, base_offset, config.segment_index_bytes, create);
@@ -475,8 +478,8 @@ int64_t log_segment::created_ms() const {
 int64_t log_segment::first_batch_timestamp() const {
   return _impl->rolling_timestamp;
 }
-bool log_segment::index_files_missing() const {
-  return _impl->index_files_missing;
+bool log_segment::index_files_created() const {
+  return _impl->index_files_created;
 }
 std::shared_ptr<const segment_file> log_segment::file() const {
   return _impl->open_file();

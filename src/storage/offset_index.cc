@@ -140,7 +140,7 @@ void offset_index::truncate_all() {
 }
 
 status offset_index::trim_to_entries() {
-  return _impl->file.trim_to_entries();
+  return _impl->file.resize(int64_t{_impl->file.entries()} * offset_index_entry_size);
 }
 
 status offset_index::resize(int32_t max_index_size) {

@@ -174,7 +174,7 @@ status partition_log::impl::load(const log_open_options& options) {
     if (!segment)
       return storage_error(tp,
                            "cannot open segment " + offset_file_stem(base) + ": " + segment.error().message);
-    bool missing_index = (*segment)->index_files_missing();
+    bool missing_index = (*segment)->index_files_created();
     auto& seg = *segment;
     bool corrupt_index = false;
     if (!missing_index) {

@@ -135,7 +135,7 @@ void time_index::truncate_all() {
 }
 
 status time_index::trim_to_entries() {
-  return _impl->file.trim_to_entries();
+  return _impl->file.resize(int64_t{_impl->file.entries()} * time_index_entry_size);
 }
 
 status time_index::resize(int32_t max_index_size) {

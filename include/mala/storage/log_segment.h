@@ -80,14 +80,11 @@ struct segment_recovery {
 class log_segment {
  public:
   // Opens an existing segment (its .log must exist) or, with create = true, makes empty ones (replacing files
-  // of the same name, as Kafka's roll does). A new segment creates only its .log: its offset and time index
-  // files are created, preallocated to segment.index.bytes, when the first index entry is due, or empty when
-  // the segment rolls or closes (Kafka's LazyIndex; .txnindex on the first aborted transaction): a new
-  // segment creates one file. An existing segment's indexes keep their length (call
-  // offsets()/times().resize() when it becomes the active segment). A missing index file of an existing
-  // segment is reported by index_files_missing(). clock_ms (wall clock; tests inject one) defaults to the
-  // system clock. name_suffix is appended to every file name (".cleaned": the log cleaner's output,
-  // cleaning_recovery.h).
+  // of the same name, as Kafka's roll does). New indexes are preallocated to segment.index.bytes; an existing
+  // segment's indexes keep their length (call offsets()/times().resize() when it becomes the active segment).
+  // A missing index file is created empty and reported by index_files_created(). clock_ms (wall clock; tests
+  // inject one) defaults to the system clock.
+  // name_suffix is appended to every file name (".cleaned": the log cleaner's output, cleaning_recovery.h).
   static result<std::unique_ptr<log_segment>> open(const std::filesystem::path& dir, int64_t base_offset,
                                                    const log_config& config, bool create,
                                                    std::function<int64_t()> clock_ms = {},
@@ -104,9 +101,9 @@ class log_segment {
   int64_t created_ms() const;               // for segment.ms rolling: first append time (or file time)
   // Max timestamp of the first batch (Kafka's rollingBasedTimestamp), -1 when empty or without timestamps.
   int64_t first_batch_timestamp() const;
-  // open() of an existing segment found an index file missing (a crash before its first index entry, or a
-  // file deleted): run recover() to rebuild it (Kafka's LogLoader does).
-  bool index_files_missing() const;
+  // open() found an index file missing and created it empty: run recover() to rebuild it (Kafka's LogLoader
+  // does).
+  bool index_files_created() const;
   std::shared_ptr<const segment_file> file() const;
   // The error of a failed background fsync of the .log (0 if none), without opening a closed descriptor.
   int sync_error() const;

@@ -1,7 +1,7 @@
 // A segment's sparse offset index (<base>.index): fixed 8-byte entries (offset relative to the segment's base
 // offset, byte position in the .log), sorted by both. Preallocated to segment.index.bytes and memory-mapped;
-// trimmed to its entries on roll and close (Kafka's OffsetIndex). A missing file is created at the first
-// append or trim (Kafka's LazyIndex). Touched only by the partition's owning shard.
+// trimmed to its entries on roll and close (Kafka's OffsetIndex). Touched only by the partition's owning
+// shard.
 #pragma once
 
 #include <cstdint>
@@ -21,13 +21,13 @@ struct offset_position {
 
 class offset_index {
  public:
-  // Opens the file, or an empty index without one (created at the first append or trim_to_entries()). A
-  // writable index is grown to max_index_size (rounded down to whole entries); the entry count is taken from
-  // the file's length for an index that was trimmed, and from the last non-zero entry otherwise (an untrimmed
-  // file left by a crash; only entry 0 may legitimately be all zero). `writable` is for the active segment's
-  // index; a rolled segment's trimmed index is opened with false and keeps its length (it is full, so nothing
-  // is appended until resize()). The mapping is read-write either way, so truncate_to() and a recovery
-  // rebuild work on both. Fails with invalid_config when max_index_size is below one entry.
+  // Opens or creates the file. A new or writable index is grown to max_index_size (rounded down to whole
+  // entries); the entry count is taken from the file's length for an index that was trimmed, and from the
+  // last non-zero entry otherwise (an untrimmed file left by a crash; only entry 0 may legitimately be all
+  // zero). `writable` is for the active segment's index; a rolled segment's trimmed index is opened with
+  // false and keeps its length (it is full, so nothing is appended until resize()). The mapping is read-write
+  // either way, so truncate_to() and a recovery rebuild work on both. Fails with invalid_config when
+  // max_index_size is below one entry.
   static result<std::unique_ptr<offset_index>> open(const std::filesystem::path& path, int64_t base_offset,
                                                     int32_t max_index_size, bool writable);
   ~offset_index();
@@ -51,8 +51,8 @@ class offset_index {
   // bring them back when the untrimmed file is reopened.
   void truncate_to(int64_t offset);
   void truncate_all();
-  // Shrinks the file to its entries (roll, clean close; a missing file is created empty) or regrows it
-  // (reopening the active segment). resize() rounds down to whole entries and never drops entries.
+  // Shrinks the file to its entries (roll, clean close) or regrows it (reopening the active segment).
+  // resize() rounds down to whole entries and never drops entries.
   status trim_to_entries();
   status resize(int32_t max_index_size);
   status flush();

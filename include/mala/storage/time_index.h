@@ -1,7 +1,7 @@
 // A segment's sparse time index (<base>.timeindex): 12-byte entries (max timestamp seen so far, offset
 // relative to the segment's base offset) with strictly increasing timestamps, for ListOffsets by timestamp
-// and time-based retention. Preallocated, memory-mapped, trimmed and created when first needed like the
-// offset index (Kafka's TimeIndex). Touched only by the partition's owning shard.
+// and time-based retention. Preallocated, memory-mapped and trimmed like the offset index (Kafka's
+// TimeIndex). Touched only by the partition's owning shard.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@ struct timestamp_offset {
 
 class time_index {
  public:
-  // As offset_index::open (a missing file, preallocation, entry count of an untrimmed file, `writable`).
+  // As offset_index::open (preallocation, entry count of an untrimmed file, `writable`).
   static result<std::unique_ptr<time_index>> open(const std::filesystem::path& path, int64_t base_offset,
                                                   int32_t max_index_size, bool writable);
   ~time_index();

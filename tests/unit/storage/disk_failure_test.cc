@@ -301,27 +301,23 @@ TEST_F(disk_failure_test, torn_tail_that_cannot_be_cut_is_never_read_and_recover
   EXPECT_EQ(batch_offsets(*log), (std::vector<int64_t>{0}));
 }
 
-TEST_F(disk_failure_test, index_that_cannot_be_created_at_its_first_entry_fails_the_append) {
-  _config.segment_bytes = 600;       // the third batch rolls
-  _config.index_interval_bytes = 0;  // an index entry for every batch after a segment's first
+TEST_F(disk_failure_test, roll_that_cannot_grow_the_new_index_fails_the_append) {
+  _config.segment_bytes = 300;  // the second batch rolls
   auto log = open();
   ASSERT_TRUE(log);
   append_ok(*log, make_batch(3, 0, 60));
-  append_ok(*log, make_batch(3, 0, 60));
-  append_ok(*log, make_batch(3, 0, 60));  // rolls: the new segment's first batch, no index file yet
-  ASSERT_EQ(log->segment_count(), 2u);
   {
-    // RLIMIT_FSIZE: the new segment's index cannot be preallocated when its first entry is due.
-    scoped_faults faults({{io_operation::truncate, "00000000000000000006.index", EFBIG}});
+    // RLIMIT_FSIZE: the new segment's index cannot be preallocated.
+    scoped_faults faults({{io_operation::truncate, "00000000000000000003.index", EFBIG}});
     auto failed = try_append(*log, make_batch(3, 0, 60), 0);
     EXPECT_EQ(faults.failed(), 1);
-    expect_offline_after_failure(*log, failed, 9);
+    expect_offline_after_failure(*log, failed, 3);
   }
   log.reset();
   log = open(false);
   ASSERT_TRUE(log);
-  EXPECT_EQ(log->log_end_offset(), 9);
-  EXPECT_EQ(batch_offsets(*log), (std::vector<int64_t>{0, 3, 6}));
+  EXPECT_EQ(log->log_end_offset(), 3);
+  EXPECT_EQ(batch_offsets(*log), (std::vector<int64_t>{0}));
 }
 
 TEST_F(disk_failure_test, index_page_that_cannot_be_allocated_fails_the_append_before_its_data) {

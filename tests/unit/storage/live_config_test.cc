@@ -174,16 +174,12 @@ TEST_F(live_config_test, segment_index_bytes_sizes_the_indexes_of_the_next_segme
   change(*log, [&](log_config& c) {
     c.segment_index_bytes = 4096;
     c.segment_bytes = 2 * _batch_size;
-    c.index_interval_bytes = 0;  // an index entry for every batch after a segment's first
   });
-  // The active segment keeps the 10 MiB indexes it opened with (Kafka's rule), also when its index files are
-  // only created by its first entry after the change; the next one gets the new size.
-  append_ok(*log, make_batch(1));
+  // The active segment keeps its preallocated 10 MiB indexes (Kafka's rule); the next one gets the new size.
   EXPECT_EQ(fs::file_size(_dir / "00000000000000000000.index"), 10u * 1024 * 1024);
   append_ok(*log, make_batch(1));
-  ASSERT_EQ(log->segment_count(), 2u);
-  EXPECT_FALSE(fs::exists(_dir / "00000000000000000002.index"));  // created with its first entry
   append_ok(*log, make_batch(1));
+  ASSERT_EQ(log->segment_count(), 2u);
   EXPECT_EQ(fs::file_size(_dir / "00000000000000000002.index"), 4096u);
   EXPECT_EQ(fs::file_size(_dir / "00000000000000000002.timeindex"), 4096u / 12 * 12);
 }
@@ -312,10 +308,9 @@ TEST_F(live_config_test, file_delete_delay_ms_applies_to_the_next_deletion) {
   auto removed = log->apply_retention(_now, log->log_end_offset());
   ASSERT_TRUE(removed.ok());
   ASSERT_EQ(*removed, 2);
-  // .log, .index, .timeindex of each (no .txnindex without aborted transactions)
-  EXPECT_EQ(files_with_suffix(".deleted").size(), 6u);
+  EXPECT_EQ(files_with_suffix(".deleted").size(), 8u);  // .log, .index, .timeindex, .txnindex of each
   log->delete_expired_files(_now + 999);
-  EXPECT_EQ(files_with_suffix(".deleted").size(), 6u);
+  EXPECT_EQ(files_with_suffix(".deleted").size(), 8u);
   log->delete_expired_files(_now + 1'000);
   EXPECT_TRUE(files_with_suffix(".deleted").empty());
 }

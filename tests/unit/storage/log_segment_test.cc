@@ -147,21 +147,13 @@ class log_segment_test : public ::testing::Test {
   int64_t _now = 1'700'000'000'000;
 };
 
-// Issue 20: creating files (inodes) was most of the time a new log took. A new segment creates its .log only;
-// its index files follow when they are first needed, as Kafka's LazyIndex and TransactionIndex do.
-TEST_F(log_segment_test, a_new_segment_creates_only_its_log_file) {
+TEST_F(log_segment_test, a_new_segment_has_its_four_files) {
   auto segment = open(true);
   EXPECT_EQ(fs::file_size(file(log_suffix)), 0u);
-  for (auto suffix : {offset_index_suffix, time_index_suffix, txn_index_suffix}) {
-    EXPECT_FALSE(fs::exists(file(suffix))) << suffix;
-  }
-  EXPECT_EQ(segment->offsets().entries(), 0);
-  EXPECT_EQ(segment->offsets().max_entries(), 4096 / 8);
-  EXPECT_EQ(segment->times().max_entries(), 4096 / 12);
-  EXPECT_FALSE(segment->offsets().is_full());
-  EXPECT_FALSE(segment->times().is_full());
-  EXPECT_TRUE(segment->check_indexes().ok());
-  EXPECT_TRUE(segment->flush().ok());
+  EXPECT_EQ(fs::file_size(file(offset_index_suffix)), 4096u);
+  EXPECT_EQ(fs::file_size(file(time_index_suffix)), 4092u);
+  ASSERT_TRUE(fs::exists(file(txn_index_suffix)));
+  EXPECT_EQ(fs::file_size(file(txn_index_suffix)), 0u);
   EXPECT_EQ(segment->base_offset(), 1000);
   EXPECT_EQ(segment->size(), 0);
   EXPECT_EQ(segment->next_offset(), 1000);
@@ -169,7 +161,7 @@ TEST_F(log_segment_test, a_new_segment_creates_only_its_log_file) {
   EXPECT_EQ(segment->created_ms(), _now);
   EXPECT_EQ(segment->file()->path(), file(log_suffix));
   EXPECT_FALSE(segment->read(1000, 1 << 20, INT64_MAX, INT64_MAX, true));
-  EXPECT_FALSE(segment->index_files_missing());
+  EXPECT_FALSE(segment->index_files_created());
 }
 
 // Issue 20: a segment holds its .log descriptor only while it is in use: opened by the thread that uses it
@@ -469,7 +461,7 @@ TEST_F(log_segment_test, a_missing_index_is_created_and_reported) {
   }
   fs::remove(file(offset_index_suffix));
   auto segment = open(false);
-  EXPECT_TRUE(segment->index_files_missing());
+  EXPECT_TRUE(segment->index_files_created());
   EXPECT_EQ(segment->offsets().entries(), 0);
   auto r = segment->recover();
   ASSERT_TRUE(r.ok());
@@ -643,7 +635,7 @@ TEST_F(log_segment_test, rename_for_deletion_keeps_handles_valid) {
   auto slice = segment->read(1000, 1 << 20, INT64_MAX, INT64_MAX, true);
   ASSERT_TRUE(slice);
   ASSERT_TRUE(segment->rename_for_deletion().ok());
-  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix}) {
+  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix, txn_index_suffix}) {
     EXPECT_FALSE(fs::exists(file(suffix))) << suffix;
     EXPECT_TRUE(fs::exists(fs::path(file(suffix)) += deleted_suffix)) << suffix;
   }
@@ -667,7 +659,7 @@ TEST_F(log_segment_test, a_segment_written_under_a_suffix_is_renamed_into_place)
   const auto batches = fill(*segment, 10);
   ASSERT_TRUE(segment->on_roll().ok());
   ASSERT_TRUE(segment->flush().ok());
-  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix}) {
+  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix, txn_index_suffix}) {
     EXPECT_FALSE(fs::exists(file(suffix))) << suffix;
     EXPECT_TRUE(fs::exists(fs::path(file(suffix)) += cleaned_suffix)) << suffix;
   }
@@ -675,7 +667,7 @@ TEST_F(log_segment_test, a_segment_written_under_a_suffix_is_renamed_into_place)
   EXPECT_TRUE(fs::exists(fs::path(file(log_suffix)) += swap_suffix));
   EXPECT_FALSE(fs::exists(fs::path(file(log_suffix)) += cleaned_suffix));
   ASSERT_TRUE(segment->change_suffix(swap_suffix, "").ok());
-  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix}) {
+  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix, txn_index_suffix}) {
     EXPECT_TRUE(fs::exists(file(suffix))) << suffix;
   }
   EXPECT_EQ(segment->file()->path(), file(log_suffix).string());
@@ -688,135 +680,7 @@ TEST_F(log_segment_test, a_segment_written_under_a_suffix_is_renamed_into_place)
   ASSERT_TRUE(reopened);
   EXPECT_EQ(reopened->next_offset(), next);
   EXPECT_TRUE(reopened->check_indexes().ok());
-  EXPECT_FALSE(reopened->index_files_missing());
-}
-
-TEST_F(log_segment_test, index_files_are_created_by_the_first_index_entry) {
-  auto segment = open(true);
-  // index.interval.bytes 300: the first batches add no entry, and no index file.
-  auto batches = fill(*segment, 1);
-  while (segment->size() <= _config.index_interval_bytes) {
-    EXPECT_FALSE(fs::exists(file(offset_index_suffix)));
-    EXPECT_FALSE(fs::exists(file(time_index_suffix)));
-    batches.push_back(std::move(fill(*segment, 1, static_cast<uint32_t>(batches.size() + 1)).front()));
-  }
-  EXPECT_EQ(segment->offsets().entries(), 0);
-  // The next batch is due an entry: both files are created, preallocated, and hold it.
-  batches.push_back(std::move(fill(*segment, 1, 99).front()));
-  EXPECT_EQ(fs::file_size(file(offset_index_suffix)), 4096u);
-  EXPECT_EQ(fs::file_size(file(time_index_suffix)), 4092u);
-  EXPECT_FALSE(fs::exists(file(txn_index_suffix)));
-  const auto [offsets, times] = expected_entries(batches);
-  EXPECT_EQ(offset_entries(*segment), offsets);
-  EXPECT_EQ(time_entries(*segment), times);
-  expect_index_consistent(*segment);
-  for (const auto& b : batches) {
-    EXPECT_EQ(segment->find_batch(b.info.last_offset)->position, b.position);
-    EXPECT_EQ(segment->find_offset_by_timestamp(b.info.max_timestamp)->offset, b.info.base_offset);
-  }
-}
-
-// A segment that never needed an index entry serves everything from a scan of its .log.
-TEST_F(log_segment_test, a_segment_without_index_files_appends_reads_and_looks_up) {
-  _config.index_interval_bytes = 1 << 20;
-  auto segment = open(true);
-  const auto batches = fill(*segment, 30);
-  EXPECT_FALSE(fs::exists(file(offset_index_suffix)));
-  EXPECT_FALSE(fs::exists(file(time_index_suffix)));
-  for (const auto& b : batches) {
-    auto slice = segment->read(b.info.base_offset, 1 << 20, INT64_MAX, INT64_MAX, true);
-    ASSERT_TRUE(slice);
-    EXPECT_EQ(slice->position, b.position);
-    EXPECT_EQ(segment->find_batch(b.info.last_offset)->position, b.position);
-    EXPECT_EQ(segment->find_offset_by_timestamp(b.info.max_timestamp)->offset, b.info.base_offset);
-  }
-  EXPECT_FALSE(segment->read(segment->next_offset(), 1 << 20, INT64_MAX, INT64_MAX, true));
-  EXPECT_FALSE(segment->find_offset_by_timestamp(batches.back().info.max_timestamp + 1));
-  EXPECT_TRUE(segment->check_indexes().ok());
-  EXPECT_TRUE(segment->flush().ok());
-  // A truncation (the segment stays active) creates nothing either.
-  ASSERT_TRUE(segment->truncate_to(batches[20].info.base_offset).ok());
-  EXPECT_EQ(segment->next_offset(), batches[20].info.base_offset);
-  EXPECT_FALSE(fs::exists(file(offset_index_suffix)));
-  EXPECT_FALSE(fs::exists(file(time_index_suffix)));
-}
-
-// Kafka's loader expects both index files of a segment after a clean shutdown (a missing .index is rebuilt
-// with an error logged): roll and close create them, trimmed to their entries.
-TEST_F(log_segment_test, roll_creates_the_missing_index_files) {
-  _config.index_interval_bytes = 1 << 20;
-  auto segment = open(true);
-  const auto batches = fill(*segment, 10);
-  ASSERT_TRUE(segment->on_roll().ok());
-  EXPECT_EQ(fs::file_size(file(offset_index_suffix)), 0u);
-  EXPECT_EQ(fs::file_size(file(time_index_suffix)), 12u);  // the final entry: the largest timestamp
-  EXPECT_EQ(segment->times().last_entry(),
-            (timestamp_offset{batches.back().info.max_timestamp, batches.back().info.last_offset}));
-  EXPECT_EQ(segment->find_offset_by_timestamp(batches[3].info.max_timestamp)->offset,
-            batches[3].info.base_offset);
-  ASSERT_TRUE(segment->flush().ok());
-  segment.reset();
-  auto reopened = open(false);
-  ASSERT_TRUE(reopened);
-  EXPECT_FALSE(reopened->index_files_missing());
-  EXPECT_TRUE(reopened->check_indexes().ok());
-  EXPECT_EQ(reopened->next_offset(), batches.back().info.last_offset + 1);
-  EXPECT_EQ(reopened->find_batch(batches[7].info.last_offset)->position, batches[7].position);
-}
-
-TEST_F(log_segment_test, close_creates_the_missing_index_files_of_an_empty_segment) {
-  auto segment = open(true);
-  ASSERT_TRUE(segment->close().ok());
-  EXPECT_EQ(fs::file_size(file(offset_index_suffix)), 0u);
-  EXPECT_EQ(fs::file_size(file(time_index_suffix)), 0u);
-  EXPECT_FALSE(fs::exists(file(txn_index_suffix)));  // Kafka creates it with the first aborted transaction
-  segment.reset();
-  auto reopened = open(false);
-  ASSERT_TRUE(reopened);
-  EXPECT_FALSE(reopened->index_files_missing());
-  EXPECT_EQ(reopened->size(), 0);
-  EXPECT_EQ(reopened->next_offset(), 1000);
-  // Active again: the indexes grow back and take entries.
-  ASSERT_TRUE(reopened->offsets().resize(_config.segment_index_bytes).ok());
-  ASSERT_TRUE(reopened->times().resize(_config.segment_index_bytes).ok());
-  const auto batches = fill(*reopened, 20);
-  EXPECT_GT(reopened->offsets().entries(), 0);
-  expect_index_consistent(*reopened);
-}
-
-// A crash before the first index entry leaves a segment without index files: the next open reports them
-// missing and recover() serves from the .log (Kafka's loader rebuilds a missing index too).
-TEST_F(log_segment_test, a_crash_before_the_first_index_entry_is_recovered) {
-  _config.index_interval_bytes = 1 << 20;
-  std::vector<built_batch> batches;
-  {
-    auto segment = open(true);
-    batches = fill(*segment, 2);
-    // Destroyed without close(): what a crash leaves.
-  }
-  EXPECT_FALSE(fs::exists(file(offset_index_suffix)));
-  auto reopened = open(false);
-  ASSERT_TRUE(reopened);
-  EXPECT_TRUE(reopened->index_files_missing());
-  auto recovered = reopened->recover();
-  ASSERT_TRUE(recovered.ok());
-  EXPECT_EQ(recovered->valid_batches, 2);
-  EXPECT_EQ(recovered->next_offset, batches.back().info.last_offset + 1);
-  EXPECT_EQ(reopened->find_batch(batches[1].info.base_offset)->position, batches[1].position);
-  // Appends go on (now with index entries); close leaves both files for the next open.
-  _config.index_interval_bytes = 300;
-  reopened->update_config(_config);
-  fill(*reopened, 10, 7);
-  EXPECT_GT(reopened->offsets().entries(), 0);
-  expect_index_consistent(*reopened);
-  const int64_t next = reopened->next_offset();
-  ASSERT_TRUE(reopened->close().ok());
-  reopened.reset();
-  auto again = open(false);
-  ASSERT_TRUE(again);
-  EXPECT_FALSE(again->index_files_missing());
-  EXPECT_TRUE(again->check_indexes().ok());
-  EXPECT_EQ(again->next_offset(), next);
+  EXPECT_FALSE(reopened->index_files_created());
 }
 
 TEST_F(log_segment_test, create_replaces_stale_files) {

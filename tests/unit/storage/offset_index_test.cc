@@ -43,35 +43,15 @@ class offset_index_test : public ::testing::Test {
   fs::path _path;
 };
 
-// Kafka's LazyIndex: a missing file is created by the first entry, preallocated to whole entries.
-TEST_F(offset_index_test, new_index_is_created_by_its_first_entry_preallocated_to_whole_entries) {
+TEST_F(offset_index_test, new_index_is_preallocated_to_whole_entries) {
   auto index = open(1001);
-  EXPECT_FALSE(fs::exists(_path));
+  EXPECT_EQ(fs::file_size(_path), 1000u);
   EXPECT_EQ(index->entries(), 0);
   EXPECT_EQ(index->max_entries(), 125);
   EXPECT_FALSE(index->is_full());
   EXPECT_FALSE(index->last_entry());
   EXPECT_EQ(index->base_offset(), 100);
   EXPECT_TRUE(index->sanity_check().ok());
-  EXPECT_TRUE(index->flush().ok());
-  ASSERT_TRUE(index->resize(2000).ok());  // only the size it will be created with
-  EXPECT_FALSE(fs::exists(_path));
-  EXPECT_EQ(index->max_entries(), 250);
-  ASSERT_TRUE(index->append(105, 0).ok());
-  EXPECT_EQ(fs::file_size(_path), 2000u);
-  EXPECT_EQ(index->lookup(110), (offset_position{105, 0}));
-}
-
-TEST_F(offset_index_test, trimming_creates_a_missing_file_empty) {
-  auto index = open(1024);
-  ASSERT_TRUE(index->trim_to_entries().ok());
-  ASSERT_TRUE(fs::exists(_path));
-  EXPECT_EQ(fs::file_size(_path), 0u);
-  EXPECT_TRUE(index->is_full());
-  index.reset();
-  auto reopened = open(1024);  // writable: grown back for appends
-  EXPECT_EQ(fs::file_size(_path), 1024u);
-  EXPECT_EQ(reopened->entries(), 0);
 }
 
 TEST_F(offset_index_test, max_size_below_one_entry_is_a_config_error) {

@@ -41,27 +41,15 @@ class time_index_test : public ::testing::Test {
   fs::path _path;
 };
 
-TEST_F(time_index_test, new_index_is_created_preallocated_by_its_first_entry) {
+TEST_F(time_index_test, new_index_is_preallocated_and_empty) {
   auto index = open(1000);
-  EXPECT_FALSE(fs::exists(_path));
+  EXPECT_EQ(fs::file_size(_path), 996u);  // 83 entries of 12 bytes
   EXPECT_EQ(index->max_entries(), 83);
   EXPECT_EQ(index->entries(), 0);
   EXPECT_EQ(index->lookup(0), (timestamp_offset{-1, 100}));
   EXPECT_EQ(index->lookup(1'000'000), (timestamp_offset{-1, 100}));
   EXPECT_FALSE(index->last_entry());
   EXPECT_TRUE(index->sanity_check().ok());
-  ASSERT_TRUE(index->maybe_append(1000, 105).ok());
-  EXPECT_EQ(fs::file_size(_path), 996u);  // 83 entries of 12 bytes
-  EXPECT_EQ(index->lookup(1'000'000), (timestamp_offset{1000, 105}));
-}
-
-// The roll/close entry of an index without a file: created, trimmed to that entry.
-TEST_F(time_index_test, the_final_entry_of_an_index_without_a_file_creates_it) {
-  auto index = open(1000);
-  ASSERT_TRUE(index->maybe_append(5000, 130, true).ok());
-  ASSERT_TRUE(index->trim_to_entries().ok());
-  EXPECT_EQ(fs::file_size(_path), 12u);
-  EXPECT_EQ(index->last_entry(), (timestamp_offset{5000, 130}));
 }
 
 TEST_F(time_index_test, lookup_finds_the_largest_timestamp_at_or_below_the_target) {
