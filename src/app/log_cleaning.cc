@@ -253,22 +253,39 @@ struct log_cleaning::impl {
         }
         continue;
       }
+      // The swap, one group per task on the owning shard, as Kafka replaces each group's segments on its own:
+      // a group's renames (4 for its new segment, 4 for each segment it replaces) take a fraction of a
+      // millisecond each on a file system busy with the round's writes, and a whole round's (some 40 for 8
+      // segments) held the shard, and every produce request waiting for it, for several milliseconds. Between
+      // the tasks the log is consistent: the groups swapped so far are in, the others are still .cleaned
+      // files the shard does not know. If the log changed under a group, it and the groups after it are
+      // discarded and the checkpoint stays where it was (the groups already in are compacted correctly; the
+      // next round goes over them again).
       auto swap = std::make_shared<storage::cleaned_log>(std::move(*cleaned));
-      auto swapped = on_shard(chosen->shard, [this, tp, swap]() -> status {
-        auto* r = chosen_replicas(tp);
-        auto* p = r ? r->get(tp) : nullptr;
-        if (!p) {
-          storage::discard_cleaned(*swap);
-          return status::error(error_code::unknown_topic_or_partition, "the log is gone");
-        }
-        return p->log().replace_with_cleaned(*swap);
-      });
+      std::optional<status> swapped = status::success();
+      for (size_t g = 0; g < swap->groups.size(); ++g) {
+        swapped = on_shard(chosen->shard, [this, tp, swap, g]() -> status {
+          storage::cleaned_log one;
+          one.groups.push_back(std::move(swap->groups[g]));
+          auto* r = chosen_replicas(tp);
+          auto* p = r ? r->get(tp) : nullptr;
+          if (!p) {
+            storage::discard_cleaned(one);
+            return status::error(error_code::unknown_topic_or_partition, "the log is gone");
+          }
+          return p->log().replace_with_cleaned(one);
+        });
+        if (!swapped || !swapped->ok()) break;
+      }
       if (!swapped) {
-        // Stopping before the shard ran the swap: the .cleaned files are rolled back at the next load.
+        // Stopping before the shard ran a group's swap (it may still run it: the groups are not touched
+        // here): the .cleaned files left are rolled back at the next load.
         std::lock_guard guard(mutex);
         in_progress.erase(tp);
         break;
       }
+      // The groups not swapped in after a refused one: their .cleaned files go.
+      storage::discard_cleaned(*swap);
       const auto elapsed_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
               .count();

@@ -2,7 +2,9 @@
 // request shards, each with its share of log.cleaner.dedupe.buffer.size as its key map. A thread asks every
 // shard for a snapshot of each compacted log it owns that is dirty enough (storage::partition_log::
 // snapshot_for_cleaning, bounded by the replica's high watermark, with its idempotent producers' last
-// batches), cleans the dirtiest one (storage::clean_log), has the owning shard swap the new segments in, and
+// batches), cleans the dirtiest one (storage::clean_log), has the owning shard swap the new segments in (one
+// task per group of segments, as Kafka swaps each group on its own, so that the shard serves requests between
+// a group's renames and the next's), and
 // records where the log's dirty part now starts in the log dir's cleaner-offset-checkpoint. With nothing to
 // clean it sleeps log.cleaner.backoff.ms. A log whose clean failed on a corrupt batch is left alone until the
 // next start (a log line says why); the log keeps serving. log.cleaner.io.max.bytes.per.second throttles the

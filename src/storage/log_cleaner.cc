@@ -1,8 +1,13 @@
 #include "mala/storage/log_cleaner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <limits>
 
+#include "file_io.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/cleaned_transactions.h"
 #include "mala/storage/txn_marker.h"
@@ -23,19 +28,21 @@ status corrupt(const cleaning_snapshot& s, int64_t base, int64_t position, const
 // Whole batches of one closed segment, read in chunks of about a megabyte (a larger batch in one read).
 class batch_reader {
  public:
-  batch_reader(const cleaning_snapshot& snapshot, const cleaning_segment& segment, const cleaning_controls& c)
-      : _snapshot(snapshot), _segment(segment), _controls(c) {}
+  // `buffer`: the round's read buffer, kept from one segment to the next.
+  batch_reader(const cleaning_snapshot& snapshot, const cleaning_segment& segment, const cleaning_controls& c,
+               std::vector<uint8_t>& buffer)
+      : _snapshot(snapshot), _segment(segment), _controls(c), _chunk(buffer) {}
 
   // The next batch, an empty span at the end, or an error.
   result<std::span<const uint8_t>> next() {
     if (_position >= _segment.size_bytes) return std::span<const uint8_t>{};
-    if (_offset + layout::log_overhead > _chunk.size() || !whole_batch_buffered()) {
+    if (_offset + layout::log_overhead > _chunk_size || !whole_batch_buffered()) {
       if (auto st = fill(); !st.ok()) return st;
     }
-    if (_offset + layout::log_overhead > _chunk.size())
+    if (_offset + layout::log_overhead > _chunk_size)
       return corrupt(_snapshot, _segment.base_offset, _position, "batch header cut short");
     const int64_t size = batch_size_at(_offset);
-    if (size < static_cast<int64_t>(layout::header_size) || _offset + size > _chunk.size())
+    if (size < static_cast<int64_t>(layout::header_size) || _offset + size > _chunk_size)
       return corrupt(_snapshot, _segment.base_offset, _position, "batch size out of bounds");
     std::span<const uint8_t> batch(_chunk.data() + _offset, static_cast<size_t>(size));
     _offset += static_cast<size_t>(size);
@@ -45,44 +52,59 @@ class batch_reader {
   int64_t position() const { return _position; }
 
  private:
-  int64_t batch_size_at(size_t at) const {
-    const uint8_t* p = _chunk.data() + at + layout::log_overhead - 4;
+  int64_t batch_size_at(size_t at) const { return batch_size_in(_chunk.data() + at); }
+  static int64_t batch_size_in(const uint8_t* batch) {
+    const uint8_t* p = batch + layout::log_overhead - 4;
     const int32_t length = static_cast<int32_t>((uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
                                                 (uint32_t{p[2]} << 8) | uint32_t{p[3]});
     return int64_t{length} + layout::log_overhead;
   }
   bool whole_batch_buffered() const {
-    return _offset + layout::log_overhead <= _chunk.size() &&
-           _offset + batch_size_at(_offset) <= _chunk.size();
+    return _offset + layout::log_overhead <= _chunk_size && _offset + batch_size_at(_offset) <= _chunk_size;
   }
-  // Reads from _position: a chunk, or the whole batch there when it is larger.
+  // Reads from _position: a chunk, or the whole batch there when it is larger, into the round's buffer (not
+  // a new zero-filled vector per chunk).
   status fill() {
     int64_t want =
         std::min(std::max(_controls.read_buffer_bytes, min_read_bytes), _segment.size_bytes - _position);
     if (want >= static_cast<int64_t>(layout::log_overhead)) {
-      auto head = _segment.file->read(_position, static_cast<int32_t>(layout::log_overhead));
-      if (!head) return head.error();
-      if (head->size() == layout::log_overhead) {
-        _chunk = std::move(*head);
-        _offset = 0;
-        const int64_t size = batch_size_at(0);
+      std::array<uint8_t, layout::log_overhead> head{};
+      const int64_t got = read_at(_position, head.data(), head.size());
+      if (got < 0) return detail::io_error("cannot read", _segment.file->path(), errno);
+      if (got == static_cast<int64_t>(head.size())) {
+        const int64_t size = batch_size_in(head.data());
         if (size > want && size <= _segment.size_bytes - _position) want = size;
       }
     }
     if (want > std::numeric_limits<int32_t>::max())
       return corrupt(_snapshot, _segment.base_offset, _position, "batch larger than 2 GiB");
-    auto bytes = _segment.file->read(_position, static_cast<int32_t>(want));
-    if (!bytes) return bytes.error();
-    _chunk = std::move(*bytes);
+    if (_chunk.size() < static_cast<size_t>(want)) _chunk.resize(static_cast<size_t>(want));
+    const int64_t got = read_at(_position, _chunk.data(), static_cast<size_t>(want));
+    if (got < 0) return detail::io_error("cannot read", _segment.file->path(), errno);
+    _chunk_size = static_cast<size_t>(got);
     _offset = 0;
-    if (_controls.throttle) _controls.throttle(static_cast<int64_t>(_chunk.size()));
+    if (_controls.throttle) _controls.throttle(got);
     return status::success();
+  }
+  // pread until n bytes or the end of the file; the bytes read, -1 with errno set.
+  int64_t read_at(int64_t position, uint8_t* out, size_t n) const {
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t r = ::pread(_segment.file->fd(), out + done, n - done,
+                                static_cast<off_t>(position) + static_cast<off_t>(done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return -1;
+      if (r == 0) break;
+      done += static_cast<size_t>(r);
+    }
+    return static_cast<int64_t>(done);
   }
 
   const cleaning_snapshot& _snapshot;
   const cleaning_segment& _segment;
   const cleaning_controls& _controls;
-  std::vector<uint8_t> _chunk;
+  std::vector<uint8_t>& _chunk;  // its first _chunk_size bytes were read; grows, never shrinks
+  size_t _chunk_size = 0;
   size_t _offset = 0;
   int64_t _position = 0;
 };
@@ -128,7 +150,8 @@ bool producers_last_batch(const cleaning_snapshot& s, const protocol::record_bat
 // Kafka's buildOffsetMap: the latest offset of every key from the first dirty offset on, until the map is
 // full or the first uncleanable offset is reached. Batches of aborted transactions and markers add no key.
 status build_key_map(const cleaning_snapshot& s, key_offset_map& map, filter_buffers& buffers,
-                     const cleaning_controls& controls, cleaning_stats& stats) {
+                     std::vector<uint8_t>& read_buffer, const cleaning_controls& controls,
+                     cleaning_stats& stats) {
   map.clear();
   const int64_t start = s.range.first_dirty_offset;
   cleaned_transactions txns(aborted_between(s, start, s.range.first_uncleanable_offset));
@@ -138,7 +161,7 @@ status build_key_map(const cleaning_snapshot& s, key_offset_map& map, filter_buf
     const int64_t segment_end =
         i + 1 < s.segments.size() ? s.segments[i + 1].base_offset : s.range.first_uncleanable_offset;
     if (segment_end <= start) continue;
-    batch_reader reader(s, segment, controls);
+    batch_reader reader(s, segment, controls, read_buffer);
     for (;;) {
       if (stopped(controls)) return stopped_error();
       const int64_t position = reader.position();
@@ -174,6 +197,7 @@ status build_key_map(const cleaning_snapshot& s, key_offset_map& map, filter_buf
 // the aborts whose markers stay.
 result<std::unique_ptr<log_segment>> clean_group(const cleaning_snapshot& s, size_t begin, size_t end,
                                                  const compaction_round& round, filter_buffers& buffers,
+                                                 std::vector<uint8_t>& read_buffer,
                                                  const cleaning_controls& controls, cleaning_stats& stats) {
   const int64_t base = s.segments[begin].base_offset;
   const int64_t group_end =
@@ -186,7 +210,7 @@ result<std::unique_ptr<log_segment>> clean_group(const cleaning_snapshot& s, siz
   std::vector<uint8_t> kept;
   for (size_t i = begin; i < end; ++i) {
     const cleaning_segment& segment = s.segments[i];
-    batch_reader reader(s, segment, controls);
+    batch_reader reader(s, segment, controls, read_buffer);
     for (;;) {
       if (stopped(controls)) {
         (void)out->delete_files();
@@ -250,7 +274,8 @@ result<std::unique_ptr<log_segment>> clean_group(const cleaning_snapshot& s, siz
 result<cleaned_log> clean_log(const cleaning_snapshot& s, int64_t now_ms, key_offset_map& map,
                               filter_buffers& buffers, const cleaning_controls& controls) {
   cleaned_log cleaned;
-  if (auto st = build_key_map(s, map, buffers, controls, cleaned.stats); !st.ok()) return st;
+  std::vector<uint8_t> read_buffer;
+  if (auto st = build_key_map(s, map, buffers, read_buffer, controls, cleaned.stats); !st.ok()) return st;
   cleaned.stats.keys = map.size();
   const int64_t end = map.latest_offset() + 1;
   if (end <= s.range.first_dirty_offset) {
@@ -270,7 +295,7 @@ result<cleaned_log> clean_log(const cleaning_snapshot& s, int64_t now_ms, key_of
   const compaction_round round{&map, now_ms, s.config.delete_retention_ms, end};
   for (const segment_group& g :
        group_segments(summaries, s.config.segment_bytes, s.config.segment_index_bytes, bound)) {
-    auto segment = clean_group(s, g.begin, g.end, round, buffers, controls, cleaned.stats);
+    auto segment = clean_group(s, g.begin, g.end, round, buffers, read_buffer, controls, cleaned.stats);
     if (!segment) {
       discard_cleaned(cleaned);
       return segment.error();

@@ -8,10 +8,11 @@
 //    (compaction_filter.h decides batch by batch, told by
 //    cleaned_transactions.h which batches are aborted and which markers may go), writes its .txnindex (the
 //    aborts whose markers stay), fsyncs it and releases its descriptor;
-// 3. the owning shard swaps the new segments in (partition_log::replace_with_cleaned: .cleaned -> .swap,
-//    the old ones -> .deleted, .swap -> final name) unless the log changed under them meanwhile (truncated,
-//    segments deleted by retention), in which case the new files are deleted and the round counts for
-//    nothing. A crash at any point is rolled back or completed at the next load (cleaning_recovery.h).
+// 3. the owning shard swaps the new segments in, one group per call (partition_log::replace_with_cleaned:
+//    .cleaned -> .swap, the old ones -> .deleted, .swap -> final name) unless the log changed under a group
+//    meanwhile (truncated, segments deleted by retention), in which case its new files are deleted (the
+//    caller deletes the later groups' and keeps the old checkpoint). A crash at any point is rolled back or
+//    completed at the next load (cleaning_recovery.h).
 //
 // Threads: clean_log() on a cleaner thread; the snapshot and the swap on the owning shard.
 #pragma once
