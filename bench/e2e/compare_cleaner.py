@@ -16,7 +16,10 @@ log.cleaner.backoff.ms=1000:
      so all of it is dirty); peak RSS reset (/proc/PID/clear_refs 5) and RSS read;
   5. the same producer started again, then IncrementalAlterConfigs cleanup.policy=compact; the broker's log
      followed until a round has cleaned up to the active segment (Mala: "cleaned offsets a..b", Kafka: "Log
-     cleaner thread 0 cleaned log ... (dirty section = [a, b])"), the RSS sampled every 50 ms;
+     cleaner thread 0 cleaned log ... (dirty section = [a, b])"), the RSS sampled every --poll-ms (250 ms;
+     the harness reads the same /proc files and the log as often during the baseline, so that its own CPU use
+     is in both phases, and not more often: on 2 cores every read of the harness delays the shards and the
+     producer while the cleaner holds the other core);
   6. results: cleaning time = first round's start to last round's end, from the broker's own log timestamps
      (Mala: "cleaning round started" .. "cleaned offsets"; Kafka: "Beginning cleaning of log" .. its stats
      lines); throughput = dirty bytes (MiB) / cleaning time; peak RSS while cleaning (VmHWM after the reset) and
@@ -25,7 +28,7 @@ log.cleaner.backoff.ms=1000:
      first round's start to the end; produce p50/p99 of the records sent while cleaning against the baseline's;
      the size of the cleaned segments afterwards (the same data, so about the same for both). Diagnostics in the
      JSON: the cleaner thread's time runnable but waiting for a CPU (schedstat), every thread's CPU and run-queue
-     time in the window, the machine's CPU by kind, the broker's thread states sampled every 50 ms (and those
+     time in the window, the machine's CPU by kind, the broker's thread states sampled every --poll-ms (and those
      sampled while a produce record had waited over 100 ms), the slowest records and when they were sent.
 
 Kafka logs through slf4j-simple (the jars' binding) to its broker.log, at INFO, with timestamps turned on here.
@@ -64,7 +67,8 @@ LATENCY_TOPIC = "latency"
 def extra_properties(args):
     return ["", "# compare_cleaner.py: the same key map for both, and a short idle backoff",
             f"log.cleaner.dedupe.buffer.size={args.dedupe_mib * MIB}", "log.cleaner.backoff.ms=1000"] + (
-                [f"log.cleaner.io.max.bytes.per.second={int(args.io_max_mib * MIB)}"] if args.io_max_mib else []) + [""]
+                [f"log.cleaner.io.max.bytes.per.second={int(args.io_max_mib * MIB)}"] if args.io_max_mib else []) + (
+                    list(args.broker_property or [])) + [""]
 
 
 class CleanerBrokerMixin:
@@ -326,7 +330,7 @@ class LatencyProducer:
 
     Its own process, not a thread of the harness: librdkafka's per-record latency is taken when the delivery
     callback runs, and a Python thread that waits for the GIL while the harness samples /proc and parses the
-    broker's log (every 50 ms, only while cleaning) adds up to the interpreter's 5 ms switch interval to the
+    broker's log (then every 50 ms, only while cleaning) adds up to the interpreter's 5 ms switch interval to the
     records it reports then; that was most of the p99 "while cleaning" this bench measured before 2026-12-05.
     Send times are CLOCK_MONOTONIC, the same clock in both processes."""
 
@@ -400,6 +404,34 @@ def set_compact(broker):
     a.incremental_alter_configs([res], request_timeout=30)[res].result(timeout=30)
 
 
+class BrokerWatch:
+    """What the harness reads of the broker every --poll-ms: its RSS (VmRSS, RssAnon, RssFile, one read of
+    /proc/PID/status), its threads' states (optional) and the log text written since `log_offset`, read
+    incrementally."""
+
+    def __init__(self, broker, log_offset=None, seen=None):
+        self.broker = broker
+        self.seen = {} if seen is None else seen
+        self.rss_max = self.anon_max = self.file_max = 0
+        self.log = open(broker.log_path, "rb")
+        self.log.seek(broker.log_path.stat().st_size if log_offset is None else log_offset)
+        self.text = ""
+
+    def poll(self, states):
+        with open(f"/proc/{self.broker.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "RssAnon:", "RssFile:")):
+                    kb = int(line.split()[1])
+                    if line[1] == "m":
+                        self.rss_max = max(self.rss_max, kb)
+                    elif line[3] == "A":
+                        self.anon_max = max(self.anon_max, kb)
+                    else:
+                        self.file_max = max(self.file_max, kb)
+        self.text += self.log.read().decode(errors="replace")
+        return sample_thread_states(self.broker.proc.pid, self.seen) if states else None
+
+
 def rss_kb(broker):
     return compare.proc_status_kb(broker.proc.pid, "VmRSS")
 
@@ -429,12 +461,19 @@ def run_one(env, cls, keys, args):
         lp.clear_samples()
         c0, t0, threads0 = broker.cpu_seconds(), time.monotonic(), thread_cpu(broker.proc.pid)
         machine0 = machine_cpu()
-        time.sleep(args.baseline_seconds)
+        # The harness watches the broker in the baseline as it does while cleaning (the same /proc and log reads
+        # every --poll-ms), so that its own CPU use, which competes with the shards and the producer, is in both.
+        watch = BrokerWatch(broker)
+        while time.monotonic() - t0 < args.baseline_seconds:
+            time.sleep(args.poll_ms / 1000)
+            watch.poll(states=True)
         base_cpu_rate = (broker.cpu_seconds() - c0) / (time.monotonic() - t0)
         res["baseline_cpu_by_thread"] = cpu_by_thread_name(threads0, thread_cpu(broker.proc.pid))
         res["baseline_machine_cores"] = machine_cpu_share(machine0, machine_cpu())
         samples = lp.stop()
         res["baseline_latency"] = percentiles([lat for _, lat in samples])
+        if args.save_samples:
+            res["baseline_samples_ms"] = [round(1000 * lat, 3) for _, lat in samples]
         res["baseline_cpu_per_s"] = base_cpu_rate
         segs = segments(broker, TOPIC)
         active_base = segs[-1][0]
@@ -445,7 +484,7 @@ def run_one(env, cls, keys, args):
             f.write("5")  # resets VmHWM to the current RSS
         res["rss_before_mb"] = rss_kb(broker) / 1024
         res["rss_anon_before_mb"] = compare.proc_status_kb(broker.proc.pid, "RssAnon") / 1024
-        if args.cleaner_nice or args.cleaner_sched:
+        if args.cleaner_nice is not None or args.cleaner_sched:
             # An experiment: the cleaner thread(s) at another scheduling policy and/or nice value, set from
             # outside (Mala's own: nice 10 under SCHED_OTHER).
             pid = broker.proc.pid
@@ -454,7 +493,7 @@ def run_one(env, cls, keys, args):
             for tid in reniced:
                 if policy is not None:
                     os.sched_setscheduler(tid, policy, os.sched_param(0))
-                if args.cleaner_nice:
+                if args.cleaner_nice is not None:
                     os.setpriority(os.PRIO_PROCESS, tid, args.cleaner_nice)
             res["reniced_threads"] = len(reniced)
         # Cleaning, under the same latency load.
@@ -468,22 +507,19 @@ def run_one(env, cls, keys, args):
         state_samples, slow_samples, polls = {}, [], 0
         done = []
         deadline = t_trigger + args.timeout
+        watch = BrokerWatch(broker, log_offset, state_samples)
         while True:
-            time.sleep(0.05)
+            time.sleep(args.poll_ms / 1000)
             if not broker.alive():
                 raise RuntimeError(f"{broker.name} exited with {broker.proc.returncode}:\n{broker.log_tail()}")
-            rss_max = max(rss_max, rss_kb(broker))
-            anon_max = max(anon_max, compare.proc_status_kb(broker.proc.pid, "RssAnon"))
-            file_max = max(file_max, compare.proc_status_kb(broker.proc.pid, "RssFile"))
+            states = watch.poll(states=t_start is not None)
+            rss_max, anon_max, file_max = watch.rss_max, watch.anon_max, watch.file_max
             if t_start is not None:
                 polls += 1
-                states = sample_thread_states(broker.proc.pid, state_samples)
                 oldest = lp.oldest_outstanding()
                 if oldest is not None and time.monotonic() - oldest > 0.1:
                     slow_samples.append([round(time.monotonic() - t_start, 3), states])
-            with open(broker.log_path, "rb") as f:
-                f.seek(log_offset)
-                text = f.read().decode(errors="replace")
+            text = watch.text
             if t_start is None and cls.START_RE.search(text):
                 t_start, c_start = time.monotonic(), broker.cpu_seconds()
                 threads_start = thread_sched(broker.proc.pid)
@@ -540,8 +576,10 @@ def run_one(env, cls, keys, args):
         res["clean_blocked_s"] = max(0.0, window - res["clean_cpu_s"] - res["clean_runqueue_wait_s"])
         during = [(sent, lat) for sent, lat in samples if t_start <= sent <= t_end]
         res["cleaning_latency"] = percentiles([lat for _, lat in during])
+        if args.save_samples:
+            res["cleaning_samples"] = [[round(sent - t_start, 4), round(1000 * lat, 3)] for sent, lat in during]
         # When the slowest records were sent, against when the rounds ended (seconds from the first round's start
-        # as the broker logged it; the first round's start as seen here is up to 50 ms later).
+        # as the broker logged it; the first round's start as seen here is up to --poll-ms later).
         res["slowest_while_cleaning"] = [[round(sent - t_start, 3), round(1000 * lat, 1)]
                                          for sent, lat in sorted(during, key=lambda x: -x[1])[:10]]
         if first_start:
@@ -581,7 +619,7 @@ ROWS = [
     ("rss_before_mb", "RSS before cleaning (MiB)", "{:.0f}"),
     ("peak_rss_mb", "peak RSS while cleaning, VmHWM (MiB)", "{:.0f}"),
     ("rss_growth_mb", "peak RSS growth over RSS before (MiB)", "{:.0f}"),
-    ("sampled_max_rss_anon_mb", "largest anonymous RSS while cleaning, sampled every 50 ms (MiB)", "{:.0f}"),
+    ("sampled_max_rss_anon_mb", "largest anonymous RSS while cleaning, sampled every --poll-ms (MiB)", "{:.0f}"),
     ("rss_anon_growth_mb", "its growth over the anonymous RSS before (MiB)", "{:.0f}"),
     ("cleaned_bytes_after", "cleaned segments' size after (MiB; active segment not counted)",
      lambda v: f"{v / MIB:.1f}"),
@@ -639,7 +677,7 @@ def main():
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--io-max-mib", type=float, default=0,
                     help="log.cleaner.io.max.bytes.per.second for both, in MiB/s (default: unlimited)")
-    ap.add_argument("--cleaner-nice", type=int, default=0,
+    ap.add_argument("--cleaner-nice", type=int,
                     help="experiment: set this nice value on the cleaner thread(s) (Mala: every thread but the "
                          "shards and the main thread) before cleaning")
     ap.add_argument("--shard-slice-us", type=float, default=0,
@@ -649,6 +687,13 @@ def main():
                          "before cleaning, before --cleaner-nice")
     ap.add_argument("--broker-cpus", help="run the broker on these CPUs only (taskset syntax, e.g. 1)")
     ap.add_argument("--client-cpus", help="run this harness and its producers on these CPUs only (e.g. 0)")
+    ap.add_argument("--broker-property", action="append", metavar="KEY=VALUE",
+                    help="one more server.properties line for both brokers (repeatable)")
+    ap.add_argument("--poll-ms", type=float, default=250,
+                    help="how often the harness reads the broker's /proc files and log, in both phases (every 50 ms, "
+                         "as before 2026-12-05 22:00, was itself a p99 stall every 50 ms while cleaning)")
+    ap.add_argument("--save-samples", action="store_true",
+                    help="keep every record sent while cleaning (seconds from the first round's start, ms) in the JSON")
     ap.add_argument("--timeout", type=float, default=600, help="seconds any one step may take")
     ap.add_argument("--only", choices=["mala", "kafka"])
     ap.add_argument("--mala-bin", default=str(compare.REPO / "build" / "src" / "app" / "mala"))
@@ -680,7 +725,7 @@ def main():
            "settings": {k: getattr(args, k) for k in ("records", "value_bytes", "segment_mib", "dedupe_mib",
                                                       "latency_rate", "warmup_seconds", "baseline_seconds", "seed",
                                                       "cleaner_nice", "cleaner_sched", "shard_slice_us", "io_max_mib", "broker_cpus",
-                                                      "client_cpus")},
+                                                      "client_cpus", "poll_ms", "broker_property")},
            "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
            "results": {b: {} for b in brokers}}
     json_path = Path(args.json) if args.json else work / "results.json"
