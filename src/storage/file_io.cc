@@ -61,6 +61,21 @@ bool write_all(int fd, std::string_view data, const std::filesystem::path& path)
   return true;
 }
 
+int64_t pread_full(int fd, uint8_t* data, size_t n, int64_t position) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r =
+        ::pread(fd, data + done, n - done, static_cast<off_t>(position + static_cast<int64_t>(done)));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return static_cast<int64_t>(done);
+}
+
 bool pwrite_all(int fd, const uint8_t* data, size_t n, int64_t position, const std::filesystem::path& path) {
   if (auto fault = injected_fault(io_operation::write, path, n); fault.error != 0) {
     return fail_write(fault, n,

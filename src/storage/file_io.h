@@ -23,6 +23,9 @@ io_fault injected_fault(io_operation operation, const std::filesystem::path& pat
 // Writes all of data, retrying on EINTR and short writes. false with errno set on failure (part of the data
 // may have been written).
 bool write_all(int fd, std::string_view data, const std::filesystem::path& path);
+// Reads up to n bytes at position, retrying on EINTR and short reads; fewer only at end of file. -1 with
+// errno set on an I/O error.
+int64_t pread_full(int fd, uint8_t* data, size_t n, int64_t position);
 // The same at a position (pwrite).
 bool pwrite_all(int fd, const uint8_t* data, size_t n, int64_t position, const std::filesystem::path& path);
 // ftruncate; 0 or -1 with errno set.

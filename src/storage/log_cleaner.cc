@@ -1,7 +1,5 @@
 #include "mala/storage/log_cleaner.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -69,7 +67,7 @@ class batch_reader {
         std::min(std::max(_controls.read_buffer_bytes, min_read_bytes), _segment.size_bytes - _position);
     if (want >= static_cast<int64_t>(layout::log_overhead)) {
       std::array<uint8_t, layout::log_overhead> head{};
-      const int64_t got = read_at(_position, head.data(), head.size());
+      const int64_t got = detail::pread_full(_segment.file->fd(), head.data(), head.size(), _position);
       if (got < 0) return detail::io_error("cannot read", _segment.file->path(), errno);
       if (got == static_cast<int64_t>(head.size())) {
         const int64_t size = batch_size_in(head.data());
@@ -79,27 +77,14 @@ class batch_reader {
     if (want > std::numeric_limits<int32_t>::max())
       return corrupt(_snapshot, _segment.base_offset, _position, "batch larger than 2 GiB");
     if (_chunk.size() < static_cast<size_t>(want)) _chunk.resize(static_cast<size_t>(want));
-    const int64_t got = read_at(_position, _chunk.data(), static_cast<size_t>(want));
+    const int64_t got =
+        detail::pread_full(_segment.file->fd(), _chunk.data(), static_cast<size_t>(want), _position);
     if (got < 0) return detail::io_error("cannot read", _segment.file->path(), errno);
     _chunk_size = static_cast<size_t>(got);
     _offset = 0;
     if (_controls.throttle) _controls.throttle(got);
     return status::success();
   }
-  // pread until n bytes or the end of the file; the bytes read, -1 with errno set.
-  int64_t read_at(int64_t position, uint8_t* out, size_t n) const {
-    size_t done = 0;
-    while (done < n) {
-      const ssize_t r = ::pread(_segment.file->fd(), out + done, n - done,
-                                static_cast<off_t>(position) + static_cast<off_t>(done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return -1;
-      if (r == 0) break;
-      done += static_cast<size_t>(r);
-    }
-    return static_cast<int64_t>(done);
-  }
-
   const cleaning_snapshot& _snapshot;
   const cleaning_segment& _segment;
   const cleaning_controls& _controls;

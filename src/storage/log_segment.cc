@@ -47,22 +47,6 @@ int64_t system_clock_ms() {
       .count();
 }
 
-// Reads up to n bytes at position; fewer only at end of file. -1 (errno set) on an I/O error.
-int64_t pread_full(int fd, uint8_t* data, size_t n, int64_t position) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r =
-        ::pread(fd, data + done, n - done, static_cast<off_t>(position + static_cast<int64_t>(done)));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (r == 0) break;
-    done += static_cast<size_t>(r);
-  }
-  return static_cast<int64_t>(done);
-}
-
 status unlink_if_exists(const fs::path& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return detail::io_error("cannot delete", path, errno);
   return status::success();
@@ -90,7 +74,7 @@ class header_scanner {
     const auto header_bytes = static_cast<int64_t>(layout::header_size);
     if (_position < _buffer_start || _position + header_bytes > _buffer_start + _buffer_length) {
       const auto want = static_cast<size_t>(std::min<int64_t>(scan_chunk, _end - _position));
-      const int64_t got = pread_full(_fd, _buffer, want, _position);
+      const int64_t got = detail::pread_full(_fd, _buffer, want, _position);
       if (got < header_bytes) return std::nullopt;
       _buffer_start = _position;
       _buffer_length = got;
@@ -221,7 +205,7 @@ result<std::vector<uint8_t>> segment_file::read(int64_t position, int32_t n) con
                                                                std::to_string(position) + " from " + _path);
   }
   std::vector<uint8_t> data(static_cast<size_t>(n));
-  const int64_t got = pread_full(_fd, data.data(), data.size(), position);
+  const int64_t got = detail::pread_full(_fd, data.data(), data.size(), position);
   if (got < 0) return detail::io_error("cannot read", _path, errno);
   data.resize(static_cast<size_t>(got));
   return data;
@@ -680,7 +664,7 @@ result<segment_recovery> log_segment::recover() {
       const auto want =
           static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(n, recovery_chunk), s.size - position));
       if (buffer.size() < want) buffer.resize(want);
-      const int64_t got = pread_full(s.fd(), buffer.data(), want, position);
+      const int64_t got = detail::pread_full(s.fd(), buffer.data(), want, position);
       if (got < 0) {
         read_error = errno;
         return std::nullopt;
