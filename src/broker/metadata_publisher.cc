@@ -143,19 +143,20 @@ void metadata_publisher::set_published_listener(
 struct metadata_publisher::apply_job {
   metadata::metadata_image_ptr image;
   std::vector<std::vector<hosted_replica>> by_shard;
-  std::vector<std::unique_ptr<replication::log_config>> configs;     // the hosted replicas point into these
-  std::vector<std::set<replication::topic_partition>> still_hosted;  // per shard, filled as it applies
+  std::vector<std::vector<replication::topic_partition>> removed_by_shard;  // no longer hosted here
+  std::vector<std::unique_ptr<replication::log_config>> configs;  // the hosted replicas point into these
+  std::vector<std::vector<replication::topic_partition>> failed;  // per shard, filled as it applies
   std::atomic<size_t> shards_left{0};
 };
 
-// A partition of the image with a replica on this node, as the shard owning it is told of it.
+// A partition of the image with a replica on this node that changed since the published image (or that
+// failed to apply before), as the shard owning it is told of it.
 struct metadata_publisher::hosted_replica {
   const std::string* topic = nullptr;
   const metadata::topic_metadata* metadata = nullptr;
   const metadata::partition_state* state = nullptr;
   const replication::log_config* log_config = nullptr;
   int32_t min_isr = 1;
-  bool apply_only_if_missing = false;  // nothing changed for it since the previous image
 };
 
 void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
@@ -164,55 +165,149 @@ void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
   publish_latest();
 }
 
+namespace {
+
+bool hosts(const metadata::partition_state& p, int32_t node_id) {
+  return std::find(p.replicas.begin(), p.replicas.end(), node_id) != p.replicas.end();
+}
+
+// The elements a chunked_cow_vector keeps per chunk: shared or not as a whole.
+template <typename>
+struct chunk_size_of;
+template <typename T, size_t N>
+struct chunk_size_of<chunked_cow_vector<T, N>> {
+  static constexpr size_t value = N;
+};
+
+bool same_configs(const metadata::config_map* a, const metadata::config_map* b) {
+  if (a == b) return true;
+  if (!a || !b) return (a ? a->empty() : true) && (b ? b->empty() : true);
+  return *a == *b;
+}
+
+}  // namespace
+
 void metadata_publisher::publish_latest() {
   if (!_alive->load()) return;
   const metadata::metadata_image_ptr image = _latest;
   const metadata::metadata_image_ptr previous = _cache.current();
 
-  // On this (the home) shard: what changed, per owning shard. The image is immutable: the shards read it.
+  // On this (the home) shard: what changed since the published image, per owning shard (Kafka's publisher
+  // applies the delta's local changes). The shards have applied `previous`, so a topic whose partitions the
+  // new image shares with it (chunked_cow_vector: an unchanged copy shares its storage) and whose configs did
+  // not change is skipped without visiting its partitions, and within a changed topic every 64 partitions
+  // left shared are; the cost of an image is its changes, not the partitions hosted. The image is immutable:
+  // the shards read it.
   auto job = std::make_shared<apply_job>();
   job->image = image;
   auto& by_shard = job->by_shard;
+  auto& removed = job->removed_by_shard;
   auto& configs = job->configs;
   by_shard.resize(std::max<size_t>(1, _replicas_by_shard.size()));
-  for (const auto& [name, topic] : image->topics) {
-    const metadata::topic_metadata* before = previous ? previous->find_topic(name) : nullptr;
-    if (before && before->id != topic.id) before = nullptr;  // deleted and re-created under the same name
-    bool any_hosted = false;
+  removed.resize(by_shard.size());
+  auto shard_of = [&](const std::string& topic, int32_t partition) {
+    return _placement.shard_of(topic, partition) % by_shard.size();
+  };
+  using metadata::config_resource_type;
+  const std::string node_name = std::to_string(_node_id);
+  const bool broker_configs_same =
+      previous &&
+      same_configs(previous->find_configs(config_resource_type::broker, ""),
+                   image->find_configs(config_resource_type::broker, "")) &&
+      same_configs(previous->find_configs(config_resource_type::broker, node_name),
+                   image->find_configs(config_resource_type::broker, node_name));
+  // Replicas whose apply failed last time are tried again with this image, changed or not.
+  std::set<replication::topic_partition> retry;
+  retry.swap(_failed);
+
+  // Both images' topics in name order, walked side by side: a topic only in `previous` (or there under
+  // another id) was deleted, its replicas here go before any of a re-created topic's apply.
+  const bool configs_same = previous && broker_configs_same && previous->configs == image->configs;
+  static const std::map<std::string, metadata::topic_metadata> no_topics;
+  const auto& topics_before = previous ? previous->topics : no_topics;
+  auto gone = [&](const std::string& name, const metadata::topic_metadata& topic) {
     for (const auto& p : topic.partitions) {
-      if (std::find(p.replicas.begin(), p.replicas.end(), _node_id) != p.replicas.end()) {
-        any_hosted = true;
-        break;
+      if (hosts(p, _node_id)) removed[shard_of(name, p.partition)].push_back({name, p.partition});
+    }
+  };
+  auto old_it = topics_before.begin();
+  for (const auto& [name, topic] : image->topics) {
+    while (old_it != topics_before.end() && old_it->first < name) {
+      gone(old_it->first, old_it->second);
+      ++old_it;
+    }
+    const metadata::topic_metadata* before = nullptr;
+    if (old_it != topics_before.end() && old_it->first == name) {
+      if (old_it->second.id == topic.id) {
+        before = &old_it->second;
+      } else {
+        gone(old_it->first, old_it->second);  // deleted and re-created under the same name
+      }
+      ++old_it;
+    }
+    const bool raw_configs_same =
+        before && (configs_same || (broker_configs_same &&
+                                    same_configs(previous->find_configs(config_resource_type::topic, name),
+                                                 image->find_configs(config_resource_type::topic, name))));
+    const bool any_retry = !retry.empty() && retry.lower_bound({name, 0}) != retry.end() &&
+                           retry.lower_bound({name, 0})->topic == name;
+    if (raw_configs_same && !any_retry && topic.partitions.shares_with(before->partitions)) continue;
+
+    // The topic's effective settings, resolved once the first hosted partition needs them.
+    replication::log_config* log_config = nullptr;
+    int32_t min_isr = 1;
+    bool config_changed = !raw_configs_same;
+    auto resolve = [&] {
+      if (log_config) return;
+      log_config = configs
+                       .emplace_back(std::make_unique<replication::log_config>(
+                           effective_log_config(*image, name, _node_id, _static_config)))
+                       .get();
+      min_isr = effective_min_insync_replicas(*image, name, _node_id, _static_config);
+      if (before && config_changed) {
+        // Raw configs differ; what the log uses may not.
+        config_changed =
+            !same_log_config(*log_config, effective_log_config(*previous, name, _node_id, _static_config)) ||
+            min_isr != effective_min_insync_replicas(*previous, name, _node_id, _static_config);
+      }
+    };
+    if (config_changed && before) resolve();  // a changed config reaches every hosted partition
+
+    constexpr size_t run = chunk_size_of<decltype(metadata::topic_metadata::partitions)>::value;
+    const size_t count = topic.partitions.size();
+    const size_t count_before = before ? before->partitions.size() : 0;
+    for (size_t first = 0; first < count; first += run) {
+      const size_t last = std::min(count, first + run);
+      // A run the image shares with the previous one: its first element is the same object.
+      const bool shared = last <= count_before && &topic.partitions[first] == &before->partitions[first];
+      if (shared && !config_changed && !any_retry) continue;
+      for (size_t i = first; i < last; ++i) {
+        const auto& p = topic.partitions[i];
+        const metadata::partition_state* was = i < count_before ? &before->partitions[i] : nullptr;
+        const bool hosted_before = was && hosts(*was, _node_id);
+        if (!hosts(p, _node_id)) {
+          if (hosted_before) removed[shard_of(name, p.partition)].push_back({name, p.partition});
+          continue;
+        }
+        const bool changed = !hosted_before || config_changed || !same_state(*was, p) ||
+                             (any_retry && retry.count({name, p.partition}));
+        if (!changed) continue;
+        resolve();
+        by_shard[shard_of(name, p.partition)].push_back({&name, &topic, &p, log_config, min_isr});
       }
     }
-    if (!any_hosted) continue;
-    auto& log_config = *configs.emplace_back(std::make_unique<replication::log_config>(
-        effective_log_config(*image, name, _node_id, _static_config)));
-    const int32_t min_isr = effective_min_insync_replicas(*image, name, _node_id, _static_config);
-    bool config_changed = true;
-    if (before) {
-      config_changed =
-          !same_log_config(log_config, effective_log_config(*previous, name, _node_id, _static_config)) ||
-          min_isr != effective_min_insync_replicas(*previous, name, _node_id, _static_config);
-    }
-    for (const auto& p : topic.partitions) {
-      if (std::find(p.replicas.begin(), p.replicas.end(), _node_id) == p.replicas.end()) continue;
-      const bool unchanged = before && p.partition < static_cast<int32_t>(before->partitions.size()) &&
-                             same_state(before->partitions[p.partition], p) && !config_changed;
-      const size_t shard = _placement.shard_of(name, p.partition) % by_shard.size();
-      by_shard[shard].push_back({&name, &topic, &p, &log_config, min_isr, unchanged});
-    }
   }
+  for (; old_it != topics_before.end(); ++old_it) gone(old_it->first, old_it->second);
 
   // How much the shards have to do: the replicas that changed (the most on one shard).
   size_t most_changes = 0;
-  for (const auto& hosted : by_shard) {
-    most_changes = std::max<size_t>(
-        most_changes, std::count_if(hosted.begin(), hosted.end(),
-                                    [](const hosted_replica& h) { return !h.apply_only_if_missing; }));
+  bool any_change = false;
+  for (size_t shard = 0; shard < by_shard.size(); ++shard) {
+    most_changes = std::max(most_changes, by_shard[shard].size() + removed[shard].size());
+    any_change = any_change || !by_shard[shard].empty() || !removed[shard].empty();
   }
 
-  // Logs to create first, off the shards: hosted replicas without a log (not retried when the last job
+  // Logs to create first, off the shards: changed replicas without a log (not retried when the last job
   // could not create them: the shard's apply then reports why). A few are created by the shards themselves
   // with the rest of a small image (below).
   if (_creator) {
@@ -225,14 +320,14 @@ void metadata_publisher::publish_latest() {
     for (const auto& hosted : by_shard) {
       for (const auto& h : hosted) {
         replication::topic_partition tp{*h.topic, h.state->partition};
-        if (h.apply_only_if_missing || _attempted.count(tp) || _logs->get(tp) || _logs->is_offline(tp))
-          continue;
+        if (_attempted.count(tp) || _logs->get(tp) || _logs->is_offline(tp)) continue;
         missing.push_back({std::move(tp), h.metadata->id, *h.log_config});
       }
     }
     _attempted.clear();
     if (missing.size() > inline_log_creations || (!missing.empty() && most_changes > apply_slice_size)) {
       _busy = true;
+      _failed.insert(retry.begin(), retry.end());  // not applied yet: the next publish tries them
       for (const auto& m : missing) _attempted.insert(m.tp);
       subsystem_logger("broker")->info("creating {} log(s) before publishing metadata offset {}",
                                        missing.size(), image->metadata_offset);
@@ -252,8 +347,12 @@ void metadata_publisher::publish_latest() {
     }
   }
 
-  // On each shard: its replicas become leaders or followers, and the ones no longer hosted go.
-  job->still_hosted.resize(by_shard.size());
+  // On each shard: the replicas no longer hosted go, then the changed ones become leaders or followers.
+  job->failed.resize(by_shard.size());
+  if (!any_change) {
+    finish(*job);  // nothing hosted here changed (another broker's partitions, a config of no topic here)
+    return;
+  }
   if (!_shards || !_shards->running() || most_changes <= apply_slice_size) {
     // A small image (the common case: a topic created, a leader moved), and unit tests and the images loaded
     // before the shards run: applied at once, the home shard waiting for every shard. The loader returns
@@ -262,8 +361,8 @@ void metadata_publisher::publish_latest() {
     auto apply_on = [&](size_t shard) {
       if (shard >= _replicas_by_shard.size() || !_replicas_by_shard[shard]) return;
       auto& replicas = *_replicas_by_shard[shard];
-      apply_range(replicas, by_shard[shard], 0, by_shard[shard].size(), job->still_hosted[shard]);
-      remove_not_hosted(replicas, job->still_hosted[shard]);
+      remove_replicas(replicas, removed[shard]);
+      apply_range(replicas, by_shard[shard], 0, by_shard[shard].size(), job->failed[shard]);
     };
     if (_shards) {
       _shards->run_on_each_and_wait(apply_on);
@@ -279,7 +378,10 @@ void metadata_publisher::publish_latest() {
   job->shards_left = by_shard.size();
   for (size_t shard = 0; shard < by_shard.size(); ++shard) {
     asio::post(_shards->context(shard), [this, alive = _alive, job, shard] {
-      if (alive->load()) apply_slice(job, shard, 0);
+      if (!alive->load()) return;
+      if (shard < _replicas_by_shard.size() && _replicas_by_shard[shard])
+        remove_replicas(*_replicas_by_shard[shard], job->removed_by_shard[shard]);
+      apply_slice(job, shard, 0);
     });
   }
 }
@@ -289,14 +391,13 @@ void metadata_publisher::apply_slice(const std::shared_ptr<apply_job>& job, size
   auto* replicas = shard < _replicas_by_shard.size() ? _replicas_by_shard[shard] : nullptr;
   if (replicas) {
     const size_t to = std::min(hosted.size(), from + apply_slice_size);
-    apply_range(*replicas, hosted, from, to, job->still_hosted[shard]);
+    apply_range(*replicas, hosted, from, to, job->failed[shard]);
     if (to < hosted.size()) {
       asio::post(_shards->context(shard), [this, alive = _alive, job, shard, to] {
         if (alive->load()) apply_slice(job, shard, to);
       });
       return;
     }
-    remove_not_hosted(*replicas, job->still_hosted[shard]);
   }
   if (job->shards_left.fetch_sub(1) != 1) return;
   asio::post(_shards->context(0), [this, alive = _alive, job] {
@@ -308,19 +409,17 @@ void metadata_publisher::apply_slice(const std::shared_ptr<apply_job>& job, size
 }
 
 void metadata_publisher::finish(const apply_job& job) {
+  for (const auto& failed : job.failed) _failed.insert(failed.begin(), failed.end());
   _cache.publish(job.image);
   if (_published_listener) _published_listener(job.image);
 }
 
 void metadata_publisher::apply_range(replication::replica_manager& replicas,
                                      const std::vector<hosted_replica>& hosted, size_t from, size_t to,
-                                     std::set<replication::topic_partition>& still_hosted) {
+                                     std::vector<replication::topic_partition>& failed) {
   auto log = subsystem_logger("broker");
   for (size_t i = from; i < to; ++i) {
     const auto& h = hosted[i];
-    replication::topic_partition tp{*h.topic, h.state->partition};
-    still_hosted.insert(tp);
-    if (h.apply_only_if_missing && replicas.get(tp) != nullptr) continue;
     const auto& p = *h.state;
     replication::partition_leadership leadership;
     leadership.topic = *h.topic;
@@ -336,19 +435,20 @@ void metadata_publisher::apply_range(replication::replica_manager& replicas,
     leadership.log_config = *h.log_config;
     auto applied = replicas.apply_leadership(leadership);
     if (!applied) {
-      // The replica stays unavailable here (Metadata reports it offline); the next image retries.
-      log->error("{}-{}: cannot apply leadership: {}", tp.topic, p.partition, applied.error().message);
+      // The replica stays unavailable here (Metadata reports it offline); the next image retries it.
+      log->error("{}-{}: cannot apply leadership: {}", *h.topic, p.partition, applied.error().message);
+      failed.push_back({*h.topic, p.partition});
     }
   }
 }
 
-void metadata_publisher::remove_not_hosted(replication::replica_manager& replicas,
-                                           const std::set<replication::topic_partition>& still_hosted) {
+void metadata_publisher::remove_replicas(replication::replica_manager& replicas,
+                                         const std::vector<replication::topic_partition>& removed) {
   auto log = subsystem_logger("broker");
   // Replicas this node no longer hosts: the topic was deleted (or re-created with another id), or the replica
   // moved away. Their logs are deleted, as Kafka's ReplicaManager does on a RemoveTopicRecord.
-  for (const auto& tp : replicas.partitions()) {
-    if (still_hosted.count(tp)) continue;
+  for (const auto& tp : removed) {
+    if (!replicas.get(tp)) continue;  // never applied (its apply failed)
     if (auto st = replicas.remove_partition(tp, /*delete_log=*/true); !st.ok()) {
       log->error("{}-{}: cannot remove replica: {}", tp.topic, tp.partition, st.message);
     }

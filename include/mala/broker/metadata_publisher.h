@@ -88,12 +88,12 @@ class metadata_publisher {
   void apply_slice(const std::shared_ptr<apply_job>& job, size_t shard, size_t from);
   // On the home shard: the image to the cache and the listener.
   void finish(const apply_job& job);
-  // On the shard of `replicas`: applies what the image says of hosted[from, to), noting them still hosted.
+  // On the shard of `replicas`: applies what the image says of hosted[from, to), noting those that fail.
   static void apply_range(replication::replica_manager& replicas, const std::vector<hosted_replica>& hosted,
-                          size_t from, size_t to, std::set<replication::topic_partition>& still_hosted);
-  // On the shard of `replicas`: removes the replicas it holds that are not in `still_hosted`.
-  static void remove_not_hosted(replication::replica_manager& replicas,
-                                const std::set<replication::topic_partition>& still_hosted);
+                          size_t from, size_t to, std::vector<replication::topic_partition>& failed);
+  // On the shard of `replicas`: removes these replicas (and their logs) where it holds them.
+  static void remove_replicas(replication::replica_manager& replicas,
+                              const std::vector<replication::topic_partition>& removed);
 
   int32_t _node_id;
   std::vector<replication::replica_manager*> _replicas_by_shard;
@@ -106,6 +106,7 @@ class metadata_publisher {
   metadata::metadata_image_ptr _latest;   // the image to publish (home shard only)
   bool _busy = false;  // logs being created or an image applied; when done, _latest is published
   std::set<replication::topic_partition> _attempted;  // created (or failed) by the last job: not retried
+  std::set<replication::topic_partition> _failed;     // apply failed: tried again with the next image
   std::function<void(const metadata::metadata_image_ptr&)> _published_listener;
   std::shared_ptr<std::atomic<bool>> _alive = std::make_shared<std::atomic<bool>>(true);
 };

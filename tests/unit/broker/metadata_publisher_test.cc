@@ -200,6 +200,95 @@ TEST_F(metadata_publisher_test, dynamic_broker_defaults_reach_topics_without_an_
   EXPECT_EQ(partition().min_insync_replicas(), 1);
 }
 
+// Issue 20: an image costs its changes. The publisher compares each image with the published one (topics
+// and runs of 64 partitions the images share are skipped whole), so what it applies and removes must be
+// exactly what changed: a replica in a shared run that did not change keeps its state, one that changed in
+// the middle of a large topic gets the new one, and replicas that moved away or whose topic went are removed.
+metadata::topic_metadata make_topic(const std::string& name, int32_t partitions,
+                                    const std::vector<int32_t>& replicas) {
+  metadata::topic_metadata topic;
+  topic.name = name;
+  topic.id = uuid::random();
+  for (int32_t i = 0; i < partitions; ++i) {
+    metadata::partition_state p;
+    p.partition = i;
+    p.leader = replicas.front();
+    p.leader_epoch = 1;
+    p.partition_epoch = 1;
+    p.replicas = replicas;
+    p.isr = replicas;
+    topic.partitions.push_back(p);
+  }
+  return topic;
+}
+
+TEST_F(metadata_publisher_test, only_what_changed_is_applied_and_removed) {
+  _image.topics["big"] = make_topic("big", 300, {self, 2});
+  _image.topics["other"] = make_topic("other", 3, {2, 3});  // not hosted here
+  publish();
+  ASSERT_EQ(_replicas->size(), 301u);
+  const uuid big_id = _image.topics["big"].id;
+
+  // One partition in the middle of a large topic (its copy shares every other run of partitions).
+  {
+    auto& p = _image.topics["big"].partitions[130];
+    p.leader = 2;
+    p.leader_epoch = 2;
+    p.partition_epoch = 2;
+  }
+  publish();
+  EXPECT_EQ(_replicas->get({"big", 130})->leader_epoch(), 2);
+  EXPECT_FALSE(_replicas->get({"big", 130})->is_leader());
+  EXPECT_EQ(_replicas->get({"big", 129})->leader_epoch(), 1);
+  EXPECT_TRUE(_replicas->get({"big", 129})->is_leader());
+
+  // A replica moved off this node, another topic's change that does not concern it.
+  {
+    auto& p = _image.topics["big"].partitions[5];
+    p.replicas = {2, 3};
+    p.isr = {2, 3};
+    p.leader = 2;
+    p.partition_epoch = 3;
+    _image.topics["other"].partitions[0].leader_epoch = 7;
+  }
+  publish();
+  EXPECT_EQ(_replicas->get({"big", 5}), nullptr);
+  EXPECT_FALSE(_logs->get({"big", 5}));
+  EXPECT_EQ(_replicas->size(), 300u);
+
+  // Deleted and re-created under the same name in one image: the old replicas (and logs) go first.
+  _image.topics["big"] = make_topic("big", 2, {self});
+  const uuid new_id = _image.topics["big"].id;
+  ASSERT_NE(new_id, big_id);
+  publish();
+  EXPECT_EQ(_replicas->size(), 3u);  // orders-0, big-0, big-1
+  ASSERT_NE(_replicas->get({"big", 1}), nullptr);
+  EXPECT_EQ(_replicas->get({"big", 1})->topic_id(), new_id);
+  EXPECT_EQ(_replicas->get({"big", 2}), nullptr);
+  EXPECT_FALSE(_logs->get({"big", 200}));
+
+  // Deleted.
+  _image.topics.erase("big");
+  publish();
+  EXPECT_EQ(_replicas->size(), 1u);
+  EXPECT_NE(_replicas->get({"orders", 0}), nullptr);
+}
+
+TEST_F(metadata_publisher_test, a_replica_that_failed_to_apply_is_tried_again_with_the_next_image) {
+  // A log of another topic id under the name blocks the replica (INCONSISTENT_TOPIC_ID).
+  ASSERT_TRUE(_logs->create({"blocked", 0}, uuid::random(), storage::log_config{}).ok());
+  _image.topics["blocked"] = make_topic("blocked", 1, {self});
+  publish();
+  EXPECT_EQ(_replicas->get({"blocked", 0}), nullptr);
+
+  // The stale log goes; an image that changes nothing of the topic applies it.
+  ASSERT_TRUE(_logs->remove({"blocked", 0}).ok());
+  set(config_resource_type::topic, "orders", "retention.ms", "1234");
+  ASSERT_NE(_replicas->get({"blocked", 0}), nullptr);
+  EXPECT_EQ(_replicas->get({"blocked", 0})->topic_id(), _image.topics["blocked"].id);
+  EXPECT_EQ(log_config().retention_ms, 1234);
+}
+
 // Issue 20: no shard is held by a large image. An image naming 1,200 replicas without logs is not
 // applied on the home shard: publish() returns at once, the publisher's thread creates the logs, then every
 // shard applies the latest image a slice at a time and the home shard publishes it; a client never sees a
