@@ -231,7 +231,10 @@ void metadata_publisher::publish_latest() {
     }
   };
   auto old_it = topics_before.begin();
-  for (const auto& [name, topic] : image->topics) {
+  for (const auto& entry : image->topics) {
+    // Named, not a structured binding: the lambda below captures it (clang 14 cannot capture bindings).
+    const std::string& name = entry.first;
+    const metadata::topic_metadata& topic = entry.second;
     while (old_it != topics_before.end() && old_it->first < name) {
       gone(old_it->first, old_it->second);
       ++old_it;
