@@ -64,14 +64,14 @@ result<net::peer_client_options> client_options_for(const node_config& config, c
   const auto protocol = name.empty() ? security_protocol::plaintext : listener_protocol(config, name);
   if (protocol != security_protocol::sasl_plaintext && protocol != security_protocol::sasl_ssl) return out;
   const std::string mechanism = config.get_string(mechanism_key).value_or("GSSAPI");
-  if (mechanism != "PLAIN" &&
-      (controller || security::scram_mechanism_from_name(mechanism) == security::scram_mechanism::unknown)) {
+  const bool scram = security::scram_mechanism_from_name(mechanism) != security::scram_mechanism::unknown;
+  if (mechanism != "PLAIN" && mechanism != "OAUTHBEARER" && (controller || !scram)) {
     return status::error(
         error_code::invalid_config,
         mechanism_key + ": the node's connections through listener " + name + " cannot use " + mechanism +
-            (controller ? " (PLAIN is supported on the controller listener: SCRAM credentials "
-                          "live in the metadata log the quorum serves through it)"
-                        : " (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are supported)"));
+            (controller ? " (PLAIN and OAUTHBEARER are supported on the controller listener: SCRAM "
+                          "credentials live in the metadata log the quorum serves through it)"
+                        : " (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are supported)"));
   }
   auto credentials = security::node_sasl_credentials(config, name, mechanism);
   if (!credentials.ok()) return credentials.error();

@@ -254,7 +254,8 @@ bool is_served_listener_sasl_setting(std::string_view rest) {
   // OAUTHBEARER's validator class and its sasl.oauthbearer.* settings, with or without the mechanism prefix.
   if (rest == "oauthbearer.sasl.server.callback.handler.class") return true;
   if (rest.starts_with("oauthbearer.")) rest.remove_prefix(std::string_view("oauthbearer.").size());
-  if (rest.starts_with("sasl.oauthbearer.") && find_config_key(rest)) return true;
+  if ((rest.starts_with("sasl.oauthbearer.") || rest.starts_with("sasl.login.")) && find_config_key(rest))
+    return true;
   for (std::string_view mechanism : {"plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer."}) {
     if (rest.starts_with(mechanism) && rest.substr(mechanism.size()) == "sasl.jaas.config") return true;
   }
@@ -276,9 +277,9 @@ std::optional<std::string> unsupported_security_setting(std::string_view key) {
   if (prefixed && is_served_listener_sasl_setting(rest)) return std::nullopt;
   if (rest.starts_with("sasl.") && (prefixed || !find_config_key(rest))) {
     return "a SASL setting (Mala serves sasl.enabled.mechanisms, sasl.mechanism.inter.broker.protocol, "
-           "sasl.mechanism.controller.protocol, sasl.jaas.config, sasl.server.max.receive.size and "
-           "sasl.oauthbearer.*, and per listener the mechanisms, JAAS configurations and OAUTHBEARER's "
-           "validator)";
+           "sasl.mechanism.controller.protocol, sasl.jaas.config, sasl.server.max.receive.size, "
+           "sasl.oauthbearer.*, OAUTHBEARER's sasl.login.* settings, and per listener the mechanisms, JAAS "
+           "configurations and OAUTHBEARER's validator and login)";
   }
   return std::nullopt;
 }

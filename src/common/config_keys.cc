@@ -127,6 +127,23 @@ std::vector<config_key> build_table() {
      .doc = "The claim holding a signed token's scope."},
     {.name = "sasl.oauthbearer.sub.claim.name", .type = string, .default_value = "sub", .importance = low,
      .doc = "The claim holding a signed token's principal."},
+    // --- The node's own OAUTHBEARER login for its connections to other nodes (Kafka's login callback
+    // handlers); also read per listener, as listener.name.<listener>.oauthbearer.<key>.
+    {.name = "sasl.login.callback.handler.class", .type = string, .importance = medium,
+     .doc = "How the node obtains its OAUTHBEARER token between nodes: unset (Kafka's unsecured login, "
+            "unsecuredLogin* options of the OAuthBearerLoginModule) or "
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler "
+            "(sasl.oauthbearer.token.endpoint.url)."},
+    {.name = "sasl.oauthbearer.token.endpoint.url", .type = string, .importance = medium,
+     .doc = "Where OAuthBearerLoginCallbackHandler gets the node's token: a file:// URL of a file holding "
+            "the JWT, or an http(s) token endpoint asked with the client credentials grant (the login "
+            "module's clientId, clientSecret and scope options)."},
+    {.name = "sasl.login.retry.backoff.ms", .type = int64, .default_value = "100", .min = 1, .importance = low,
+     .doc = "First wait after a failed token retrieval; doubled up to the maximum."},
+    {.name = "sasl.login.retry.backoff.max.ms", .type = int64, .default_value = "10000", .min = 1,
+     .importance = low, .doc = "Longest wait between failed token retrievals."},
+    {.name = "sasl.login.read.timeout.ms", .type = int32, .min = 1, .importance = low,
+     .doc = "How long one request to the token endpoint may take (10 s when unset)."},
     {.name = "sasl.server.max.receive.size", .type = int32, .default_value = "524288", .min = 1,
      .importance = low,
      .doc = "The largest request accepted before and during SASL authentication; a larger one closes the "

@@ -38,7 +38,7 @@ int64_t steady_ms() {
 }
 
 status fetch_error(const std::string& url, const std::string& why) {
-  return status::error(error_code::network_exception, "JWKS fetch from " + url + ": " + why);
+  return status::error(error_code::network_exception, "HTTP request to " + url + ": " + why);
 }
 
 struct parsed_url {
@@ -127,7 +127,12 @@ int connect_within(const parsed_url& u, int64_t deadline_ms, std::string& why) {
 
 }  // namespace
 
-result<std::string> http_get(const std::string& url, int32_t timeout_ms, size_t max_bytes) {
+namespace {
+
+// One HTTP/1.0 request (GET without a body, POST with a form) and the body of a 200 answer.
+result<std::string> http_request(const std::string& method, const std::string& url,
+                                 const std::string& extra_headers, const std::string& body_out,
+                                 int32_t timeout_ms, size_t max_bytes) {
   auto u = parse_url(url);
   if (!u || (u->scheme != "http" && u->scheme != "https")) return fetch_error(url, "not an http(s) URL");
   const int64_t deadline = steady_ms() + timeout_ms;
@@ -164,9 +169,11 @@ result<std::string> http_get(const std::string& url, int32_t timeout_ms, size_t 
                                       : "TLS handshake failed");
     }
   }
-  const std::string request = "GET " + u->path + " HTTP/1.0\r\nHost: " + u->host +
-                              "\r\nAccept: application/json\r\n" +
-                              "User-Agent: mala\r\nConnection: close\r\n\r\n";
+  std::string request = method + " " + u->path + " HTTP/1.0\r\nHost: " + u->host +
+                        "\r\nAccept: application/json\r\n" + extra_headers +
+                        "User-Agent: mala\r\nConnection: close\r\n";
+  if (method == "POST") request += "Content-Length: " + std::to_string(body_out.size()) + "\r\n";
+  request += "\r\n" + body_out;
   size_t sent = 0;
   while (sent < request.size()) {
     const int n =
@@ -204,6 +211,19 @@ result<std::string> http_get(const std::string& url, int32_t timeout_ms, size_t 
   std::string body = response.substr(header_end + 4);
   if (body.size() > max_bytes) return fetch_error(url, "response larger than " + std::to_string(max_bytes));
   return body;
+}
+
+}  // namespace
+
+result<std::string> http_get(const std::string& url, int32_t timeout_ms, size_t max_bytes) {
+  return http_request("GET", url, "", "", timeout_ms, max_bytes);
+}
+
+result<std::string> http_post_form(const std::string& url, const std::string& authorization,
+                                   const std::string& form, int32_t timeout_ms, size_t max_bytes) {
+  std::string headers = "Content-Type: application/x-www-form-urlencoded\r\n";
+  if (!authorization.empty()) headers += "Authorization: " + authorization + "\r\n";
+  return http_request("POST", url, headers, form, timeout_ms, max_bytes);
 }
 
 jwks_source::jwks_source(jwks_source_options options) : _options(std::move(options)) {}

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "mala/security/jaas_config.h"
+#include "mala/security/oauthbearer.h"
 
 namespace mala::security {
 
@@ -82,11 +83,21 @@ sasl_client::sasl_client(sasl_client_credentials credentials, scram_mechanism sc
 result<sasl_client> sasl_client::start(sasl_client_credentials credentials, std::string client_nonce) {
   if (credentials.mechanism == "PLAIN")
     return sasl_client(std::move(credentials), scram_mechanism::unknown, {});
+  if (credentials.mechanism == "OAUTHBEARER") {
+    if (!credentials.oauthbearer)
+      return status::error(error_code::invalid_config, "OAUTHBEARER between nodes needs the node's login");
+    auto token = credentials.oauthbearer->current();
+    if (!token.ok()) return token.error();
+    sasl_client client(std::move(credentials), scram_mechanism::unknown, {});
+    client._oauthbearer_response = oauthbearer_initial_response(*token);
+    return client;
+  }
   const auto scram = scram_mechanism_from_name(credentials.mechanism);
   if (scram == scram_mechanism::unknown) {
     return status::error(error_code::invalid_config,
                          "SASL mechanism " + credentials.mechanism +
-                             " is not supported between nodes (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)");
+                             " is not supported between nodes (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and "
+                             "OAUTHBEARER are)");
   }
   if (client_nonce.empty()) client_nonce = scram_random_nonce();
   return sasl_client(std::move(credentials), scram, std::move(client_nonce));
@@ -98,6 +109,10 @@ status sasl_client::fail(std::string reason) {
 }
 
 std::vector<uint8_t> sasl_client::first_message() {
+  if (!_oauthbearer_response.empty()) {
+    _state = state::server_final;
+    return to_bytes(_oauthbearer_response);
+  }
   if (_scram == scram_mechanism::unknown) {
     // RFC 4616: [authzid] NUL authcid NUL passwd, with no authorization id.
     std::string message;
@@ -144,6 +159,16 @@ result<std::optional<std::vector<uint8_t>>> sasl_client::evaluate(std::span<cons
           to_bytes(without_proof + ",p=" + base64_encode(xor_bytes(client_key, client_signature))));
     }
     case state::server_final: {
+      if (!_oauthbearer_response.empty()) {
+        // OAUTHBEARER: an empty answer accepts the token; an error challenge (JSON) is acknowledged with a
+        // lone %x01 (RFC 7628 3.2.3), after which the server fails the exchange.
+        if (server_message.empty()) {
+          _state = state::complete;
+          return std::optional<std::vector<uint8_t>>();
+        }
+        _state = state::failed;
+        return std::optional<std::vector<uint8_t>>(std::vector<uint8_t>{0x01});
+      }
       if (_scram == scram_mechanism::unknown) {
         // PLAIN: the server answers an empty message once it accepted the credentials.
         if (!server_message.empty()) return fail("unexpected SASL/PLAIN server message");
@@ -184,9 +209,19 @@ result<sasl_client_credentials> node_sasl_credentials(const node_config& config,
   }
   auto modules = parse_jaas_config(*jaas);
   if (!modules.ok()) return refuse(modules.error().message);
-  const std::string_view wanted = mechanism == "PLAIN" ? plain_login_module : scram_login_module;
+  const std::string_view wanted = mechanism == "PLAIN"         ? plain_login_module
+                                  : mechanism == "OAUTHBEARER" ? oauthbearer_login_module
+                                                               : scram_login_module;
   for (const auto& m : *modules) {
     if (m.class_name != wanted) continue;
+    if (mechanism == "OAUTHBEARER") {
+      auto login = oauthbearer_login::open(config, listener, m.options);
+      if (!login.ok()) return refuse(login.error().message);
+      sasl_client_credentials out;
+      out.mechanism = mechanism;
+      out.oauthbearer = std::move(*login);
+      return out;
+    }
     auto user = m.options.find("username");
     auto password = m.options.find("password");
     if (user == m.options.end() || password == m.options.end()) {

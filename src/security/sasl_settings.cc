@@ -44,15 +44,6 @@ constexpr std::string_view signed_validator_classes[] = {
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",  // before 4.0
 };
 
-// A sasl.oauthbearer.* setting as Kafka's ConfigurationUtils reads it for a listener's OAUTHBEARER:
-// listener.name.<l>.oauthbearer.<key>, then listener.name.<l>.<key>, then <key>.
-std::optional<std::string> oauthbearer_setting(const node_config& config, const std::string& listener,
-                                               const std::string& key) {
-  if (auto v = config.listener_setting(listener, "oauthbearer." + key)) return v;
-  if (auto v = config.listener_setting(listener, key)) return v;
-  return config.get_string(key);  // string keys; numbers and lists: their typed getters below
-}
-
 result<int64_t> oauthbearer_number(const node_config& config, const std::string& listener,
                                    const std::string& key, int64_t fallback, int64_t min, int64_t max) {
   auto text = oauthbearer_setting(config, listener, key);
@@ -152,6 +143,13 @@ result<oauthbearer_validator> oauthbearer_validator_for(
 }
 
 }  // namespace
+
+std::optional<std::string> oauthbearer_setting(const node_config& config, const std::string& listener,
+                                               const std::string& key) {
+  if (auto v = config.listener_setting(listener, "oauthbearer." + key)) return v;
+  if (auto v = config.listener_setting(listener, key)) return v;
+  return config.get_string(key);  // string keys; numbers and lists: their typed getters below
+}
 
 bool listener_sasl_settings::enabled(std::string_view mechanism) const {
   return std::find(enabled_mechanisms.begin(), enabled_mechanisms.end(), mechanism) !=

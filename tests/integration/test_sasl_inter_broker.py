@@ -103,6 +103,62 @@ def assert_no_secret_logged(cluster):
             assert secret not in text, f"{secret} appears in node {i}'s log"
 
 
+def load_kill_leader_and_read_back(cluster, topic, txn_topic, leader, conf):
+    """Idempotent acks=all load on `topic` partition 0, its leader SIGKILLed while records are in flight (after 300
+    acknowledgements and 9 s, so the nodes' own connections run past several short sessions); then every acknowledged
+    record and the 10 committed records of `txn_topic` must read back (read_committed) from the survivors."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "message.timeout.ms": 60000, **conf})
+    acked, failed = set(), []
+
+    def report(err, msg):
+        (failed.append(str(err)) if err is not None else acked.add(msg.value().decode()))
+
+    sent, killed_at = 0, None
+    started = time.monotonic()
+    deadline = started + 60
+    while time.monotonic() < deadline:
+        producer.produce(topic, value=str(sent).encode(), partition=0, on_delivery=report)
+        sent += 1
+        producer.poll(0.002)
+        if killed_at is None and len(acked) >= 300 and time.monotonic() - started > 9:
+            cluster.kill(leader)
+            killed_at = sent
+        if killed_at is not None and len(acked) >= killed_at + 300:
+            break
+    assert producer.flush(60) == 0
+    assert killed_at is not None, f"only {len(acked)} records acknowledged before the deadline: {failed[:3]}"
+    assert not failed, failed[:5]
+    assert len(acked) == sent
+
+    survivors = [i for i in cluster.ids if i != leader]
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_of(*survivors), "group.id": "unused",
+                         "enable.auto.commit": False, "isolation.level": "read_committed", **conf})
+    consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(txn_topic, 0, 0)])
+    read, txn_read = set(), []
+    read_deadline = time.monotonic() + 30
+    while (not acked <= read or len(txn_read) < 10) and time.monotonic() < read_deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            (read.add(msg.value().decode()) if msg.topic() == topic else txn_read.append(msg.value().decode()))
+    consumer.close()
+    lost = acked - read
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {sorted(lost, key=int)[:10]}"
+    assert txn_read == [f"t{i}" for i in range(10)]
+
+
+def commit_ten_records(cluster, txn_topic, conf):
+    """A committed transaction of 10 records on `txn_topic` partition 0 (its markers go to the partition's leader
+    over the inter-broker listener)."""
+    tx = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"sasl-ib-{uuid.uuid4().hex[:6]}",
+                   **conf})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    for i in range(10):
+        tx.produce(txn_topic, value=f"t{i}".encode(), partition=0)
+    tx.commit_transaction(30)
+
+
 def test_sasl_ssl_between_brokers_and_controllers_survives_leader_kill(pki, tmp_path):  # noqa: F811
     with own_cluster(tmp_path) as cluster:
         sasl_cluster(cluster, "SASL_SSL", "SASL_SSL", "SASL_SSL", "SCRAM-SHA-512", extra={
@@ -135,54 +191,11 @@ def test_sasl_ssl_between_brokers_and_controllers_survives_leader_kill(pki, tmp_
         # A transaction: its markers go to the partition's leader over the inter-broker listener.
         txn_topic = f"sasl-txn-{uuid.uuid4().hex[:8]}"
         create_topic(cluster, admin, txn_topic)
-        tx = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"sasl-ib-{uuid.uuid4().hex[:6]}",
-                       **conf})
-        tx.init_transactions(30)
-        tx.begin_transaction()
-        for i in range(10):
-            tx.produce(txn_topic, value=f"t{i}".encode(), partition=0)
-        tx.commit_transaction(30)
+        commit_ten_records(cluster, txn_topic, conf)
 
         # Idempotent acks=all load; the leader is SIGKILLed while records are in flight. The load runs past
         # several 4 s sessions of the nodes' own connections.
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                             "linger.ms": 5, "message.timeout.ms": 60000, **conf})
-        acked, failed = set(), []
-
-        def report(err, msg):
-            (failed.append(str(err)) if err is not None else acked.add(msg.value().decode()))
-
-        sent, killed_at = 0, None
-        started = time.monotonic()
-        deadline = started + 60
-        while time.monotonic() < deadline:
-            producer.produce(topic, value=str(sent).encode(), partition=0, on_delivery=report)
-            sent += 1
-            producer.poll(0.002)
-            if killed_at is None and len(acked) >= 300 and time.monotonic() - started > 9:
-                cluster.kill(leader)
-                killed_at = sent
-            if killed_at is not None and len(acked) >= killed_at + 300:
-                break
-        assert producer.flush(60) == 0
-        assert killed_at is not None, f"only {len(acked)} records acknowledged before the deadline: {failed[:3]}"
-        assert not failed, failed[:5]
-        assert len(acked) == sent
-
-        survivors = [i for i in cluster.ids if i != leader]
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_of(*survivors), "group.id": "unused",
-                             "enable.auto.commit": False, "isolation.level": "read_committed", **conf})
-        consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(txn_topic, 0, 0)])
-        read, txn_read = set(), []
-        read_deadline = time.monotonic() + 30
-        while (not acked <= read or len(txn_read) < 10) and time.monotonic() < read_deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                (read.add(msg.value().decode()) if msg.topic() == topic else txn_read.append(msg.value().decode()))
-        consumer.close()
-        lost = acked - read
-        assert not lost, f"{len(lost)} acknowledged records lost, e.g. {sorted(lost, key=int)[:10]}"
-        assert txn_read == [f"t{i}" for i in range(10)]
+        load_kill_leader_and_read_back(cluster, topic, txn_topic, leader, conf)
 
         # The nodes renewed their connections before their sessions ended: no server saw one of them expire,
         # and no node was refused.

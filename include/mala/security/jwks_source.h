@@ -35,6 +35,10 @@ struct jwks_source_options {
 // One GET of an http:// or https:// URL: the body of a 200 answer (at most `max_bytes`), else an error
 // naming the step (never the body).
 result<std::string> http_get(const std::string& url, int32_t timeout_ms, size_t max_bytes = 1 << 20);
+// One POST of an application/x-www-form-urlencoded body, with an Authorization header when given; as
+// http_get otherwise.
+result<std::string> http_post_form(const std::string& url, const std::string& authorization,
+                                   const std::string& form, int32_t timeout_ms, size_t max_bytes = 1 << 20);
 
 class jwks_source {
  public:

@@ -49,6 +49,11 @@ bool is_supported_sasl_mechanism(std::string_view mechanism);
 // presents: sasl_client.h.)
 result<sasl_settings> build_sasl_settings(const node_config& config);
 
+// A sasl.oauthbearer.* (or sasl.login.*) setting as Kafka's ConfigurationUtils reads it for a listener's
+// OAUTHBEARER: listener.name.<l>.oauthbearer.<key>, then listener.name.<l>.<key>, then <key>.
+std::optional<std::string> oauthbearer_setting(const node_config& config, const std::string& listener,
+                                               const std::string& key);
+
 // The PlainLoginModule users of a JAAS configuration text (invalid_config when it does not parse or has no
 // PlainLoginModule).
 result<std::map<std::string, std::string>> plain_users_from_jaas(std::string_view jaas);
