@@ -1,5 +1,6 @@
 #include "mala/broker/broker_dispatcher.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <utility>
@@ -10,6 +11,7 @@
 #include <asio/io_context.hpp>
 
 #include "handlers/api_versions.h"
+#include "mala/broker/client_quota_manager.h"
 #include "mala/broker/refused_requests.h"
 #include "mala/broker/sasl_authenticator.h"
 #include "mala/common/logging.h"
@@ -107,6 +109,24 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
     }
   }
   co_return result;
+}
+
+bool broker_dispatcher::wants_request_meter(const net::connection_info& connection) const {
+  if (!_services.quotas || !_services.metadata) return false;
+  const auto image = _services.metadata->current();
+  const auto& entities = image->client_quotas.entities;
+  if (!entities) return false;
+  // Whether the quota map has a request_percentage, remembered per map (a new map comes with each change;
+  // the one remembered is held, so its address cannot be another's).
+  thread_local std::shared_ptr<const metadata::client_quota_map> seen;
+  thread_local bool has_request_quota = false;
+  if (seen != entities) {
+    has_request_quota = std::any_of(entities->begin(), entities->end(), [](const auto& entry) {
+      return entry.second.count(quota_key(client_quota_type::request)) > 0;
+    });
+    seen = entities;
+  }
+  return has_request_quota && !is_controller_listener(_services, connection.listener_name);
 }
 
 int64_t broker_dispatcher::now_ms() const {

@@ -26,6 +26,8 @@ const char* quota_key(client_quota_type type) {
       return "consumer_byte_rate";
     case client_quota_type::controller_mutation:
       return "controller_mutation_rate";
+    case client_quota_type::request:
+      return "request_percentage";
   }
   return "";
 }
@@ -337,7 +339,9 @@ client_quota_manager::charge client_quota_manager::record(const metadata::client
   target->rate.record(_window, value, now_ms);
   const double rate = target->rate.measure(_window, now_ms);
   if (rate > *r.bound) {
-    const int64_t throttle = throttle_time_ms(rate, *r.bound, target->rate.window_size_ms(_window, now_ms));
+    int64_t throttle = throttle_time_ms(rate, *r.bound, target->rate.window_size_ms(_window, now_ms));
+    // ClientRequestQuotaManager.throttleTime: at most one window.
+    if (type == client_quota_type::request) throttle = std::min(throttle, _window.window_ms());
     out.throttle_ms = static_cast<int32_t>(std::clamp<int64_t>(throttle, 0, INT32_MAX));
   }
   out.sensor = target;

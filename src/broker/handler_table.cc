@@ -21,6 +21,7 @@
 #include "handlers/consumer_group_heartbeat.h"
 #include "handlers/create_partitions.h"
 #include "handlers/create_topics.h"
+#include "handlers/data_path.h"
 #include "handlers/delete_groups.h"
 #include "handlers/delete_records.h"
 #include "handlers/delete_topics.h"
@@ -90,6 +91,33 @@ concept async_handler = requires(request_context& ctx, typename H::request req) 
   H::handle_async(ctx, std::move(req), int16_t{0});
 };
 
+template <typename H>
+concept controller_only_handler = requires {
+  requires H::controller_only;
+};
+
+template <typename H>
+concept with_request_quota_exemption = requires(const typename H::request& req) {
+  { H::exempt_from_request_quota(req, int16_t{0}) } -> std::convertible_to<bool>;
+};
+
+template <typename Response>
+concept with_throttle_time = requires(Response& resp) {
+  resp.throttle_time_ms = int32_t{0};
+};
+
+// Kafka's request quota (ClientRequestQuotaManager) once the handler is done: the request's thread time
+// charged to its quota group, the connection muted for the throttle, and the throttle in the response when
+// it is larger than what a byte-rate quota put there. Controller listeners, the KRaft and broker-lifecycle
+// RPCs, WriteTxnMarkers and followers' fetches are exempt, as Kafka's cluster actions are.
+template <typename Response>
+void apply_request_quota(request_context& ctx, Response* resp) {
+  const int32_t throttle = handlers::record_request_quota(ctx);
+  if (throttle <= 0 || !resp) return;
+  if constexpr (with_throttle_time<Response>)
+    resp->throttle_time_ms = std::max(resp->throttle_time_ms, throttle);
+}
+
 // Decodes the request at `version`, runs the handler, encodes the response body.
 template <typename H>
 asio::awaitable<handler_outcome> run(request_context& ctx, protocol::wire_reader& body, int16_t version) {
@@ -98,19 +126,20 @@ asio::awaitable<handler_outcome> run(request_context& ctx, protocol::wire_reader
   if (status != protocol::decode_status::ok) {
     co_return handler_outcome{handler_outcome::kind::bad_request, {}, status};
   }
+  bool quota_exempt = controller_only_handler<H>;
+  if constexpr (with_request_quota_exemption<H>)
+    quota_exempt = quota_exempt || H::exempt_from_request_quota(req, version);
   if constexpr (async_handler<H>) {
     std::optional<typename H::response> resp = co_await H::handle_async(ctx, std::move(req), version);
+    if (!quota_exempt) apply_request_quota(ctx, resp ? &*resp : nullptr);
     if (!resp) co_return handler_outcome{handler_outcome::kind::no_response, {}, {}};
     co_return encode_response(*resp, version);
   } else {
-    co_return encode_response(H::handle(ctx, req, version), version);
+    auto resp = H::handle(ctx, req, version);
+    if (!quota_exempt) apply_request_quota(ctx, &resp);
+    co_return encode_response(resp, version);
   }
 }
-
-template <typename H>
-concept controller_only_handler = requires {
-  requires H::controller_only;
-};
 
 template <typename H>
 handler_entry entry(std::string_view name, int16_t advertised_min = H::min_version) {

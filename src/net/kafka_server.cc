@@ -30,6 +30,7 @@
 #include <asio/write.hpp>
 
 #include "mala/common/logging.h"
+#include "mala/net/request_meter.h"
 #include "mala/net/tls.h"
 
 namespace mala::net {
@@ -563,8 +564,22 @@ struct kafka_server::impl {
       request->order = ordering_point([this, s = &state] { start_next(*s); });
       // Posted, not run inline: a dispatch that completes at once would otherwise start the next one from
       // inside its own release, one stack frame deeper each time.
+      // On a metered executor when a request quota may apply: the request's own thread time is what request
+      // quotas charge (net/request_meter.h).
       asio::post(state.socket.get_executor(), [this, s = state.shared_from_this(), request] {
-        asio::co_spawn(s->socket.get_executor(), run_request(s, request), asio::detached);
+        if (!dispatcher.wants_request_meter(s->info)) {
+          asio::co_spawn(s->socket.get_executor(), run_request(s, request), asio::detached);
+          return;
+        }
+        auto meter = std::make_shared<request_meter>();
+        const auto& executor = s->socket.get_executor();
+        // The shard's own executor wrapped, not the socket's type-erased one: one dispatch per resumption.
+        if (const auto* own = executor.target<asio::io_context::executor_type>()) {
+          asio::co_spawn(metered_executor(*own, std::move(meter)), run_request(s, request), asio::detached);
+        } else {
+          asio::co_spawn(metered_executor(executor, std::move(meter)), run_request(s, request),
+                         asio::detached);
+        }
       });
       return;
     }

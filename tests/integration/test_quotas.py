@@ -4,7 +4,8 @@ broker enforces byte-rate quotas as Kafka's ClientQuotaManager does: a producer 
 producer_byte_rate, and a consumer reading as fast as it can under a consumer_byte_rate, settle within 20 % of the
 quota (bytes acknowledged or consumed over a window after a warm-up), answers carry throttle_time_ms, and the
 connection is muted for the throttle time (KIP-219). KIP-55 precedence: a default-user quota outranks a client-id
-quota.
+quota. request_percentage (ClientRequestQuotaManager) holds a client flooding the node with Metadata requests to its
+share of a thread.
 
 The node runs with quota.window.num=2 (Kafka's own socket-server and connection-quota tests do the same): with the
 default 11 one-second samples the rate is measured over ~11 s and a throttled client's traffic comes in bursts about
@@ -293,3 +294,43 @@ def test_controller_mutation_rate_refuses_creations_past_the_quota_and_mutes_the
                                                     f"for {throttle} ms"
     finally:
         set_quota(node, {"user": None}, delete=["controller_mutation_rate"])
+
+
+def metadata_round_trips(node, client_id, seconds):
+    """Metadata requests one after another from a confluent-kafka client for `seconds`: the rate it got, and the
+    throttle times librdkafka reported (throttle_cb: the throttle_time_ms of the answers)."""
+    throttles = []
+    client = Producer({"bootstrap.servers": node.bootstrap, "client.id": client_id,
+                       "throttle_cb": lambda event: throttles.append(event.throttle_time * 1000)})
+    client.list_topics(timeout=10)
+    count, started = 0, time.monotonic()
+    while time.monotonic() - started < seconds:
+        client.list_topics(timeout=10)
+        count += 1
+        client.poll(0)
+    elapsed = time.monotonic() - started
+    client.poll(0.5)
+    client.flush(5)
+    return count / elapsed, throttles
+
+
+def test_request_percentage_throttles_a_client_spending_more_broker_time_than_its_quota(node):
+    """request_percentage (Kafka's ClientRequestQuotaManager): each request's thread time on the node is charged to
+    its client's quota as a percentage of one thread; over it, answers carry throttle_time_ms (at most one quota
+    window, 1 s) and the connection is muted. A client asking for metadata back to back at 0.2 % of a thread
+    (2 ms of node time per second) is held to a fraction of the rate an unlimited client id gets, then gets it back
+    once the quota is removed."""
+    free_rate, free_throttles = metadata_round_trips(node, unique("free"), 4)
+    assert not free_throttles, f"a client without a quota was throttled: {free_throttles[:5]}"
+    limited = unique("limited")
+    set_quota(node, {"client-id": limited}, add={"request_percentage": 0.2})
+    limited_rate, throttles = metadata_round_trips(node, limited, 6)
+    print(f"metadata requests/s: unlimited {free_rate:.0f}, at 0.2 % {limited_rate:.0f}; throttles reported "
+          f"{len(throttles)}, largest {max(throttles, default=0):.0f} ms")
+    assert throttles, f"no throttle reported at {limited_rate:.0f} requests/s (unlimited: {free_rate:.0f}/s)"
+    assert 0 < max(throttles) <= 1000, f"a request throttle beyond one window: {max(throttles)} ms"
+    assert limited_rate < free_rate / 3, f"limited {limited_rate:.0f}/s against unlimited {free_rate:.0f}/s"
+    set_quota(node, {"client-id": limited}, delete=["request_percentage"])
+    time.sleep(0.5)
+    again_rate, again_throttles = metadata_round_trips(node, limited, 4)
+    assert again_rate > limited_rate * 2, f"after removing the quota {again_rate:.0f}/s, with it {limited_rate:.0f}/s"

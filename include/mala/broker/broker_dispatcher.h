@@ -17,6 +17,9 @@ class broker_dispatcher final : public net::request_dispatcher {
   explicit broker_dispatcher(const broker_services& services) : _services(services) {}
   asio::awaitable<net::dispatch_result> dispatch(net::connection_info& connection, std::span<uint8_t> request,
                                                  net::ordering_point& order) override;
+  // True when the metadata holds a request_percentage quota and the connection is not on a controller
+  // listener (exempt, as Kafka's cluster actions): only then is a request's thread time metered.
+  bool wants_request_meter(const net::connection_info& connection) const override;
 
   // dispatch() of a copy of `request` run to completion on a private event loop, for unit tests of handlers
   // that do not wait.

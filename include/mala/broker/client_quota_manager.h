@@ -1,6 +1,6 @@
 // Client quota enforcement, as Kafka's ClientQuotaManager with its DefaultQuotaCallback (KIP-13, KIP-55,
 // KIP-219): the byte rates of producers (producer_byte_rate) and consumers (consumer_byte_rate) per user,
-// client id or both.
+// client id or both, and the request time (request_percentage).
 //
 // - Which quota applies (KIP-55), most specific first: user + client id, user + default client id, user,
 //   default user + client id, default user + default client id, default user, client id, default client id.
@@ -10,7 +10,8 @@
 // - The rate (rate_stat) is Kafka's Rate over a SampledStat: `quota.window.num` samples of
 //   `quota.window.size.seconds` each, the window counted as at least samples - 1 full windows; a request is
 //   recorded first, then the rate compared with the bound; over it, the throttle time is
-//   (rate - bound) / bound * window (QuotaUtils.throttleTime), not capped for byte rates, as Kafka's.
+//   (rate - bound) / bound * window (QuotaUtils.throttleTime), not capped for byte rates, as Kafka's; for
+//   request_percentage capped at quota.window.size.seconds (ClientRequestQuotaManager.maxThrottleTimeMs).
 // - The user is the principal's name (Kafka's Session.sanitizedUser: ANONYMOUS on a PLAINTEXT listener);
 //   entity names are compared as sent, which is what Kafka's comparison of sanitized names amounts to.
 //
@@ -42,8 +43,10 @@
 namespace mala::broker {
 
 // The quota types the manager enforces, each with its quota key.
-enum class client_quota_type : uint8_t { produce = 0, fetch = 1, controller_mutation = 2 };
-inline constexpr size_t client_quota_type_count = 3;
+// request: request_percentage, the request's thread time as a percentage of one thread (Kafka's
+// ClientRequestQuotaManager), its throttle capped at one quota window.
+enum class client_quota_type : uint8_t { produce = 0, fetch = 1, controller_mutation = 2, request = 3 };
+inline constexpr size_t client_quota_type_count = 4;
 const char* quota_key(client_quota_type type);
 
 // quota.window.num and quota.window.size.seconds (Kafka's defaults).

@@ -140,6 +140,10 @@ class request_dispatcher {
   // completes if the handler did not release it earlier.
   virtual asio::awaitable<dispatch_result> dispatch(connection_info& connection, std::span<uint8_t> request,
                                                     ordering_point& order) = 0;
+  // Whether the connection's next request should run on a metered executor (net/request_meter.h), its thread
+  // time charged to a request quota: asked before each request starts, so that metering costs nothing while
+  // no quota needs it.
+  virtual bool wants_request_meter(const connection_info& /*connection*/) const { return false; }
 };
 
 }  // namespace mala::net

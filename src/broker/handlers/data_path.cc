@@ -1,5 +1,7 @@
 #include "handlers/data_path.h"
 
+#include "mala/net/request_meter.h"
+
 namespace mala::broker::handlers {
 
 int64_t now_ms(const broker_services& services) {
@@ -37,6 +39,15 @@ int32_t record_client_quota(request_context& ctx, client_quota_type type, double
   const auto charge = charge_client_quota(ctx, type, value);
   mute_for_quota(ctx, charge.throttle_ms);
   return charge.throttle_ms;
+}
+
+int32_t record_request_quota(request_context& ctx) {
+  const net::request_meter* meter = net::current_request_meter();
+  if (!meter || !ctx.services.quotas) return 0;
+  if (is_controller_listener(ctx.services, ctx.connection.listener_name)) return 0;
+  // ClientRequestQuotaManager.nanosToPercentage: 100 % is one thread for one second.
+  const double percentage = static_cast<double>(meter->elapsed_ns()) * 100.0 / 1e9;
+  return record_client_quota(ctx, client_quota_type::request, percentage);
 }
 
 std::optional<double> client_quota_max_in_window(const request_context& ctx, client_quota_type type) {

@@ -66,6 +66,11 @@ client_quota_manager::charge charge_client_quota(const request_context& ctx, cli
 void mute_for_quota(request_context& ctx, int32_t throttle_ms);
 // Both: the throttle time to answer with.
 int32_t record_client_quota(request_context& ctx, client_quota_type type, double value);
+// Kafka's request quota (request_percentage): the thread time the request's work took so far
+// (net::request_meter), as a percentage of one thread, recorded for the connection's quota group; the
+// connection is muted for the throttle (at most one quota window), which is returned. 0 without a meter (not
+// on a connection), on a controller listener, or without a request quota.
+int32_t record_request_quota(request_context& ctx);
 // Kafka's getMaxValueInQuotaWindow for the connection's quota group: the most a response may carry without a
 // certain throttle; nullopt without a quota.
 std::optional<double> client_quota_max_in_window(const request_context& ctx, client_quota_type type);

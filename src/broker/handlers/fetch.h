@@ -65,6 +65,10 @@ struct fetch_handler {
   static constexpr int16_t min_version = 4;
   static constexpr int16_t max_version = 17;
 
+  // A follower's fetch is exempt from request quotas, as Kafka's (replication is not throttled by them).
+  static bool exempt_from_request_quota(const request& req, int16_t version) {
+    return (version >= 15 ? req.replica_state.replica_id : req.replica_id) >= 0;
+  }
   static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
                                                                int16_t version);
 };

@@ -50,6 +50,8 @@ struct write_txn_markers_handler {
   static constexpr int16_t min_version = 1;
   // v2 (KIP-890) adds TransactionVersion to each marker.
   static constexpr int16_t max_version = 2;
+  // A cluster action (Kafka's ApiKeys.clusterAction): exempt from request quotas.
+  static bool exempt_from_request_quota(const request&, int16_t) { return true; }
 
   static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,
                                                                int16_t version);

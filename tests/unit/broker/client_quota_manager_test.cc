@@ -178,6 +178,26 @@ TEST(client_quota_manager, a_producer_held_to_its_throttle_settles_at_the_quota)
   EXPECT_NEAR(rate, bound, bound * 0.2);
 }
 
+TEST(client_quota_manager, request_percentage_throttles_at_most_one_window_and_is_its_own_quota) {
+  // request_percentage 10 for the client id: 10 % of one thread, 100 ms of thread time per second.
+  client_quota_manager manager(kafka_window, 1);
+  metadata::client_quota_map map;
+  map[{{"client-id", "spammer"}}]["request_percentage"] = 10;
+  map[{{"client-id", "spammer"}}]["producer_byte_rate"] = 1e12;
+  const auto quotas = image_of(std::move(map));
+  // 0.5 s of thread time at once (50 percentage-seconds) is 50 / 10 s = 5 % of the window's rate: within.
+  EXPECT_EQ(manager.record(quotas, client_quota_type::request, "ANONYMOUS", "spammer", 50, 0).throttle_ms, 0);
+  // Another 2 s of thread time: (250 / 10 s = 25 %) - 10 over 10 would be 15 s; capped at one window (1 s).
+  auto over = manager.record(quotas, client_quota_type::request, "ANONYMOUS", "spammer", 200, 0);
+  EXPECT_EQ(over.throttle_ms, 1000);
+  // The byte-rate quota of the same client has a sensor of its own: the request time does not count there.
+  EXPECT_EQ(manager.record(quotas, client_quota_type::produce, "ANONYMOUS", "spammer", 100, 0).throttle_ms,
+            0);
+  // Other clients have no request quota.
+  EXPECT_FALSE(manager.record(quotas, client_quota_type::request, "ANONYMOUS", "other", 1e6, 0).sensor);
+  EXPECT_STREQ(quota_key(client_quota_type::request), "request_percentage");
+}
+
 TEST(token_bucket, refills_at_the_bound_up_to_the_burst) {
   token_bucket bucket;
   // 2 tokens/s, burst 11 * 1 s * 2 = 22; a first measure finds the bucket full.
