@@ -1,7 +1,8 @@
 // libFuzzer target for the SASL bytes a client sends before it is authenticated, and the JAAS text of the
 // configuration: the SCRAM client-first and client-final parsers, base64, SASL/PLAIN, a whole SCRAM server
 // exchange (two messages cut from the input at its first NUL), the JAAS parser and the node's SCRAM client
-// reading a server's messages, an OAUTHBEARER exchange, the JSON parser, and key sets with signed tokens. The
+// reading a server's messages, an OAUTHBEARER exchange, the JSON parser, key sets with signed tokens, and the
+// access token a token endpoint hands the node's own OAUTHBEARER login. The
 // first input byte picks what to do. Any crash, sanitizer report or disagreement (a parsed message whose
 // parts are not in it) is a bug.
 #include <cstddef>
@@ -16,6 +17,7 @@
 #include "mala/security/jaas_config.h"
 #include "mala/security/jwt.h"
 #include "mala/security/oauthbearer.h"
+#include "mala/security/oauthbearer_login.h"
 #include "mala/security/plain.h"
 #include "mala/security/sasl_client.h"
 #include "mala/security/scram.h"
@@ -44,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t selector = data[0];
   const std::span<const uint8_t> rest(data + 1, size - 1);
   const std::string_view text(reinterpret_cast<const char*>(rest.data()), rest.size());
-  switch (selector % 10) {
+  switch (selector % 11) {
     case 0: {
       auto first = parse_scram_client_first(text);
       if (first.ok()) {
@@ -144,6 +146,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (keys.ok() && nul != std::string_view::npos) {
         auto outcome = validate_signed_jwt(text.substr(nul + 1), *keys, {}, 1'700'000'000'000);
         check(std::holds_alternative<jwt_refusal>(outcome));
+      }
+      break;
+    }
+    case 10: {
+      // An access token a token endpoint handed the node (its claims read unverified, as Kafka's login does),
+      // and the initial response carrying an accepted one, which the server's parser must read back whole.
+      auto token = login_token_from_jwt(std::string(text), "sub", 1'700'000'000'000);
+      if (token.ok()) {
+        const std::string message = oauthbearer_initial_response(*token);
+        auto parsed = parse_oauthbearer_client_message(
+            {reinterpret_cast<const uint8_t*>(message.data()), message.size()});
+        check(!parsed.ok() || parsed->token == token->value);
       }
       break;
     }
