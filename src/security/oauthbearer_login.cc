@@ -1,6 +1,7 @@
 #include "mala/security/oauthbearer_login.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -240,9 +241,14 @@ class retrieving_login final : public login_base {
   void run() {
     auto log = subsystem_logger("security");
     int64_t backoff = _settings.retry_backoff_ms;
+    int64_t last_retrieval_ms = wall_ms();  // start() got the first token
     std::unique_lock lock(_mutex);
     while (!_stopping) {
-      const int64_t due = _token ? refresh_at(*_token) : wall_ms();
+      int64_t due = _token ? refresh_at(*_token) : wall_ms();
+      // Never sooner than a minute after the last retrieval while the token is valid: a token issued long
+      // ago (a file read again, an endpoint's cached answer) would otherwise be due again at once, forever.
+      if (_token && wall_ms() < _token->expires_at_ms)
+        due = std::max(due, std::min(last_retrieval_ms + min_refresh_period_ms, _token->expires_at_ms));
       const int64_t wait = std::max<int64_t>(0, due - wall_ms());
       if (wait > 0) {
         _wake.wait_for(lock, std::chrono::milliseconds(wait));
@@ -251,6 +257,7 @@ class retrieving_login final : public login_base {
       lock.unlock();
       auto fresh = retrieve(wall_ms());
       lock.lock();
+      last_retrieval_ms = wall_ms();
       if (_stopping) break;
       if (fresh.ok()) {
         _token = std::move(*fresh);

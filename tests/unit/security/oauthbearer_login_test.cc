@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "mala/security/oauthbearer.h"
 #include "mala/security/sasl_client.h"
@@ -190,6 +191,23 @@ TEST(oauthbearer_login, a_file_token_endpoint_is_read_when_the_node_opens) {
   auto token = (*login)->current();
   ASSERT_TRUE(token.ok()) << token.error().message;
   EXPECT_EQ(token->value, jwt);  // the file's whitespace trimmed
+
+  // A token issued long ago is not read again at once (at most once a minute while it is valid): the file
+  // changing now does not change the token.
+  const std::string old_jwt = jwt_with(R"({"sub":"broker","iat":)" + std::to_string(wall_s - 7200) +
+                                       R"(,"exp":)" + std::to_string(wall_s + 600) + "}");
+  std::ofstream(dir / "old.jwt") << old_jwt;
+  auto old_config = internal_listener_config(
+      {"listener.name.internal.oauthbearer.sasl.login.callback.handler.class="
+       "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+       "listener.name.internal.oauthbearer.sasl.oauthbearer.token.endpoint.url=file://" +
+           (dir / "old.jwt").string()});
+  ASSERT_TRUE(old_config.ok());
+  auto old_login = oauthbearer_login::open(*old_config, "INTERNAL", {});
+  ASSERT_TRUE(old_login.ok()) << old_login.error().message;
+  std::ofstream(dir / "old.jwt", std::ios::trunc) << jwt;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ((*old_login)->current()->value, old_jwt);
 
   // A missing file: the node does not start.
   auto missing = internal_listener_config(
