@@ -252,8 +252,8 @@ void metadata_publisher::publish_latest() {
         before && (configs_same || (broker_configs_same &&
                                     same_configs(previous->find_configs(config_resource_type::topic, name),
                                                  image->find_configs(config_resource_type::topic, name))));
-    const bool any_retry = !retry.empty() && retry.lower_bound({name, 0}) != retry.end() &&
-                           retry.lower_bound({name, 0})->topic == name;
+    const auto first_retry = retry.lower_bound({name, 0});
+    const bool any_retry = first_retry != retry.end() && first_retry->topic == name;
     if (raw_configs_same && !any_retry && topic.partitions.shares_with(before->partitions)) continue;
 
     // The topic's effective settings, resolved once the first hosted partition needs them.

@@ -170,6 +170,15 @@ result<node_config> internal_listener_config(const std::vector<std::string>& ove
       config_format::yaml, overrides);
 }
 
+// INTERNAL logging in with OAuthBearerLoginCallbackHandler from a file:// token endpoint.
+result<node_config> file_login_config(const std::filesystem::path& token_file) {
+  return internal_listener_config(
+      {"listener.name.internal.oauthbearer.sasl.login.callback.handler.class="
+       "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+       "listener.name.internal.oauthbearer.sasl.oauthbearer.token.endpoint.url=file://" +
+           token_file.string()});
+}
+
 TEST(oauthbearer_login, a_file_token_endpoint_is_read_when_the_node_opens) {
   namespace fs = std::filesystem;
   const fs::path dir =
@@ -180,11 +189,7 @@ TEST(oauthbearer_login, a_file_token_endpoint_is_read_when_the_node_opens) {
           .count();
   const std::string jwt = jwt_with(R"({"sub":"broker","exp":)" + std::to_string(wall_s + 3600) + "}");
   std::ofstream(dir / "token.jwt") << jwt << "\n";
-  auto config = internal_listener_config(
-      {"listener.name.internal.oauthbearer.sasl.login.callback.handler.class="
-       "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
-       "listener.name.internal.oauthbearer.sasl.oauthbearer.token.endpoint.url=file://" +
-           (dir / "token.jwt").string()});
+  auto config = file_login_config(dir / "token.jwt");
   ASSERT_TRUE(config.ok()) << config.error().message;
   auto login = oauthbearer_login::open(*config, "INTERNAL", {});
   ASSERT_TRUE(login.ok()) << login.error().message;
@@ -197,11 +202,7 @@ TEST(oauthbearer_login, a_file_token_endpoint_is_read_when_the_node_opens) {
   const std::string old_jwt = jwt_with(R"({"sub":"broker","iat":)" + std::to_string(wall_s - 7200) +
                                        R"(,"exp":)" + std::to_string(wall_s + 600) + "}");
   std::ofstream(dir / "old.jwt") << old_jwt;
-  auto old_config = internal_listener_config(
-      {"listener.name.internal.oauthbearer.sasl.login.callback.handler.class="
-       "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
-       "listener.name.internal.oauthbearer.sasl.oauthbearer.token.endpoint.url=file://" +
-           (dir / "old.jwt").string()});
+  auto old_config = file_login_config(dir / "old.jwt");
   ASSERT_TRUE(old_config.ok());
   auto old_login = oauthbearer_login::open(*old_config, "INTERNAL", {});
   ASSERT_TRUE(old_login.ok()) << old_login.error().message;
@@ -210,11 +211,7 @@ TEST(oauthbearer_login, a_file_token_endpoint_is_read_when_the_node_opens) {
   EXPECT_EQ((*old_login)->current()->value, old_jwt);
 
   // A missing file: the node does not start.
-  auto missing = internal_listener_config(
-      {"listener.name.internal.oauthbearer.sasl.login.callback.handler.class="
-       "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
-       "listener.name.internal.oauthbearer.sasl.oauthbearer.token.endpoint.url=file://" +
-           (dir / "absent.jwt").string()});
+  auto missing = file_login_config(dir / "absent.jwt");
   ASSERT_TRUE(missing.ok());
   EXPECT_FALSE(oauthbearer_login::open(*missing, "INTERNAL", {}).ok());
   // An endpoint without client credentials.
