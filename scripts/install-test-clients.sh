@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the integration tests drive against a running Mala node:
-#   - kcat (librdkafka's command-line client, Debian package),
+#   - kcat (librdkafka's command-line client, Debian package), Prometheus (Debian package: it scrapes the metrics
+#     endpoint in test_metrics.py),
 #   - Java 17 + Maven, then Apache Kafka's own jars (kafka-clients, kafka-tools, ...) from Maven Central into
 #     tests/integration/.deps/kafka-libs and the small Java programs of tests/integration/java compiled against them,
 #   - Kafka Connect's worker (tests/integration/apps/connect-pom.xml) into tests/integration/.deps/connect-libs,
@@ -21,7 +22,7 @@ deps_dir=$it_dir/.deps
 java_dir=$it_dir/java
 
 # --- Debian packages -------------------------------------------------------------------------------------------
-packages=(kcat openjdk-17-jdk-headless maven)
+packages=(kcat openjdk-17-jdk-headless maven prometheus)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed'; then
@@ -30,6 +31,7 @@ for p in "${packages[@]}"; do
       openjdk-17-jdk-headless) command -v javac >/dev/null && javac -version 2>&1 | grep -qE ' (1[7-9]|2[0-9])' && continue ;;
       maven) command -v mvn >/dev/null && continue ;;
       kcat) command -v kcat >/dev/null && continue ;;
+      prometheus) command -v prometheus >/dev/null && continue ;;
     esac
     missing+=("$p")
   fi

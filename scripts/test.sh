@@ -257,6 +257,8 @@ run_sanitized_tests() {
   printf '\x03\x00alice\x00alice-secret' >"$san_dir/seed-corpus-sasl/plain"
   printf '\x04n,,n=user,r=abc\x00c=biws,r=abc,p=AAAA' >"$san_dir/seed-corpus-sasl/exchange"
   printf '\x05M required user_a="x\\"y" b=c; N optional;' >"$san_dir/seed-corpus-sasl/jaas"
+  printf '\x0bGET /metrics?a=b HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n' \
+    >"$san_dir/seed-corpus-sasl/http"
   "$san_dir/tests/fuzz/fuzz_sasl" -max_total_time="$sasl_seconds" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-sasl" \
     "$san_dir/seed-corpus-sasl" 2>&1 | tail -8

@@ -425,6 +425,27 @@ def create_topics(broker, names, partitions, timeout=60.0):
         time.sleep(0.05)
 
 
+def create_topics_once_serving(broker, names, partitions, timeout=120.0):
+    """create_topics once the broker just spawned serves (its listeners open, its controller elected)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            create_topics(broker, names, partitions, timeout=10)
+            return
+        except Exception as e:  # noqa: BLE001 (not up yet)
+            if time.monotonic() > deadline or not broker.alive():
+                raise RuntimeError(f"{broker.name} did not start ({e}): {broker.log_tail()}") from e
+            time.sleep(0.5)
+
+
+def add_single_node_args(ap):
+    """The options of the single-node comparisons (compare_tls.py, compare_metrics.py) besides their counts."""
+    ap.add_argument("--mala-bin", default=str(REPO / "build" / "src" / "app" / "mala"))
+    ap.add_argument("--kafka-libs", default=str(REPO / "tests" / "integration" / ".deps" / "kafka-libs"))
+    ap.add_argument("--json", help="write all raw results here")
+    ap.add_argument("--from-json", help="run nothing: print the table of an earlier run")
+
+
 PRODUCER_PERF_RE = re.compile(
     r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max "
     r"latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th")

@@ -145,15 +145,7 @@ def run_session(env, broker_cls, round_no, prof, pki, work):
         broker.spawn()
         topics = {"plain": f"tls-plain-{uuid.uuid4().hex[:6]}", "ssl": f"tls-ssl-{uuid.uuid4().hex[:6]}",
                   "latency": f"tls-latency-{uuid.uuid4().hex[:6]}"}
-        deadline = time.monotonic() + 120
-        while True:  # until the broker serves: its listeners open and its controller elected
-            try:
-                compare.create_topics(broker, list(topics.values()), 2, timeout=10)
-                break
-            except Exception as e:  # noqa: BLE001 (not up yet)
-                if time.monotonic() > deadline or not broker.alive():
-                    raise RuntimeError(f"{broker.name} did not start ({e}): {broker.log_tail()}") from e
-                time.sleep(0.5)
+        compare.create_topics_once_serving(broker, list(topics.values()), 2)
         n = prof["records"]
         for kind, bootstrap, props in (("plain", broker.bootstrap, {}), ("ssl", broker.ssl_bootstrap, ssl_props)):
             compare.log(f"{broker.name} round {round_no}: produce over {kind}")
@@ -211,10 +203,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--records", type=int, help="1 KiB records per produce/consume run")
-    ap.add_argument("--mala-bin", default=str(compare.REPO / "build" / "src" / "app" / "mala"))
-    ap.add_argument("--kafka-libs", default=str(compare.REPO / "tests" / "integration" / ".deps" / "kafka-libs"))
-    ap.add_argument("--json", help="write all raw results here")
-    ap.add_argument("--from-json", help="run nothing: print the table of an earlier run")
+    compare.add_single_node_args(ap)
     args = ap.parse_args()
     if args.from_json:
         print(render(json.loads(Path(args.from_json).read_text())))

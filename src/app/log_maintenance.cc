@@ -102,6 +102,7 @@ struct log_maintenance::impl {
   std::chrono::milliseconds checkpoint_interval;
   std::chrono::milliseconds start_checkpoint_interval;
   std::chrono::milliseconds flush_check;
+  metrics::shared_histogram* flush_times = nullptr;
   asio::thread_pool blocking{1};
   std::atomic<bool> stopped{false};
   std::shared_ptr<spdlog::logger> log = subsystem_logger("storage");
@@ -202,6 +203,7 @@ struct log_maintenance::impl {
         if (files.empty()) continue;
         const int64_t upto = plog.log_end_offset();
         asio::post(blocking, [this, shard, tp, files = std::move(files), upto] {
+          const auto started = std::chrono::steady_clock::now();
           for (const auto& f : files) {
             if (auto st = f->sync(); !st.ok()) {
               log->error("fsync of {} failed: {}", f->path(), st.message);
@@ -211,6 +213,11 @@ struct log_maintenance::impl {
               });
               return;
             }
+          }
+          if (flush_times) {
+            flush_times->record(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                          std::chrono::steady_clock::now() - started)
+                                                          .count()));
           }
           asio::post(timers[shard]->context, [this, shard, tp, upto] {
             auto* owner = replicas_on(shard);
@@ -222,6 +229,10 @@ struct log_maintenance::impl {
     });
   }
 };
+
+void log_maintenance::time_flushes_into(metrics::shared_histogram& flush_times) {
+  _impl->flush_times = &flush_times;
+}
 
 log_maintenance::log_maintenance(net::shard_pool& shards, storage::log_manager& logs,
                                  const node_config& config, replication::replica_placement placement,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mala/common/config.h"
+#include "mala/common/metrics.h"
 #include "mala/net/shard_pool.h"
 #include "mala/replication/replica_manager.h"
 #include "mala/replication/replica_placement.h"
@@ -28,6 +29,8 @@ class log_maintenance {
                   replication::replica_placement placement,
                   std::vector<replication::replica_manager*> replicas_by_shard);
   ~log_maintenance();
+  // Where each flush's fsyncs are timed (Kafka's LogFlushRateAndTimeMs); before start().
+  void time_flushes_into(metrics::shared_histogram& flush_times);
   // Before the shards run, or on shard 0.
   void start();
   // Stops the timers (each on its shard) and waits for in-flight fsyncs and checkpoints; call on shard 0

@@ -107,6 +107,9 @@ result<std::unique_ptr<node>> node::open(node_config config, quorum_bootstrap bo
   auto sasl = security::build_sasl_settings(n->_config);
   if (!sasl.ok()) return sasl.error();
   n->_sasl = std::make_unique<security::sasl_settings>(std::move(*sasl));
+  auto metrics_endpoints = metrics_endpoints_from(n->_config);
+  if (!metrics_endpoints.ok()) return metrics_endpoints.error();
+  n->_metrics_endpoints = std::move(*metrics_endpoints);
   if (auto st = n->open_storage(); !st.ok()) return st;
   n->open_replicas();
   if (auto st = n->open_quorum(bootstrap); !st.ok()) return st;
@@ -447,6 +450,8 @@ void node::open_server() {
     };
   }
   _services.clock_ms = wall_clock_ms;
+  _metrics = std::make_unique<broker::broker_metrics>(_shards->size());
+  _services.metrics = _metrics.get();
   _dispatcher = std::make_unique<broker::broker_dispatcher>(_services);
   _server = std::make_unique<net::kafka_server>(*_shards, *_dispatcher, server_limits_from(_config));
 
@@ -467,7 +472,22 @@ void node::open_server() {
 
   _maintenance =
       std::make_unique<log_maintenance>(*_shards, *_logs, _config, _placement, replicas_by_shard());
+  _maintenance->time_flushes_into(_metrics->log_flush_time());
   _cleaning = std::make_unique<log_cleaning>(*_shards, *_logs, _config, _placement, replicas_by_shard());
+  if (!_metrics_endpoints.empty()) {
+    broker::metrics_exporter_options exporter_options;
+    exporter_options.broker_role = _lifecycle != nullptr;
+    exporter_options.controller_role = _controller != nullptr;
+    // Ready: a broker once its listeners opened (it caught up with the metadata log); a controller alone
+    // once the quorum has a leader.
+    exporter_options.ready = [this] {
+      if (_lifecycle) return _serving.load(std::memory_order_acquire);
+      return _raft->state().leader_id() >= 0 && !_shards_stopping.load(std::memory_order_acquire);
+    };
+    _exporter = std::make_unique<broker::metrics_exporter>(_services, *_metrics, std::move(exporter_options));
+    _metrics_http = std::make_unique<net::http_server>(
+        _shards->context(0), [this](const http_request_head& request) { return _exporter->serve(request); });
+  }
   _controller_work_timer = std::make_unique<asio::steady_timer>(_shards->context(0));
   _signals = std::make_unique<asio::signal_set>(_shards->context(0), SIGTERM, SIGINT);
 }
@@ -483,8 +503,12 @@ status node::run() {
 
 // The start sequence. Everything but the shard threads is set up from this thread before they run.
 status node::start() {
-  // 1. Controller listeners accept now; broker listeners are bound (so a port in use fails the start) and
-  //    open once the broker has caught up with the metadata log.
+  // 1. The metrics and health endpoint (liveness from now on); controller listeners accept now; broker
+  //    listeners are bound (so a port in use fails the start) and open once the broker has caught up with
+  //    the metadata log.
+  if (_metrics_http) {
+    if (auto st = _metrics_http->listen(_metrics_endpoints); !st.ok()) return st;
+  }
   if (auto st = _server->listen(_listen_now); !st.ok()) return st;
   if (auto st = _server->bind(_listen_caught_up); !st.ok()) return st;
   if (!_listen_caught_up.empty()) {
@@ -494,6 +518,7 @@ status node::start() {
         _log->critical("{}", st.message);
         std::_Exit(1);
       }
+      if (!_shards_stopping.load(std::memory_order_acquire)) _serving.store(true, std::memory_order_release);
     });
   }
   // 2. The group coordinator replays the __consumer_offsets partitions this node already leads (their groups
@@ -533,10 +558,14 @@ status node::start() {
 
 // The stop sequence, on shard 0.
 asio::awaitable<void> node::stop() {
+  // /health/ready says no from now on, so that a load balancer stops sending clients here.
+  _shards_stopping.store(true, std::memory_order_release);
+  _serving.store(false, std::memory_order_release);
   // 1. Controlled shutdown (KIP-631 WantShutDown): the controller moves this broker's leaderships away.
   if (_lifecycle) co_await _lifecycle->controlled_shutdown(controlled_shutdown_timeout_ms);
   // 2. Nothing new is served or scheduled.
   _server->stop();
+  if (_metrics_http) _metrics_http->stop();
   _publisher->stop();
   _maintenance->stop();
   _cleaning->stop();

@@ -27,6 +27,7 @@
 // connections are spread over the shards by the Kafka server.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,12 +43,14 @@
 #include "mala/broker/authorizer.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/broker_lifecycle.h"
+#include "mala/broker/broker_metrics.h"
 #include "mala/broker/client_quota_manager.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/fetch_sessions.h"
 #include "mala/broker/group_coordinator_driver.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/metadata_publisher.h"
+#include "mala/broker/metrics_exporter.h"
 #include "mala/broker/producer_id_allocator.h"
 #include "mala/broker/transaction_coordinator_driver.h"
 #include "mala/common/config.h"
@@ -55,6 +58,7 @@
 #include "mala/common/result.h"
 #include "mala/controller/metadata_loader.h"
 #include "mala/controller/quorum_controller.h"
+#include "mala/net/http_server.h"
 #include "mala/net/kafka_server.h"
 #include "mala/net/peer_client.h"
 #include "mala/net/shard_pool.h"
@@ -160,6 +164,14 @@ class node {
   std::map<std::string, std::map<std::string, std::string>> _dynamic_tls;
   std::vector<net::listen_endpoint> _listen_now;        // controller listeners (all, without the broker role)
   std::vector<net::listen_endpoint> _listen_caught_up;  // broker listeners
+  // The metrics and health endpoint (metrics.listeners; none when empty), on shard 0.
+  std::vector<net::http_endpoint> _metrics_endpoints;
+  std::unique_ptr<broker::broker_metrics> _metrics;
+  std::unique_ptr<broker::metrics_exporter> _exporter;
+  std::unique_ptr<net::http_server> _metrics_http;
+  // /health/ready: the broker's listeners are open (broker role), until the stop sequence begins.
+  std::atomic<bool> _serving{false};
+  std::atomic<bool> _shards_stopping{false};  // the stop sequence has begun
   std::unique_ptr<log_maintenance> _maintenance;
   std::unique_ptr<log_cleaning> _cleaning;
   // Timers and signals on shard 0's io_context: they go before the shards.

@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "mala/controller/feature_control.h"
 #include "mala/controller/metadata_log.h"
 
@@ -195,6 +197,37 @@ net::server_limits server_limits_from(const node_config& config) {
                             config.queued_max_requests(),      config.queued_max_request_bytes()};
   limits.sasl_max_receive_bytes = config.get_int("sasl.server.max.receive.size").value_or(524288);
   return limits;
+}
+
+}  // namespace mala::app
+
+namespace mala::app {
+
+result<std::vector<net::http_endpoint>> metrics_endpoints_from(const node_config& config) {
+  std::vector<net::http_endpoint> endpoints;
+  for (const auto& entry : config.get_list("metrics.listeners").value_or(std::vector<std::string>{})) {
+    auto invalid = [&entry](std::string_view why) {
+      return status::error(error_code::invalid_config,
+                           fmt::format("metrics.listeners: '{}' is not http://host:port ({})", entry, why));
+    };
+    std::string_view rest = entry;
+    if (!rest.starts_with("http://")) return invalid("only http:// is served");
+    rest.remove_prefix(7);
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string_view::npos) return invalid("no port");
+    std::string host(rest.substr(0, colon));
+    const std::string_view port_text = rest.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    int port = 0;
+    if (port_text.empty() || port_text.size() > 5) return invalid("bad port");
+    for (char c : port_text) {
+      if (c < '0' || c > '9') return invalid("bad port");
+      port = port * 10 + (c - '0');
+    }
+    if (port > 65535) return invalid("bad port");
+    endpoints.push_back({host, static_cast<uint16_t>(port)});
+  }
+  return endpoints;
 }
 
 }  // namespace mala::app

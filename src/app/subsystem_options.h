@@ -16,6 +16,7 @@
 #include "mala/common/result.h"
 #include "mala/common/uuid.h"
 #include "mala/controller/quorum_controller.h"
+#include "mala/net/http_server.h"
 #include "mala/net/kafka_server.h"
 #include "mala/raft/raft_node.h"
 #include "mala/replication/alter_partition_manager.h"
@@ -63,5 +64,8 @@ broker::broker_lifecycle_options broker_lifecycle_options_from(const node_config
                                                                int64_t previous_broker_epoch);
 replication::follower_fetcher_options follower_fetcher_options_from(const node_config& config);
 net::server_limits server_limits_from(const node_config& config);
+// metrics.listeners as endpoints: each http://host:port (IPv6 hosts in brackets). invalid_config naming the
+// entry that is not one.
+result<std::vector<net::http_endpoint>> metrics_endpoints_from(const node_config& config);
 
 }  // namespace mala::app

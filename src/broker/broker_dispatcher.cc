@@ -11,6 +11,7 @@
 #include <asio/io_context.hpp>
 
 #include "handlers/api_versions.h"
+#include "mala/broker/broker_metrics.h"
 #include "mala/broker/client_quota_manager.h"
 #include "mala/broker/refused_requests.h"
 #include "mala/broker/sasl_authenticator.h"
@@ -93,7 +94,15 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
   }
 
   request_context ctx{header, connection, _services, request, {}, &order};
+  const auto started = std::chrono::steady_clock::now();
   handler_outcome outcome = co_await entry->handle(ctx, r, header.api_version);
+  if (_services.metrics) {
+    const auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started)
+            .count();
+    _services.metrics->here().record_request(ctx.replica_fetch ? fetch_follower_metric_key : header.api_key,
+                                             header.api_version, static_cast<uint64_t>(micros));
+  }
   if (outcome.what == handler_outcome::kind::no_response && !ctx.close_reason.empty()) {
     co_return net::dispatch_result::close(std::move(ctx.close_reason));
   }

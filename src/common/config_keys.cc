@@ -45,6 +45,10 @@ std::vector<config_key> build_table() {
     {.name = "security.inter.broker.protocol", .type = string, .default_value = "PLAINTEXT",
      .allowed = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}, .importance = medium,
      .doc = "Security protocol between brokers; not allowed together with inter.broker.listener.name."},
+    {.name = "metrics.listeners", .type = list, .default_value = "", .importance = medium,
+     .doc = "Mala: where the metrics and health endpoint listens, as http://host:port (an empty host binds "
+            "every interface); empty: no endpoint. Serves /metrics (Prometheus text, Kafka's JMX exporter names), "
+            "/health/live and /health/ready."},
     {.name = "controller.listener.names", .type = list, .default_value = "", .importance = high,
      .doc = "Names of the listeners used by the controller; a broker uses the first to reach the quorum."},
 

@@ -618,6 +618,16 @@ const committed_offset* group_coordinator::find_pending_offset(int64_t producer_
   return _impl->offsets.find_pending(producer_id, group_id, topic, partition);
 }
 
+void group_coordinator::for_each_committed_offset(
+    const std::function<void(const std::string&, const std::string&, int32_t, const committed_offset&)>& fn)
+    const {
+  for (const auto& [group, topics] : _impl->offsets.all()) {
+    for (const auto& [topic, partitions] : topics) {
+      for (const auto& [partition, offset] : partitions) fn(group, topic, partition, offset);
+    }
+  }
+}
+
 size_t group_coordinator::group_count() const {
   return _impl->classic.groups().size();
 }

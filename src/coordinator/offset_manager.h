@@ -81,6 +81,7 @@ class offset_manager {
 
   const committed_offset* find(const std::string& group, const std::string& topic, int32_t partition) const;
   bool has_offsets(const std::string& group) const { return _offsets.contains(group); }
+  const std::map<std::string, group_offsets>& all() const { return _offsets; }
   // How many partitions of the group have a committed offset.
   size_t count(const std::string& group) const;
 

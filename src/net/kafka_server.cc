@@ -1,5 +1,7 @@
 #include "mala/net/kafka_server.h"
 
+#include "listen_address.h"
+
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -20,7 +22,6 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/ip/tcp.hpp>
-#include <asio/ip/v6_only.hpp>
 #include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/redirect_error.hpp>
@@ -674,27 +675,11 @@ status kafka_server::bind(const std::vector<listen_endpoint>& endpoints) {
       return listener_error("listener " + ep.listener_name + ": security protocol " +
                             std::string(to_string(ep.protocol)) + " is not supported");
     }
-    std::error_code ec;
-    tcp::endpoint bind_to;
-    bool dual_stack = false;
-    if (ep.host.empty() || ep.host == "::" || ep.host == "[::]") {
-      bind_to = tcp::endpoint(tcp::v6(), ep.port);
-      dual_stack = true;
-    } else if (ep.host == "0.0.0.0") {
-      bind_to = tcp::endpoint(tcp::v4(), ep.port);
-    } else {
-      tcp::resolver resolver(ctx);
-      auto results = resolver.resolve(ep.host, std::to_string(ep.port), ec);
-      if (ec || results.empty()) {
-        return listener_error("listener " + ep.listener_name + ": cannot resolve host '" + ep.host +
-                              "': " + ec.message());
-      }
-      bind_to = results.begin()->endpoint();
-    }
+    auto address = listen_address_for(ctx, ep.host, ep.port);
+    if (!address.ok()) return listener_error("listener " + ep.listener_name + ": " + address.error().message);
+    const tcp::endpoint bind_to = address->endpoint;
     auto acceptor = std::make_unique<tcp::acceptor>(ctx);
-    acceptor->open(bind_to.protocol(), ec);
-    if (!ec && dual_stack) acceptor->set_option(asio::ip::v6_only(false), ec);
-    if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+    std::error_code ec = open_acceptor(*acceptor, *address);
     // Set before listen so that the TCP window scale accepted sockets announce fits the buffer (Kafka does
     // the same on its server socket).
     if (!ec && _impl->limits.receive_buffer_bytes != -1) {

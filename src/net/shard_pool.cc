@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,7 +28,7 @@ size_t shard_pool::default_shard_count() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-shard_pool::shard_pool(size_t shard_count) {
+shard_pool::shard_pool(size_t shard_count) : _cpu_clocks(std::max<size_t>(shard_count, 1)) {
   if (shard_count == 0) shard_count = 1;
   for (size_t i = 0; i < shard_count; ++i) {
     // concurrency hint 1: each context is run by exactly one thread, so asio can skip internal locking.
@@ -47,13 +48,26 @@ void shard_pool::start() {
   }
   _running.store(true, std::memory_order_release);
   for (size_t i = 0; i < _contexts.size(); ++i) {
-    _threads.emplace_back([c = _contexts[i].get(), i] {
+    _threads.emplace_back([this, c = _contexts[i].get(), i] {
       const std::string name = "shard-" + std::to_string(i);  // at most 15 characters for the kernel
       pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
       set_current_shard(static_cast<int>(i));
+      clockid_t clock{};
+      if (pthread_getcpuclockid(pthread_self(), &clock) == 0) {
+        _cpu_clocks[i].clock.store(clock, std::memory_order_relaxed);
+        _cpu_clocks[i].known.store(true, std::memory_order_release);
+      }
       c->run();
     });
   }
+}
+
+int64_t shard_pool::thread_cpu_nanos(size_t shard) const {
+  if (shard >= _cpu_clocks.size() || !_cpu_clocks[shard].known.load(std::memory_order_acquire)) return 0;
+  const clockid_t clock = _cpu_clocks[shard].clock.load(std::memory_order_relaxed);
+  timespec ts{};
+  if (clock_gettime(clock, &ts) != 0) return 0;
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 void shard_pool::run_on_each_and_wait(const std::function<void(size_t shard)>& fn) {

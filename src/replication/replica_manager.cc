@@ -136,6 +136,20 @@ int32_t replica_manager::under_min_isr_count() const {
   return n;
 }
 
+replica_manager::replica_gauges replica_manager::gauges() const {
+  replica_gauges g;
+  for (const auto& [tp, p] : _partitions) {
+    ++g.partitions;
+    if (p->log().is_offline()) ++g.offline;
+    if (!p->is_leader()) continue;
+    ++g.leaders;
+    if (p->under_replicated()) ++g.under_replicated;
+    if (p->under_min_isr()) ++g.under_min_isr;
+    if (static_cast<int32_t>(p->isr().size()) == p->min_insync_replicas()) ++g.at_min_isr;
+  }
+  return g;
+}
+
 namespace {
 
 // Kafka reports paths as Path.toAbsolutePath.

@@ -2,9 +2,9 @@
 // configuration: the SCRAM client-first and client-final parsers, base64, SASL/PLAIN, a whole SCRAM server
 // exchange (two messages cut from the input at its first NUL), the JAAS parser and the node's SCRAM client
 // reading a server's messages, an OAUTHBEARER exchange, the JSON parser, key sets with signed tokens, and the
-// access token a token endpoint hands the node's own OAUTHBEARER login. The
-// first input byte picks what to do. Any crash, sanitizer report or disagreement (a parsed message whose
-// parts are not in it) is a bug.
+// access token a token endpoint hands the node's own OAUTHBEARER login, and the HTTP request heads the
+// metrics endpoint reads. The first input byte picks what to do. Any crash, sanitizer report or disagreement
+// (a parsed message whose parts are not in it) is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "mala/common/http_request.h"
 #include "mala/common/json.h"
 #include "mala/security/jaas_config.h"
 #include "mala/security/jwt.h"
@@ -46,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t selector = data[0];
   const std::span<const uint8_t> rest(data + 1, size - 1);
   const std::string_view text(reinterpret_cast<const char*>(rest.data()), rest.size());
-  switch (selector % 11) {
+  switch (selector % 12) {
     case 0: {
       auto first = parse_scram_client_first(text);
       if (first.ok()) {
@@ -158,6 +159,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto parsed = parse_oauthbearer_client_message(
             {reinterpret_cast<const uint8_t*>(message.data()), message.size()});
         check(!parsed.ok() || parsed->token == token->value);
+      }
+      break;
+    }
+    case 11: {
+      // What a client sends the metrics endpoint before anything authenticates it: an HTTP request head,
+      // found in the bytes and parsed; an accepted head's parts come from its bytes.
+      const size_t end = mala::http_head_end(text);
+      auto head = mala::parse_http_request_head(end == std::string_view::npos ? text : text.substr(0, end));
+      if (head.ok()) {
+        check(text.size() <= mala::http_max_head_bytes || end <= mala::http_max_head_bytes);
+        check(text.find(head->method) != std::string_view::npos);
+        check(head->path.front() == '/' && text.find(head->path) != std::string_view::npos);
+        check(head->content_length >= 0);
       }
       break;
     }

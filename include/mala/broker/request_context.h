@@ -45,6 +45,7 @@ class sharded_fetch_session_cache;
 class producer_id_allocator;
 class controller_channel;
 class client_quota_manager;
+class broker_metrics;
 
 // KIP-890: a partition leader's question to the transaction coordinator of a transactional id (Kafka's
 // AddPartitionsToTxnManager): are these partitions in the producer's transaction (VerifyOnly), or, under
@@ -122,6 +123,8 @@ struct broker_services {
   // Client quotas (client_quota_manager.h): Produce and Fetch record their bytes there when the metadata
   // image holds quotas. Null: nothing is throttled.
   client_quota_manager* quotas = nullptr;
+  // The metrics endpoint's counters (broker_metrics.h), each shard writing its own. Null: nothing counted.
+  broker_metrics* metrics = nullptr;
 
   size_t shard_of(const std::string& topic, int32_t partition) const {
     return placement.shard_of(topic, partition);
@@ -157,6 +160,8 @@ struct request_context {
   // The request's ordering point on its connection (net::ordering_point); null outside a connection (unit
   // tests of handlers).
   net::ordering_point* ordering = nullptr;
+  // Set by Fetch when a follower sent it: counted as FetchFollower in the request metrics, as Kafka does.
+  bool replica_fetch = false;
 
   // Lets the connection start its next request: everything of this request whose order matters (appends,
   // reads) is done, what is left is waiting (acks=all replication, a Fetch's min_bytes). Called on the

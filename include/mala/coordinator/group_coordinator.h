@@ -289,6 +289,10 @@ class group_coordinator {
   const committed_offset* find_pending_offset(int64_t producer_id, const std::string& group_id,
                                               const std::string& topic, int32_t partition) const;
   size_t group_count() const;
+  // Every committed offset, by group, topic and partition (the metrics endpoint's consumer group lag).
+  void for_each_committed_offset(
+      const std::function<void(const std::string& group, const std::string& topic, int32_t partition,
+                               const committed_offset& offset)>& fn) const;
 
  private:
   struct impl;

@@ -59,6 +59,9 @@ class shard_pool {
   // that must reach every shard before the caller goes on (the metadata publisher's small images);
   // nothing a shard runs may itself wait for another shard this way, or two shards could wait on each other.
   void run_on_each_and_wait(const std::function<void(size_t shard)>& fn);
+  // CPU time `shard`'s thread has used so far (its thread CPU clock), in nanoseconds; 0 when it does not run.
+  // Any thread, while the shards run: the metrics endpoint's idle ratio.
+  int64_t thread_cpu_nanos(size_t shard) const;
   // Whether the shard threads run (between start() and join()).
   bool running() const { return _running.load(std::memory_order_acquire); }
 
@@ -71,6 +74,12 @@ class shard_pool {
   std::vector<std::thread> _threads;
   std::vector<std::unique_ptr<asio::executor_work_guard<asio::io_context::executor_type>>> _guards;
   std::atomic<bool> _running{false};
+  // Each shard thread's CPU clock, published by the thread itself when it starts.
+  struct cpu_clock {
+    std::atomic<bool> known{false};
+    std::atomic<int> clock{0};
+  };
+  std::vector<cpu_clock> _cpu_clocks;
 };
 
 }  // namespace mala::net

@@ -101,6 +101,16 @@ class replica_manager {
   // Counts for the UnderReplicatedPartitions / UnderMinIsrPartitionCount metrics (led partitions only).
   int32_t under_replicated_count() const;
   int32_t under_min_isr_count() const;
+  // Kafka's ReplicaManager gauges over this manager's partitions, in one pass (the metrics endpoint).
+  struct replica_gauges {
+    int32_t partitions = 0;        // PartitionCount
+    int32_t leaders = 0;           // LeaderCount
+    int32_t under_replicated = 0;  // UnderReplicatedPartitions (led partitions)
+    int32_t under_min_isr = 0;     // UnderMinIsrPartitionCount (led partitions)
+    int32_t at_min_isr = 0;        // AtMinIsrPartitionCount (led partitions)
+    int32_t offline = 0;           // OfflineReplicaCount (log dir offline)
+  };
+  replica_gauges gauges() const;
   // The log dirs of this node; only the partitions in `wanted` when given.
   // Only the logs this manager's shard owns are measured (`owned`, every log when unset); DescribeLogDirs
   // merges the shards' answers with merge_log_dirs.

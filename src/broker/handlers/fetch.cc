@@ -16,6 +16,7 @@
 #include <asio/this_coro.hpp>
 
 #include "handlers/data_path.h"
+#include "mala/broker/broker_metrics.h"
 #include "mala/broker/fetch_sessions.h"
 #include "mala/net/coroutine_frame_warning.h"
 
@@ -353,6 +354,33 @@ size_t fetch_reply::encoded_size(int16_t version) const {
 
 namespace {
 
+// BrokerTopicMetrics on the connection's shard: a consumer's partitions and record bytes per topic, a
+// follower's bytes as replication (Kafka's BrokerTopicStats.updateBytesOut).
+void count_fetch_traffic(const request_context& ctx, bool follower,
+                         const std::vector<fetch_partition_result>& results) {
+  if (!ctx.services.metrics) return;
+  auto& counters = ctx.services.metrics->here();
+  if (follower) {
+    uint64_t bytes = 0;
+    for (const auto& r : results)
+      bytes += static_cast<uint64_t>(std::max<int64_t>(r.effective_records_size(), 0));
+    counters.add_replication_bytes_out(bytes);
+    return;
+  }
+  topic_traffic* traffic = nullptr;
+  const std::string* traffic_topic = nullptr;
+  for (const auto& r : results) {
+    if (r.key.topic.empty()) continue;  // an unknown topic id
+    if (!traffic_topic || *traffic_topic != r.key.topic) {
+      traffic = &counters.topic(r.key.topic);
+      traffic_topic = &r.key.topic;
+    }
+    ++traffic->fetch_requests;
+    if (r.data.error_code != 0) ++traffic->failed_fetch_requests;
+    traffic->bytes_out += static_cast<uint64_t>(std::max<int64_t>(r.effective_records_size(), 0));
+  }
+}
+
 // A Fetch of the metadata partition by a controller (KIP-595): it goes to the Raft replica, not the log.
 bool is_raft_fetch(const fetch_handler::request& req, int16_t version) {
   if (req.topics.size() != 1) return false;
@@ -402,8 +430,10 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
                                                                                     int16_t version) {
   const auto& services = ctx.services;
   // On a broker listener __cluster_metadata is not a topic (Kafka's brokers answer UNKNOWN_TOPIC_ID).
-  if (is_raft_fetch(req, version) && is_controller_listener(services, ctx.connection.listener_name))
+  if (is_raft_fetch(req, version) && is_controller_listener(services, ctx.connection.listener_name)) {
+    ctx.replica_fetch = true;
     co_return co_await raft_fetch(ctx, req, version);
+  }
   const auto deadline = steady_clock::now() + std::chrono::milliseconds(std::max(req.max_wait_ms, 0));
   const auto image = services.metadata->current();
 
@@ -419,6 +449,7 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
   // A consumer under a consumer_byte_rate quota (Kafka's KafkaApis.handleFetchRequest): at most what the
   // quota window allows at once, since a larger answer is throttled for certain.
   const bool quota_applies = params.replica_id < 0;
+  ctx.replica_fetch = params.replica_id >= 0;
   if (quota_applies) {
     if (auto most = client_quota_max_in_window(ctx, client_quota_type::fetch)) {
       params.max_bytes = static_cast<int32_t>(std::min<double>(*most, params.max_bytes));
@@ -527,6 +558,7 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
     }
   }
 
+  count_fetch_traffic(ctx, params.replica_id >= 0, results);
   const auto header = context.update_and_generate_response(results, now_ms(services));
   reply.body = build_fetch_response(header, std::move(results));
 

@@ -2,6 +2,7 @@
 
 #include "handlers/authorization.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 
 #include "handlers/data_path.h"
 #include "handlers/transaction_common.h"
+#include "mala/broker/broker_metrics.h"
 #include "mala/common/logging.h"
 #include "mala/common/uuid.h"
 #include "mala/net/coroutine_frame_warning.h"
@@ -115,10 +117,20 @@ shard_appends append_all(const broker_services& services, std::vector<append_wor
   auto log = subsystem_logger("broker");
   shard_appends out;
   out.answers.reserve(work.size());
+  // This shard's BrokerTopicMetrics, looked up once per run of partitions of one topic.
+  shard_metrics* counters = services.metrics ? &services.metrics->here() : nullptr;
+  topic_traffic* traffic = nullptr;
+  const std::string* traffic_topic = nullptr;
   for (auto& w : work) {
+    if (counters && (!traffic_topic || *traffic_topic != w.topic)) {
+      traffic = &counters->topic(w.topic);
+      traffic_topic = &w.topic;
+    }
+    if (traffic) ++traffic->produce_requests;
     append_answer a{w.slot, {}};
     auto hosted = hosted_partition(services, w.topic, w.partition);
     if (!hosted) {
+      if (traffic) ++traffic->failed_produce_requests;
       a.data = error_response(w.partition, hosted.error().code);
       out.answers.push_back(std::move(a));
       continue;
@@ -127,6 +139,7 @@ shard_appends append_all(const broker_services& services, std::vector<append_wor
     auto produced = p->append(w.batch, acks);
     auto& appended = produced.appended;
     if (!appended) {
+      if (traffic) ++traffic->failed_produce_requests;
       const error_code code = appended.error().code;
       a.data = error_response(w.partition, code);
       if (auto& failure = produced.record_errors) {
@@ -145,6 +158,10 @@ shard_appends append_all(const broker_services& services, std::vector<append_wor
                appended.error().message);
       out.answers.push_back(std::move(a));
       continue;
+    }
+    if (traffic) {
+      traffic->messages_in += static_cast<uint64_t>(std::max(w.batch.header.record_count, 0));
+      traffic->bytes_in += w.batch.bytes.size();
     }
     a.data.index = w.partition;
     a.data.error_code = to_wire(appended->error);
