@@ -2,8 +2,9 @@
 """What the metrics endpoint costs (issue 24: < 2 % of produce throughput at full load, scraped every second vs
 off). One Mala node, compare.py's single-node server.properties, started twice per round, in alternating order:
 
-  off      no metrics.listeners (nothing is served; the per-shard counters still count: they cannot be turned off)
-  scraped  metrics.listeners set, and GET /metrics every second from this harness while the load runs
+  off      no metrics.listeners (nothing is served and nothing counted)
+  scraped  metrics.listeners set (the shards count), and GET /metrics every second from this harness while the
+           load runs
 
 Each session creates the measured topic (8 partitions) and, so that a scrape carries a realistic number of
 per-partition series, --idle-partitions more in another topic; then Apache Kafka's ProducerPerformance produces

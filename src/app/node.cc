@@ -450,8 +450,10 @@ void node::open_server() {
     };
   }
   _services.clock_ms = wall_clock_ms;
+  // Counted only while the endpoint exists: without it the data path pays nothing, and no per-topic
+  // counters wait for a scrape to be pruned.
   _metrics = std::make_unique<broker::broker_metrics>(_shards->size());
-  _services.metrics = _metrics.get();
+  if (!_metrics_endpoints.empty()) _services.metrics = _metrics.get();
   _dispatcher = std::make_unique<broker::broker_dispatcher>(_services);
   _server = std::make_unique<net::kafka_server>(*_shards, *_dispatcher, server_limits_from(_config));
 
@@ -565,7 +567,15 @@ asio::awaitable<void> node::stop() {
   if (_lifecycle) co_await _lifecycle->controlled_shutdown(controlled_shutdown_timeout_ms);
   // 2. Nothing new is served or scheduled.
   _server->stop();
-  if (_metrics_http) _metrics_http->stop();
+  if (_metrics_http) {
+    // A scrape in flight hops over the shards: it ends before their event loops do.
+    _metrics_http->stop();
+    asio::steady_timer wait(_shards->context(0));
+    for (int i = 0; i < 200 && _metrics_http->answering(); ++i) {
+      wait.expires_after(std::chrono::milliseconds(10));
+      co_await wait.async_wait(asio::use_awaitable);
+    }
+  }
   _publisher->stop();
   _maintenance->stop();
   _cleaning->stop();

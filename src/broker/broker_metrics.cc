@@ -24,6 +24,7 @@ void api_traffic::merge(const api_traffic& other) {
 
 void traffic_snapshot::merge(const traffic_snapshot& other) {
   for (const auto& [name, t] : other.topics) topics[name].merge(t);
+  deleted_topics.merge(other.deleted_topics);
   if (apis.size() < other.apis.size()) apis.resize(other.apis.size());
   for (size_t k = 0; k < other.apis.size(); ++k) apis[k].merge(other.apis[k]);
   replication_bytes_in += other.replication_bytes_in;
@@ -50,6 +51,7 @@ traffic_snapshot shard_metrics::snapshot(const std::function<bool(const std::str
   traffic_snapshot out;
   for (auto it = _topics.begin(); it != _topics.end();) {
     if (exists && !exists(it->first)) {
+      _deleted_topics.merge(it->second);
       it = _topics.erase(it);
       continue;
     }
@@ -57,6 +59,7 @@ traffic_snapshot shard_metrics::snapshot(const std::function<bool(const std::str
     ++it;
   }
   out.apis = _apis;
+  out.deleted_topics = _deleted_topics;
   out.replication_bytes_in = _replication_bytes_in;
   out.replication_bytes_out = _replication_bytes_out;
   return out;

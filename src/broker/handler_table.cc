@@ -56,6 +56,7 @@
 #include "handlers/sasl.h"
 #include "handlers/sync_group.h"
 #include "handlers/txn_offset_commit.h"
+#include "handlers/unregister_broker.h"
 #include "handlers/update_features.h"
 #include "handlers/user_scram_credentials.h"
 #include "handlers/vote.h"
@@ -216,6 +217,7 @@ handler_table::handler_table() {
       entry<handlers::alter_partition_reassignments_handler>("AlterPartitionReassignments"),
       entry<handlers::list_partition_reassignments_handler>("ListPartitionReassignments"),
       entry<handlers::update_features_handler>("UpdateFeatures"),
+      entry<handlers::unregister_broker_handler>("UnregisterBroker"),
       entry<handlers::sasl_handshake_handler>("SaslHandshake"),
       entry<handlers::sasl_authenticate_handler>("SaslAuthenticate"),
       entry<handlers::describe_user_scram_credentials_handler>("DescribeUserScramCredentials"),

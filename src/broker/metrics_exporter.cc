@@ -65,11 +65,13 @@ int64_t monotonic_nanos() {
 }
 
 shard_view read_shard(const broker_services& services, broker_metrics& counters, size_t shard,
-                      const metadata::metadata_image& image, const std::vector<group_offset>& offsets,
-                      const std::vector<size_t>& offsets_here) {
+                      const std::vector<group_offset>& offsets, const std::vector<size_t>& offsets_here) {
   shard_view view;
+  // Against this shard's own latest image, not the one the scrape began with: a topic created since keeps
+  // its counts.
+  const auto latest = services.metadata->current();
   view.traffic = counters.on(shard).snapshot(
-      [&image](const std::string& topic) { return image.topics.contains(topic); });
+      [&latest](const std::string& topic) { return latest->topics.contains(topic); });
   auto* replicas = services.replicas_on(shard);
   if (!replicas) return view;
   view.gauges = replicas->gauges();
@@ -190,8 +192,8 @@ asio::awaitable<std::string> metrics_exporter::scrape() {
   std::vector<shard_view> shards;
   shards.reserve(shard_count);
   for (size_t s = 0; s < shard_count; ++s) {
-    auto read = [this, s, &image, &offsets, &offsets_by_shard] {
-      return read_shard(_services, _counters, s, image, offsets, offsets_by_shard[s]);
+    auto read = [this, s, &offsets, &offsets_by_shard] {
+      return read_shard(_services, _counters, s, offsets, offsets_by_shard[s]);
     };
     if (_services.shards && _services.shards->running()) {
       shards.push_back(co_await _services.shards->invoke_on(s, read));
@@ -240,7 +242,7 @@ asio::awaitable<std::string> metrics_exporter::scrape() {
     };
     for (const auto& c : topic_counters) {
       out.family(c.name, c.help, gauge_type::counter);
-      uint64_t all = 0;
+      uint64_t all = traffic.deleted_topics.*c.field;
       for (const auto& [topic, t] : traffic.topics) all += t.*c.field;
       out.sample(c.name, {}, all);
       for (const auto& [topic, t] : traffic.topics) out.sample(c.name, {{"topic", topic}}, t.*c.field);

@@ -73,9 +73,9 @@ void append_value(std::string& out, double value) {
 }  // namespace
 
 void prometheus_text::family(std::string_view name, std::string_view help, type t) {
-  // A counter family is named without _total in its HELP/TYPE lines (what Prometheus client libraries write).
-  std::string_view family_name = name;
-  if (t == type::counter && family_name.ends_with("_total")) family_name.remove_suffix(6);
+  // Text format 0.0.4 names a family as its samples are named, _total included (client_golang's and the
+  // Python client's output); only OpenMetrics drops the suffix from a counter's family name.
+  const std::string_view family_name = name;
   _out += "# HELP ";
   _out += family_name;
   _out += ' ';

@@ -256,6 +256,22 @@ void cluster_control::fence_stale_brokers(int64_t now_ms) {
   for (int32_t id : stale) _sessions.fenced(id);
 }
 
+status cluster_control::unregister_broker(int32_t id) {
+  const metadata::metadata_image_ptr image = _writer.image();
+  auto broker = image->brokers.find(id);
+  if (broker == image->brokers.end()) {
+    return status::error(error_code::broker_id_not_registered,
+                         fmt::format("Broker ID {} is not currently registered", id));
+  }
+  record_list records;
+  _replication.append_unregister_records(*image, id, broker->second.epoch, records);
+  if (auto st = _writer.write(records); !st.ok()) return st;
+  _sessions.remove(id);
+  subsystem_logger("controller")
+      ->info("unregistered broker {} (epoch {}; {} record(s))", id, broker->second.epoch, records.size());
+  return status::success();
+}
+
 void cluster_control::reset_heartbeat_deadlines(int64_t now_ms) {
   std::vector<int32_t> ids;
   for (const auto& [id, b] : _writer.image()->brokers) ids.push_back(id);

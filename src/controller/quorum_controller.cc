@@ -156,6 +156,16 @@ protocol::alter_partition_response quorum_controller::alter_partition(
   return _state->replication.alter_partition(request, version);
 }
 
+protocol::unregister_broker_response quorum_controller::unregister_broker(
+    const protocol::unregister_broker_request& request) {
+  protocol::unregister_broker_response resp;
+  if (auto st = _state->cluster.unregister_broker(request.broker_id); !st.ok()) {
+    resp.error_code = to_wire(st.code);
+    resp.error_message = st.message;
+  }
+  return resp;
+}
+
 protocol::update_features_response quorum_controller::update_features(
     const protocol::update_features_request& request, int16_t version) {
   state& s = *_state;

@@ -216,6 +216,25 @@ void replication_control::append_unclean_shutdown_records(const metadata_image& 
       records, id);
 }
 
+// handleBrokerUnregistered: generateLeaderAndIsrUpdates removing the broker over the partitions whose ISR
+// holds it, then over those whose ELR holds it, then UnregisterBrokerRecord.
+void replication_control::append_unregister_records(const metadata_image& image, int32_t id, int64_t epoch,
+                                                    record_list& records) const {
+  append_leader_and_isr_changes(
+      image, {id}, metadata::no_leader,
+      [id](const metadata::partition_state& p) { return contains(p.isr, id); }, records, metadata::no_leader);
+  append_leader_and_isr_changes(
+      image, {id}, metadata::no_leader,
+      [id](const metadata::partition_state& p) {
+        return !contains(p.isr, id) && contains(p.eligible_leader_replicas, id);
+      },
+      records, metadata::no_leader);
+  protocol::unregister_broker_record unregister;
+  unregister.broker_id = id;
+  unregister.broker_epoch = epoch;
+  records.push_back(versioned(unregister, record_v0));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // AlterPartition (ReplicationControlManager.alterPartition): a partition leader changes its ISR (and clears
 // the RECOVERING state after an unclean election).

@@ -121,6 +121,7 @@ API_MINIMUMS: dict[int, tuple[str, int, str]] = {
     61: ("DescribeProducers", 0, "none"),
     62: ("BrokerRegistration", 0, "none"),
     63: ("BrokerHeartbeat", 0, "none"),
+    64: ("UnregisterBroker", 0, "none"),
     65: ("DescribeTransactions", 0, "none"),
     66: ("ListTransactions", 0, "none"),
     67: ("AllocateProducerIds", 0, "none"),

@@ -55,6 +55,9 @@ struct api_traffic {
 // What a scrape reads of one shard (or of every shard, merged).
 struct traffic_snapshot {
   std::map<std::string, topic_traffic> topics;
+  // What the topics deleted since the start counted: the broker-wide series (all topics) include it, so that
+  // they never go down (Kafka keeps its all-topics meters apart from the per-topic ones).
+  topic_traffic deleted_topics;
   std::vector<api_traffic>
       apis;  // indexed by API key (and fetch_follower_metric_key); empty for APIs not seen
   uint64_t replication_bytes_in = 0;   // bytes a follower appended from its leader (ReplicationBytesInPerSec)
@@ -77,7 +80,8 @@ class shard_metrics {
   void add_replication_bytes_out(uint64_t bytes) { _replication_bytes_out += bytes; }
 
   // A copy of the counters. Topics for which `exists` says false are dropped, here and from then on (Kafka
-  // removes a deleted topic's metrics); an unset `exists` keeps every topic.
+  // removes a deleted topic's metrics), their counts kept in deleted_topics; an unset `exists` keeps every
+  // topic.
   traffic_snapshot snapshot(const std::function<bool(const std::string&)>& exists);
 
  private:
@@ -87,6 +91,7 @@ class shard_metrics {
   };
   std::unordered_map<std::string, topic_traffic, name_hash, std::equal_to<>> _topics;
   std::vector<api_traffic> _apis;
+  topic_traffic _deleted_topics;
   uint64_t _replication_bytes_in = 0;
   uint64_t _replication_bytes_out = 0;
 };

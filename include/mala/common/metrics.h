@@ -64,8 +64,8 @@ class prometheus_text {
  public:
   enum class type : uint8_t { counter, gauge, histogram };
 
-  // Starts a family. The names of a counter's samples end in _total (Prometheus' convention, which the JMX
-  // exporter follows for Kafka's Count attributes): pass the name with it.
+  // Starts a family: its HELP and TYPE lines name it as its samples are named (a counter's name ends in
+  // _total, Prometheus' convention, which the JMX exporter follows for Kafka's Count attributes).
   void family(std::string_view name, std::string_view help, type t);
   void sample(std::string_view name, std::initializer_list<label> labels, double value);
   void sample(std::string_view name, std::initializer_list<label> labels, uint64_t value);

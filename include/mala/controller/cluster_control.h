@@ -50,6 +50,10 @@ class cluster_control {
                                                        int64_t now_ms);
   // Fences, in one batch, every unfenced broker whose session expired by now_ms.
   void fence_stale_brokers(int64_t now_ms);
+  // UnregisterBroker (QuorumController.unregisterBroker): BROKER_ID_NOT_REGISTERED unless `id` is registered;
+  // otherwise replication_control's partition changes and UnregisterBrokerRecord, and its session is
+  // forgotten.
+  status unregister_broker(int32_t id);
   // Every registered broker's session starts afresh at now_ms (ClusterControlManager.activate).
   void reset_heartbeat_deadlines(int64_t now_ms);
 

@@ -57,6 +57,8 @@
 #include "mala/protocol/messages/incremental_alter_configs_response.h"
 #include "mala/protocol/messages/list_partition_reassignments_request.h"
 #include "mala/protocol/messages/list_partition_reassignments_response.h"
+#include "mala/protocol/messages/unregister_broker_request.h"
+#include "mala/protocol/messages/unregister_broker_response.h"
 #include "mala/protocol/messages/update_features_request.h"
 #include "mala/protocol/messages/update_features_response.h"
 
@@ -186,6 +188,8 @@ class quorum_controller {
   // top-level error ("The update failed for all features since the following feature had an error: ...")
   // with no per-feature results; a success lists every feature with NONE for v0-1 and nothing for v2 (as
   // Kafka's QuorumController answers).
+  // UnregisterBroker (kafka-cluster.sh unregister): see cluster_control::unregister_broker.
+  protocol::unregister_broker_response unregister_broker(const protocol::unregister_broker_request& request);
   protocol::update_features_response update_features(const protocol::update_features_request& request,
                                                      int16_t version);
 

@@ -79,6 +79,10 @@ class replication_control {
   // ISR and ELR it is in (of partitions with more than one replica) and may not lead until it catches up.
   void append_unclean_shutdown_records(const metadata::metadata_image& image, int32_t id,
                                        record_list& records) const;
+  // handleBrokerUnregistered (UnregisterBroker): the broker leaves every ISR (its leaderships move as on
+  // fencing) and the partitions whose ELR holds it are changed the same way, then UnregisterBrokerRecord.
+  void append_unregister_records(const metadata::metadata_image& image, int32_t id, int64_t epoch,
+                                 record_list& records) const;
   // KIP-966: a change of min.insync.replicas (of a topic, or a broker or cluster default) in `records`
   // empties the ELR and last known ELR of the partitions it may concern
   // (getPartitionElrUpdatesForConfigChanges): they were chosen against the old minimum.

@@ -1,8 +1,8 @@
 // A small HTTP/1.1 server for the metrics and health endpoint (metrics.listeners): GET and HEAD of a few
 // paths, answered by one handler. It runs on one io_context (the home shard); the handler may hop to other
-// shards inside its coroutine. Bounded: a request head over common/http_request.h's bound, a client silent
-// for 30 s, or more than 64 connections at once close the connection, with a debug log line; nothing grows
-// with what a client sends.
+// shards inside its coroutine. Bounded: a request head over common/http_request.h's bound or not complete
+// within 30 s, a response not written within 30 s, or more than 64 connections at once close the connection,
+// with a debug log line; nothing grows with what a client sends.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +46,12 @@ class http_server {
   status listen(const std::vector<http_endpoint>& endpoints);
   // The port bound for the endpoint at `index` of listen()'s list (useful when it asked for port 0).
   uint16_t bound_port(size_t index) const;
-  // Stops accepting and closes every connection. Call on the context's thread or before it runs.
+  // Stops accepting and closes every connection. Call on the context's thread or before it runs. A handler
+  // already running finishes (its answer is not sent): see answering().
   void stop();
+  // Whether a handler runs (a scrape hopping over the shards): the owner waits for it to finish after stop()
+  // before the shards' event loops end. The context's thread.
+  bool answering() const;
 
  private:
   struct impl;

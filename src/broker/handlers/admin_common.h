@@ -96,6 +96,16 @@ inline constexpr std::string_view cluster_metadata_topic = "__cluster_metadata";
 // created without a message); "" for codes these handlers never produce without their own message.
 std::string_view default_error_message(error_code code);
 
+// The answer of a request with a top-level error_code and error_message when no controller answered:
+// NOT_CONTROLLER or REQUEST_TIMED_OUT (both retriable), with Kafka's default message.
+template <typename Response>
+Response controller_unreachable(const controller_answer<Response>& answer) {
+  Response resp;
+  resp.error_code = to_wire(answer.failure());
+  resp.error_message = std::string(default_error_message(answer.failure()));
+  return resp;
+}
+
 // The per-topic answer (CreateTopics, CreatePartitions) with a name, an error code and a message.
 template <typename Result>
 Result topic_error_result(const std::string& name, error_code code, std::optional<std::string> message) {

@@ -370,7 +370,14 @@ void count_fetch_traffic(const request_context& ctx, bool follower,
   topic_traffic* traffic = nullptr;
   const std::string* traffic_topic = nullptr;
   for (const auto& r : results) {
-    if (r.key.topic.empty()) continue;  // an unknown topic id
+    // Partitions of unknown or unauthorized topics are left out, as Kafka filters them before its stats
+    // (and a client's made-up names make no counters).
+    const auto code = r.data.error_code;
+    if (r.key.topic.empty() || code == to_wire(error_code::unknown_topic_or_partition) ||
+        code == to_wire(error_code::unknown_topic_id) ||
+        code == to_wire(error_code::topic_authorization_failed)) {
+      continue;
+    }
     if (!traffic_topic || *traffic_topic != r.key.topic) {
       traffic = &counters.topic(r.key.topic);
       traffic_topic = &r.key.topic;

@@ -16,10 +16,7 @@ alter_partition_reassignments_handler::handle_async(request_context& ctx, reques
         return c.alter_partition_reassignments(req, version);
       });
   if (answer.ok()) co_return std::move(*answer.response);
-  response resp;
-  resp.error_code = to_wire(answer.failure());
-  resp.error_message = std::string(default_error_message(answer.failure()));
-  co_return resp;
+  co_return controller_unreachable(answer);
 }
 
 asio::awaitable<std::optional<list_partition_reassignments_handler::response>>
@@ -29,10 +26,7 @@ list_partition_reassignments_handler::handle_async(request_context& ctx, request
     return c.list_partition_reassignments(req);
   });
   if (answer.ok()) co_return std::move(*answer.response);
-  response resp;
-  resp.error_code = to_wire(answer.failure());
-  resp.error_message = std::string(default_error_message(answer.failure()));
-  co_return resp;
+  co_return controller_unreachable(answer);
 }
 
 }  // namespace mala::broker::handlers

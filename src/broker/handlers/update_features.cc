@@ -17,10 +17,7 @@ asio::awaitable<std::optional<update_features_handler::response>> update_feature
       broker_propagation::every_live_broker);
   if (answer.ok()) co_return std::move(*answer.response);
   // No controller reachable: the top-level error (NOT_CONTROLLER / REQUEST_TIMED_OUT, retriable).
-  response resp;
-  resp.error_code = to_wire(answer.failure());
-  resp.error_message = std::string(default_error_message(answer.failure()));
-  co_return resp;
+  co_return controller_unreachable(answer);
 }
 
 }  // namespace mala::broker::handlers

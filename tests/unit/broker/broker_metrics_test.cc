@@ -23,6 +23,8 @@ TEST(shard_metrics, a_snapshot_drops_topics_that_no_longer_exist_for_good) {
   existing.erase("gone");
   auto second = m.snapshot(exists);
   EXPECT_EQ(second.topics.size(), 1u);
+  // The broker-wide series keep what it counted: they never go down.
+  EXPECT_EQ(second.deleted_topics.messages_in, 1u);
   // A topic re-created under the same name starts from zero, as Kafka's metrics of a new topic do.
   existing.insert("gone");
   EXPECT_EQ(m.topic("gone").messages_in, 0u);

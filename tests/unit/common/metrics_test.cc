@@ -40,15 +40,15 @@ TEST(shared_histogram, a_snapshot_holds_what_was_recorded) {
   EXPECT_EQ(s.sum_micros, 40'000'010u);
 }
 
-TEST(prometheus_text, a_counter_family_is_named_without_total_and_its_samples_with_it) {
+TEST(prometheus_text, a_counter_family_is_named_as_its_samples_with_total) {
   prometheus_text out;
   out.family("kafka_server_brokertopicmetrics_messagesin_total", "Records in.",
              prometheus_text::type::counter);
   out.sample("kafka_server_brokertopicmetrics_messagesin_total", {}, uint64_t{7});
   out.sample("kafka_server_brokertopicmetrics_messagesin_total", {{"topic", "orders"}}, uint64_t{5});
   EXPECT_EQ(out.text(),
-            "# HELP kafka_server_brokertopicmetrics_messagesin Records in.\n"
-            "# TYPE kafka_server_brokertopicmetrics_messagesin counter\n"
+            "# HELP kafka_server_brokertopicmetrics_messagesin_total Records in.\n"
+            "# TYPE kafka_server_brokertopicmetrics_messagesin_total counter\n"
             "kafka_server_brokertopicmetrics_messagesin_total 7\n"
             "kafka_server_brokertopicmetrics_messagesin_total{topic=\"orders\"} 5\n");
 }

@@ -699,3 +699,35 @@ TEST_F(broker_lifecycle_test, elect_leaders_preferred_and_unclean) {
 
 }  // namespace
 }  // namespace mala::controller
+
+namespace mala::controller {
+namespace {
+
+// UnregisterBroker (handleBrokerUnregistered): the broker leaves every ISR, its leaderships move, its
+// registration goes; an id without one is BROKER_ID_NOT_REGISTERED, and the broker may register again.
+TEST_F(broker_lifecycle_test, unregistering_a_broker_removes_it_from_every_isr_and_the_image) {
+  open();
+  start_brokers(3, /*now_ms=*/0);
+  create("t", {{3, 1, 2}, {1, 2, 3}});
+  ASSERT_EQ(partition("t", 0).leader, 3);
+  protocol::unregister_broker_request request;
+  request.broker_id = 3;
+  auto answer = _controller->unregister_broker(request);
+  EXPECT_EQ(answer.error_code, 0) << answer.error_message.value_or("");
+  EXPECT_FALSE(image().brokers.contains(3));
+  for (int32_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(partition("t", p).isr, (std::vector<int32_t>{1, 2})) << p;
+    EXPECT_NE(partition("t", p).leader, 3) << p;
+  }
+  EXPECT_EQ(partition("t", 0).leader, 1);
+  auto again = _controller->unregister_broker(request);
+  EXPECT_EQ(again.error_code, to_wire(error_code::broker_id_not_registered));
+  EXPECT_EQ(again.error_message.value_or(""), "Broker ID 3 is not currently registered");
+  // Its session was forgotten: nothing fences it later, and it registers anew.
+  _controller->fence_stale_brokers(1'000'000);
+  EXPECT_GT(register_broker(3), _epochs.at(1));
+  EXPECT_TRUE(broker(3).fenced);
+}
+
+}  // namespace
+}  // namespace mala::controller
