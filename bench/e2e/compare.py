@@ -438,6 +438,14 @@ def create_topics_once_serving(broker, names, partitions, timeout=120.0):
             time.sleep(0.5)
 
 
+def save_and_print(results, args, work, render):
+    """Writes a single-node comparison's raw results (--json, else the run's work dir) and prints its table."""
+    out = Path(args.json) if args.json else work / "results.json"
+    out.write_text(json.dumps(results, indent=1))
+    print(render(results))
+    print(f"\nraw results: {out}")
+
+
 def add_single_node_args(ap):
     """The options of the single-node comparisons (compare_tls.py, compare_metrics.py) besides their counts."""
     ap.add_argument("--mala-bin", default=str(REPO / "build" / "src" / "app" / "mala"))

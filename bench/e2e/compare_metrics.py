@@ -184,10 +184,7 @@ def main():
             sessions.append(run_session(env, cls, r, prof))
     results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "profile": prof,
                "sessions": sessions}
-    out = Path(args.json) if args.json else work / "results.json"
-    out.write_text(json.dumps(results, indent=1))
-    print(render(results))
-    print(f"\nraw results: {out}")
+    compare.save_and_print(results, args, work, render)
     return 0
 
 

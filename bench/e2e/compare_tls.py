@@ -229,10 +229,7 @@ def main():
             sessions.append(run_session(env, cls, r, prof, pki, work))
     results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "profile": prof,
                "kafka_version": env.kafka_version(), "protocol": PROTOCOL, "cipher": CIPHER, "sessions": sessions}
-    out = Path(args.json) if args.json else work / "results.json"
-    out.write_text(json.dumps(results, indent=1))
-    print(render(results))
-    print(f"\nraw results: {out}")
+    compare.save_and_print(results, args, work, render)
     return 0
 
 
