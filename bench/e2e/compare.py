@@ -448,6 +448,8 @@ def save_and_print(results, args, work, render):
 
 def add_single_node_args(ap):
     """The options of the single-node comparisons (compare_tls.py, compare_metrics.py) besides their counts."""
+    ap.add_argument("--quick", action="store_true", help="1 round, small counts")
+    ap.add_argument("--rounds", type=int)
     ap.add_argument("--mala-bin", default=str(REPO / "build" / "src" / "app" / "mala"))
     ap.add_argument("--kafka-libs", default=str(REPO / "tests" / "integration" / ".deps" / "kafka-libs"))
     ap.add_argument("--json", help="write all raw results here")

@@ -158,8 +158,6 @@ def render(results):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int)
     ap.add_argument("--records", type=int, help="1 KiB records per produce run")
     ap.add_argument("--idle-partitions", type=int)
     compare.add_single_node_args(ap)

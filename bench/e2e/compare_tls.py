@@ -200,8 +200,6 @@ def render(results):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int)
     ap.add_argument("--records", type=int, help="1 KiB records per produce/consume run")
     compare.add_single_node_args(ap)
     args = ap.parse_args()
