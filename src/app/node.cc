@@ -364,6 +364,7 @@ void node::open_broker() {
                                                          _logs->loaded().previous_broker_epoch);
   _incarnation_id = lifecycle_options.registration.incarnation_id;
   lifecycle_options.applied_metadata_offset = [this] { return _loader->applied_offset(); };
+  lifecycle_options.finalized_features = [this] { return _loader->image()->finalized_features; };
   _lifecycle = std::make_unique<broker::broker_lifecycle>(_shards->context(0), *_controller_link,
                                                           std::move(lifecycle_options));
 

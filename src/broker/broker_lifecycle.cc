@@ -19,6 +19,32 @@ constexpr int16_t registration_version = 4;
 constexpr int16_t heartbeat_version = 1;
 }  // namespace
 
+std::string unsupported_finalized_features(const protocol::broker_registration_request& registration,
+                                           const std::map<std::string, int16_t>& finalized) {
+  std::string problems;
+  std::string downgrade;
+  for (const auto& [name, level] : finalized) {
+    int16_t min = 0;
+    int16_t max = 0;
+    for (const auto& f : registration.features) {
+      if (f.name == name) {
+        min = f.min_supported_version;
+        max = f.max_supported_version;
+      }
+    }
+    if (level >= min && level <= max) continue;
+    if (!problems.empty()) problems += "; ";
+    problems += name + " " + std::to_string(level) + " (this broker supports " + std::to_string(min) + "-" +
+                std::to_string(max) + ")";
+    downgrade += " --feature " + name + "=" + std::to_string(max);
+  }
+  if (problems.empty()) return problems;
+  return problems +
+         ". Mala does not implement those levels; lower them before moving the cluster to "
+         "Mala: kafka-features.sh --bootstrap-server <broker> downgrade" +
+         downgrade;
+}
+
 broker_lifecycle::broker_lifecycle(asio::io_context& io, controller_channel& channel,
                                    broker_lifecycle_options options)
     : _io(io),
@@ -57,7 +83,21 @@ asio::awaitable<bool> broker_lifecycle::register_once() {
   }
   if (answer.response->error_code != 0) {
     // DUPLICATE_BROKER_REGISTRATION after a crash lasts until the controller fences the old session.
-    log->info("broker registration refused with error {}, will retry", answer.response->error_code);
+    std::string reason;
+    if (answer.response->error_code == to_wire(error_code::unsupported_version) &&
+        _options.finalized_features) {
+      reason = unsupported_finalized_features(req, _options.finalized_features());
+    }
+    if (!reason.empty()) {
+      // A cluster Kafka formatted finalizes features Mala does not implement (share.version and
+      // streams.version by default in 4.4): say which, and how to lower them, once per distinct reason.
+      if (reason != _last_refusal) {
+        log->error("broker registration refused: the cluster finalized {}; will retry", reason);
+        _last_refusal = reason;
+      }
+    } else {
+      log->info("broker registration refused with error {}, will retry", answer.response->error_code);
+    }
     co_return false;
   }
   _state->epoch = answer.response->broker_epoch;

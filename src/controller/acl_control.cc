@@ -44,6 +44,8 @@ acl_filter filter_of(const protocol::delete_acls_request__delete_acls_filter& f)
 protocol::create_acls_response create_acls(metadata_writer& writer,
                                            const protocol::create_acls_request& request) {
   const auto& acls = writer.image()->acls.by_id;
+  const bool cidr_supported =
+      writer.image()->feature_level("metadata.version") >= metadata::cidr_acl_metadata_version;
   std::set<acl_binding> existing;
   for (const auto& [id, acl] : acls) existing.insert(acl);
   std::set<std::array<uint8_t, 16>> ids_taken;
@@ -56,6 +58,12 @@ protocol::create_acls_response create_acls(metadata_writer& writer,
     if (auto invalid = metadata::invalid_new_acl(acl)) {
       result.error_code = to_wire(error_code::invalid_request);
       result.error_message = std::move(*invalid);
+      continue;
+    }
+    if (auto host = metadata::invalid_acl_host(acl.host, cidr_supported)) {
+      result.error_code =
+          to_wire(host->unsupported_version ? error_code::unsupported_version : error_code::invalid_request);
+      result.error_message = std::move(host->message);
       continue;
     }
     result.error_message = std::nullopt;

@@ -110,9 +110,11 @@ void metadata_loader::apply_committed() {
         });
     if (!replayed.ok()) log->error("metadata log replay: {}", replayed.error().message);
     // Entries that are not records (leader_change) still move the position; a write whose end is not yet
-    // committed waits (applied whole, later). A committed entry that does not decode is logged and passed
-    // over (every node passes over the same entry), so the loader never stalls.
-    _next_offset = replayed.ok() ? *replayed : applied_to + 1;
+    // committed waits (applied whole, later), so does a metadata transaction. A committed entry that does
+    // not decode is logged and passed over (every node passes over the same entry), so the loader never
+    // stalls.
+    _next_offset = replayed.ok() ? replayed->next_offset : applied_to + 1;
+    _open_transaction = replayed.ok() && replayed->open_transaction;
     auto next = std::move(delta).build();
     if (next != _image) {
       _image = std::move(next);
@@ -130,12 +132,17 @@ void metadata_loader::apply_committed() {
   maybe_write_snapshot();
 
   if (_controller) {
+    // A log that ends inside a metadata transaction the previous leader left open counts as read: the new
+    // active controller aborts that transaction first (Kafka's QuorumController on activation).
     const bool leads = state.current_role() == raft::role::leader &&
-                       high_watermark > state.epoch_start_offset() && _next_offset >= high_watermark;
+                       high_watermark > state.epoch_start_offset() &&
+                       (_next_offset >= high_watermark || _open_transaction);
     if (leads && !_controller->active()) {
-      log->info("node {} is the active controller in epoch {} (metadata offset {})", _node.state().node_id(),
-                state.epoch(), _next_offset - 1);
-      if (_controller->activate(_image) && _hooks.on_activation) _hooks.on_activation(true);
+      log->info("node {} is the active controller in epoch {} (metadata offset {}{})",
+                _node.state().node_id(), state.epoch(), _next_offset - 1,
+                _open_transaction ? ", aborting the metadata transaction left open after it" : "");
+      if (_controller->activate(_image, _open_transaction) && _hooks.on_activation)
+        _hooks.on_activation(true);
     } else if (!leads && _controller->active() && state.current_role() != raft::role::leader) {
       log->info("node {} is no longer the active controller (epoch {}, leader {})", _node.state().node_id(),
                 state.epoch(), leader);

@@ -88,10 +88,18 @@ bool quorum_controller::active() const {
   return _state->active;
 }
 
-bool quorum_controller::activate(metadata::metadata_image_ptr committed) {
+bool quorum_controller::activate(metadata::metadata_image_ptr committed, bool open_transaction) {
   state& s = *_state;
   s.current = std::move(committed);
   s.active = true;
+  if (open_transaction) {
+    protocol::abort_transaction_record abort;
+    abort.reason = "Controller failover";
+    if (auto st = s.write({versioned(std::move(abort), record_v0)}); !st.ok()) {
+      s.active = false;
+      return false;
+    }
+  }
   if (auto st = s.write(bootstrap_records(*s.current)); !st.ok()) {
     // The next leader will try again; this one cannot write.
     s.active = false;

@@ -51,8 +51,21 @@ status raft_metadata_log::replay(int64_t from_offset, const metadata_replay_call
   return replayed.ok() ? status::success() : replayed.error();
 }
 
-result<int64_t> raft_metadata_log::replay_range(int64_t from_offset, int64_t to_offset,
-                                                const metadata_replay_callback& callback) const {
+namespace {
+
+enum class transaction_marker { none, begin, end, abort };
+
+transaction_marker marker_of(const metadata::metadata_record& record) {
+  if (std::holds_alternative<protocol::begin_transaction_record>(record)) return transaction_marker::begin;
+  if (std::holds_alternative<protocol::end_transaction_record>(record)) return transaction_marker::end;
+  if (std::holds_alternative<protocol::abort_transaction_record>(record)) return transaction_marker::abort;
+  return transaction_marker::none;
+}
+
+}  // namespace
+
+result<raft_metadata_log::replay_position> raft_metadata_log::replay_range(
+    int64_t from_offset, int64_t to_offset, const metadata_replay_callback& callback) const {
   const auto& log = _node.log();
   if (from_offset < log.start_offset() && from_offset < to_offset) {
     // The entries are gone (a snapshot covers them): the caller must load the snapshot first.
@@ -61,7 +74,7 @@ result<int64_t> raft_metadata_log::replay_range(int64_t from_offset, int64_t to_
                                                               ", asked for " + std::to_string(from_offset));
   }
   // Records are held back until their write's last entry is read, so that a write is applied whole or not
-  // at all (Kafka's atomic controller batches).
+  // at all (Kafka's atomic controller batches), and within a metadata transaction until its end.
   struct pending_record {
     metadata::versioned_metadata_record record;
     int64_t offset;
@@ -70,6 +83,10 @@ result<int64_t> raft_metadata_log::replay_range(int64_t from_offset, int64_t to_
   std::vector<pending_record> pending;
   int64_t next = from_offset;
   int64_t write_start = from_offset;
+  // Where the open transaction's records start in `pending`; no_transaction when none is open. The records
+  // of a write before its BeginTransactionRecord wait with the transaction (Kafka begins one with a write).
+  constexpr size_t no_transaction = static_cast<size_t>(-1);
+  size_t transaction_start = no_transaction;
   const int64_t end = std::min(to_offset, log.end_offset());
   while (next < end) {
     auto entries = log.read(next, static_cast<size_t>(std::min<int64_t>(end - next, 512)));
@@ -87,9 +104,36 @@ result<int64_t> raft_metadata_log::replay_range(int64_t from_offset, int64_t to_
               decoded.error().code,
               "metadata log record at offset " + std::to_string(e.offset) + ": " + decoded.error().message);
         }
+        switch (marker_of(decoded->record)) {
+          case transaction_marker::begin:
+            // Kafka's OffsetControlManager refuses a Begin inside a transaction; so does this replay.
+            if (transaction_start != no_transaction) {
+              return status::error(error_code::corrupt_message,
+                                   "metadata log record at offset " + std::to_string(e.offset) +
+                                       ": BeginTransactionRecord inside a metadata transaction");
+            }
+            transaction_start = pending.size();
+            break;
+          case transaction_marker::end:
+          case transaction_marker::abort:
+            if (transaction_start == no_transaction) {
+              return status::error(error_code::corrupt_message,
+                                   "metadata log record at offset " + std::to_string(e.offset) +
+                                       ": transaction end outside a metadata transaction");
+            }
+            // An aborted transaction's records are dropped; the marker itself is delivered (it moves the
+            // offset).
+            if (marker_of(decoded->record) == transaction_marker::abort) {
+              pending.resize(transaction_start);
+            }
+            transaction_start = no_transaction;
+            break;
+          case transaction_marker::none:
+            break;
+        }
         pending.push_back(pending_record{std::move(*decoded), e.offset, e.epoch});
       }
-      if (!e.batch_end) continue;
+      if (!e.batch_end || transaction_start != no_transaction) continue;
       for (const pending_record& p : pending) {
         if (auto st = callback(p.record, p.offset, p.epoch); !st.ok()) return st;
       }
@@ -97,7 +141,8 @@ result<int64_t> raft_metadata_log::replay_range(int64_t from_offset, int64_t to_
       write_start = next;
     }
   }
-  return write_start;
+  // Inside a transaction nothing from its first write on was delivered: the next replay starts there.
+  return replay_position{write_start, transaction_start != no_transaction && next >= end};
 }
 
 }  // namespace mala::controller

@@ -145,7 +145,8 @@ bool acl_operation_covers(acl_operation acl_op, acl_permission permission, acl_o
 acl_index::acl_index(const std::vector<acl_binding>& acls) {
   for (const auto& acl : acls) {
     per_type& t = _types[acl.resource_type];
-    entry e{acl.principal, acl.host, acl.operation, acl.permission};
+    entry e{acl.principal, acl.host, acl.operation, acl.permission, std::nullopt};
+    if (acl.host.find('/') != std::string::npos) e.host_range = parse_cidr(acl.host);
     if (acl.pattern_type == acl_pattern_type::prefixed) {
       t.prefixed[acl.resource_name].push_back(std::move(e));
       t.prefix_lengths.push_back(acl.resource_name.size());
@@ -174,8 +175,10 @@ bool principal_matches(std::string_view acl_principal, std::string_view principa
   return acl_principal == principal || acl_principal == wildcard_principal;
 }
 
-bool host_matches(std::string_view acl_host, std::string_view host) {
-  return acl_host == acl_wildcard || acl_host == host;
+// StandardAuthorizerData.findResult: the wildcard, the same text, or (KIP-1276) a CIDR range holding it.
+template <typename Entry>
+bool host_matches(const Entry& e, std::string_view host) {
+  return e.host == acl_wildcard || e.host == host || (e.host_range && cidr_contains(*e.host_range, host));
 }
 
 }  // namespace
@@ -188,7 +191,7 @@ acl_match acl_index::match(acl_resource_type type, std::string_view name, std::s
   auto consider = [&](const std::vector<entry>& entries) {
     if (!entries.empty()) out.has_resource_acls = true;
     for (const auto& e : entries) {
-      if (!principal_matches(e.principal, principal) || !host_matches(e.host, host)) continue;
+      if (!principal_matches(e.principal, principal) || !host_matches(e, host)) continue;
       if (!acl_operation_covers(e.operation, e.permission, op)) continue;
       if (e.permission == acl_permission::deny) {
         out.denied = true;
@@ -211,8 +214,8 @@ bool acl_index::any_allowed(acl_resource_type type, std::string_view principal, 
   const per_type* t = section(type);
   if (!t) return false;
   auto applies = [&](const entry& e, acl_permission permission) {
-    return e.permission == permission && principal_matches(e.principal, principal) &&
-           host_matches(e.host, host) && (e.operation == op || e.operation == acl_operation::all);
+    return e.permission == permission && principal_matches(e.principal, principal) && host_matches(e, host) &&
+           (e.operation == op || e.operation == acl_operation::all);
   };
   auto any_of = [&](const std::vector<entry>& entries, acl_permission permission) {
     return std::any_of(entries.begin(), entries.end(),

@@ -15,6 +15,8 @@ namespace {
 // As quorum_controller.cc writes them (MetadataVersion.registerBrokerRecordVersion() /
 // partitionRecordVersion() at 4.0-IV1 and later); every other record is v0.
 constexpr int16_t register_broker_record_version = 3;
+// RegisterBrokerRecord v4 adds KIP-1066's CordonedLogDirs: written only for a registration that has them.
+constexpr int16_t register_broker_record_cordoned_version = 4;
 constexpr int16_t partition_record_version = 2;
 constexpr int16_t v0 = 0;
 
@@ -40,6 +42,17 @@ versioned_metadata_record versioned(T record, int16_t version) {
   return versioned_metadata_record{metadata_record(std::move(record)), version};
 }
 
+// A broker's or controller's endpoints and feature ranges into its registration record.
+template <typename Registration, typename Record>
+void write_endpoints_and_features(const Registration& from, Record& r) {
+  for (const auto& e : from.endpoints) {
+    r.end_points.push_back({e.listener_name, e.host, e.port, security_protocol_id(e.security_protocol)});
+  }
+  for (const auto& [name, range] : from.supported_features) {
+    r.features.push_back({name, range.min_version, range.max_version});
+  }
+}
+
 protocol::register_broker_record broker_record(const broker_registration& b) {
   // Kafka's BrokerRegistration.toRecord.
   protocol::register_broker_record r;
@@ -47,16 +60,22 @@ protocol::register_broker_record broker_record(const broker_registration& b) {
   r.is_migrating_zk_broker = false;
   r.incarnation_id = b.incarnation_id;
   r.broker_epoch = b.epoch;
-  for (const auto& e : b.endpoints) {
-    r.end_points.push_back({e.listener_name, e.host, e.port, security_protocol_id(e.security_protocol)});
-  }
-  for (const auto& [name, range] : b.supported_features) {
-    r.features.push_back({name, range.min_version, range.max_version});
-  }
+  write_endpoints_and_features(b, r);
   r.rack = b.rack;
   r.fenced = b.fenced;
   r.in_controlled_shutdown = b.in_controlled_shutdown;
   r.log_dirs = b.log_dirs;
+  r.cordoned_log_dirs = b.cordoned_log_dirs;
+  return r;
+}
+
+protocol::register_controller_record controller_record(const controller_registration& c) {
+  // Kafka's ControllerRegistration.toRecord.
+  protocol::register_controller_record r;
+  r.controller_id = c.id;
+  r.incarnation_id = c.incarnation_id;
+  r.zk_migration_ready = c.zk_migration_ready;
+  write_endpoints_and_features(c, r);
   return r;
 }
 
@@ -99,8 +118,14 @@ std::vector<versioned_metadata_record> image_to_records(const metadata_image& im
     if (name != metadata_version) feature(name, level);
   }
 
+  // ClusterImage.write: the brokers, then the controllers.
   for (const auto& [id, broker] : image.brokers) {
-    out.push_back(versioned(broker_record(broker), register_broker_record_version));
+    out.push_back(versioned(broker_record(broker), broker.cordoned_log_dirs
+                                                       ? register_broker_record_cordoned_version
+                                                       : register_broker_record_version));
+  }
+  for (const auto& [id, controller] : image.controllers) {
+    out.push_back(versioned(controller_record(controller), v0));
   }
 
   for (const auto& [name, topic] : image.topics) {
@@ -163,6 +188,19 @@ std::vector<versioned_metadata_record> image_to_records(const metadata_image& im
       r.iterations = credential.iterations;
       out.push_back(versioned(std::move(r), v0));
     }
+  }
+
+  // DelegationTokenImage.write (last, as MetadataImage.write).
+  for (const auto& [id, token] : image.delegation_tokens) {
+    protocol::delegation_token_record r;
+    r.owner = token.owner;
+    r.requester = token.requester;
+    r.renewers = token.renewers;
+    r.issue_timestamp = token.issue_timestamp;
+    r.max_timestamp = token.max_timestamp;
+    r.expiration_timestamp = token.expiration_timestamp;
+    r.token_id = id;
+    out.push_back(versioned(std::move(r), v0));
   }
   return out;
 }

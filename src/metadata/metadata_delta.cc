@@ -19,6 +19,16 @@ std::string security_protocol_name(int16_t id) {
   return "UNKNOWN(" + std::to_string(id) + ")";
 }
 
+// The EndPoints and Features of a RegisterBrokerRecord or RegisterControllerRecord.
+template <typename Record>
+void read_endpoints_and_features(const Record& r, std::vector<broker_endpoint>& endpoints,
+                                 std::map<std::string, supported_feature>& features) {
+  for (const auto& e : r.end_points) {
+    endpoints.push_back({e.name, e.host, e.port, security_protocol_name(e.security_protocol)});
+  }
+  for (const auto& f : r.features) features[f.name] = {f.min_supported_version, f.max_supported_version};
+}
+
 std::string describe(const uuid& id) {
   return id.to_string();
 }
@@ -125,11 +135,8 @@ status metadata_delta::apply_record(const protocol::register_broker_record& r) {
   b.fenced = r.fenced;
   b.in_controlled_shutdown = r.in_controlled_shutdown;
   b.log_dirs = r.log_dirs;
-  for (const auto& e : r.end_points) {
-    b.endpoints.push_back({e.name, e.host, e.port, security_protocol_name(e.security_protocol)});
-  }
-  for (const auto& f : r.features)
-    b.supported_features[f.name] = {f.min_supported_version, f.max_supported_version};
+  b.cordoned_log_dirs = r.cordoned_log_dirs;
+  read_endpoints_and_features(r, b.endpoints, b.supported_features);
   next().brokers[b.id] = std::move(b);
   return status::success();
 }
@@ -345,6 +352,8 @@ status metadata_delta::apply_record(const protocol::broker_registration_change_r
   }
   // v2 (KIP-858): a broker reports its online log directories; an empty list means no change.
   if (!r.log_dirs.empty()) broker.log_dirs = r.log_dirs;
+  // v3 (KIP-1066): the cordoned log dirs, replaced whole when present.
+  if (r.cordoned_log_dirs) broker.cordoned_log_dirs = r.cordoned_log_dirs;
   return status::success();
 }
 
@@ -450,6 +459,90 @@ status metadata_delta::apply_record(const protocol::client_quota_record& r) {
   } else {
     quotas.entities = std::move(updated);
   }
+  return status::success();
+}
+
+}  // namespace mala::metadata
+
+namespace mala::metadata {
+
+status metadata_delta::apply_record(const protocol::register_controller_record& r) {
+  // ClusterDelta.replay(RegisterControllerRecord): the registration replaces any previous one for the id.
+  controller_registration c;
+  c.id = r.controller_id;
+  c.incarnation_id = r.incarnation_id;
+  c.zk_migration_ready = r.zk_migration_ready;
+  read_endpoints_and_features(r, c.endpoints, c.supported_features);
+  next().controllers[c.id] = std::move(c);
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::unregister_controller_record& r) {
+  next().controllers.erase(r.controller_id);
+  return status::success();
+}
+
+// KIP-868 markers: raft_metadata_log delivers a transaction's records only once its EndTransactionRecord is
+// read and drops them at an AbortTransactionRecord; the markers themselves change nothing but the offset.
+status metadata_delta::apply_record(const protocol::begin_transaction_record&) {
+  return status::success();
+}
+status metadata_delta::apply_record(const protocol::end_transaction_record&) {
+  return status::success();
+}
+status metadata_delta::apply_record(const protocol::abort_transaction_record&) {
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::delegation_token_record& r) {
+  delegation_token_entry token;
+  token.owner = r.owner;
+  token.requester = r.requester;
+  token.renewers = r.renewers;
+  token.issue_timestamp = r.issue_timestamp;
+  token.max_timestamp = r.max_timestamp;
+  token.expiration_timestamp = r.expiration_timestamp;
+  next().delegation_tokens[r.token_id] = std::move(token);
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::remove_delegation_token_record& r) {
+  next().delegation_tokens.erase(r.token_id);
+  return status::success();
+}
+
+status metadata_delta::apply_record(const protocol::zk_migration_state_record& r) {
+  next().zk_migration_state = r.zk_migration_state;
+  return status::success();
+}
+
+void metadata_delta::clear_elr(const std::string& topic_name) {
+  const topic_metadata& topic = current().topics.at(topic_name);
+  for (size_t i = 0; i < topic.partitions.size(); ++i) {
+    const partition_state& old = topic.partitions[i];
+    if (old.eligible_leader_replicas.empty() && old.last_known_elr.empty()) continue;
+    partition_state p = old;
+    p.eligible_leader_replicas.clear();
+    p.last_known_elr.clear();
+    p.partition_epoch = old.partition_epoch + 1;
+    next().topics[topic_name].partitions[i] = std::move(p);
+  }
+}
+
+status metadata_delta::apply_record(const protocol::clear_elr_record& r) {
+  // TopicsDelta.replay(ClearElrRecord): the ELR and last known ELR of every partition of the topic, or of
+  // every topic when the name is empty, become empty (a partition change: its epoch moves).
+  if (r.topic_name.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, topic] : current().topics) names.push_back(name);
+    for (const auto& name : names) clear_elr(name);
+    return status::success();
+  }
+  if (!current().topics.contains(r.topic_name)) {
+    return bad_record(error_code::unknown_topic_or_partition,
+                      "ClearElrRecord for unknown topic " + r.topic_name);
+  }
+  clear_elr(r.topic_name);
   return status::success();
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "mala/common/assert.h"
+#include "mala/raft/rpc_codec.h"
 
 namespace mala::raft {
 
@@ -367,7 +368,8 @@ void replica::become_leader() {
   // KIP-595: the leader's first entry in its epoch is a LeaderChangeMessage; the high watermark passes it
   // before exposing anything of earlier epochs.
   _epoch_start_offset = _log.end_offset();
-  append_to_log({log_entry{_epoch_start_offset, _epoch, entry_type::leader_change, {}}});
+  append_to_log({log_entry{_epoch_start_offset, _epoch, entry_type::leader_change,
+                           leader_change_payload(_config.node_id, _config.voters, _granted)}});
   for (follower_progress& f : _followers) {
     send(f.state.replica_id, new_correlation_id(),
          begin_quorum_epoch_request{f.state.replica_id, _config.node_id, _epoch});

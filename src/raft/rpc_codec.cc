@@ -126,6 +126,16 @@ std::vector<uint8_t> encoded_leader_change(int32_t leader_id) {
 
 }  // namespace
 
+std::vector<uint8_t> leader_change_payload(int32_t leader_id, std::span<const int32_t> voters,
+                                           std::span<const int32_t> granting_voters) {
+  protocol::leader_change_message m;
+  m.version_ = 0;  // ControlRecordUtils.LEADER_CHANGE_CURRENT_VERSION
+  m.leader_id = leader_id;
+  for (int32_t id : voters) m.voters.push_back({id});
+  for (int32_t id : granting_voters) m.granting_voters.push_back({id});
+  return encode_body(m, 0);
+}
+
 uuid metadata_topic_id() {
   uuid id;
   id.bytes[15] = 1;

@@ -72,11 +72,14 @@ class ApacheKafkaNode:
         return ["java", heap, "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-cp", f"{KAFKA_LIBS}/*", main, *args]
 
-    def start(self, timeout=120):
-        fmt = subprocess.run(self._java("-Xmx256m", STORAGE_TOOL, "format", "-t", kafka_cluster_id(), "-c",
-                                        str(self.config_path)), capture_output=True, text=True, timeout=180)
-        if fmt.returncode != 0:
-            pytest.fail(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")
+    def start(self, timeout=120, format_storage=True):
+        """Formats the data dir (kafka-storage format, unless `format_storage` is false: a dir another broker
+        wrote) and starts the node, waiting until it answers Metadata."""
+        if format_storage:
+            fmt = subprocess.run(self._java("-Xmx256m", STORAGE_TOOL, "format", "-t", kafka_cluster_id(), "-c",
+                                            str(self.config_path)), capture_output=True, text=True, timeout=180)
+            if fmt.returncode != 0:
+                pytest.fail(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self._java("-Xmx512m", KAFKA_MAIN, str(self.config_path)),
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
@@ -95,6 +98,10 @@ class ApacheKafkaNode:
                     pytest.fail(f"Apache Kafka not answering on {self.bootstrap} after {timeout} s:\n"
                                 f"{self.log_tail()}")
                 time.sleep(0.5)
+
+    def tool(self, main, *args, timeout=120) -> subprocess.CompletedProcess:
+        """Runs one of Kafka's command-line tools (its main class) from the same jars."""
+        return subprocess.run(self._java("-Xmx256m", main, *args), capture_output=True, text=True, timeout=timeout)
 
     def log_tail(self, lines=40) -> str:
         try:

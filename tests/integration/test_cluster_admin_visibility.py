@@ -104,7 +104,7 @@ def test_kafka_features_describe_lists_what_mala_implements(shared_cluster):
     out = step_ok(tool_batch((FEATURES_TOOL, "--bootstrap-server", c.bootstrap, "describe"))[0])
     lines = {l.split()[1]: l for l in out.splitlines() if l.startswith("Feature:")}
     assert "metadata.version" in lines, out
-    assert "FinalizedVersionLevel: 4.3-IV0" in lines["metadata.version"], out  # level 30, what Mala bootstraps
+    assert "FinalizedVersionLevel: 4.4-IV2" in lines["metadata.version"], out  # level 33, what Mala bootstraps
     for feature in ("eligible.leader.replicas.version", "group.version"):
         assert feature in lines, f"{feature} missing:\n{out}"
         assert "SupportedMaxVersion: 1" in lines[feature] and "FinalizedVersionLevel: 1" in lines[feature], out

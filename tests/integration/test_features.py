@@ -51,11 +51,11 @@ def finalized_everywhere(c):
 
 def wait_all_nodes_at(c, level):
     """Waits until every node's ApiVersions finalizes transaction.version at `level` (absent for 0) and
-    metadata.version at 30, with the same FinalizedFeaturesEpoch; returns that epoch."""
+    metadata.version at 33, with the same FinalizedFeaturesEpoch; returns that epoch."""
     def agreed():
         seen = finalized_everywhere(c)
         epochs = {e for e, _ in seen.values()}
-        ok = len(epochs) == 1 and all(f.get("transaction.version", 0) == level and f.get("metadata.version") == 30
+        ok = len(epochs) == 1 and all(f.get("transaction.version", 0) == level and f.get("metadata.version") == 33
                                       for _, f in seen.values())
         return seen if ok else None
 
@@ -79,7 +79,7 @@ def test_kafka_features_describe_upgrade_downgrade(tmp_path, size):
         rows = described(b)
         tv = rows["transaction.version"]
         assert (tv["SupportedMinVersion"], tv["SupportedMaxVersion"], tv["FinalizedVersionLevel"]) == ("0", "2", "2")
-        assert rows["metadata.version"]["FinalizedVersionLevel"] == "4.3-IV0", rows
+        assert rows["metadata.version"]["FinalizedVersionLevel"] == "4.4-IV2", rows
         epoch_at_start = wait_all_nodes_at(c, 2)
 
         # --dry-run: validated (the answer names the change), nothing written.

@@ -14,7 +14,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 
 #include <asio/awaitable.hpp>
 #include <asio/io_context.hpp>
@@ -30,7 +32,16 @@ struct broker_lifecycle_options {
   int32_t heartbeat_interval_ms = 2000;              // broker.heartbeat.interval.ms
   std::function<int64_t()> applied_metadata_offset;  // the broker side's metadata offset
   std::function<int64_t()> clock_ms;
+  // The finalized feature levels this node has applied (to name the feature when a registration is refused
+  // with UNSUPPORTED_VERSION, whose answer carries no message).
+  std::function<std::map<std::string, int16_t>()> finalized_features;
 };
+
+// Why a registration with `registration`'s feature ranges is refused for the finalized levels: for each
+// finalized feature outside its range, "<name> <level> (this broker supports <min>-<max>)", joined with
+// "; ", and the kafka-features.sh downgrade that would let it register. Empty when every level is in range.
+std::string unsupported_finalized_features(const protocol::broker_registration_request& registration,
+                                           const std::map<std::string, int16_t>& finalized);
 
 class broker_lifecycle {
  public:
@@ -65,6 +76,7 @@ class broker_lifecycle {
   controller_channel& _channel;
   broker_lifecycle_options _options;
   std::function<void()> _on_caught_up;
+  std::string _last_refusal;  // the last UNSUPPORTED_VERSION reason logged
   std::shared_ptr<state> _state;
   asio::steady_timer _timer;
 };

@@ -63,6 +63,8 @@ class metadata_loader {
   metadata::metadata_image_ptr _image;
   metadata_loader_hooks _hooks;
   int64_t _next_offset = 0;
+  // The committed log ends inside a KIP-868 metadata transaction (its records are not applied yet).
+  bool _open_transaction = false;
   int64_t _last_high_watermark = -1;
   uint64_t _snapshots_installed = 0;
   int64_t _bytes_since_snapshot = 0;

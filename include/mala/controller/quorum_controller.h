@@ -87,9 +87,10 @@ class quorum_controller {
   // Becomes the active controller from `committed`, the image of everything committed (the new Raft leader
   // has committed its epoch's first entry, so that is the whole log). Bootstraps an empty cluster with the
   // records Kafka's storage format writes (FeatureLevelRecord metadata.version). Uncommitted writes of an
-  // earlier term were reverted by deactivate(). False when the bootstrap write failed: the controller stays
-  // standby.
-  bool activate(metadata::metadata_image_ptr committed);
+  // earlier term were reverted by deactivate(). When the log ends inside a KIP-868 metadata transaction that
+  // the previous leader left open (`open_transaction`), it first writes an AbortTransactionRecord, as Kafka's
+  // QuorumController does on activation. False when a write failed: the controller stays standby.
+  bool activate(metadata::metadata_image_ptr committed, bool open_transaction = false);
   // Leadership lost: back to standby with the committed image; writes not yet committed are forgotten (they
   // may be truncated by the new leader), as Kafka's QuorumController reverts to its last committed state.
   void deactivate(metadata::metadata_image_ptr committed);

@@ -27,11 +27,23 @@ class raft_metadata_log final : public metadata_log {
   result<metadata_append_result> append(
       std::span<const metadata::versioned_metadata_record> records) override;
   status replay(int64_t from_offset, const metadata_replay_callback& callback) const override;
+  // Where a replay stopped.
+  struct replay_position {
+    // The offset after the last whole write or KIP-868 transaction passed: the next from_offset.
+    int64_t next_offset = 0;
+    // Whether the replay read every entry below to_offset and stopped inside a metadata transaction (a
+    // BeginTransactionRecord whose End or Abort is not below to_offset): next_offset is then the first
+    // offset of the write that began it. With to_offset the high watermark of a leader that has committed
+    // its epoch's first entry, such a transaction was left open by an earlier leader.
+    bool open_transaction = false;
+  };
   // The records of the whole writes in [from_offset, to_offset) (a write is delivered only once its last
-  // entry is below to_offset), in order. Returns the offset after the last whole write passed: the next
-  // from_offset. from_offset must be a write boundary.
-  result<int64_t> replay_range(int64_t from_offset, int64_t to_offset,
-                               const metadata_replay_callback& callback) const;
+  // entry is below to_offset), in order. The records between a BeginTransactionRecord and its
+  // EndTransactionRecord are delivered together once the End is read, those before an
+  // AbortTransactionRecord never (Kafka's KIP-868 metadata transactions, which may span several writes).
+  // from_offset must be a write boundary outside a transaction.
+  result<replay_position> replay_range(int64_t from_offset, int64_t to_offset,
+                                       const metadata_replay_callback& callback) const;
 
  private:
   raft::raft_node& _node;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mala/common/uuid.h"
+#include "mala/metadata/acl_host.h"
 
 namespace mala::metadata {
 
@@ -130,6 +131,8 @@ class acl_index {
     std::string host;
     acl_operation operation;
     acl_permission permission;
+    // The host's range when it is in CIDR form (KIP-1276), parsed once here.
+    std::optional<cidr_range> host_range;
   };
   struct per_type {
     std::map<std::string, std::vector<entry>, std::less<>> literal;

@@ -93,6 +93,17 @@ class metadata_delta {
   status apply_record(const protocol::access_control_entry_record& r);
   status apply_record(const protocol::remove_access_control_entry_record& r);
   status apply_record(const protocol::client_quota_record& r);
+  status apply_record(const protocol::register_controller_record& r);
+  status apply_record(const protocol::unregister_controller_record& r);
+  status apply_record(const protocol::begin_transaction_record& r);
+  status apply_record(const protocol::end_transaction_record& r);
+  status apply_record(const protocol::abort_transaction_record& r);
+  status apply_record(const protocol::delegation_token_record& r);
+  status apply_record(const protocol::remove_delegation_token_record& r);
+  status apply_record(const protocol::zk_migration_state_record& r);
+  status apply_record(const protocol::clear_elr_record& r);
+  // ClearElrRecord's change to one topic's partitions.
+  void clear_elr(const std::string& topic_name);
 
   metadata_image_ptr _base;
   // Copy of the base made on the first change: the maps are copied, each topic's partitions are shared with

@@ -50,10 +50,37 @@ struct broker_registration {
   uuid incarnation_id;
   bool in_controlled_shutdown = false;
   std::vector<uuid> log_dirs;  // KIP-858 directory ids, RegisterBrokerRecord v3+
+  // KIP-1066: the log dirs the operator cordoned (no new replicas placed there); RegisterBrokerRecord v4+ and
+  // BrokerRegistrationChangeRecord v3+. Null when no record carried the field. Kept and written back; Mala
+  // places replicas by broker, not by dir.
+  std::optional<std::vector<uuid>> cordoned_log_dirs;
   std::map<std::string, supported_feature> supported_features;
 
   const broker_endpoint* endpoint_for(const std::string& listener_name) const;
   friend bool operator==(const broker_registration&, const broker_registration&) = default;
+};
+
+// A controller's registration (RegisterControllerRecord, KIP-919): how brokers and tools reach it and the
+// feature ranges it supports.
+struct controller_registration {
+  int32_t id = -1;
+  uuid incarnation_id;
+  bool zk_migration_ready = false;
+  std::vector<broker_endpoint> endpoints;
+  std::map<std::string, supported_feature> supported_features;
+  friend bool operator==(const controller_registration&, const controller_registration&) = default;
+};
+
+// A delegation token's metadata (DelegationTokenRecord, KIP-48 on KRaft): kept so that a log Kafka wrote
+// keeps its tokens through Mala's snapshots. Mala does not serve the delegation token APIs.
+struct delegation_token_entry {
+  std::string owner;
+  std::string requester;
+  std::vector<std::string> renewers;
+  int64_t issue_timestamp = 0;
+  int64_t max_timestamp = 0;
+  int64_t expiration_timestamp = 0;
+  friend bool operator==(const delegation_token_entry&, const delegation_token_entry&) = default;
 };
 
 struct partition_state {
@@ -146,6 +173,8 @@ class metadata_image {
   std::string cluster_id;
   int32_t controller_id = -1;
   std::map<int32_t, broker_registration> brokers;
+  // Controller registrations by node id (RegisterControllerRecord / UnregisterControllerRecord).
+  std::map<int32_t, controller_registration> controllers;
   std::map<std::string, topic_metadata> topics;
   // Dynamic configs set through ConfigRecord (only the keys set explicitly; defaults live elsewhere). A
   // resource with no configs left has no entry. Deleting a topic deletes its configs, as Kafka's
@@ -162,6 +191,11 @@ class metadata_image {
   std::map<std::string, std::map<int8_t, scram_credential_entry>> scram_credentials;
   // ACLs (AccessControlEntryRecord / RemoveAccessControlEntryRecord) by id, with the authorizer's index.
   acl_set acls;
+  // Delegation tokens by token id (DelegationTokenRecord / RemoveDelegationTokenRecord).
+  std::map<std::string, delegation_token_entry> delegation_tokens;
+  // ZkMigrationStateRecord's state (Kafka's ZkMigrationState: 0 NONE, 1 MIGRATION, 2 PRE_MIGRATION,
+  // 3 POST_MIGRATION, 4 UNINITIALIZED); -1 when no record set it. A KRaft-born cluster has NONE or none.
+  int8_t zk_migration_state = -1;
   // Offset and leader epoch of the last metadata log record applied; -1 for images not built from the log.
   int64_t metadata_offset = -1;
   int32_t metadata_epoch = -1;

@@ -17,10 +17,15 @@
 #include <vector>
 
 #include "mala/common/result.h"
+#include "mala/protocol/messages/abort_transaction_record.h"
 #include "mala/protocol/messages/access_control_entry_record.h"
+#include "mala/protocol/messages/begin_transaction_record.h"
 #include "mala/protocol/messages/broker_registration_change_record.h"
+#include "mala/protocol/messages/clear_elr_record.h"
 #include "mala/protocol/messages/client_quota_record.h"
 #include "mala/protocol/messages/config_record.h"
+#include "mala/protocol/messages/delegation_token_record.h"
+#include "mala/protocol/messages/end_transaction_record.h"
 #include "mala/protocol/messages/feature_level_record.h"
 #include "mala/protocol/messages/fence_broker_record.h"
 #include "mala/protocol/messages/no_op_record.h"
@@ -28,20 +33,24 @@
 #include "mala/protocol/messages/partition_record.h"
 #include "mala/protocol/messages/producer_ids_record.h"
 #include "mala/protocol/messages/register_broker_record.h"
+#include "mala/protocol/messages/register_controller_record.h"
 #include "mala/protocol/messages/remove_access_control_entry_record.h"
+#include "mala/protocol/messages/remove_delegation_token_record.h"
 #include "mala/protocol/messages/remove_topic_record.h"
 #include "mala/protocol/messages/remove_user_scram_credential_record.h"
 #include "mala/protocol/messages/topic_record.h"
 #include "mala/protocol/messages/unfence_broker_record.h"
 #include "mala/protocol/messages/unregister_broker_record.h"
+#include "mala/protocol/messages/unregister_controller_record.h"
 #include "mala/protocol/messages/user_scram_credential_record.h"
+#include "mala/protocol/messages/zk_migration_state_record.h"
 
 namespace mala::metadata {
 
-// The records the metadata image is built from. Kafka's other metadata records (delegation tokens,
-// KIP-868 metadata transactions, RegisterControllerRecord,
-// ZkMigrationStateRecord) are defined in proto/ too but not applied yet; decode_metadata_record refuses them
-// (is_known_metadata_record_type tells them apart from types Kafka does not define).
+// The records the metadata image is built from: every metadata record type Kafka 4.4 defines. The KIP-868
+// transaction markers (Begin/End/AbortTransactionRecord) change no image: the replay delivers the records
+// between Begin and End together and drops those before an Abort (raft_metadata_log). A type Kafka does not
+// define is refused by decode_metadata_record.
 using metadata_record =
     std::variant<protocol::register_broker_record, protocol::unregister_broker_record, protocol::topic_record,
                  protocol::partition_record, protocol::config_record, protocol::partition_change_record,
@@ -50,7 +59,11 @@ using metadata_record =
                  protocol::broker_registration_change_record, protocol::no_op_record,
                  protocol::user_scram_credential_record, protocol::remove_user_scram_credential_record,
                  protocol::access_control_entry_record, protocol::remove_access_control_entry_record,
-                 protocol::client_quota_record>;
+                 protocol::client_quota_record, protocol::register_controller_record,
+                 protocol::unregister_controller_record, protocol::begin_transaction_record,
+                 protocol::end_transaction_record, protocol::abort_transaction_record,
+                 protocol::delegation_token_record, protocol::remove_delegation_token_record,
+                 protocol::zk_migration_state_record, protocol::clear_elr_record>;
 
 // The only envelope frame version Kafka writes and reads.
 inline constexpr uint32_t metadata_record_frame_version = 1;

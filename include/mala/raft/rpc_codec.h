@@ -169,7 +169,13 @@ ProtocolResponse top_level_error_response(mala::error_code code) {
 // Entries from v2 record batches (a Fetch response's records) as described above.
 result<std::vector<log_entry>> entries_from_batches(std::span<const uint8_t> batches,
                                                     int64_t from_offset = -1);
-// One batch per entry, concatenated. An empty leader_change payload becomes a LeaderChangeMessage naming
+// The LeaderChangeMessage (v0) a leader writes as the first entry of its epoch, as Kafka's
+// LeaderState.appendStartOfEpochControlRecords: the leader, every voter and the voters that granted it.
+std::vector<uint8_t> leader_change_payload(int32_t leader_id, std::span<const int32_t> voters,
+                                           std::span<const int32_t> granting_voters);
+
+// One batch per entry, concatenated. An empty leader_change payload (written by Mala before it filled them
+// in) becomes a LeaderChangeMessage naming
 // `current_leader.leader_id` when the entry is of `current_leader.leader_epoch` (-1 otherwise).
 result<std::vector<uint8_t>> entries_to_batches(std::span<const log_entry> entries, int64_t timestamp_ms,
                                                 leader_id_and_epoch current_leader = {});

@@ -156,7 +156,7 @@ TEST(refusal_rate_limit_test, logs_the_first_then_one_per_interval_with_the_coun
 // (KIP-966 ELR, KIP-848 groups) are finalized at level 1.
 TEST_F(dispatcher_test, api_versions_lists_supported_and_finalized_features) {
   auto image = std::make_shared<metadata::metadata_image>(*cache.current());
-  image->finalized_features["metadata.version"] = 30;
+  image->finalized_features["metadata.version"] = 33;
   image->finalized_features["transaction.version"] = 2;
   image->metadata_offset = 1234;
   cache.publish(image);
@@ -172,7 +172,7 @@ TEST_F(dispatcher_test, api_versions_lists_supported_and_finalized_features) {
     ASSERT_EQ(resp.decode(r, version), decode_status::ok);
     std::map<std::string, std::pair<int16_t, int16_t>> supported;
     for (const auto& f : resp.supported_features) supported[f.name] = {f.min_version, f.max_version};
-    EXPECT_EQ(supported["metadata.version"], std::make_pair(int16_t{7}, int16_t{30}));
+    EXPECT_EQ(supported["metadata.version"], std::make_pair(int16_t{7}, int16_t{33}));
     EXPECT_EQ(supported["eligible.leader.replicas.version"], std::make_pair(int16_t{0}, int16_t{1}));
     EXPECT_EQ(supported["group.version"], std::make_pair(int16_t{0}, int16_t{1}));
     EXPECT_EQ(supported["kraft.version"], std::make_pair(int16_t{0}, int16_t{1}));
@@ -182,7 +182,7 @@ TEST_F(dispatcher_test, api_versions_lists_supported_and_finalized_features) {
       EXPECT_EQ(f.min_version_level, f.max_version_level) << f.name;
       finalized[f.name] = f.max_version_level;
     }
-    EXPECT_EQ(finalized["metadata.version"], 30);
+    EXPECT_EQ(finalized["metadata.version"], 33);
     EXPECT_EQ(finalized["eligible.leader.replicas.version"], 1);
     EXPECT_EQ(finalized["group.version"], 1);
     EXPECT_EQ(finalized["transaction.version"], 2);

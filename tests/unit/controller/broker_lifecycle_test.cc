@@ -120,7 +120,7 @@ class broker_lifecycle_test : public ::testing::Test {
     b.id = id;
     b.incarnation_id = uuid::random();
     b.endpoints.push_back({"PLAINTEXT", "localhost", static_cast<uint16_t>(9092 + id), "PLAINTEXT"});
-    b.supported_features["metadata.version"] = {7, 30};
+    b.supported_features["metadata.version"] = {7, 33};
     b.supported_features["transaction.version"] = {0, 2};
     auto r = _controller->register_broker(b);
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);

@@ -63,7 +63,7 @@ TEST(feature_control, every_finalized_level_must_be_within_the_brokers_range) {
   EXPECT_EQ(st.code, error_code::unsupported_version);
   EXPECT_EQ(
       st.message,
-      "Unable to register because the broker does not support finalized version 30 of metadata.version. "
+      "Unable to register because the broker does not support finalized version 33 of metadata.version. "
       "The broker wants a version between 1 and 7, inclusive.");
   // A finalized feature the broker does not name: range [0, 0].
   EXPECT_EQ(check_finalized_features_supported(*writer.image(), {}).code, error_code::unsupported_version);
@@ -172,15 +172,15 @@ TEST_F(feature_update_test, downgrade_rules) {
       "0.");
   // metadata.version: never downgraded; upgraded only within the range.
   EXPECT_EQ(
-      refusal({"metadata.version", 29, safe_downgrade}),
-      "Invalid metadata.version 29. Refusing to perform the requested downgrade because it might delete "
+      refusal({"metadata.version", 32, safe_downgrade}),
+      "Invalid metadata.version 32. Refusing to perform the requested downgrade because it might delete "
       "metadata information.");
-  EXPECT_EQ(refusal({"metadata.version", 29, unsafe_downgrade}),
-            "Invalid metadata.version 29. Unsafe metadata downgrade is not supported in this version.");
-  EXPECT_EQ(refusal({"metadata.version", 31, upgrade}),
-            "Invalid update version 31 for feature metadata.version. Local controller 3000 only supports "
-            "versions 7-30");
-  EXPECT_EQ(refusal({"metadata.version", 30, upgrade}), "");
+  EXPECT_EQ(refusal({"metadata.version", 32, unsafe_downgrade}),
+            "Invalid metadata.version 32. Unsafe metadata downgrade is not supported in this version.");
+  EXPECT_EQ(refusal({"metadata.version", 34, upgrade}),
+            "Invalid update version 34 for feature metadata.version. Local controller 3000 only supports "
+            "versions 7-33");
+  EXPECT_EQ(refusal({"metadata.version", 33, upgrade}), "");
 }
 
 TEST_F(feature_update_test, ranges_of_this_binary_and_of_every_registered_broker) {
@@ -233,7 +233,7 @@ TEST_F(feature_update_test, one_refusal_refuses_the_whole_request) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, error_code::invalid_update_version);
   EXPECT_NE(r.error().message.find("group.version"), std::string::npos);
-  auto both = update({{"transaction.version", 2, upgrade}, {"metadata.version", 30, upgrade}});
+  auto both = update({{"transaction.version", 2, upgrade}, {"metadata.version", 33, upgrade}});
   ASSERT_TRUE(both.ok());
   EXPECT_EQ(both->size(), 2u);
 }

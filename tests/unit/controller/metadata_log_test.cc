@@ -332,6 +332,71 @@ TEST_F(raft_metadata_log_test, a_log_of_committed_batches_without_quorum_state_o
   stop(node);
 }
 
+// KIP-868 metadata transactions as Kafka writes them (its controller bootstraps a log inside one, and a
+// transaction may span several writes): the records between Begin and End come together once the End is
+// read, an aborted transaction's records never, and a log that ends inside a transaction stops before it
+// and says so (the next active controller aborts it).
+TEST_F(raft_metadata_log_test, metadata_transactions_are_replayed_whole_or_dropped) {
+  auto begin = [] {
+    protocol::begin_transaction_record r;
+    r.name = "Bootstrap records";
+    return versioned_metadata_record{r, 0};
+  };
+  const versioned_metadata_record end{protocol::end_transaction_record{}, 0};
+  const versioned_metadata_record abort{protocol::abort_transaction_record{}, 0};
+  int64_t open_transaction_start = -1;
+  {
+    auto written = local_metadata_log::open(_dir);
+    ASSERT_TRUE(written.ok()) << written.error().message;
+    auto& log = **written;
+    ASSERT_TRUE(log.append(std::vector<versioned_metadata_record>{topic("a", 1)}).ok());           // 0
+    ASSERT_TRUE(log.append(std::vector<versioned_metadata_record>{begin(), topic("b", 2)}).ok());  // 1-2
+    ASSERT_TRUE(log.append(std::vector<versioned_metadata_record>{topic("c", 3), end}).ok());      // 3-4
+    ASSERT_TRUE(log.append(std::vector<versioned_metadata_record>{begin(), topic("x", 4)}).ok());  // 5-6
+    ASSERT_TRUE(log.append(std::vector<versioned_metadata_record>{topic("y", 5), abort}).ok());    // 7-8
+    ASSERT_TRUE(log.append(std::vector<versioned_metadata_record>{topic("d", 6)}).ok());           // 9
+    open_transaction_start = log.end_offset();
+    ASSERT_TRUE(log.append(std::vector<versioned_metadata_record>{begin(), topic("z", 7)}).ok());  // 10-11
+  }
+  auto node = open_leader();
+  ASSERT_TRUE(node);
+  raft_metadata_log log(*node);
+  std::vector<std::string> names;
+  std::vector<int64_t> offsets;
+  auto position = log.replay_range(
+      0, node->state().high_watermark(), [&](const versioned_metadata_record& r, int64_t offset, int32_t) {
+        if (auto* t = std::get_if<protocol::topic_record>(&r.record)) {
+          names.push_back(t->name);
+        } else if (std::holds_alternative<protocol::begin_transaction_record>(r.record)) {
+          names.push_back("begin");
+        } else if (std::holds_alternative<protocol::end_transaction_record>(r.record)) {
+          names.push_back("end");
+        } else {
+          names.push_back("abort");
+        }
+        offsets.push_back(offset);
+        return status::success();
+      });
+  ASSERT_TRUE(position.ok()) << position.error().message;
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "begin", "b", "c", "end", "abort", "d"}));
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 1, 2, 3, 4, 8, 9}));
+  EXPECT_EQ(position->next_offset, open_transaction_start);
+  EXPECT_TRUE(position->open_transaction);
+
+  // Up to a bound inside the first transaction: it waits whole, open as far as the replay can tell.
+  names.clear();
+  offsets.clear();
+  position = log.replay_range(0, 4, [&](const versioned_metadata_record&, int64_t offset, int32_t) {
+    offsets.push_back(offset);
+    return status::success();
+  });
+  ASSERT_TRUE(position.ok());
+  EXPECT_EQ(offsets, std::vector<int64_t>{0});
+  EXPECT_EQ(position->next_offset, 1);
+  EXPECT_TRUE(position->open_transaction);
+  stop(node);
+}
+
 // Issue 20: no fsync on a shard thread. The thread running the node's io_context (shard 0 in a broker; this
 // test's thread here) writes the quorum state and the log but syncs neither: the node's blocking thread does,
 // and a write commits only once synced (the lone voter's high watermark waits for its flush), so everything

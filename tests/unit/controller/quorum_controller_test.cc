@@ -163,7 +163,7 @@ class quorum_controller_test : public ::testing::Test {
     b.incarnation_id = uuid::random();
     b.endpoints.push_back({"PLAINTEXT", "localhost", static_cast<uint16_t>(9092 + id), "PLAINTEXT"});
     b.log_dirs = std::move(dirs);
-    b.supported_features["metadata.version"] = {7, 30};
+    b.supported_features["metadata.version"] = {7, 33};
     b.supported_features["transaction.version"] = {0, 2};
     return b;
   }
@@ -268,12 +268,12 @@ TEST_F(quorum_controller_test, empty_log_is_bootstrapped_with_metadata_version) 
   const auto& f = record_as<protocol::feature_level_record>(_spy->batches[0][0]);
   EXPECT_EQ(f.name, "metadata.version");
   EXPECT_EQ(f.feature_level, bootstrap_metadata_version);
-  EXPECT_EQ(bootstrap_metadata_version, 30);  // Kafka 4.3's default (IBP_4_3_IV0)
+  EXPECT_EQ(bootstrap_metadata_version, 33);  // Kafka 4.4's default (IBP_4_4_IV2)
   EXPECT_EQ(_spy->batches[0][0].version, 0);
   const auto& tv = record_as<protocol::feature_level_record>(_spy->batches[0][1]);
   EXPECT_EQ(tv.name, "transaction.version");
   EXPECT_EQ(tv.feature_level, bootstrap_transaction_version);
-  EXPECT_EQ(image().feature_level("metadata.version"), 30);
+  EXPECT_EQ(image().feature_level("metadata.version"), 33);
   EXPECT_EQ(image().feature_level("transaction.version"), bootstrap_transaction_version);
   EXPECT_EQ(image().metadata_offset, 1);
   EXPECT_EQ(image().metadata_epoch, 1);
@@ -283,7 +283,7 @@ TEST_F(quorum_controller_test, empty_log_is_bootstrapped_with_metadata_version) 
 
   reopen();
   EXPECT_TRUE(_spy->batches.empty());  // a non-empty log is not bootstrapped again
-  EXPECT_EQ(image().feature_level("metadata.version"), 30);
+  EXPECT_EQ(image().feature_level("metadata.version"), 33);
   EXPECT_EQ(image().metadata_offset, 1);
 }
 
@@ -522,7 +522,7 @@ TEST_F(quorum_controller_test, registration_errors) {
   EXPECT_EQ(r.error().code, error_code::unsupported_version);
   EXPECT_EQ(
       r.error().message,
-      "Unable to register because the broker does not support finalized version 30 of metadata.version. The "
+      "Unable to register because the broker does not support finalized version 33 of metadata.version. The "
       "broker wants a version between 1 and 25, inclusive.");
 
   auto reserved = broker(1, std::nullopt, {metadata::directory_lost});

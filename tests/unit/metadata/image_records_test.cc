@@ -55,34 +55,38 @@ TEST(image_records_test, records_come_in_kafkas_order) {
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(first->name, "metadata.version");
   EXPECT_EQ(first->feature_level, 27);
-  // Then brokers, topics (each followed by its partitions), configs, client quotas, producer ids.
+  // Then brokers, controllers, topics (each followed by its partitions), configs, client quotas, producer
+  // ids, delegation tokens.
   auto rank = [](const metadata_record& r) {
     return std::visit(
         [](const auto& x) -> int {
           using T = std::remove_cvref_t<decltype(x)>;
           if constexpr (std::is_same_v<T, protocol::feature_level_record>) return 0;
           if constexpr (std::is_same_v<T, protocol::register_broker_record>) return 1;
+          if constexpr (std::is_same_v<T, protocol::register_controller_record>) return 2;
           if constexpr (std::is_same_v<T, protocol::topic_record> ||
                         std::is_same_v<T, protocol::partition_record>)
-            return 2;
-          if constexpr (std::is_same_v<T, protocol::config_record>) return 3;
-          if constexpr (std::is_same_v<T, protocol::client_quota_record>) return 4;
-          if constexpr (std::is_same_v<T, protocol::producer_ids_record>) return 5;
+            return 3;
+          if constexpr (std::is_same_v<T, protocol::config_record>) return 4;
+          if constexpr (std::is_same_v<T, protocol::client_quota_record>) return 5;
+          if constexpr (std::is_same_v<T, protocol::producer_ids_record>) return 6;
+          if constexpr (std::is_same_v<T, protocol::delegation_token_record>) return 7;
           return 99;
         },
         r);
   };
   for (size_t i = 1; i < records.size(); ++i) EXPECT_LE(rank(records[i - 1].record), rank(records[i].record));
-  EXPECT_EQ(rank(records.back().record), 5);
+  EXPECT_EQ(rank(records.back().record), 7);
   for (const auto& r : records) {
-    if (std::holds_alternative<protocol::register_broker_record>(r.record)) {
-      EXPECT_EQ(r.version, 3);
+    if (const auto* b = std::get_if<protocol::register_broker_record>(&r.record)) {
+      // v4 (KIP-1066) only for a registration with cordoned dirs.
+      EXPECT_EQ(r.version, b->cordoned_log_dirs ? 4 : 3);
     }
     if (std::holds_alternative<protocol::partition_record>(r.record)) {
       EXPECT_EQ(r.version, 2);
     }
   }
-  const auto& ids = std::get<protocol::producer_ids_record>(records.back().record);
+  const auto& ids = std::get<protocol::producer_ids_record>(records[records.size() - 2].record);
   EXPECT_EQ(ids.broker_id, -1);
   EXPECT_EQ(ids.broker_epoch, -1);
   EXPECT_EQ(ids.next_producer_id, 5000);

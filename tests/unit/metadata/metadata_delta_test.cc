@@ -330,6 +330,106 @@ TEST(metadata_delta, broker_register_fence_unfence_unregister) {
   EXPECT_TRUE(delta.build()->brokers.empty());
 }
 
+// The records Kafka 4.4 writes that came after the first ones Mala applied: controller registrations
+// (KIP-919, KIP-1312), KIP-1066 cordoned log dirs, delegation tokens, ClearElrRecord (KIP-966), and the
+// KIP-868 transaction markers, which change nothing but the offset.
+TEST(metadata_delta, controllers_cordoned_dirs_tokens_and_markers) {
+  metadata_delta delta(nullptr);
+  protocol::register_controller_record c;
+  c.controller_id = 3000;
+  c.incarnation_id = make_uuid(30);
+  c.end_points.push_back({"CONTROLLER", "ctl", 9093, 0});
+  c.features.push_back({"kraft.version", 0, 1});
+  ASSERT_TRUE(delta.apply(c).ok());
+  auto image = delta.build();
+  ASSERT_EQ(image->controllers.size(), 1u);
+  const controller_registration& reg = image->controllers.at(3000);
+  EXPECT_EQ(reg.incarnation_id, make_uuid(30));
+  ASSERT_EQ(reg.endpoints.size(), 1u);
+  EXPECT_EQ(reg.endpoints[0], (broker_endpoint{"CONTROLLER", "ctl", 9093, "PLAINTEXT"}));
+  EXPECT_EQ(reg.supported_features.at("kraft.version"), (supported_feature{0, 1}));
+  ASSERT_TRUE(delta.apply(protocol::unregister_controller_record{3000}).ok());
+  EXPECT_TRUE(delta.build()->controllers.empty());
+
+  // RegisterBrokerRecord v4 and BrokerRegistrationChangeRecord v3 carry the cordoned dirs; a change without
+  // the field keeps them.
+  auto b = broker(1, 100);
+  b.cordoned_log_dirs = std::vector<uuid>{make_uuid(50)};
+  ASSERT_TRUE(delta.apply(b).ok());
+  EXPECT_EQ(delta.build()->brokers.at(1).cordoned_log_dirs, std::vector<uuid>{make_uuid(50)});
+  protocol::broker_registration_change_record brc;
+  brc.broker_id = 1;
+  brc.broker_epoch = 100;
+  ASSERT_TRUE(delta.apply(brc).ok());
+  EXPECT_EQ(delta.build()->brokers.at(1).cordoned_log_dirs, std::vector<uuid>{make_uuid(50)});
+  brc.cordoned_log_dirs = std::vector<uuid>{};
+  ASSERT_TRUE(delta.apply(brc).ok());
+  EXPECT_EQ(delta.build()->brokers.at(1).cordoned_log_dirs, std::vector<uuid>{});
+
+  protocol::delegation_token_record token;
+  token.owner = "User:alice";
+  token.requester = "User:alice";
+  token.renewers = {"User:bob"};
+  token.max_timestamp = 5;
+  token.token_id = "tok-1";
+  ASSERT_TRUE(delta.apply(token).ok());
+  EXPECT_EQ(delta.build()->delegation_tokens.at("tok-1").renewers, std::vector<std::string>{"User:bob"});
+  protocol::remove_delegation_token_record remove_token;
+  remove_token.token_id = "tok-1";
+  ASSERT_TRUE(delta.apply(remove_token).ok());
+  EXPECT_TRUE(delta.build()->delegation_tokens.empty());
+
+  const auto before = delta.build();
+  protocol::begin_transaction_record begin;
+  begin.name = "Bootstrap records";
+  ASSERT_TRUE(delta.apply(begin, 7, 1).ok());
+  ASSERT_TRUE(delta.apply(protocol::end_transaction_record{}, 8, 1).ok());
+  protocol::abort_transaction_record abort;
+  abort.reason = "Controller failover";
+  ASSERT_TRUE(delta.apply(abort, 9, 1).ok());
+  auto after = delta.build();
+  EXPECT_EQ(after->metadata_offset, 9);
+  auto same = std::make_shared<metadata_image>(*after);
+  same->metadata_offset = before->metadata_offset;
+  same->metadata_epoch = before->metadata_epoch;
+  EXPECT_EQ(*same, *before);
+}
+
+TEST(metadata_delta, clear_elr_empties_the_elr_of_one_topic_or_all) {
+  metadata_delta delta(orders_image());
+  const uuid audit_id = make_uuid(40);
+  ASSERT_TRUE(delta.apply(topic("audit", audit_id)).ok());
+  ASSERT_TRUE(delta.apply(partition(audit_id, 0, {1, 2, 3}, 1)).ok());
+  for (const uuid& id : {orders_id, audit_id}) {
+    auto c = change(0);
+    c.topic_id = id;
+    c.isr = ints{1};
+    c.eligible_leader_replicas = ints{2};
+    c.last_known_elr = ints{3};
+    ASSERT_TRUE(delta.apply(c).ok());
+  }
+  auto image = delta.build();
+  const int32_t orders_epoch = orders_partition(image, 0).partition_epoch;
+
+  protocol::clear_elr_record clear;
+  clear.topic_name = "orders";
+  ASSERT_TRUE(delta.apply(clear).ok());
+  image = delta.build();
+  EXPECT_TRUE(orders_partition(image, 0).eligible_leader_replicas.empty());
+  EXPECT_TRUE(orders_partition(image, 0).last_known_elr.empty());
+  EXPECT_EQ(orders_partition(image, 0).partition_epoch, orders_epoch + 1);
+  EXPECT_EQ(orders_partition(image, 0).isr, ints{1});
+  EXPECT_EQ(image->find_topic("audit")->partitions.at(0).eligible_leader_replicas, ints{2});
+
+  clear.topic_name = "missing";
+  EXPECT_EQ(delta.apply(clear).code, error_code::unknown_topic_or_partition);
+  clear.topic_name = "";
+  ASSERT_TRUE(delta.apply(clear).ok());
+  image = delta.build();
+  EXPECT_TRUE(image->find_topic("audit")->partitions.at(0).eligible_leader_replicas.empty());
+  EXPECT_TRUE(image->find_topic("audit")->partitions.at(0).last_known_elr.empty());
+}
+
 TEST(metadata_delta, features_producer_ids_and_offsets) {
   metadata_delta delta(nullptr);
   protocol::feature_level_record f;

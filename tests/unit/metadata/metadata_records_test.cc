@@ -30,6 +30,7 @@ std::vector<metadata_record> samples() {
   rb.rack = "r1";
   rb.fenced = true;
   rb.log_dirs = {make_uuid(50)};
+  rb.cordoned_log_dirs = std::vector<uuid>{make_uuid(51)};
   out.push_back(rb);
   out.push_back(protocol::unregister_broker_record{3, 42});
   protocol::topic_record t;
@@ -79,6 +80,7 @@ std::vector<metadata_record> samples() {
   brc.fenced = -1;
   brc.in_controlled_shutdown = 1;
   brc.log_dirs = {make_uuid(70)};
+  brc.cordoned_log_dirs = std::vector<uuid>{};
   out.push_back(brc);
   out.push_back(protocol::no_op_record{});
   protocol::user_scram_credential_record scram;
@@ -112,6 +114,36 @@ std::vector<metadata_record> samples() {
   quota.key = "producer_byte_rate";
   quota.value = 1048576;
   out.push_back(quota);
+  protocol::register_controller_record controller;
+  controller.controller_id = 3000;
+  controller.incarnation_id = make_uuid(90);
+  controller.end_points.push_back({"CONTROLLER", "ctl", 9093, 0});
+  controller.features.push_back({"kraft.version", 0, 1});
+  out.push_back(controller);
+  out.push_back(protocol::unregister_controller_record{3000});
+  protocol::begin_transaction_record begin;
+  begin.name = "Bootstrap records";
+  out.push_back(begin);
+  out.push_back(protocol::end_transaction_record{});
+  protocol::abort_transaction_record abort;
+  abort.reason = "Controller failover";
+  out.push_back(abort);
+  protocol::delegation_token_record token;
+  token.owner = "User:alice";
+  token.requester = "User:alice";
+  token.renewers = {"User:bob"};
+  token.issue_timestamp = 1;
+  token.max_timestamp = 3;
+  token.expiration_timestamp = 2;
+  token.token_id = "tok-1";
+  out.push_back(token);
+  protocol::remove_delegation_token_record remove_token;
+  remove_token.token_id = "tok-1";
+  out.push_back(remove_token);
+  out.push_back(protocol::zk_migration_state_record{0});
+  protocol::clear_elr_record clear_elr;
+  clear_elr.topic_name = "orders";
+  out.push_back(clear_elr);
   return out;
 }
 
@@ -256,10 +288,12 @@ TEST(metadata_records, refuses_unknown_types_and_versions) {
   // NoOpRecord v1 does not exist yet.
   EXPECT_EQ(decode_metadata_record(std::vector<uint8_t>{0x01, 0x14, 0x01, 0x00}).error().code,
             error_code::unsupported_version);
-  // DelegationTokenRecord (10) is a Kafka record the image does not apply; 99 is no record at all.
-  EXPECT_TRUE(is_known_metadata_record_type(10));
-  EXPECT_EQ(decode_metadata_record(std::vector<uint8_t>{0x01, 10, 0x00, 0x00}).error().code,
-            error_code::unsupported_version);
+  // Every record type Kafka 4.4 defines (0-29 but the retired 6, 13 and 16) decodes; 99 is no record at all.
+  for (int16_t type = 0; type <= 29; ++type) {
+    EXPECT_EQ(is_known_metadata_record_type(type), type != 6 && type != 13 && type != 16) << type;
+  }
+  // An EndTransactionRecord v0: no fields, an empty tag section.
+  EXPECT_TRUE(decode_metadata_record(std::vector<uint8_t>{0x01, 24, 0x00, 0x00}).ok());
   EXPECT_FALSE(is_known_metadata_record_type(99));
   EXPECT_EQ(decode_metadata_record(std::vector<uint8_t>{0x01, 99, 0x00, 0x00}).error().code,
             error_code::unsupported_version);

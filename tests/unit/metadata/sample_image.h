@@ -35,8 +35,15 @@ inline metadata_image sample_image() {
     b.log_dirs = {sample_uuid(static_cast<uint8_t>(200 + id))};
     b.supported_features["metadata.version"] = {7, 27};
     b.supported_features["kraft.version"] = {0, 1};
+    if (id == 4) b.cordoned_log_dirs = std::vector<uuid>{sample_uuid(204)};
     image.brokers[id] = b;
   }
+  controller_registration controller;
+  controller.id = 3000;
+  controller.incarnation_id = sample_uuid(90);
+  controller.endpoints.push_back({"CONTROLLER", "controller", 9093, "SSL"});
+  controller.supported_features["metadata.version"] = {7, 33};
+  image.controllers[controller.id] = controller;
   const uuid d1 = sample_uuid(201), d2 = sample_uuid(202), d3 = sample_uuid(203);
 
   topic_metadata orders;
@@ -97,6 +104,14 @@ inline metadata_image sample_image() {
   (*quotas)[{{"user", std::nullopt}, {"client-id", "app"}}] = {{"request_percentage", 12.5}};
   (*quotas)[{{"ip", "10.0.0.1"}}] = {{"connection_creation_rate", 20}};
   image.client_quotas.entities = quotas;
+  delegation_token_entry token;
+  token.owner = "User:alice";
+  token.requester = "User:admin";
+  token.renewers = {"User:bob", "User:carol"};
+  token.issue_timestamp = 1000;
+  token.max_timestamp = 3000;
+  token.expiration_timestamp = 2000;
+  image.delegation_tokens["tok-1"] = token;
   return image;
 }
 
