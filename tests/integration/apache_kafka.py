@@ -36,16 +36,22 @@ def kafka_cluster_id() -> str:
 
 
 class ApacheKafkaNode:
-    def __init__(self, work_dir: Path, extra_config=None):
+    def __init__(self, work_dir: Path, extra_config=None, node_id=1, port=None, controller_port=None, voters=None,
+                 cluster_id=None):
+        """One combined-mode node; alone by default, or node `node_id` of the quorum `voters`
+        ("id@host:port,...") formatted with `cluster_id` (ApacheKafkaCluster)."""
         self.dir = work_dir
-        self.port = free_port()
-        self.controller_port = free_port()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.node_id = node_id
+        self.port = port or free_port()
+        self.controller_port = controller_port or free_port()
+        self.cluster_id = cluster_id
         self.config_path = work_dir / "server.properties"
         self.log_path = work_dir / "kafka.log"
         config = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "node.id": str(node_id),
+            "controller.quorum.voters": voters or f"{node_id}@127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -72,18 +78,30 @@ class ApacheKafkaNode:
         return ["java", heap, "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-cp", f"{KAFKA_LIBS}/*", main, *args]
 
-    def start(self, timeout=120, format_storage=True):
-        """Formats the data dir (kafka-storage format, unless `format_storage` is false: a dir another broker
-        wrote) and starts the node, waiting until it answers Metadata."""
-        if format_storage:
-            fmt = subprocess.run(self._java("-Xmx256m", STORAGE_TOOL, "format", "-t", kafka_cluster_id(), "-c",
-                                            str(self.config_path)), capture_output=True, text=True, timeout=180)
-            if fmt.returncode != 0:
-                pytest.fail(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")
+    def format(self):
+        """kafka-storage format of the data dir."""
+        fmt = subprocess.run(self._java("-Xmx256m", STORAGE_TOOL, "format", "-t", self.cluster_id or kafka_cluster_id(),
+                                        "-c", str(self.config_path)), capture_output=True, text=True, timeout=180)
+        if fmt.returncode != 0:
+            pytest.fail(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")
+
+    def launch(self):
+        """Starts the process without waiting."""
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self._java("-Xmx512m", KAFKA_MAIN, str(self.config_path)),
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
+
+    def start(self, timeout=120, format_storage=True):
+        """Formats the data dir (kafka-storage format, unless `format_storage` is false: a dir another broker
+        wrote) and starts the node, waiting until it answers Metadata."""
+        if format_storage:
+            self.format()
+        self.launch()
+        self.wait_serving(timeout)
+        return self
+
+    def wait_serving(self, timeout=120):
         deadline = time.monotonic() + timeout
         from confluent_kafka.admin import AdminClient
 
@@ -119,3 +137,32 @@ class ApacheKafkaNode:
                 self.proc.wait(timeout=30)
         if self._log:
             self._log.close()
+
+
+class ApacheKafkaCluster:
+    """`size` combined-mode Kafka nodes (ids 1..size) in one static quorum, formatted with one cluster id."""
+
+    def __init__(self, work_dir: Path, size=3, extra_config=None):
+        ports = [(free_port(), free_port()) for _ in range(size)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
+        cluster_id = kafka_cluster_id()
+        self.nodes = [ApacheKafkaNode(work_dir / f"kafka-{i + 1}", extra_config, node_id=i + 1, port=p,
+                                      controller_port=c, voters=voters, cluster_id=cluster_id)
+                      for i, (p, c) in enumerate(ports)]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def start(self, format_storage=True, timeout=180):
+        for n in self.nodes:
+            if format_storage:
+                n.format()
+            n.launch()
+        for n in self.nodes:
+            n.wait_serving(timeout)
+        return self
+
+    def stop(self):
+        for n in self.nodes:
+            n.stop()

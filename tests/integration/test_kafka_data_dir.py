@@ -7,6 +7,9 @@ log holds what Mala once refused: KIP-868 metadata transactions (the bootstrap r
 RegisterBrokerRecord v4 and BrokerRegistrationChangeRecord v3, metadata.version 33; Kafka reads what Mala's
 Raft leader writes (the LeaderChangeMessage of each epoch).
 
+The same on three nodes: a 3-node Kafka cluster's dirs (replication factor 3, min ISR 2) move to three Mala
+nodes, which replicate, and back.
+
 Also: a data dir Kafka formatted with its defaults finalizes share.version 2 and streams.version 1, which Mala
 does not implement: Mala's broker does not register and its log names both features and the kafka-features.sh
 downgrade that lets it; and a data dir Mala formatted itself opens under Kafka.
@@ -25,7 +28,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    ConfigResource, NewTopic, ResourcePatternType, ResourceType,
                                    ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
-from apache_kafka import ApacheKafkaNode
+from apache_kafka import ApacheKafkaCluster, ApacheKafkaNode
 from conftest import MALA_BIN, port_accepts
 
 FEATURE_TOOL = "org.apache.kafka.tools.FeatureCommand"  # kafka-features.sh
@@ -50,12 +53,16 @@ class MalaOnDir:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([str(MALA_BIN), "--config", str(self.config_path)], stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT)
+        if wait_serving:
+            self.start_wait(timeout)
+        return self
+
+    def start_wait(self, timeout=60):
         deadline = time.monotonic() + timeout
-        while wait_serving and not port_accepts(self.port):
+        while not port_accepts(self.port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"Mala did not serve on {self.port} (exit {self.proc.poll()}):\n{self.log_tail()}")
             time.sleep(0.1)
-        return self
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -282,6 +289,75 @@ def test_a_data_dir_mala_formatted_opens_under_kafka(tmp_path):
         produce(bs, "from-mala", 50, 500)
     except BaseException:
         print(kafka.log_tail(80))
+        raise
+    finally:
+        kafka.stop()
+
+
+THREE_NODES = {
+    "default.replication.factor": "3", "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def in_sync_everywhere(bootstrap, topic, replicas):
+    """Waits until every partition of the topic has a leader and `replicas` in-sync replicas."""
+    deadline = time.monotonic() + 60
+    while True:
+        md = admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
+        if md.error is None and md.partitions and all(
+                p.leader >= 0 and len(p.isrs) == replicas for p in md.partitions.values()):
+            return
+        assert time.monotonic() < deadline, {p.id: (p.leader, p.isrs) for p in md.partitions.values()}
+        time.sleep(0.5)
+
+
+def test_three_kafka_nodes_to_three_mala_nodes_and_back(tmp_path):
+    kafka = ApacheKafkaCluster(tmp_path, 3, extra_config=THREE_NODES).start()
+    bs = kafka.bootstrap
+    try:
+        admin_call(bs, "create_topics", [NewTopic("orders", 6, 3)])
+        produce(bs, "orders", 6000, 0)
+        commit(bs, "billing", "orders", 777)
+        down = kafka.nodes[0].tool(FEATURE_TOOL, "--bootstrap-server", bs, "downgrade", "--feature",
+                                   "share.version=0", "--feature", "streams.version=0")
+        assert down.returncode == 0, down.stdout + down.stderr
+        kafka_orders = contents(bs, "orders", 6)
+        assert len(kafka_orders) == 6000
+    finally:
+        kafka.stop()
+
+    malas = [MalaOnDir(n.config_path, n.port) for n in kafka.nodes]
+    try:
+        for m in malas:
+            m.start(wait_serving=False)
+        for m in malas:
+            m.start_wait()
+        in_sync_everywhere(bs, "orders", 3)
+        assert digest(contents(bs, "orders", 6)) == digest(kafka_orders)
+        assert committed(bs, "billing", "orders") == 777
+        produce(bs, "orders", 600, 6000)
+        commit(bs, "billing", "orders", 888)
+        mala_orders = contents(bs, "orders", 6)
+        assert len(mala_orders) == 6600
+        in_sync_everywhere(bs, "orders", 3)
+    except BaseException:
+        for m in malas:
+            print(m.log_tail(40))
+        raise
+    finally:
+        for m in malas:
+            m.stop()
+
+    kafka.start(format_storage=False)
+    try:
+        in_sync_everywhere(bs, "orders", 3)
+        assert contents(bs, "orders", 6) == mala_orders
+        assert committed(bs, "billing", "orders") == 888
+    except BaseException:
+        for n in kafka.nodes:
+            print(n.log_tail(40))
         raise
     finally:
         kafka.stop()
