@@ -339,6 +339,12 @@ status node::open_quorum(const quorum_bootstrap& bootstrap) {
   hooks.max_bytes_between_snapshots =
       _config.get_long("metadata.log.max.record.bytes.between.snapshots").value_or(20 * 1024 * 1024);
   _loader = std::make_unique<controller::metadata_loader>(*_raft, _controller.get(), base, std::move(hooks));
+  if (_controller) {
+    auto registration = controller_registration_options_from(_config);
+    registration.image = [this] { return _loader->image(); };
+    _controller_registration = std::make_unique<broker::controller_registration_manager>(
+        _shards->context(0), *_controller_link, std::move(registration));
+  }
   return status::success();
 }
 
@@ -549,6 +555,7 @@ status node::start() {
   _loader->update();
   schedule_controller_work();
   // 6. The broker side: registration and heartbeats, follower fetching, ISR changes.
+  if (_controller_registration) _controller_registration->start();
   if (_lifecycle) _lifecycle->start();
   for (auto& f : _fetchers) f->start();
   for (auto& m : _isr_changes) m->start();
@@ -584,6 +591,7 @@ asio::awaitable<void> node::stop() {
   if (_transactions) _transactions->stop();
   _controller_work_timer->cancel();
   if (_lifecycle) _lifecycle->stop();
+  if (_controller_registration) _controller_registration->stop();
   // Each shard's fetcher and ISR manager stop on their shard, before any shard's loop ends.
   for (size_t shard = 0; shard < _fetchers.size(); ++shard) {
     co_await _shards->invoke_on(shard, [this, shard] {
@@ -620,6 +628,7 @@ status node::close() {
   _transactions.reset();
   if (_lifecycle) _broker_epoch = _lifecycle->broker_epoch();
   _lifecycle.reset();
+  _controller_registration.reset();
   // The high watermarks are checkpointed while the replicas still exist; then the replicas stop before their
   // logs close (parked requests are gone with the shards).
   if (auto st = _logs->checkpoint_high_watermarks(

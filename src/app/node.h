@@ -46,6 +46,7 @@
 #include "mala/broker/broker_metrics.h"
 #include "mala/broker/client_quota_manager.h"
 #include "mala/broker/controller_channel.h"
+#include "mala/broker/controller_registration_manager.h"
 #include "mala/broker/fetch_sessions.h"
 #include "mala/broker/group_coordinator_driver.h"
 #include "mala/broker/handler_table.h"
@@ -147,6 +148,8 @@ class node {
   std::unique_ptr<broker::group_coordinator_driver> _groups;
   std::unique_ptr<broker::transaction_coordinator_driver> _transactions;
   std::unique_ptr<broker::broker_lifecycle> _lifecycle;
+  // A controller's own registration (ControllerRegistration); null without the controller role.
+  std::unique_ptr<broker::controller_registration_manager> _controller_registration;
   // One of each per shard (index: shard), for the replicas that shard owns.
   std::vector<std::unique_ptr<replication::follower_fetcher>> _fetchers;
   std::vector<std::unique_ptr<replication::alter_partition_manager>> _isr_changes;

@@ -174,6 +174,23 @@ broker::broker_lifecycle_options broker_lifecycle_options_from(const node_config
   return options;
 }
 
+broker::controller_registration_options controller_registration_options_from(const node_config& config) {
+  broker::controller_registration_options options;
+  auto& reg = options.registration;
+  reg.controller_id = config.node_id();
+  reg.incarnation_id = uuid::random();
+  reg.zk_migration_ready = false;
+  for (const auto& l : config.controller_listeners()) {
+    // As the broker's registration: a listener bound to every interface is named by the host name.
+    reg.listeners.push_back(
+        {l.name, l.host.empty() ? local_host_name() : l.host, l.port, static_cast<int16_t>(l.protocol)});
+  }
+  for (const auto& f : controller::implemented_features) {
+    reg.features.push_back({std::string(f.name), f.min_level, f.max_level});
+  }
+  return options;
+}
+
 replication::follower_fetcher_options follower_fetcher_options_from(const node_config& config) {
   replication::follower_fetcher_options options;
   options.node_id = config.node_id();

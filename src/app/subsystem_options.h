@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mala/broker/broker_lifecycle.h"
+#include "mala/broker/controller_registration_manager.h"
 #include "mala/common/config.h"
 #include "mala/common/result.h"
 #include "mala/common/uuid.h"
@@ -56,6 +57,9 @@ replication::replica_manager_options replica_manager_options_from(const node_con
 raft::raft_node_options raft_node_options_from(const node_config& config, const std::string& cluster_id);
 controller::controller_options controller_options_from(const node_config& config,
                                                        const std::string& cluster_id);
+// This controller's ControllerRegistration: node id, a fresh incarnation id, the CONTROLLER listeners, the
+// features this binary implements.
+broker::controller_registration_options controller_registration_options_from(const node_config& config);
 // The registration this broker sends at every start, with a new incarnation id; `log_dir_ids` are the
 // directory ids of log.dirs (not of a separate metadata.log.dir).
 broker::broker_lifecycle_options broker_lifecycle_options_from(const node_config& config,

@@ -16,6 +16,7 @@
 #include "handlers/begin_quorum_epoch.h"
 #include "handlers/broker_heartbeat.h"
 #include "handlers/broker_registration.h"
+#include "handlers/controller_registration.h"
 #include "handlers/client_quotas.h"
 #include "handlers/consumer_group_describe.h"
 #include "handlers/consumer_group_heartbeat.h"
@@ -210,6 +211,7 @@ handler_table::handler_table() {
       entry<handlers::begin_quorum_epoch_handler>("BeginQuorumEpoch"),
       entry<handlers::end_quorum_epoch_handler>("EndQuorumEpoch"),
       entry<handlers::broker_registration_handler>("BrokerRegistration"),
+      entry<handlers::controller_registration_handler>("ControllerRegistration"),
       entry<handlers::broker_heartbeat_handler>("BrokerHeartbeat"),
       entry<handlers::allocate_producer_ids_handler>("AllocateProducerIds"),
       entry<handlers::alter_partition_handler>("AlterPartition"),

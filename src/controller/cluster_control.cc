@@ -272,6 +272,28 @@ status cluster_control::unregister_broker(int32_t id) {
   return status::success();
 }
 
+status cluster_control::register_controller(const protocol::controller_registration_request& request) {
+  if (_writer.image()->feature_level("metadata.version") < controller_registration_metadata_version) {
+    return status::error(error_code::unsupported_version,
+                         "The current MetadataVersion is too old to support controller registrations.");
+  }
+  protocol::register_controller_record record;
+  record.controller_id = request.controller_id;
+  record.incarnation_id = request.incarnation_id;
+  record.zk_migration_ready = request.zk_migration_ready;
+  for (const auto& l : request.listeners) {
+    record.end_points.push_back({l.name, l.host, l.port, l.security_protocol});
+  }
+  for (const auto& f : request.features) {
+    record.features.push_back({f.name, f.min_supported_version, f.max_supported_version});
+  }
+  if (auto st = _writer.write({versioned(std::move(record), record_v0)}); !st.ok()) return st;
+  subsystem_logger("controller")
+      ->info("registered controller {} (incarnation {})", request.controller_id,
+             request.incarnation_id.to_string());
+  return status::success();
+}
+
 void cluster_control::reset_heartbeat_deadlines(int64_t now_ms) {
   std::vector<int32_t> ids;
   for (const auto& [id, b] : _writer.image()->brokers) ids.push_back(id);

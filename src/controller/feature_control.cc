@@ -99,13 +99,22 @@ result<record_list> update_features(const metadata::metadata_image& image, int32
       return invalid_update_version(
           update, not_supported_reason("Local controller " + std::to_string(local_node_id), local));
     }
+    // FeatureControlManager.reasonNotSupported: every registered broker, then (metadata.version 3.7+) every
+    // registered controller; a feature one does not name is [0, 0] for it.
+    auto range_of = [&update](const std::map<std::string, metadata::supported_feature>& features) {
+      auto it = features.find(update.name);
+      return it == features.end() ? metadata::supported_feature{0, 0} : it->second;
+    };
     for (const auto& [id, broker] : image.brokers) {
-      metadata::supported_feature range{0, 0};
-      if (auto it = broker.supported_features.find(update.name); it != broker.supported_features.end()) {
-        range = it->second;
-      }
+      const auto range = range_of(broker.supported_features);
       if (!within(range, update.level)) {
         return invalid_update_version(update, not_supported_reason("Broker " + std::to_string(id), range));
+      }
+    }
+    for (const auto& [id, controller] : image.controllers) {
+      const auto range = range_of(controller.supported_features);
+      if (!within(range, update.level)) {
+        return invalid_update_version(update, not_supported_reason("Controller " + std::to_string(id), range));
       }
     }
     // Within the local range, so implemented (a [0, 0] range would have refused any level but 0, and level 0

@@ -164,6 +164,16 @@ protocol::alter_partition_response quorum_controller::alter_partition(
   return _state->replication.alter_partition(request, version);
 }
 
+protocol::controller_registration_response quorum_controller::register_controller(
+    const protocol::controller_registration_request& request) {
+  protocol::controller_registration_response resp;
+  if (auto st = _state->cluster.register_controller(request); !st.ok()) {
+    resp.error_code = to_wire(st.code);
+    resp.error_message = st.message;
+  }
+  return resp;
+}
+
 protocol::unregister_broker_response quorum_controller::unregister_broker(
     const protocol::unregister_broker_request& request) {
   protocol::unregister_broker_response resp;

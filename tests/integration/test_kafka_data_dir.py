@@ -32,6 +32,7 @@ from apache_kafka import ApacheKafkaCluster, ApacheKafkaNode
 from conftest import MALA_BIN, port_accepts
 
 FEATURE_TOOL = "org.apache.kafka.tools.FeatureCommand"  # kafka-features.sh
+DUMP_TOOL = "org.apache.kafka.tools.DumpLogSegments"  # kafka-dump-log.sh
 AUTHORIZER = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
@@ -126,7 +127,7 @@ def contents(bootstrap, topic, partitions):
 
 
 def commit(bootstrap, group, topic, offset):
-    """Commits `offset` for partition 0, retrying while the coordinator loads (a broker just started)."""
+    """Commits `offset` for partition 0, retrying while the coordinator loads or moves (a broker just started)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
     deadline = time.monotonic() + 60
     while True:
@@ -134,7 +135,9 @@ def commit(bootstrap, group, topic, offset):
             c.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
             break
         except KafkaException as e:
-            if not e.args[0].retriable() and e.args[0].code() != KafkaError.COORDINATOR_LOAD_IN_PROGRESS:
+            if not e.args[0].retriable() and e.args[0].code() not in (
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE):
                 raise
             assert time.monotonic() < deadline, e
             time.sleep(0.5)
@@ -282,6 +285,12 @@ def test_a_data_dir_mala_formatted_opens_under_kafka(tmp_path):
         assert len(written) == 500
     finally:
         mala.stop()
+    # Kafka's kafka-dump-log decodes every record of Mala's metadata log, Mala's controller registration
+    # (KIP-919) among them.
+    segment = next((tmp_path / "data" / "__cluster_metadata-0").glob("*.log"))
+    dump = kafka.tool(DUMP_TOOL, "--cluster-metadata-decoder", "--files", str(segment))
+    assert dump.returncode == 0 and "Exception" not in dump.stdout + dump.stderr, dump.stdout[-2000:] + dump.stderr
+    assert '"type":"REGISTER_CONTROLLER_RECORD","version":0,"data":{"controllerId":1,' in dump.stdout, dump.stdout
     kafka.start(format_storage=False)
     try:
         assert contents(bs, "from-mala", 2) == written

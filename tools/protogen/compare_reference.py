@@ -123,6 +123,7 @@ API_MINIMUMS: dict[int, tuple[str, int, str]] = {
     67: ("AllocateProducerIds", 0, "none"),
     68: ("ConsumerGroupHeartbeat", 0, "none"),
     69: ("ConsumerGroupDescribe", 0, "none"),
+    70: ("ControllerRegistration", 0, "none"),
     71: ("GetTelemetrySubscriptions", 0, "none"),
     75: ("DescribeTopicPartitions", 0, "none"),
 }

@@ -21,6 +21,7 @@
 #include "mala/metadata/metadata_image.h"
 #include "mala/protocol/messages/broker_heartbeat_request.h"
 #include "mala/protocol/messages/broker_heartbeat_response.h"
+#include "mala/protocol/messages/controller_registration_request.h"
 
 namespace mala::controller {
 
@@ -54,6 +55,10 @@ class cluster_control {
   // otherwise replication_control's partition changes and UnregisterBrokerRecord, and its session is
   // forgotten.
   status unregister_broker(int32_t id);
+  // ControllerRegistration (QuorumController.registerController, KIP-919): UNSUPPORTED_VERSION below
+  // metadata.version 3.7-IV0, otherwise one RegisterControllerRecord v0, replacing any earlier registration
+  // of the id.
+  status register_controller(const protocol::controller_registration_request& request);
   // Every registered broker's session starts afresh at now_ms (ClusterControlManager.activate).
   void reset_heartbeat_deadlines(int64_t now_ms);
 

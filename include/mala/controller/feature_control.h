@@ -46,6 +46,8 @@ inline constexpr int16_t bootstrap_metadata_version = 33;
 // MetadataVersion.MINIMUM_VERSION in Kafka 4.x (IBP_3_3_IV3): the oldest level a 4.x broker supports. Used as
 // the lower bound for a registration that names no metadata.version range.
 inline constexpr int16_t minimum_metadata_version = 7;
+// MetadataVersion.IBP_3_7_IV0: from this level controllers register (ControllerRegistration, KIP-919).
+inline constexpr int16_t controller_registration_metadata_version = 15;
 
 struct implemented_feature {
   std::string_view name;

@@ -41,6 +41,8 @@
 #include "mala/protocol/messages/alter_user_scram_credentials_response.h"
 #include "mala/protocol/messages/broker_heartbeat_request.h"
 #include "mala/protocol/messages/broker_heartbeat_response.h"
+#include "mala/protocol/messages/controller_registration_request.h"
+#include "mala/protocol/messages/controller_registration_response.h"
 #include "mala/protocol/messages/create_acls_request.h"
 #include "mala/protocol/messages/create_acls_response.h"
 #include "mala/protocol/messages/create_partitions_request.h"
@@ -189,6 +191,9 @@ class quorum_controller {
   // top-level error ("The update failed for all features since the following feature had an error: ...")
   // with no per-feature results; a success lists every feature with NONE for v0-1 and nothing for v2 (as
   // Kafka's QuorumController answers).
+  // ControllerRegistration (KIP-919): see cluster_control::register_controller.
+  protocol::controller_registration_response register_controller(
+      const protocol::controller_registration_request& request);
   // UnregisterBroker (kafka-cluster.sh unregister): see cluster_control::unregister_broker.
   protocol::unregister_broker_response unregister_broker(const protocol::unregister_broker_request& request);
   protocol::update_features_response update_features(const protocol::update_features_request& request,

@@ -53,6 +53,36 @@ TEST_F(cluster_control_test, a_registration_starts_fenced_with_its_offset_as_epo
   EXPECT_GT(*again, next);
 }
 
+// KIP-919: a controller's registration is one RegisterControllerRecord that replaces the previous one of its
+// id; below metadata.version 3.7-IV0 Kafka refuses it.
+TEST_F(cluster_control_test, controller_registration_writes_one_record) {
+  protocol::controller_registration_request request;
+  request.controller_id = 3000;
+  request.incarnation_id = uuid::random();
+  request.listeners.push_back({"CONTROLLER", "ctl", 9093, 1});
+  request.features.push_back({"metadata.version", 7, 33});
+  ASSERT_TRUE(_cluster.register_controller(request).ok());
+  ASSERT_EQ(_writer.batches.size(), 1u);
+  ASSERT_EQ(_writer.batches[0].size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<protocol::register_controller_record>(_writer.batches[0][0].record));
+  const auto& registered = _writer.image()->controllers.at(3000);
+  EXPECT_EQ(registered.incarnation_id, request.incarnation_id);
+  EXPECT_EQ(registered.endpoints.at(0), (metadata::broker_endpoint{"CONTROLLER", "ctl", 9093, "SSL"}));
+  EXPECT_EQ(registered.supported_features.at("metadata.version"), (metadata::supported_feature{7, 33}));
+  request.incarnation_id = uuid::random();
+  ASSERT_TRUE(_cluster.register_controller(request).ok());
+  EXPECT_EQ(_writer.image()->controllers.size(), 1u);
+  EXPECT_EQ(_writer.image()->controllers.at(3000).incarnation_id, request.incarnation_id);
+
+  protocol::feature_level_record old;
+  old.name = "metadata.version";
+  old.feature_level = 14;  // 3.6-IV2
+  ASSERT_TRUE(_writer.write({versioned(old, record_v0)}).ok());
+  const status refused = _cluster.register_controller(request);
+  EXPECT_EQ(refused.code, error_code::unsupported_version);
+  EXPECT_EQ(refused.message, "The current MetadataVersion is too old to support controller registrations.");
+}
+
 TEST_F(cluster_control_test, registrations_are_checked) {
   auto negative = test_registration(-1);
   EXPECT_EQ(_cluster.register_broker(negative, -1, 0).error().code, error_code::invalid_registration);
