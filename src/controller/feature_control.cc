@@ -114,7 +114,8 @@ result<record_list> update_features(const metadata::metadata_image& image, int32
     for (const auto& [id, controller] : image.controllers) {
       const auto range = range_of(controller.supported_features);
       if (!within(range, update.level)) {
-        return invalid_update_version(update, not_supported_reason("Controller " + std::to_string(id), range));
+        return invalid_update_version(update,
+                                      not_supported_reason("Controller " + std::to_string(id), range));
       }
     }
     // Within the local range, so implemented (a [0, 0] range would have refused any level but 0, and level 0

@@ -212,9 +212,10 @@ TEST_F(feature_update_test, ranges_of_this_binary_and_of_every_registered_broker
   controller.incarnation_id = uuid::random();
   controller.features.push_back({"transaction.version", 0, 1});
   ASSERT_TRUE(_writer.write({versioned(std::move(controller), record_v0)}).ok());
-  EXPECT_EQ(refusal({"transaction.version", 2, upgrade}),
-            "Invalid update version 2 for feature transaction.version. Controller 3001 only supports versions "
-            "0-1");
+  EXPECT_EQ(
+      refusal({"transaction.version", 2, upgrade}),
+      "Invalid update version 2 for feature transaction.version. Controller 3001 only supports versions "
+      "0-1");
 }
 
 TEST_F(feature_update_test, features_mala_fixes_are_refused_unless_unchanged) {
