@@ -54,14 +54,18 @@ record_junit() { # record_junit <stage> <file> <exit code> [<file of the run aga
   # First line: passed failed skipped; then "failed <test>" and "flaky <test>" (passed only when run again).
   if [[ -f $2 ]] && report=$(python3 - "$2" "${4:-}" <<'PY'
 import os, sys, xml.etree.ElementTree as ET
+why = {}  # a failed test's reason: the first line of its failure message, from the last run it failed in
 def outcomes(path):
     root = ET.parse(path).getroot()
     result = {}
     for suite in [root] if root.tag == "testsuite" else root.findall("testsuite"):
         for c in suite.findall("testcase"):
             name = (c.get("classname") or "") + "::" + (c.get("name") or "")
-            if c.find("failure") is not None or c.find("error") is not None:
+            failure = c.find("failure") if c.find("failure") is not None else c.find("error")
+            if failure is not None:
                 result[name] = "failed"
+                text = (failure.get("message") or failure.text or "").strip()
+                why[name] = " ".join(text.split("\n")[:3])[:400]
             elif c.find("skipped") is not None or c.get("status") in ("notrun", "disabled"):
                 result[name] = "skipped"
             else:
@@ -74,7 +78,7 @@ counts = [sum(1 for v in final.values() if v == o) for o in ("passed", "failed",
 print(*counts)
 for name, outcome in final.items():
     if outcome == "failed":
-        print("failed", name)
+        print("failed", name, "-", why.get(name, ""))
     elif first[name] == "failed":
         print("flaky", name)
 PY
@@ -82,7 +86,7 @@ PY
     local p f s kind name code=$3
     [[ -n ${4:-} ]] && code=$5
     read -r p f s <<<"$(head -1 <<<"$report")"
-    # The failed tests' names go into the summary, the last lines CI shows.
+    # The failed tests' names and reasons go into the summary, the last lines CI shows.
     while read -r kind name; do
       case $kind in
         failed) failed_names+=("$1: $name") ;;

@@ -60,7 +60,7 @@ struct read_answer {
   // for it to take it, and it must not lead with the deleted records).
   bool follower_behind_log_start = false;
   // What the read was allowed: the partition's own max_bytes, the bytes of the budget it drew on, whether one
-  // batch could exceed them (same_as_shared_budget checks a pass's answers against them).
+  // batch could exceed them (fits_shared_budget checks an answer against them).
   int64_t partition_max_bytes = 0;
   int64_t allowed_bytes = 0;
   bool allowed_min_one_batch = false;
@@ -78,12 +78,18 @@ void set_error(partition_data& d, error_code error) {
   d.records = proto::records_view::of({});
 }
 
-// The response's byte budget, shared by the partitions in order (across shards, in the order of the groups);
+// The response's byte budget, shared by the partitions in request order (across shards);
 // only until some partition returned records may one batch exceed it (KIP-74).
 struct read_budget {
   int64_t bytes = 0;
   bool min_one_batch = true;
 };
+
+// A read that returned `bytes` draws them from the budget.
+void draw(read_budget& budget, int64_t bytes) {
+  if (bytes > 0) budget.min_one_batch = false;
+  budget.bytes = std::max<int64_t>(0, budget.bytes - bytes);
+}
 
 // One pass over the partitions in order (Kafka's ReplicaManager.readFromLog), drawing on `left`; a follower's
 // fetch state is updated when `update_followers` (once per request).
@@ -131,8 +137,7 @@ std::vector<read_answer> read_all(const broker_services& services, const std::ve
     a.aborted_transactions = std::move(read->aborted_transactions);
     a.follower_behind_log_start = params.replica_id >= 0 && w.params.log_start_offset >= 0 &&
                                   w.params.log_start_offset < read->log_start_offset;
-    if (a.bytes() > 0) min_one_batch = false;
-    budget = std::max<int64_t>(0, budget - a.bytes());
+    draw(left, a.bytes());
     // A follower's fetch tells the leader how far it got (Kafka's updateFollowerFetchState, once per
     // request).
     if (update_followers && params.replica_id >= 0 && !read->diverging) {
@@ -167,25 +172,35 @@ read_budget full_budget(const fetch_params& params) {
   return {std::max<int64_t>(params.max_bytes, 0), true};
 }
 
-// Whether a pass whose shards each read their partitions at once, each drawing on a full budget of its own,
-// answered what one pass drawing on a single budget shared in the same order gives (read_all over all of
-// them, as the shards in turn do): every read is the one the shared budget allows. A read that got b bytes
-// while allowed M is the same as one allowed L (the same log) when b <= L <= M: its batches fit in L, the
-// next did not fit in M; and, when it got nothing, when one batch over L was allowed too or the shared budget
-// no longer allows it. Each shard's own budget holds at least what the shared one has left at its partitions,
-// so this fails only where the shared budget cut a read short: the response's max_bytes was reached, or an
-// oversized first batch (KIP-74) went to a partition other than the first to return records.
-bool same_as_shared_budget(const std::vector<read_answer>& answers, read_budget shared) {
-  for (const auto& a : answers) {
-    if (a.error != error_code::none) continue;  // an error does not depend on the budget, nor draws on it
-    const int64_t allowed = std::clamp<int64_t>(a.partition_max_bytes, 0, shared.bytes);
-    const int64_t got = a.bytes();
-    if (got > allowed || allowed > a.allowed_bytes) return false;
-    if (got == 0 && shared.min_one_batch && !a.allowed_min_one_batch) return false;
-    if (got > 0) shared.min_one_batch = false;
-    shared.bytes = std::max<int64_t>(0, shared.bytes - got);
-  }
+// Whether a read from a pass whose shards each read their partitions at once, each drawing on a full budget
+// of its own, is the one a single budget shared by the partitions in request order allows (read_all over all
+// of them, as Kafka's readFromLog does); if so, draws it from `shared`. A read that got b bytes while allowed
+// M is the same as one allowed L (the same log) when b <= L <= M: its batches fit in L, the next did not fit
+// in M; and, when it got nothing, when one batch over L was allowed too or the shared budget no longer allows
+// it. A shard reads its partitions in request order, so its own budget holds at least what the shared one has
+// left at each of them: this fails only where the shared budget cut a read short (the response's max_bytes
+// was reached, or an oversized first batch (KIP-74) went to a partition other than the first to return
+// records).
+bool fits_shared_budget(const read_answer& a, read_budget& shared) {
+  if (a.error != error_code::none) return true;  // an error does not depend on the budget, nor draws on it
+  const int64_t allowed = std::clamp<int64_t>(a.partition_max_bytes, 0, shared.bytes);
+  const int64_t got = a.bytes();
+  if (allowed > a.allowed_bytes) return false;
+  // More than allowed: one batch over the budget, which only a read allowed one gets (KIP-74); any smaller
+  // budget allowing one gets the same batch.
+  const bool one_oversized_batch = got > a.allowed_bytes && a.allowed_min_one_batch;
+  if (got > allowed && !(one_oversized_batch && shared.min_one_batch)) return false;
+  if (got == 0 && shared.min_one_batch && !a.allowed_min_one_batch) return false;
+  draw(shared, got);
   return true;
+}
+
+// How many of `answers` (in request order) from the first on are the reads the shared budget allows; draws
+// them from `shared`.
+size_t shared_budget_prefix(const std::vector<read_answer>& answers, size_t from, read_budget& shared) {
+  size_t i = from;
+  while (i < answers.size() && fits_shared_budget(answers[i], shared)) ++i;
+  return i;
 }
 
 // One pass over every shard's partitions: the answers in the order of the groups, and the data waiters it
@@ -203,17 +218,16 @@ struct shard_read {
   std::vector<size_t> waiting;
 };
 
-// On the partitions' shard: reads them drawing on `budget`; when the request is still short of min_bytes with
-// the bytes read before (`bytes_before`, on the shards read earlier) and nothing answers at once, registers
-// a data waiter on each of them in `group` (null: the request answers at once) in the same turn, so that no
-// append slips in between.
+// On the partitions' shard: reads them drawing on `budget`; when the request is still short of min_bytes
+// with this shard's answers and nothing answers at once, registers a data waiter on each of them in `group`
+// (null: the request answers at once) in the same turn, so that no append slips in between.
 shard_read read_shard(const broker_services& services, const std::vector<read_work>& work,
                       const fetch_params& params, bool update_followers, read_budget budget,
-                      int64_t bytes_before, replication::spanning_waiter_group* group) {
+                      replication::spanning_waiter_group* group) {
   shard_read out;
   out.left = budget;
   out.answers = read_all(services, work, params, update_followers, out.left);
-  int64_t total = bytes_before;
+  int64_t total = 0;
   bool now = !group;
   for (const auto& a : out.answers) {
     total += a.bytes();
@@ -245,7 +259,7 @@ struct read_plan {
   }
 };
 
-// The shards at once, each with a full budget of its own (the pass to check with same_as_shared_budget). A
+// The shards at once, each with a full budget of its own (the answers to check with fits_shared_budget). A
 // shard whose own answers leave the request short registers its waiters: if the whole request is short,
 // every shard is.
 asio::awaitable<read_pass> read_shards_at_once(const read_plan& plan, bool update_followers) {
@@ -257,7 +271,7 @@ asio::awaitable<read_pass> read_shards_at_once(const read_plan& plan, bool updat
   for (const auto& g : plan.groups) shards_work.emplace_back(g.first, &g.second);
   auto read = [&services, &params, update_followers,
                group = pass.group.get()](const std::vector<read_work>* work) -> asio::awaitable<shard_read> {
-    co_return read_shard(services, *work, params, update_followers, full_budget(params), 0, group);
+    co_return read_shard(services, *work, params, update_followers, full_budget(params), group);
   };
   auto parts =
       co_await replication::run_on_shards_async(services.shards, std::move(shards_work), std::move(read));
@@ -269,32 +283,57 @@ asio::awaitable<read_pass> read_shards_at_once(const read_plan& plan, bool updat
   co_return pass;
 }
 
-// The shards in turn, sharing the budget: a shard that leaves the request short (with the shards before it)
-// registers its waiters.
-asio::awaitable<read_pass> read_shards_in_turn(const read_plan& plan, bool update_followers) {
-  const auto& services = plan.services;
-  const auto& params = plan.params;
-  read_pass pass;
-  pass.group = plan.new_waiter_group();
-  read_budget budget = full_budget(params);
-  int64_t bytes = 0;
-  bool at_once = !pass.group;
-  for (const auto& [shard, shard_work] : plan.groups) {
-    // Clang 14 cannot capture a structured binding: an init-capture names it.
-    auto read = [&services, &work = shard_work, &params, update_followers, budget, bytes,
-                 group = at_once ? nullptr : pass.group.get()]() -> asio::awaitable<shard_read> {
-      co_return read_shard(services, work, params, update_followers, budget, bytes, group);
-    };
-    auto part = co_await replication::run_on_shard_async(services.shards, shard, std::move(read));
-    budget = part.left;
-    for (auto& a : part.answers) {
-      bytes += a.bytes();
-      at_once = at_once || answers_at_once(a);
-      pass.answers.push_back(std::move(a));
+// The answers of a pass read again so that the response's byte budget goes to the partitions in request
+// order, as Kafka's (a fetch session moves the partitions that returned records to its end, so that no
+// partition starves, whatever shard it is on). The answers that fit the shared budget from the first on are
+// kept; the rest are read again at once on their shards, each shard drawing on what the shared budget has
+// left. The first of them is then exact (its shard's budget is the shared one), so each round keeps one more
+// answer at least; usually one round does: past the cut, the budget left is short of any more batches.
+asio::awaitable<std::vector<read_answer>> read_again_in_request_order(const read_plan& plan,
+                                                                      std::vector<read_answer> answers) {
+  const auto by_result = [](const read_answer& x, const read_answer& y) { return x.result < y.result; };
+  std::sort(answers.begin(), answers.end(), by_result);
+  read_budget budget = full_budget(plan.params);
+  size_t kept = shared_budget_prefix(answers, 0, budget);
+  if (kept == answers.size()) co_return answers;
+  std::vector<const read_work*> work_of(plan.result_count, nullptr);
+  std::vector<size_t> shard_of(plan.result_count, 0);
+  for (const auto& [shard, work] : plan.groups) {
+    for (const auto& w : work) {
+      work_of[w.result] = &w;
+      shard_of[w.result] = shard;
     }
-    if (!part.waiting.empty()) pass.registered.emplace_back(shard, std::move(part.waiting));
   }
-  co_return pass;
+  while (kept < answers.size()) {
+    std::vector<std::pair<size_t, std::vector<read_work>>> groups;
+    for (size_t i = kept; i < answers.size(); ++i) {
+      const size_t shard = shard_of[answers[i].result];
+      auto it =
+          std::find_if(groups.begin(), groups.end(), [shard](const auto& g) { return g.first == shard; });
+      if (it == groups.end()) it = groups.insert(groups.end(), {shard, {}});
+      it->second.push_back(*work_of[answers[i].result]);
+    }
+    const auto& services = plan.services;
+    const auto& params = plan.params;
+    auto read = [&services, &params,
+                 budget](const std::vector<read_work>& work) -> asio::awaitable<shard_read> {
+      co_return read_shard(services, work, params, false, budget, nullptr);
+    };
+    auto parts =
+        co_await replication::run_on_shards_async(services.shards, std::move(groups), std::move(read));
+    answers.resize(kept);
+    for (auto& part : parts) {
+      for (auto& a : part.answers) answers.push_back(std::move(a));
+    }
+    std::sort(answers.begin() + static_cast<std::ptrdiff_t>(kept), answers.end(), by_result);
+    const size_t first = kept;
+    kept = shared_budget_prefix(answers, kept, budget);
+    if (kept == first) {  // not expected (the first read again drew on the shared budget): keep it anyway
+      draw(budget, answers[kept].bytes());
+      ++kept;
+    }
+  }
+  co_return answers;
 }
 
 // The waiters of a pass that did not fire are withdrawn on their shards; the request need not wait for it.
@@ -310,12 +349,12 @@ void withdraw_waiters(const broker_services& services, read_pass& pass) {
   pass.registered.clear();
 }
 
-// Each pass reads every shard's partitions, the shards at once. Kafka shares the response's byte budget
-// among the partitions in order; where that budget cut a read short (same_as_shared_budget), the pass is read
-// again with the shards in turn, carrying the budget from one to the next, so that the answer is the same as
-// Kafka's. Short of min_bytes after the first pass, the handler lets the connection start its next request
-// (its reads are done; Kafka serves a connection's requests one at a time), and the request sleeps on its own
-// shard until any waiter fires or max_wait_ms passes, then reads again.
+// Each pass reads every shard's partitions, the shards at once. Short of min_bytes after the first pass (the
+// bytes each partition has for the request, as Kafka's DelayedFetch counts them), the handler lets the
+// connection start its next request (its reads are done; Kafka serves a connection's requests one at a time),
+// and the request sleeps on its own shard until any waiter fires or max_wait_ms passes, then reads again.
+// Kafka shares the response's byte budget among the partitions in request order; where that budget cut a read
+// of the answering pass short, the reads from there on are read again (read_again_in_request_order).
 asio::awaitable<std::vector<read_answer>> read_on_shards(
     const request_context& ctx, const broker_services& services,
     std::vector<std::pair<size_t, std::vector<read_work>>> groups, size_t result_count, fetch_params params,
@@ -325,18 +364,16 @@ asio::awaitable<std::vector<read_answer>> read_on_shards(
   bool first_pass = true;
   while (true) {
     auto pass = co_await read_shards_at_once(plan, first_pass);
-    if (!same_as_shared_budget(pass.answers, full_budget(params))) {
-      withdraw_waiters(services, pass);
-      // The followers' fetch state was updated by the pass just read.
-      pass = co_await read_shards_in_turn(plan, false);
-    }
     const bool done = can_answer(pass.answers, params) || steady_clock::now() >= deadline;
     if (!done && first_pass) ctx.release_ordering();
     first_pass = false;
     // Not done: no partition answers at once and the total is short, so every shard registered its waiters.
     if (!done) co_await pass.group->wait_until(deadline);
     withdraw_waiters(services, pass);
-    if (done) co_return std::move(pass.answers);
+    if (done) {
+      auto answers = co_await read_again_in_request_order(plan, std::move(pass.answers));
+      co_return answers;
+    }
   }
 }
 
