@@ -1,7 +1,8 @@
 // What one metadata change costs the node as the number of partitions grows (issue 20): a committed
 // PartitionChangeRecord (a leader or ISR change) applied to an image of 20,000 RF-3 partitions, in topics of
-// 1,000 or all in one topic, and the new image built. The baseline in the same run is what each change cost
-// before images shared their partitions: a copy of every partition of every topic.
+// 1,000, all in one topic, or in 2,000 topics of 10, and the new image built; and a topic's lookup by id. The
+// baseline in the same run is what each change cost before images shared their partitions: a copy of every
+// partition of every topic.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -68,6 +69,21 @@ void BM_partition_change_applied_and_built(benchmark::State& state) {
   state.counters["partitions"] = static_cast<double>(topics * per_topic);
 }
 BENCHMARK(BM_partition_change_applied_and_built)->Apply(partition_layouts);
+
+// A topic looked up by id, as Fetch, Produce (v13+) and the replica fetchers name topics: through the
+// image's id index, O(log topics) (before it, every lookup walked the topics).
+void BM_topic_found_by_id(benchmark::State& state) {
+  const int64_t topics = state.range(0), per_topic = state.range(1);
+  const metadata_image_ptr image = image_of(topics, per_topic);
+  int64_t n = 0;
+  for (auto _ : state) {
+    const topic_metadata* topic = image->find_topic(topic_uuid(static_cast<uint32_t>(n++ % topics)));
+    if (!topic) std::abort();
+    benchmark::DoNotOptimize(topic);
+  }
+  state.counters["partitions"] = static_cast<double>(topics * per_topic);
+}
+BENCHMARK(BM_topic_found_by_id)->Apply(partition_layouts);
 
 // The baseline: the image's maps copied and every partition of every topic copied into plain vectors, what
 // the first change of a delta cost when topics held their partitions in a std::vector.

@@ -86,8 +86,8 @@ void bm_publish_one_change(benchmark::State& state) {
       state.PauseTiming();
       // The next image: one partition's leader epoch moves (a different topic and partition each time).
       const int32_t topics = static_cast<int32_t>(image.topics.size());
-      auto it = image.topics.find("topic-" + std::to_string(step % topics));
-      auto& p = it->second.partitions[static_cast<size_t>((step * 7919) % per_topic)];
+      auto& p = image.topics["topic-" + std::to_string(step % topics)]
+                    .partitions[static_cast<size_t>((step * 7919) % per_topic)];
       ++p.leader_epoch;
       ++p.partition_epoch;
       image.metadata_offset = ++step;

@@ -220,33 +220,27 @@ void metadata_publisher::publish_latest() {
   std::set<replication::topic_partition> retry;
   retry.swap(_failed);
 
-  // Both images' topics in name order, walked side by side: a topic only in `previous` (or there under
-  // another id) was deleted, its replicas here go before any of a re-created topic's apply.
+  // The topics the images differ in: a topic only in `previous` (or there under another id) was deleted, its
+  // replicas here go before any of a re-created topic's apply.
   const bool configs_same = previous && broker_configs_same && previous->configs == image->configs;
-  static const std::map<std::string, metadata::topic_metadata> no_topics;
+  static const decltype(metadata::metadata_image::topics) no_topics;
   const auto& topics_before = previous ? previous->topics : no_topics;
   auto gone = [&](const std::string& name, const metadata::topic_metadata& topic) {
     for (const auto& p : topic.partitions) {
       if (hosts(p, _node_id)) removed[shard_of(name, p.partition)].push_back({name, p.partition});
     }
   };
-  auto old_it = topics_before.begin();
-  for (const auto& entry : image->topics) {
-    // Named, not a structured binding: the lambda below captures it (clang 14 cannot capture bindings).
-    const std::string& name = entry.first;
-    const metadata::topic_metadata& topic = entry.second;
-    while (old_it != topics_before.end() && old_it->first < name) {
-      gone(old_it->first, old_it->second);
-      ++old_it;
-    }
+  // One topic of the new image, `name` its key there (the applies point to it), `named_before` the previous
+  // image's topic of that name, if any.
+  auto visit_topic = [&](const std::string& name, const metadata::topic_metadata& topic,
+                         const metadata::topic_metadata* named_before) {
     const metadata::topic_metadata* before = nullptr;
-    if (old_it != topics_before.end() && old_it->first == name) {
-      if (old_it->second.id == topic.id) {
-        before = &old_it->second;
+    if (named_before) {
+      if (named_before->id == topic.id) {
+        before = named_before;
       } else {
-        gone(old_it->first, old_it->second);  // deleted and re-created under the same name
+        gone(name, *named_before);  // deleted and re-created under the same name
       }
-      ++old_it;
     }
     const bool raw_configs_same =
         before && (configs_same || (broker_configs_same &&
@@ -254,7 +248,7 @@ void metadata_publisher::publish_latest() {
                                                  image->find_configs(config_resource_type::topic, name))));
     const auto first_retry = retry.lower_bound({name, 0});
     const bool any_retry = first_retry != retry.end() && first_retry->topic == name;
-    if (raw_configs_same && !any_retry && topic.partitions.shares_with(before->partitions)) continue;
+    if (raw_configs_same && !any_retry && topic.partitions.shares_with(before->partitions)) return;
 
     // The topic's effective settings, resolved once the first hosted partition needs them.
     replication::log_config* log_config = nullptr;
@@ -299,8 +293,53 @@ void metadata_publisher::publish_latest() {
         by_shard[shard_of(name, p.partition)].push_back({&name, &topic, &p, log_config, min_isr});
       }
     }
+  };
+  if (!previous || !broker_configs_same) {
+    // The broker's configs changed (every topic's effective config may have): every topic, both images side
+    // by side in name order.
+    auto old_it = topics_before.begin();
+    for (const auto& [name, topic] : image->topics) {
+      while (old_it != topics_before.end() && old_it->first < name) {
+        gone(old_it->first, old_it->second);
+        ++old_it;
+      }
+      const metadata::topic_metadata* was = nullptr;
+      if (old_it != topics_before.end() && old_it->first == name) {
+        was = &old_it->second;
+        ++old_it;
+      }
+      visit_topic(name, topic, was);
+    }
+    for (; old_it != topics_before.end(); ++old_it) gone(old_it->first, old_it->second);
+  } else {
+    // Only the topics the two images do not share (persistent maps: O(changes log topics)), those whose
+    // configs changed, and those with a replica to try again.
+    std::set<std::string> retried;
+    for (const auto& tp : retry) retried.insert(tp.topic);
+    if (!configs_same) {
+      using config_maps = decltype(metadata::metadata_image::configs);
+      config_maps::for_each_difference(
+          previous->configs, image->configs,
+          [&](const metadata::config_resource& resource, const auto*, const auto*) {
+            if (resource.type == config_resource_type::topic) retried.insert(resource.name);
+          });
+    }
+    using topic_map = decltype(metadata::metadata_image::topics);
+    topic_map::for_each_difference(previous->topics, image->topics,
+                                   [&](const std::string& name, const metadata::topic_metadata* was,
+                                       const metadata::topic_metadata* now) {
+                                     retried.erase(name);
+                                     if (!now) {
+                                       gone(name, *was);
+                                     } else {
+                                       visit_topic(name, *now, was);
+                                     }
+                                   });
+    for (const auto& name : retried) {
+      auto it = image->topics.find(name);
+      if (it != image->topics.end()) visit_topic(it->first, it->second, previous->topics.get(name));
+    }
   }
-  for (; old_it != topics_before.end(); ++old_it) gone(old_it->first, old_it->second);
 
   // How much the shards have to do: the replicas that changed (the most on one shard).
   size_t most_changes = 0;

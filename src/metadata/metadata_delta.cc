@@ -91,25 +91,12 @@ metadata_image_ptr metadata_delta::build() && {
   auto image = std::make_shared<const metadata_image>(std::move(*_next));
   _next.reset();
   _quotas_working.reset();
-  _topic_names.reset();
   _base = image;
   return image;
 }
 
-std::map<uuid, std::string, metadata_delta::uuid_less>& metadata_delta::topic_names() {
-  if (!_topic_names) {
-    _topic_names.emplace();
-    for (const auto& [name, topic] : current().topics) (*_topic_names)[topic.id] = name;
-  }
-  return *_topic_names;
-}
-
-const topic_metadata* metadata_delta::topic_by_id(const uuid& id) {
-  auto& names = topic_names();
-  auto it = names.find(id);
-  if (it == names.end()) return nullptr;
-  auto topic = current().topics.find(it->second);
-  return topic == current().topics.end() ? nullptr : &topic->second;
+const topic_metadata* metadata_delta::topic_by_id(const uuid& id) const {
+  return current().find_topic(id);
 }
 
 status metadata_delta::apply(const metadata_record& record) {
@@ -166,7 +153,7 @@ status metadata_delta::apply_record(const protocol::topic_record& r) {
   t.id = r.topic_id;
   t.internal = is_internal_topic(r.name);
   next().topics[r.name] = std::move(t);
-  topic_names()[r.topic_id] = r.name;
+  next().topic_ids.names.insert_or_assign(r.topic_id, r.name);
   return status::success();
 }
 
@@ -278,7 +265,7 @@ status metadata_delta::apply_record(const protocol::remove_topic_record& r) {
   image.topics.erase(name);
   // Kafka's MetadataDelta.replay(RemoveTopicRecord) also drops the topic's dynamic configs.
   image.configs.erase(config_resource{config_resource_type::topic, name});
-  topic_names().erase(r.topic_id);
+  image.topic_ids.names.erase(r.topic_id);
   return status::success();
 }
 
@@ -290,11 +277,11 @@ status metadata_delta::apply_record(const protocol::config_record& r) {
     configs[resource][r.name] = *r.value;
     return status::success();
   }
-  auto it = configs.find(resource);
-  if (it != configs.end()) {
-    it->second.erase(r.name);
-    if (it->second.empty()) configs.erase(it);
-  }
+  const config_map* set = configs.get(resource);
+  if (!set || !set->contains(r.name)) return status::success();
+  config_map& keys = configs[resource];
+  keys.erase(r.name);
+  if (keys.empty()) configs.erase(resource);
   return status::success();
 }
 

@@ -14,6 +14,11 @@ const topic_metadata* metadata_image::find_topic(const std::string& name) const 
 }
 
 const topic_metadata* metadata_image::find_topic(const uuid& id) const {
+  if (const std::string* name = topic_ids.names.get(id)) {
+    const topic_metadata* topic = topics.get(*name);
+    if (topic && topic->id == id) return topic;
+  }
+  if (topic_ids.names.size() == topics.size()) return nullptr;  // the index covers every topic
   for (const auto& [name, topic] : topics)
     if (topic.id == id) return &topic;
   return nullptr;

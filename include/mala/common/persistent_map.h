@@ -188,6 +188,17 @@ class persistent_map {
   // Whether the two hold the very same nodes (a copy nothing changed since): equal without a look inside.
   bool shares_with(const persistent_map& other) const { return _root == other._root; }
 
+  // Calls visit(key, before_value, after_value) in key order for every key whose entry `after` does not share
+  // with `before`: present in one only (the other pointer null), or held in a node of its own (the values may
+  // still be equal). Subtrees the two share are skipped whole, so the cost follows the changes since `before`
+  // was copied (O(changes log n)), where the trees kept their shape; below a rotation the two subtrees are
+  // merged in key order.
+  template <typename Visit>
+  static void for_each_difference(const persistent_map& before, const persistent_map& after, Visit&& visit) {
+    const Compare less{};
+    diff_nodes(before._root.get(), after._root.get(), less, visit);
+  }
+
   friend bool operator==(const persistent_map& a, const persistent_map& b) {
     if (a._size != b._size) return false;
     if (a._root == b._root) return true;
@@ -207,6 +218,36 @@ class persistent_map {
       }
     }
     return nullptr;
+  }
+
+  template <typename Visit>
+  static void diff_nodes(const node* a, const node* b, const Compare& less, Visit& visit) {
+    if (a == b) return;
+    if (a && b && !less(a->entry.first, b->entry.first) && !less(b->entry.first, a->entry.first)) {
+      // The same key at the same place: the left subtrees hold the same range of keys, and so do the right.
+      diff_nodes(a->left.get(), b->left.get(), less, visit);
+      visit(b->entry.first, &a->entry.second, &b->entry.second);
+      diff_nodes(a->right.get(), b->right.get(), less, visit);
+      return;
+    }
+    // Different shapes (a rotation, an insertion or removal here): both subtrees in key order, side by side.
+    const_iterator x, y;
+    x.descend_left(a);
+    y.descend_left(b);
+    const const_iterator end;
+    while (x != end || y != end) {
+      if (y == end || (x != end && less(x->first, y->first))) {
+        visit(x->first, &x->second, static_cast<const V*>(nullptr));
+        ++x;
+      } else if (x == end || less(y->first, x->first)) {
+        visit(y->first, static_cast<const V*>(nullptr), &y->second);
+        ++y;
+      } else {
+        if (&x->second != &y->second) visit(y->first, &x->second, &y->second);
+        ++x;
+        ++y;
+      }
+    }
   }
 
   static int height(const node_ptr& n) { return n ? n->height : 0; }

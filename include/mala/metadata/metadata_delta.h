@@ -65,15 +65,10 @@ class metadata_delta {
   bool has_changes() const { return _next.has_value(); }
 
  private:
-  struct uuid_less {
-    bool operator()(const uuid& a, const uuid& b) const { return a.bytes < b.bytes; }
-  };
-
   // The image as applied so far (read-only), and the working copy (made on first use).
   const metadata_image& current() const { return _next ? *_next : *_base; }
   metadata_image& next();
-  std::map<uuid, std::string, uuid_less>& topic_names();
-  const topic_metadata* topic_by_id(const uuid& id);
+  const topic_metadata* topic_by_id(const uuid& id) const;
 
   status apply_record(const protocol::register_broker_record& r);
   status apply_record(const protocol::unregister_broker_record& r);
@@ -111,7 +106,6 @@ class metadata_delta {
   // parts of its images through persistent maps.
   std::optional<metadata_image> _next;
   // Topic name by id for the working copy, built on first use.
-  std::optional<std::map<uuid, std::string, uuid_less>> _topic_names;
   // The ACL set changed since the base: build() rebuilds the authorizer's index once.
   bool _acls_changed = false;
   // The working copy's client quota map once this delta copied it (the image's pointer points to it): later

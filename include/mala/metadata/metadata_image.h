@@ -18,6 +18,7 @@
 
 #include "mala/common/chunked_cow_vector.h"
 #include "mala/common/current_shard.h"
+#include "mala/common/persistent_map.h"
 #include "mala/common/uuid.h"
 #include "mala/metadata/acl.h"
 
@@ -168,6 +169,19 @@ struct client_quotas_image {
   }
 };
 
+// Topic names by topic id: an index of metadata_image::topics that metadata_delta keeps with it, so that a
+// lookup by id (Fetch, Produce and the replica fetchers name topics by id) costs O(log topics). Derived data:
+// two images with the same topics are equal whatever their indexes hold.
+struct topic_id_index {
+  struct uuid_order {
+    bool operator()(const uuid& a, const uuid& b) const { return a.bytes < b.bytes; }
+  };
+  persistent_map<uuid, std::string, uuid_order> names;
+  friend bool operator==(const topic_id_index&, const topic_id_index&) { return true; }
+};
+
+// The image's maps are persistent (copy-on-write, shared with the images before and after as far as
+// unchanged): a new image costs O(log n) per topic or config it changes, not O(topics).
 class metadata_image {
  public:
   std::string cluster_id;
@@ -175,11 +189,13 @@ class metadata_image {
   std::map<int32_t, broker_registration> brokers;
   // Controller registrations by node id (RegisterControllerRecord / UnregisterControllerRecord).
   std::map<int32_t, controller_registration> controllers;
-  std::map<std::string, topic_metadata> topics;
+  persistent_map<std::string, topic_metadata> topics;
+  // Kept by metadata_delta; an image whose index does not cover `topics` (built by hand) is searched by id.
+  topic_id_index topic_ids;
   // Dynamic configs set through ConfigRecord (only the keys set explicitly; defaults live elsewhere). A
   // resource with no configs left has no entry. Deleting a topic deletes its configs, as Kafka's
   // MetadataDelta does.
-  std::map<config_resource, config_map> configs;
+  persistent_map<config_resource, config_map> configs;
   // Finalized feature levels (FeatureLevelRecord, KIP-584/KIP-778), including metadata.version.
   std::map<std::string, int16_t> finalized_features;
   // Client quotas (ClientQuotaRecord, KIP-55/KIP-546).

@@ -821,7 +821,7 @@ TEST_F(admin_handlers_test, describe_topic_partitions_sorted_with_elr) {
   create_topic("zeta", 2);
   create_topic("alpha", 1);
   edit_image([](metadata::metadata_image& image) {
-    auto& p = image.topics.at("zeta").partitions[1];
+    auto& p = image.topics["zeta"].partitions[1];
     p.eligible_leader_replicas = {1};
     p.last_known_elr = {1};
   });

@@ -231,7 +231,7 @@ class group_traffic_test : public shard_node_test {
   // leader), publishes the image and tells the group coordinator, as the metadata publisher does.
   void move_offsets_partition(int32_t leader, int32_t epoch) {
     auto image = std::make_shared<metadata::metadata_image>(*_image);
-    auto& state = image->topics.at("__consumer_offsets").partitions[0];
+    auto& state = image->topics["__consumer_offsets"].partitions[0];
     state.leader = leader;
     state.leader_epoch = epoch;
     state.partition_epoch = epoch;

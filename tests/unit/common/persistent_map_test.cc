@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,62 @@ TEST(persistent_map_test, stays_balanced) {
   names.clear();
   EXPECT_TRUE(names.empty());
   EXPECT_EQ(names.begin(), names.end());
+}
+
+TEST(persistent_map_test, for_each_difference_visits_what_changed_and_skips_what_is_shared) {
+  std::mt19937 rng(11);
+  persistent_map<int, int> before;
+  for (int i = 0; i < 5000; i += 2) before[i] = i;
+  for (int round = 0; round < 50; ++round) {
+    persistent_map<int, int> after = before;
+    std::map<int, std::pair<const int*, const int*>> visited;
+    std::set<int> changed;  // keys added, removed or set
+    const int changes = 1 + static_cast<int>(rng() % (round < 25 ? 3 : 200));
+    for (int c = 0; c < changes; ++c) {
+      const int key = static_cast<int>(rng() % 5000);
+      changed.insert(key);
+      if (rng() % 3 == 0) {
+        after.erase(key);
+      } else {
+        after[key] = -key;
+      }
+    }
+    persistent_map<int, int>::for_each_difference(
+        before, after, [&](int key, const int* was, const int* now) {
+          EXPECT_TRUE(visited.emplace(key, std::make_pair(was, now)).second) << "visited twice: " << key;
+        });
+    // Every key whose presence or value differs is visited, with what each map holds; every key not visited
+    // is the same object in both.
+    int last = -1;
+    for (const auto& [key, values] : visited) {
+      EXPECT_GT(key, last);
+      last = key;
+      EXPECT_EQ(values.first, before.get(key));
+      EXPECT_EQ(values.second, after.get(key));
+    }
+    for (int key : changed) {
+      const int* was = before.get(key);
+      const int* now = after.get(key);
+      if ((was == nullptr) != (now == nullptr) || (was && *was != *now)) {
+        EXPECT_TRUE(visited.count(key)) << key;
+      }
+    }
+    for (const auto& [key, value] : after) {
+      if (!visited.count(key)) {
+        EXPECT_EQ(&value, before.get(key)) << key;
+      }
+    }
+    for (const auto& [key, value] : before) {
+      if (!visited.count(key)) {
+        EXPECT_TRUE(after.contains(key)) << key;
+      }
+    }
+    // A few changes visit a few keys, not the 2,500 of the map.
+    if (changes <= 3) {
+      EXPECT_LE(visited.size(), 80u) << changes;
+    }
+    before = after;
+  }
 }
 
 }  // namespace

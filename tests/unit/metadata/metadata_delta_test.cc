@@ -519,3 +519,71 @@ TEST(metadata_delta, replays_decoded_records) {
 
 }  // namespace
 }  // namespace mala::metadata
+
+namespace mala::metadata {
+namespace {
+
+// Images share every topic and config a record batch did not change (persistent maps), and find a topic by id
+// through the index the delta keeps with the topics.
+TEST(metadata_delta, images_share_what_they_did_not_change_and_find_topics_by_id) {
+  metadata_delta delta(nullptr);
+  std::vector<uuid> ids;
+  for (uint8_t t = 0; t < 200; ++t) {
+    ids.push_back(make_uuid(static_cast<uint8_t>(t + 1)));
+    ids.back().bytes[15] = 0xEE;  // make_uuid(n) overlaps make_uuid(n + 1) otherwise only by a shift
+    ASSERT_TRUE(delta.apply(topic("t" + std::to_string(t), ids.back())).ok());
+    ASSERT_TRUE(delta.apply(partition(ids.back(), 0, {1}, 1)).ok());
+  }
+  protocol::config_record config;
+  config.resource_type = static_cast<int8_t>(config_resource_type::topic);
+  config.resource_name = "t7";
+  config.name = "retention.ms";
+  config.value = "1000";
+  ASSERT_TRUE(delta.apply(config).ok());
+  const metadata_image_ptr first = delta.build();
+  for (uint8_t t = 0; t < 200; ++t) {
+    const topic_metadata* found = first->find_topic(ids[t]);
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(found->name, "t" + std::to_string(t));
+  }
+  EXPECT_EQ(first->find_topic(make_uuid(250)), nullptr);
+
+  // One partition of one topic changes: the next image shares the rest (the same objects), and the first
+  // image is untouched.
+  metadata_delta next(first);
+  protocol::partition_change_record c;
+  c.topic_id = ids[42];
+  c.partition_id = 0;
+  c.leader = 2;
+  ASSERT_TRUE(next.apply(c).ok());
+  const metadata_image_ptr second = next.build();
+  EXPECT_EQ(second->find_topic(ids[42])->partitions[0].leader, 2);
+  EXPECT_EQ(first->find_topic(ids[42])->partitions[0].leader, 1);
+  EXPECT_EQ(second->find_topic(ids[43]), first->find_topic(ids[43]));
+  EXPECT_TRUE(second->configs.shares_with(first->configs));
+  EXPECT_TRUE(second->topic_ids.names.shares_with(first->topic_ids.names));
+
+  // A removed topic is no longer found by id; a re-created one is found under its new id only.
+  metadata_delta third(second);
+  protocol::remove_topic_record removal;
+  removal.topic_id = ids[7];
+  ASSERT_TRUE(third.apply(removal).ok());
+  const uuid recreated = make_uuid(251);
+  ASSERT_TRUE(third.apply(topic("t7", recreated)).ok());
+  const metadata_image_ptr after = third.build();
+  EXPECT_EQ(after->find_topic(ids[7]), nullptr);
+  ASSERT_NE(after->find_topic(recreated), nullptr);
+  EXPECT_EQ(after->find_topic(recreated)->name, "t7");
+  EXPECT_EQ(after->find_configs(config_resource_type::topic, "t7"), nullptr);  // deleted with the topic
+  EXPECT_NE(second->find_configs(config_resource_type::topic, "t7"), nullptr);
+
+  // An image built by hand, without the index, is searched.
+  metadata_image by_hand;
+  by_hand.topics["manual"].id = make_uuid(77);
+  by_hand.topics["manual"].name = "manual";
+  ASSERT_NE(by_hand.find_topic(make_uuid(77)), nullptr);
+  EXPECT_EQ(by_hand.find_topic(make_uuid(77))->name, "manual");
+}
+
+}  // namespace
+}  // namespace mala::metadata
