@@ -123,12 +123,22 @@ def topic_values(bootstrap, topic):
 
 
 def topic_config(bootstrap, topic, name):
+    """A topic config as DescribeConfigs gives it. The worker created the topic through one broker; the broker
+    asked here may learn of it a moment later (metadata reaches each broker on its own, as in Kafka)."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import ConfigResource
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     admin = rdkafka_admin(bootstrap)  # kept alive until the answer is in
-    configs = admin.describe_configs([resource])[resource].result(timeout=30)
-    return configs[name].value
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            configs = admin.describe_configs([resource])[resource].result(timeout=30)
+            return configs[name].value
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def cleaned_rounds(cluster, topic):

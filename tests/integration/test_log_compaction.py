@@ -174,14 +174,22 @@ def test_offset_commits_of_a_group_stay_bounded_in_the_cleaned_offsets_topic(tmp
         def segments():
             return sorted(p.name for p in offsets_dir.glob("*.log"))
 
+        seen = {}
+
         def cleaned_down():
             size = sum(p.stat().st_size for p in offsets_dir.glob("*.log"))
-            return cleaned_rounds(node, "__consumer_offsets") >= 1 and len(segments()) <= 3 and size < 2 * 1048576
+            seen.update(rounds=cleaned_rounds(node, "__consumer_offsets"), segments=len(segments()), bytes=size)
+            return seen["rounds"] >= 1 and seen["segments"] <= 3 and size < 2 * 1048576
 
         # A million commits fill many 1 MiB segments; the cleaner leaves one cleaned segment and the active one
         # (a deleted segment's files wait file.delete.delay.ms under .deleted, not counted here). A round that
         # starts while the commits go on cleans the segments closed by then, a later round the rest.
-        wait_until(cleaned_down, TIMEOUT, "__consumer_offsets cleaned down to at most 3 segments under 2 MiB")
+        try:
+            wait_until(cleaned_down, TIMEOUT, "__consumer_offsets cleaned down to at most 3 segments under 2 MiB")
+        except BaseException:
+            print(f"last seen: {seen}; the node's cleaner lines:")
+            print("\n".join(line for line in node.log_text(100000).splitlines() if "clean" in line.lower())[-4000:])
+            raise
         codecs = {codec for name in segments() for codec in batch_codecs(offsets_dir / name)}
         assert codecs == {4}, codecs  # zstd
         assert node.stop() == 0

@@ -20,7 +20,6 @@
 #include <stdexcept>
 #include <tuple>
 #include <utility>
-#include <vector>
 
 namespace mala {
 
@@ -55,7 +54,7 @@ class persistent_map {
     using pointer = const value_type*;
     using reference = const value_type&;
 
-    const_iterator() = default;
+    const_iterator() {}  // user-provided: `{}` must not zero the path (end() is made in every loop test)
     reference operator*() const { return _path.back()->entry; }
     pointer operator->() const { return &_path.back()->entry; }
     const_iterator& operator++() {
@@ -79,7 +78,32 @@ class persistent_map {
     void descend_left(const node* n) {
       for (; n; n = n->left.get()) _path.push_back(n);
     }
-    std::vector<const node*> _path;
+    // A fixed stack, so that find() and begin() allocate nothing: an AVL tree 64 deep would hold more than
+    // 10^13 entries.
+    struct path_stack {
+      path_stack() {}  // the nodes past _size are never read
+      path_stack(const path_stack& other) : _size(other._size) {
+        std::copy(other._nodes, other._nodes + _size, _nodes);
+      }
+      path_stack& operator=(const path_stack& other) {
+        _size = other._size;
+        std::copy(other._nodes, other._nodes + _size, _nodes);
+        return *this;
+      }
+      bool empty() const { return _size == 0; }
+      const node* back() const { return _nodes[_size - 1]; }
+      void pop_back() { --_size; }
+      void push_back(const node* n) {
+        if (_size == max_depth) throw std::length_error("persistent_map: tree deeper than 64");
+        _nodes[_size++] = n;
+      }
+
+     private:
+      static constexpr size_t max_depth = 64;
+      const node* _nodes[max_depth];
+      size_t _size = 0;
+    };
+    path_stack _path;
   };
   using iterator = const_iterator;
 
