@@ -159,11 +159,6 @@ class persistent_map {
     if (inserted) ++_size;
     return n->entry.second;
   }
-  // This object's own value of `key`, or nullptr when absent (copies the way to it only when present).
-  V* get_mutable(const K& key) {
-    if (!contains(key)) return nullptr;
-    return &(*this)[key];
-  }
   template <typename M>
   std::pair<const_iterator, bool> insert_or_assign(const K& key, M&& value) {
     bool inserted = false;
@@ -190,9 +185,6 @@ class persistent_map {
   template <typename KK, typename VV>
   std::pair<const_iterator, bool> emplace(KK&& key, VV&& value) {
     return try_emplace(K(std::forward<KK>(key)), std::forward<VV>(value));
-  }
-  std::pair<const_iterator, bool> insert(const value_type& entry) {
-    return try_emplace(entry.first, entry.second);
   }
 
   size_t erase(const K& key) {
