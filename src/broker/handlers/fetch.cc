@@ -297,22 +297,14 @@ asio::awaitable<std::vector<read_answer>> read_again_in_request_order(const read
   size_t kept = shared_budget_prefix(answers, 0, budget);
   if (kept == answers.size()) co_return answers;
   std::vector<const read_work*> work_of(plan.result_count, nullptr);
-  std::vector<size_t> shard_of(plan.result_count, 0);
-  for (const auto& [shard, work] : plan.groups) {
-    for (const auto& w : work) {
-      work_of[w.result] = &w;
-      shard_of[w.result] = shard;
-    }
+  for (const auto& group : plan.groups) {
+    for (const auto& w : group.second) work_of[w.result] = &w;
   }
   while (kept < answers.size()) {
-    std::vector<std::pair<size_t, std::vector<read_work>>> groups;
-    for (size_t i = kept; i < answers.size(); ++i) {
-      const size_t shard = shard_of[answers[i].result];
-      auto it =
-          std::find_if(groups.begin(), groups.end(), [shard](const auto& g) { return g.first == shard; });
-      if (it == groups.end()) it = groups.insert(groups.end(), {shard, {}});
-      it->second.push_back(*work_of[answers[i].result]);
-    }
+    std::vector<read_work> rest;
+    rest.reserve(answers.size() - kept);
+    for (size_t i = kept; i < answers.size(); ++i) rest.push_back(*work_of[answers[i].result]);
+    auto groups = group_by_shard(plan.services, std::move(rest));
     const auto& services = plan.services;
     const auto& params = plan.params;
     auto read = [&services, &params,
