@@ -1,10 +1,12 @@
 #include "node.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -187,7 +189,40 @@ void node::open_replicas() {
     if (_groups) _groups->on_metadata(*image);
     if (_transactions) _transactions->on_metadata(*image);
     apply_dynamic_tls(*image);
+    apply_replication_throttles(*image);
   });
+}
+
+void node::apply_replication_throttles(const metadata::metadata_image& image) {
+  if (!_leader_throttle || !_follower_throttle) return;
+  const auto* node_dynamic =
+      image.find_configs(metadata::config_resource_type::broker, std::to_string(_config.node_id()));
+  const auto* cluster_dynamic = image.find_configs(metadata::config_resource_type::broker, "");
+  // Kafka's BrokerConfigHandler: this broker's dynamic value, else the cluster-wide one, else no bound.
+  auto rate = [&](const char* name) -> std::optional<int64_t> {
+    for (const auto* configs : {node_dynamic, cluster_dynamic}) {
+      if (!configs) continue;
+      auto it = configs->find(name);
+      if (it == configs->end()) continue;
+      int64_t value = 0;
+      const auto& text = it->second;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (ec == std::errc() && end == text.data() + text.size()) return value;
+    }
+    return std::nullopt;
+  };
+  for (auto [quota, name] : {std::pair{_leader_throttle.get(), "leader.replication.throttled.rate"},
+                             std::pair{_follower_throttle.get(), "follower.replication.throttled.rate"}}) {
+    auto wanted = rate(name);
+    if (wanted && (*wanted < 0 || *wanted == std::numeric_limits<int64_t>::max())) wanted.reset();
+    if (quota->bound() == wanted) continue;
+    quota->set_bound(wanted);
+    if (quota->bound()) {
+      _log->info("{} is {} bytes/s", name, *quota->bound());
+    } else {
+      _log->info("{} is unbounded", name);
+    }
+  }
 }
 
 // Kafka's dynamic SSL reconfiguration: this broker's listener.name.<listener>.ssl.keystore.* (and trust
@@ -290,6 +325,7 @@ status node::open_quorum(const quorum_bootstrap& bootstrap) {
   auto raft_options = raft_node_options_from(_config, _dirs.cluster_id);
   raft_options.client = _controller_client;
   raft_options.initial_voters = std::move(initial.value());
+  raft_options.directory_id = _metadata_dir_id;
   auto opened_raft = raft::raft_node::open(_shards->context(0), std::move(raft_options));
   if (!opened_raft) {
     return status::error(opened_raft.error().code,
@@ -298,8 +334,9 @@ status node::open_quorum(const quorum_bootstrap& bootstrap) {
   _raft = std::move(opened_raft.value());
   if (dynamic && _config.has_role("controller") && _raft->voters().empty()) {
     _log->warn(
-        "the metadata log holds no voter set (start a new controller with --standalone or "
-        "--initial-controllers): this controller runs as an observer; Mala does not serve AddRaftVoter");
+        "the metadata log holds no voter set yet (a new controller without --standalone or "
+        "--initial-controllers): this controller observes until kafka-metadata-quorum add-controller adds "
+        "it");
   } else if (dynamic && !_raft->voters().empty()) {
     _log->info("KIP-853 quorum: voters {} from the metadata log, bootstrap servers {}",
                fmt::join(_raft->voters(), ","), _config.quorum_bootstrap_servers().size());
@@ -376,8 +413,14 @@ void node::open_broker() {
 
   // Follower replicas fetch from their leaders; leaders change their ISRs through AlterPartition: one
   // fetcher and one ISR manager per shard, each for the replicas of its shard.
+  const int32_t throttle_samples = _config.get_int("replication.quota.window.num").value_or(11);
+  const int32_t throttle_window_ms =
+      _config.get_int("replication.quota.window.size.seconds").value_or(1) * 1000;
+  _leader_throttle = std::make_unique<replication::replication_quota>(throttle_samples, throttle_window_ms);
+  _follower_throttle = std::make_unique<replication::replication_quota>(throttle_samples, throttle_window_ms);
   for (size_t shard = 0; shard < _shards->size(); ++shard) {
     auto fetcher_options = follower_fetcher_options_from(_config);
+    fetcher_options.follower_throttle = _follower_throttle.get();
     fetcher_options.shard = shard;
     fetcher_options.client = _inter_broker_client;
     fetcher_options.placement = _placement;
@@ -429,6 +472,7 @@ void node::open_server() {
       broker::quota_window{_config.get_int("controller.quota.window.num").value_or(11),
                            _config.get_int("controller.quota.window.size.seconds").value_or(1)});
   _services.quotas = _client_quotas.get();
+  _services.leader_replication_quota = _leader_throttle.get();
   _services.producer_ids = &_producer_ids;
   _services.groups = _groups ? &_groups->coordinator() : nullptr;
   _services.transactions = _transactions ? &_transactions->coordinator() : nullptr;

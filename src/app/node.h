@@ -102,6 +102,9 @@ class node {
   void open_broker();
   void open_server();
   void apply_dynamic_tls(const metadata::metadata_image& image);
+  // leader.replication.throttled.rate / follower.replication.throttled.rate of this broker (dynamic, per
+  // broker then cluster-wide; none by default), applied whenever an image is published.
+  void apply_replication_throttles(const metadata::metadata_image& image);
 
   status start();
   asio::awaitable<void> stop();
@@ -152,6 +155,10 @@ class node {
   std::unique_ptr<broker::controller_registration_manager> _controller_registration;
   // One of each per shard (index: shard), for the replicas that shard owns.
   std::vector<std::unique_ptr<replication::follower_fetcher>> _fetchers;
+  // Replication throttles, shared by every shard: leader.replication.throttled.rate (the fetch handlers)
+  // and follower.replication.throttled.rate (the fetchers), from the dynamic broker configs.
+  std::unique_ptr<replication::replication_quota> _leader_throttle;
+  std::unique_ptr<replication::replication_quota> _follower_throttle;
   std::vector<std::unique_ptr<replication::alter_partition_manager>> _isr_changes;
   // Step 5.
   std::unique_ptr<security::sasl_settings> _sasl;  // built before step 1

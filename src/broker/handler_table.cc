@@ -9,6 +9,7 @@
 #include "handlers/acls.h"
 #include "handlers/add_offsets_to_txn.h"
 #include "handlers/add_partitions_to_txn.h"
+#include "handlers/add_raft_voter.h"
 #include "handlers/allocate_producer_ids.h"
 #include "handlers/alter_configs.h"
 #include "handlers/alter_partition.h"
@@ -54,6 +55,7 @@
 #include "handlers/offset_fetch.h"
 #include "handlers/partition_reassignments.h"
 #include "handlers/produce.h"
+#include "handlers/remove_raft_voter.h"
 #include "handlers/sasl.h"
 #include "handlers/sync_group.h"
 #include "handlers/txn_offset_commit.h"
@@ -208,6 +210,8 @@ handler_table::handler_table() {
       entry<handlers::vote_handler>("Vote"),
       entry<handlers::fetch_snapshot_handler>("FetchSnapshot"),
       entry<handlers::describe_quorum_handler>("DescribeQuorum"),
+      entry<handlers::add_raft_voter_handler>("AddRaftVoter"),
+      entry<handlers::remove_raft_voter_handler>("RemoveRaftVoter"),
       entry<handlers::begin_quorum_epoch_handler>("BeginQuorumEpoch"),
       entry<handlers::end_quorum_epoch_handler>("EndQuorumEpoch"),
       entry<handlers::broker_registration_handler>("BrokerRegistration"),

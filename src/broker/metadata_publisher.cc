@@ -12,10 +12,18 @@
 
 #include "mala/common/logging.h"
 #include "mala/controller/topic_config.h"
+#include "mala/replication/replication_quota.h"
 
 namespace mala::broker {
 
 namespace {
+
+// What a topic's throttled-replica configs say of this node's replicas.
+struct topic_throttles {
+  replication::throttled_replicas leader;
+  replication::throttled_replicas follower;
+  bool operator==(const topic_throttles&) const = default;
+};
 
 template <typename T>
 void parse_number(const std::optional<std::string>& text, T& out) {
@@ -38,6 +46,20 @@ std::map<std::string_view, std::optional<std::string>> resolved(const metadata::
 bool same_state(const metadata::partition_state& a, const metadata::partition_state& b) {
   return a.leader == b.leader && a.leader_epoch == b.leader_epoch && a.partition_epoch == b.partition_epoch &&
          a.replicas == b.replicas && a.isr == b.isr;
+}
+
+// A topic's leader.replication.throttled.replicas / follower.replication.throttled.replicas as they concern
+// this node (Kafka's TopicConfigHandler: the topic's own configs; there is no broker default).
+topic_throttles throttles_of(const metadata::metadata_image& image, const std::string& topic,
+                             int32_t node_id) {
+  topic_throttles out;
+  const auto* configs = image.find_configs(metadata::config_resource_type::topic, topic);
+  if (!configs) return out;
+  if (auto it = configs->find("leader.replication.throttled.replicas"); it != configs->end())
+    out.leader = replication::parse_throttled_replicas(it->second, node_id);
+  if (auto it = configs->find("follower.replication.throttled.replicas"); it != configs->end())
+    out.follower = replication::parse_throttled_replicas(it->second, node_id);
+  return out;
 }
 
 bool same_log_config(const replication::log_config& a, const replication::log_config& b) {
@@ -145,6 +167,7 @@ struct metadata_publisher::apply_job {
   std::vector<std::vector<hosted_replica>> by_shard;
   std::vector<std::vector<replication::topic_partition>> removed_by_shard;  // no longer hosted here
   std::vector<std::unique_ptr<replication::log_config>> configs;  // the hosted replicas point into these
+  std::vector<std::unique_ptr<topic_throttles>> throttles;        // and into these
   std::vector<std::vector<replication::topic_partition>> failed;  // per shard, filled as it applies
   std::atomic<size_t> shards_left{0};
 };
@@ -157,6 +180,7 @@ struct metadata_publisher::hosted_replica {
   const metadata::partition_state* state = nullptr;
   const replication::log_config* log_config = nullptr;
   int32_t min_isr = 1;
+  const topic_throttles* throttles = nullptr;
 };
 
 void metadata_publisher::publish(const metadata::metadata_image_ptr& image) {
@@ -253,6 +277,7 @@ void metadata_publisher::publish_latest() {
     // The topic's effective settings, resolved once the first hosted partition needs them.
     replication::log_config* log_config = nullptr;
     int32_t min_isr = 1;
+    const topic_throttles* topic_throttled = nullptr;
     bool config_changed = !raw_configs_same;
     auto resolve = [&] {
       if (log_config) return;
@@ -261,11 +286,15 @@ void metadata_publisher::publish_latest() {
                            effective_log_config(*image, name, _node_id, _static_config)))
                        .get();
       min_isr = effective_min_insync_replicas(*image, name, _node_id, _static_config);
+      topic_throttled =
+          job->throttles.emplace_back(std::make_unique<topic_throttles>(throttles_of(*image, name, _node_id)))
+              .get();
       if (before && config_changed) {
         // Raw configs differ; what the log uses may not.
         config_changed =
             !same_log_config(*log_config, effective_log_config(*previous, name, _node_id, _static_config)) ||
-            min_isr != effective_min_insync_replicas(*previous, name, _node_id, _static_config);
+            min_isr != effective_min_insync_replicas(*previous, name, _node_id, _static_config) ||
+            *topic_throttled != throttles_of(*previous, name, _node_id);
       }
     };
     if (config_changed && before) resolve();  // a changed config reaches every hosted partition
@@ -290,7 +319,8 @@ void metadata_publisher::publish_latest() {
                              (any_retry && retry.count({name, p.partition}));
         if (!changed) continue;
         resolve();
-        by_shard[shard_of(name, p.partition)].push_back({&name, &topic, &p, log_config, min_isr});
+        by_shard[shard_of(name, p.partition)].push_back(
+            {&name, &topic, &p, log_config, min_isr, topic_throttled});
       }
     }
   };
@@ -473,6 +503,8 @@ void metadata_publisher::apply_range(replication::replica_manager& replicas,
     leadership.state.replicas = p.replicas;
     leadership.state.isr = p.isr;
     leadership.state.min_insync_replicas = h.min_isr;
+    leadership.state.leader_throttled = h.throttles->leader.contains(p.partition);
+    leadership.state.follower_throttled = h.throttles->follower.contains(p.partition);
     leadership.state.leader_recovery_state = p.leader_recovery_state;
     leadership.log_config = *h.log_config;
     auto applied = replicas.apply_leadership(leadership);

@@ -167,6 +167,7 @@ const dynamic_broker_property* find_dynamic_broker_property(std::string_view nam
 
 // node_config's description of a broker property, in the form topic_config's validator takes.
 std::optional<topic_config_key> broker_key_for_validation(std::string_view name) {
+  if (const topic_config_key* quota = find_broker_quota_property(name)) return *quota;
   const config_key* key = find_config_key(name);
   if (!key) {
     // A topic default node_config does not list (log.message.timestamp.before.max.ms, log.roll.jitter.ms):
@@ -234,7 +235,7 @@ api_error configuration_control::validate_broker_configs(const std::string& reso
   std::vector<std::string> not_dynamic;
   std::vector<std::string> per_broker_only;
   for (const auto& [name, value] : props) {
-    if (find_dynamic_broker_property(name)) continue;
+    if (find_dynamic_broker_property(name) || find_broker_quota_property(name)) continue;
     // An SSL listener's key and trust stores (Kafka's reconfigurable SSL configs), per broker only: the files
     // are the broker's own.
     if (auto listener_key = parse_listener_ssl_key(name);

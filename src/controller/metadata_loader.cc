@@ -47,7 +47,9 @@ void metadata_loader::maybe_write_snapshot() {
   if (last.empty() || last.front().offset != _next_offset - 1) return;
   const raft::offset_and_epoch id{_next_offset, last.front().epoch};
   std::vector<raft::control_record> raft_records;
-  if (const auto& voters = _node.voter_set()) raft_records = raft::voter_set_control_records(*voters);
+  // KIP-853: the voter set in effect at the snapshot's end (a later VotersRecord stays in the log).
+  if (const auto voters = _node.voter_set_before(id.offset); voters && !voters->empty())
+    raft_records = raft::voter_set_control_records(*voters);
   // The image is immutable: the payload is built on the raft node's blocking thread, with the file I/O.
   auto size = std::make_shared<size_t>(0);
   auto build = [image = _image, id, timestamp = _hooks.clock_ms ? _hooks.clock_ms() : 0,

@@ -251,6 +251,40 @@ status validate_value(const topic_config_key& key, const std::string& raw) {
 
 }  // namespace
 
+const topic_config_key* find_broker_quota_property(std::string_view name) {
+  static const topic_config_key properties[] = {
+      {.name = "follower.replication.throttled.rate",
+       .type = config_type::int64,
+       .default_value = "9223372036854775807",
+       .min = 0,
+       .doc =
+           "A long representing the upper bound (bytes/sec) on replication traffic for followers enumerated "
+           "in the property follower.replication.throttled.replicas (for each topic). This property can be "
+           "only set dynamically. It is suggested that the limit be kept above 1MB/s for accurate "
+           "behaviour."},
+      {.name = "leader.replication.throttled.rate",
+       .type = config_type::int64,
+       .default_value = "9223372036854775807",
+       .min = 0,
+       .doc =
+           "A long representing the upper bound (bytes/sec) on replication traffic for leaders enumerated in "
+           "the property leader.replication.throttled.replicas (for each topic). This property can be only "
+           "set dynamically. It is suggested that the limit be kept above 1MB/s for accurate behaviour."},
+      {.name = "replica.alter.log.dirs.io.max.bytes.per.second",
+       .type = config_type::int64,
+       .default_value = "9223372036854775807",
+       .min = 0,
+       .doc =
+           "A long representing the upper bound (bytes/sec) on disk IO used for moving replica between log "
+           "directories on the same broker. This property can be only set dynamically. It is suggested that "
+           "the limit be kept above 1MB/s for accurate behaviour. (Mala: accepted; replicas do not move "
+           "between log directories.)"},
+  };
+  for (const auto& p : properties)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
 std::span<const topic_config_key> topic_config_keys() {
   return keys_table();
 }

@@ -250,11 +250,12 @@ std::vector<log_entry> partition_raft_log::read(int64_t from_offset, size_t max_
                         /*batch_end=*/offset + 1 == batch.header().next_offset()};
         if (batch.is_control()) {
           const auto type = record.key ? storage::control_record_type(*record.key) : std::nullopt;
-          if (type != leader_change_control_type) {
+          const auto kind = type ? entry_type_of_control_record(*type) : std::nullopt;
+          if (!kind) {
             corrupt(offset, "control record of an unsupported type");
             return out;
           }
-          entry.type = entry_type::leader_change;
+          entry.type = *kind;
         }
         if (record.value) entry.payload.assign(record.value->begin(), record.value->end());
         out.push_back(std::move(entry));
@@ -284,7 +285,6 @@ void partition_raft_log::append(std::span<const log_entry> entries) {
   // One batch per write (a run of entries ending with batch_end, all of one epoch); the batches of a run of
   // one epoch go to the partition log in one write.
   const int64_t now = _clock_ms();
-  const auto key = storage::control_record_key(leader_change_control_type);
   int64_t expected = end_offset();
   int32_t last_epoch = last_fetched_epoch();
   size_t i = 0;
@@ -292,7 +292,9 @@ void partition_raft_log::append(std::span<const log_entry> entries) {
     const int32_t epoch = entries[i].epoch;
     std::vector<uint8_t> run;
     while (i < entries.size() && entries[i].epoch == epoch) {
-      const bool control = entries[i].type == entry_type::leader_change;
+      const bool control = entries[i].type != entry_type::data;
+      std::vector<std::array<uint8_t, 4>> keys;  // each control record's key, kept for the batch build
+      keys.reserve(entries.size() - i);
       std::vector<storage::metadata_batch_record> records;
       const int64_t first = entries[i].offset;
       for (; i < entries.size() && entries[i].epoch == epoch; ++i) {
@@ -300,10 +302,11 @@ void partition_raft_log::append(std::span<const log_entry> entries) {
         MALA_ASSERT(e.offset == expected, "append at offset {} does not continue the log at {}", e.offset,
                     expected);
         MALA_ASSERT(e.epoch >= last_epoch, "append epoch {} goes back from {}", e.epoch, last_epoch);
-        MALA_ASSERT((e.type == entry_type::leader_change) == control,
+        MALA_ASSERT((e.type != entry_type::data) == control,
                     "the write at {} mixes control and data entries (offset {})", first, e.offset);
-        records.push_back(storage::metadata_batch_record{
-            control ? std::optional<std::span<const uint8_t>>(key) : std::nullopt, e.payload});
+        std::optional<std::span<const uint8_t>> key;
+        if (control) key = keys.emplace_back(storage::control_record_key(control_record_type_of(e.type)));
+        records.push_back(storage::metadata_batch_record{key, e.payload});
         ++expected;
         last_epoch = e.epoch;
         if (e.batch_end) {

@@ -103,7 +103,9 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   int64_t next_inbound_correlation = int64_t{1} << 50;
   std::map<std::pair<int32_t, int64_t>, pending_inbound> inbound;
   std::vector<std::function<void()>> listeners;
-  std::optional<std::vector<voter_info>> voter_set;
+  // AddRaftVoter / RemoveRaftVoter requests waiting for the replica's answer, by request id.
+  std::map<int64_t, std::function<void(voter_change_answer)>> voter_changes;
+  int64_t next_voter_change = 1;
   std::map<int32_t, voter_endpoint> learned_endpoints;  // from Fetch answers' NodeEndpoints
   std::optional<offset_and_epoch> installed_snapshot;
   uint64_t snapshots_installed = 0;
@@ -153,6 +155,18 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   // messages and listeners.
   void step_done() {
     effects fx = node.take_effects();
+    if (fx.voters_changed) {
+      std::string ids;
+      for (int32_t id : node.voter_ids()) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+      logger->info("raft: the voters are now [{}]{}", ids, node.is_voter() ? "" : " (this node observes)");
+    }
+    for (auto& answer : fx.voter_change_answers) {
+      auto it = voter_changes.find(answer.request_id);
+      if (it == voter_changes.end()) continue;
+      auto respond = std::move(it->second);
+      voter_changes.erase(it);
+      respond(std::move(answer));
+    }
     const bool needs_persistence = fx.quorum_state_to_persist || !fx.log_operations.empty();
     if (fx.quorum_state_to_persist) state_to_write = *fx.quorum_state_to_persist;
     if (!fx.log_operations.empty()) {
@@ -331,8 +345,14 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
     self->step_done();
   }
 
-  // Where a message to `destination` goes: a voter, a node learned from NodeEndpoints, or a bootstrap server.
+  // Where a message to `destination` goes: a voter (of the voter set in effect, or a static one), a node
+  // learned from NodeEndpoints, or a bootstrap server.
   std::optional<voter_endpoint> address_of(int32_t destination) const {
+    if (const auto* voters = node.voter_set()) {
+      for (const auto& v : *voters) {
+        if (v.id == destination) return v.endpoint;
+      }
+    }
     if (auto it = options.voter_endpoints.find(destination); it != options.voter_endpoints.end())
       return it->second;
     if (auto it = learned_endpoints.find(destination); it != learned_endpoints.end()) return it->second;
@@ -411,10 +431,19 @@ result<std::unique_ptr<raft_node>> raft_node::open(asio::io_context& io, raft_no
       voter_set = std::move(*found);
     }
     if (voter_set) {
-      for (const auto& v : *voter_set) {
-        options.config.voters.push_back(v.id);
-        options.voter_endpoints[v.id] = v.endpoint;
-      }
+      for (const auto& v : *voter_set) options.config.voters.push_back(v.id);
+    }
+    // The VotersRecords in the log after the snapshot change it (raft::replica tracks them); a node with no
+    // snapshot yet (a controller to be added, a broker) learns the voters from the log alone.
+    options.config.voter_set = voter_set.value_or(std::vector<voter_info>{});
+  }
+  options.config.directory_id = options.directory_id;
+  // A voter formatted with a directory id of its own in --initial-controllers keeps that identity (Mala
+  // records it in the voter set, not in meta.properties).
+  if (voter_set) {
+    for (const auto& v : *voter_set) {
+      if (v.id == options.config.node_id && !v.directory_id.is_zero())
+        options.config.directory_id = v.directory_id;
     }
   }
   options.config.bootstrap_servers = static_cast<int32_t>(options.bootstrap_servers.size());
@@ -422,7 +451,6 @@ result<std::unique_ptr<raft_node>> raft_node::open(asio::io_context& io, raft_no
   auto persisted = state_file.read();
   if (!persisted.ok()) return persisted.error();
   auto i = std::make_shared<impl>(io, std::move(options), std::move(*log), std::move(state_file), *persisted);
-  i->voter_set = std::move(voter_set);
   // A restart from a persisted state may have effects (a single voter elects itself at construction).
   i->step_done();
   return std::unique_ptr<raft_node>(new raft_node(std::move(i)));
@@ -512,12 +540,37 @@ std::optional<voter_endpoint> raft_node::endpoint_of(int32_t node_id) const {
   return _impl->address_of(node_id);
 }
 
-const std::optional<std::vector<voter_info>>& raft_node::voter_set() const {
-  return _impl->voter_set;
+std::optional<std::vector<voter_info>> raft_node::voter_set() const {
+  if (const auto* voters = _impl->node.voter_set()) return *voters;
+  return std::nullopt;
+}
+
+std::optional<std::vector<voter_info>> raft_node::voter_set_before(int64_t offset) const {
+  return _impl->node.voter_set_before(offset);
 }
 
 const std::vector<int32_t>& raft_node::voters() const {
-  return _impl->options.config.voters;
+  return _impl->node.voter_ids();
+}
+
+void raft_node::add_voter(voter_info voter, bool ack_when_committed,
+                          std::function<void(voter_change_answer)> done) {
+  impl& i = *_impl;
+  const int64_t id = i.next_voter_change++;
+  i.voter_changes.emplace(id, std::move(done));
+  i.node.tick(steady_now_ms());
+  i.node.add_voter(id, std::move(voter), ack_when_committed);
+  i.step_done();
+}
+
+void raft_node::remove_voter(int32_t voter_id, uuid directory_id,
+                             std::function<void(voter_change_answer)> done) {
+  impl& i = *_impl;
+  const int64_t id = i.next_voter_change++;
+  i.voter_changes.emplace(id, std::move(done));
+  i.node.tick(steady_now_ms());
+  i.node.remove_voter(id, voter_id, directory_id);
+  i.step_done();
 }
 
 void raft_node::add_listener(std::function<void()> on_change) {

@@ -56,7 +56,10 @@ std::string_view role_name(role r) {
 
 replica::replica(raft_config config, raft_log& log, std::optional<quorum_state> persisted, int64_t now_ms)
     : _config(std::move(config)), _log(log), _now_ms(now_ms), _flushed_end_offset(log.end_offset()) {
-  _is_voter = is_voter_id(_config.node_id);
+  _base_voter_set = _config.voter_set;
+  load_voter_history();
+  refresh_voters();
+  _effects.voters_changed = false;  // the glue reads the set it starts with
   // Seeded per node so that nodes sharing a seed still draw different timeouts.
   _random_state = _config.random_seed ^
                   (static_cast<uint64_t>(static_cast<uint32_t>(_config.node_id)) * 0x9e3779b97f4a7c15ULL);
@@ -82,7 +85,7 @@ replica::replica(raft_config config, raft_log& log, std::optional<quorum_state> 
     become_unattached(_epoch, state.voted_id);
   }
   // A single voter is a majority of one: elect itself at once, as Kafka does.
-  if (_is_voter && _config.voters.size() == 1 && _role != role::leader) become_prospective();
+  if (_is_voter && _voters.size() == 1 && _role != role::leader) become_prospective();
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -131,6 +134,14 @@ void replica::tick(int64_t now_ms) {
         become_resigned({});
         break;
       }
+      if (_resign_requested) {
+        resign();
+        break;
+      }
+      if (_pending_voter_change && _now_ms >= _pending_voter_change->deadline_ms) {
+        // LeaderState.maybeExpirePendingOperation: the record stays in the log and may still commit.
+        answer_voter_change(error_code::request_timed_out);
+      }
       std::vector<parked_fetch> due;
       std::erase_if(_parked_fetches, [&](const parked_fetch& p) {
         if (p.deadline_ms > _now_ms) return false;
@@ -149,11 +160,17 @@ void replica::tick(int64_t now_ms) {
     }
     case role::resigned:
       if (_now_ms >= _election_deadline_ms) {
-        become_prospective();
+        // A leader that removed itself from the voters carries on as an observer
+        // (KafkaRaftClient.pollResigned).
+        if (_is_voter) {
+          become_prospective();
+        } else {
+          become_unattached(_epoch, no_voter);
+        }
         break;
       }
       if (_now_ms >= _end_quorum_resend_ms) {
-        for (int32_t voter : _config.voters) {
+        for (int32_t voter : _voters) {
           if (voter == _config.node_id || contains(_end_quorum_acknowledged, voter)) continue;
           send(voter, new_correlation_id(),
                end_quorum_epoch_request{_config.node_id, _epoch, _preferred_successors});
@@ -241,7 +258,14 @@ bool replica::create_snapshot(offset_and_epoch id, std::span<const uint8_t> payl
 }
 
 void replica::delete_before_snapshot() {
-  if (const auto latest = _log.latest_snapshot()) _log.delete_before(latest->offset);
+  const auto latest = _log.latest_snapshot();
+  if (!latest) return;
+  _log.delete_before(latest->offset);
+  // The VotersRecords now gone from the log: the last of them is the voter set at its start.
+  while (_base_voter_set && !_voter_history.empty() && _voter_history.front().offset < _log.start_offset()) {
+    _base_voter_set = std::move(_voter_history.front().voters);
+    _voter_history.erase(_voter_history.begin());
+  }
 }
 
 effects replica::take_effects() {
@@ -259,7 +283,9 @@ int64_t replica::next_deadline_ms() const {
     case role::follower:
       return std::min(_fetch_deadline_ms, _fetch_in_flight ? _fetch_in_flight->deadline_ms : _next_fetch_ms);
     case role::leader: {
+      if (_resign_requested) return _now_ms;
       int64_t next = check_quorum_deadline_ms();
+      if (_pending_voter_change) next = std::min(next, _pending_voter_change->deadline_ms);
       for (const parked_fetch& p : _parked_fetches) next = std::min(next, p.deadline_ms);
       for (const follower_progress& f : _followers) {
         if (f.state.voter && !f.acknowledged) next = std::min(next, f.begin_resend_ms);
@@ -268,7 +294,7 @@ int64_t replica::next_deadline_ms() const {
     }
     case role::resigned: {
       bool unacknowledged = false;
-      for (int32_t voter : _config.voters) {
+      for (int32_t voter : _voters) {
         if (voter != _config.node_id && !contains(_end_quorum_acknowledged, voter)) unacknowledged = true;
       }
       return unacknowledged ? std::min(_election_deadline_ms, _end_quorum_resend_ms) : _election_deadline_ms;
@@ -348,6 +374,7 @@ void replica::become_candidate() {
 
 void replica::become_leader() {
   _role = role::leader;
+  _resign_requested = false;
   _leader_id = _config.node_id;
   _led_epoch = _epoch;
   persist();
@@ -358,7 +385,7 @@ void replica::become_leader() {
   _snapshot_download.reset();
   _followers.clear();
   _parked_fetches.clear();
-  for (int32_t voter : _config.voters) {
+  for (int32_t voter : _voters) {
     if (voter == _config.node_id) continue;
     follower_progress f;
     f.state.replica_id = voter;
@@ -369,7 +396,16 @@ void replica::become_leader() {
   // before exposing anything of earlier epochs.
   _epoch_start_offset = _log.end_offset();
   append_to_log({log_entry{_epoch_start_offset, _epoch, entry_type::leader_change,
-                           leader_change_payload(_config.node_id, _config.voters, _granted)}});
+                           leader_change_payload(_config.node_id, _voters, _granted)}});
+  if (_base_voter_set && _voter_history.empty() && !_base_voter_set->empty()) {
+    // Kafka's LeaderState.appendStartOfEpochControlRecords: while the voter set is only in a snapshot (the
+    // bootstrap checkpoint), the leader writes it into the log, so that a replica fetching from the log's
+    // start (an observer to be added as a voter) learns it.
+    const auto records = voter_set_control_records(*_base_voter_set);
+    const int64_t next = _log.end_offset();
+    append_to_log({log_entry{next, _epoch, entry_type::kraft_version, records[0].value, false},
+                   log_entry{next + 1, _epoch, entry_type::voters, records[1].value, true}});
+  }
   for (follower_progress& f : _followers) {
     send(f.state.replica_id, new_correlation_id(),
          begin_quorum_epoch_request{f.state.replica_id, _config.node_id, _epoch});
@@ -408,7 +444,7 @@ void replica::become_resigned(std::vector<int32_t> preferred_successors) {
   _preferred_successors = std::move(preferred_successors);
   _end_quorum_acknowledged.clear();
   _election_deadline_ms = _now_ms + randomized_election_timeout();
-  for (int32_t voter : _config.voters) {
+  for (int32_t voter : _voters) {
     if (voter == _config.node_id) continue;
     send(voter, new_correlation_id(),
          end_quorum_epoch_request{_config.node_id, _epoch, _preferred_successors});
@@ -426,6 +462,7 @@ void replica::leave_leadership() {
   }
   _parked_fetches.clear();
   _followers.clear();
+  if (_pending_voter_change) answer_voter_change(error_code::not_leader_or_follower);
 }
 
 // Kafka's maybeTransition / maybeHandleCommonResponse: a higher epoch always wins; a leader named for the
@@ -468,7 +505,7 @@ bool replica::observe_epoch(int32_t epoch, int32_t leader_id) {
 // Elections
 
 void replica::send_vote_requests(bool pre_vote) {
-  for (int32_t voter : _config.voters) {
+  for (int32_t voter : _voters) {
     if (voter == _config.node_id) continue;
     send(
         voter, new_correlation_id(),
@@ -487,7 +524,7 @@ void replica::count_vote(int32_t from, bool granted) {
     }
     return;
   }
-  const int voters = static_cast<int>(_config.voters.size());
+  const int voters = static_cast<int>(_voters.size());
   if (_backoff_until_ms >= 0 || static_cast<int>(_rejected.size()) <= voters - majority()) return;
   // The election cannot be won. A prospective that knew a leader goes back to it (KIP-996); otherwise wait a
   // random, growing backoff so that competing nodes do not collide again (KafkaRaftClient's
@@ -671,6 +708,16 @@ void replica::handle_fetch_request(int32_t from, int64_t correlation_id, const f
   }
 
   follower_progress& p = progress_of(from);
+  // Kafka's ReplicaState.updateFollowerState: caught up when the fetch reaches the log end now, or the log
+  // end as of its previous fetch (then since that fetch).
+  if (request.fetch_offset >= _log.end_offset()) {
+    p.state.last_caught_up_ms = _now_ms;
+  } else if (p.previous_fetch_ms >= 0 && request.fetch_offset >= p.leader_end_at_previous_fetch) {
+    p.state.last_caught_up_ms = std::max(p.state.last_caught_up_ms, p.previous_fetch_ms);
+  }
+  p.previous_fetch_ms = _now_ms;
+  p.leader_end_at_previous_fetch = _log.end_offset();
+  if (!request.replica_directory_id.is_zero()) p.state.directory_id = request.replica_directory_id;
   p.state.last_fetch_ms = _now_ms;
   p.state.seen_high_watermark = std::max(p.state.seen_high_watermark, p.sent_high_watermark);
   p.acknowledged = true;
@@ -823,10 +870,23 @@ void replica::handle_fetch_snapshot_response(int32_t from, int64_t correlation_i
   download.bytes.insert(download.bytes.end(), response.bytes.begin(), response.bytes.end());
   if (static_cast<int64_t>(download.bytes.size()) == response.size) {
     const offset_and_epoch id = download.id;
+    // KIP-853: the snapshot's voter set is the one at the new log start.
+    std::optional<std::vector<voter_info>> snapshot_voters;
+    if (_base_voter_set) {
+      auto in_snapshot = voter_set_in_snapshot(download.bytes);
+      if (!in_snapshot.ok()) {
+        abandon();
+        return;
+      }
+      snapshot_voters = std::move(*in_snapshot);
+    }
     if (!_log.install_snapshot(id, download.bytes)) {
       abandon();
       return;
     }
+    if (snapshot_voters) _base_voter_set = std::move(*snapshot_voters);
+    _voter_history.clear();
+    refresh_voters();
     _snapshot_download.reset();
     _flushed_end_offset = id.offset;  // install_snapshot is durable on return
     _effects.snapshot_installed = id;
@@ -942,9 +1002,8 @@ void replica::maybe_send_fetch() {
     }
   } else if (_role == role::unattached && !_is_voter && _config.bootstrap_servers > 0) {
     send_fetch(bootstrap_server_id(static_cast<int32_t>(random_below(_config.bootstrap_servers))));
-  } else if (_role == role::unattached && !_is_voter && !_config.voters.empty()) {
-    send_fetch(
-        _config.voters[static_cast<size_t>(random_below(static_cast<int64_t>(_config.voters.size())))]);
+  } else if (_role == role::unattached && !_is_voter && !_voters.empty()) {
+    send_fetch(_voters[static_cast<size_t>(random_below(static_cast<int64_t>(_voters.size())))]);
   }
 }
 
@@ -954,7 +1013,7 @@ void replica::send_fetch(int32_t destination) {
                                      _log.last_fetched_epoch(), _now_ms + _config.request_timeout_ms};
   send(destination, correlation_id,
        fetch_request{_config.node_id, _epoch, _log.end_offset(), _log.last_fetched_epoch(),
-                     _config.fetch_max_wait_ms});
+                     _config.fetch_max_wait_ms, _config.directory_id});
 }
 
 void replica::send_fetch_snapshot(int32_t destination) {
@@ -982,15 +1041,19 @@ replica::follower_progress& replica::progress_of(int32_t replica_id) {
 void replica::maybe_advance_high_watermark() {
   // The leader counts only what it has flushed (KafkaRaftClient updates the leader's own end offset after
   // flushing its log), so an entry is never committed on a majority that holds it only in page caches.
-  std::vector<int64_t> offsets{std::min(_log.end_offset(), _flushed_end_offset)};
+  // A leader that removed itself from the voters (KIP-853) counts only the others until it resigns.
+  std::vector<int64_t> offsets;
+  if (_is_voter) offsets.push_back(std::min(_log.end_offset(), _flushed_end_offset));
   for (const follower_progress& f : _followers) {
     if (f.state.voter) offsets.push_back(f.state.log_end_offset);
   }
+  offsets.resize(_voters.size(), -1);  // a voter not tracked (none expected) holds nothing
   std::sort(offsets.begin(), offsets.end(), std::greater<>());
-  const int64_t replicated = offsets[_config.voters.size() / 2];  // held by a majority
+  const int64_t replicated = offsets[_voters.size() / 2];  // held by a majority
   if (replicated > _epoch_start_offset && replicated > _high_watermark) {
     set_high_watermark(replicated);
     complete_parked_fetches();  // followers learn the new high watermark without waiting out the long poll
+    maybe_complete_voter_change();
   }
 }
 
@@ -1044,7 +1107,7 @@ std::vector<log_entry> replica::read_whole_writes(int64_t from_offset) const {
 }
 
 int64_t replica::check_quorum_deadline_ms() const {
-  const int needed = majority() - 1;  // besides the leader itself
+  const int needed = majority() - (_is_voter ? 1 : 0);  // besides the leader itself, while a voter
   if (needed <= 0) return never;
   std::vector<int64_t> last_fetch;
   for (const follower_progress& f : _followers) {
@@ -1067,6 +1130,7 @@ int64_t replica::write_start_at_or_before(int64_t offset) const {
 
 void replica::append_to_log(std::vector<log_entry> entries) {
   _log.append(entries);
+  track_voter_entries(entries);
   _effects.log_operations.emplace_back(log_append{std::move(entries)});
 }
 
@@ -1074,6 +1138,232 @@ void replica::truncate_log(int64_t offset) {
   _log.truncate_to(offset);
   _flushed_end_offset = std::min(_flushed_end_offset, offset);
   _effects.log_operations.emplace_back(log_truncation{offset});
+  forget_voter_entries_from(offset);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Voter sets (KIP-853)
+
+void replica::load_voter_history() {
+  _voter_history.clear();
+  if (!_base_voter_set) return;
+  int64_t next = _log.start_offset();
+  const int64_t end = _log.end_offset();
+  while (next < end) {
+    const std::vector<log_entry> entries = _log.read(next, 512);
+    if (entries.empty()) break;
+    for (const log_entry& e : entries) {
+      if (e.type == entry_type::voters) {
+        auto voters = decode_voters_record(e.payload);
+        MALA_ASSERT(voters.ok(), "node {}: the VotersRecord at offset {} does not decode: {}",
+                    _config.node_id, e.offset, voters.ok() ? "" : voters.error().message);
+        _voter_history.push_back({e.offset, std::move(*voters)});
+      }
+      next = e.offset + 1;
+    }
+  }
+}
+
+void replica::track_voter_entries(std::span<const log_entry> entries) {
+  if (!_base_voter_set) return;
+  bool changed = false;
+  for (const log_entry& e : entries) {
+    if (e.type != entry_type::voters) continue;
+    auto voters = decode_voters_record(e.payload);
+    // A VotersRecord that does not decode cannot be passed over: every node must agree on the voters.
+    MALA_ASSERT(voters.ok(), "node {}: the VotersRecord at offset {} does not decode: {}", _config.node_id,
+                e.offset, voters.ok() ? "" : voters.error().message);
+    _voter_history.push_back({e.offset, std::move(*voters)});
+    changed = true;
+  }
+  if (changed) refresh_voters();
+}
+
+void replica::forget_voter_entries_from(int64_t offset) {
+  if (_voter_history.empty() || _voter_history.back().offset < offset) return;
+  while (!_voter_history.empty() && _voter_history.back().offset >= offset) _voter_history.pop_back();
+  refresh_voters();
+}
+
+const std::vector<voter_info>* replica::voter_set() const {
+  if (!_base_voter_set) return nullptr;
+  return _voter_history.empty() ? &*_base_voter_set : &_voter_history.back().voters;
+}
+
+std::optional<std::vector<voter_info>> replica::voter_set_before(int64_t offset) const {
+  if (!_base_voter_set) return std::nullopt;
+  const std::vector<voter_info>* found = &*_base_voter_set;
+  for (const voter_set_at& v : _voter_history) {
+    if (v.offset >= offset) break;
+    found = &v.voters;
+  }
+  return *found;
+}
+
+bool replica::is_own_key(const voter_info& voter) const {
+  // A voter without a directory id (Mala's --initial-controllers allow one) is this node by its id.
+  return voter.id == _config.node_id && (voter.directory_id.is_zero() || _config.directory_id.is_zero() ||
+                                         voter.directory_id == _config.directory_id);
+}
+
+void replica::refresh_voters() {
+  const std::vector<int32_t> before = _voters;
+  const bool was_voter = _is_voter;
+  if (const auto* set = voter_set()) {
+    _voters.clear();
+    _is_voter = false;
+    for (const voter_info& v : *set) {
+      _voters.push_back(v.id);
+      if (is_own_key(v)) _is_voter = true;
+    }
+  } else {
+    _voters = _config.voters;
+    _is_voter = contains(_voters, _config.node_id);
+  }
+  if (_voters == before && _is_voter == was_voter) return;
+  _effects.voters_changed = true;
+  if (_role == role::leader) {
+    // LeaderState.updateVoterAndObserverStates: the new voters' progress counts from now on; a removed one
+    // is an observer.
+    for (follower_progress& f : _followers) f.state.voter = contains(_voters, f.state.replica_id);
+    for (int32_t id : _voters) {
+      if (id == _config.node_id) continue;
+      follower_progress& f = progress_of(id);
+      if (f.state.voter) continue;
+      f.state.voter = true;
+      f.acknowledged = f.state.last_fetch_ms >= 0;  // it fetches from this leader already
+      f.begin_resend_ms = _now_ms;
+    }
+  } else if (!was_voter && _is_voter && _role == role::unattached) {
+    _election_deadline_ms = _now_ms + randomized_election_timeout();
+  } else if (was_voter && !_is_voter && (_role == role::prospective || _role == role::candidate)) {
+    become_unattached(_epoch, _voted_id);
+  }
+}
+
+int64_t replica::append_voter_set(const std::vector<voter_info>& voters) {
+  const int64_t offset = _log.end_offset();
+  append_to_log({log_entry{offset, _epoch, entry_type::voters, encode_voters_record(voters)}});
+  complete_parked_fetches();
+  maybe_advance_high_watermark();
+  return offset;
+}
+
+void replica::start_voter_change(int64_t request_id, const std::vector<voter_info>& voters) {
+  _pending_voter_change = pending_voter_change{request_id, 0, _now_ms + _config.request_timeout_ms};
+  _pending_voter_change->offset = append_voter_set(voters);
+  maybe_complete_voter_change();
+}
+
+void replica::answer_voter_change(error_code error, std::string message) {
+  if (!_pending_voter_change) return;
+  _effects.voter_change_answers.push_back({_pending_voter_change->request_id, error, std::move(message)});
+  _pending_voter_change.reset();
+}
+
+void replica::maybe_complete_voter_change() {
+  if (!_pending_voter_change || _high_watermark <= _pending_voter_change->offset) return;
+  answer_voter_change(error_code::none);
+  // RemoveVoterHandler: a leader that removed itself resigns once the change is committed (at the next tick,
+  // as Kafka's pollLeader does, not inside the step that moved the high watermark).
+  if (_role == role::leader && !_is_voter) _resign_requested = true;
+}
+
+namespace {
+
+std::string replica_key(int32_t id, const uuid& directory_id) {
+  return "ReplicaKey(id=" + std::to_string(id) + ", directoryId=" + directory_id.to_string() + ")";
+}
+
+std::string ids_text(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::optional<voter_change_answer> replica::voter_change_refusal(std::string_view verb) const {
+  auto refusal = [](error_code error, std::string message) {
+    return voter_change_answer{0, error, std::move(message)};
+  };
+  if (_pending_voter_change) {
+    return refusal(error_code::request_timed_out,
+                   "Request timed out waiting for leader to handle previous voter change request");
+  }
+  if (_high_watermark <= _epoch_start_offset) {
+    return refusal(error_code::request_timed_out,
+                   "Request timed out waiting for leader to establish HWM and fence previous voter changes");
+  }
+  if (!_base_voter_set) {
+    return refusal(error_code::unsupported_version, "Cluster doesn't support " + std::string(verb) +
+                                                        " voter because the kraft.version feature is 0");
+  }
+  if (!_voter_history.empty() && _voter_history.back().offset >= _high_watermark) {
+    return refusal(error_code::request_timed_out,
+                   "Request timed out waiting for voters to commit the latest voter change at " +
+                       std::to_string(_voter_history.back().offset) + " with HWM " +
+                       std::to_string(_high_watermark));
+  }
+  return std::nullopt;
+}
+
+void replica::add_voter(int64_t request_id, voter_info voter, bool ack_when_committed) {
+  auto refuse = [&](error_code error, std::string message = {}) {
+    _effects.voter_change_answers.push_back({request_id, error, std::move(message)});
+  };
+  if (_role != role::leader) return refuse(error_code::not_leader_or_follower);
+  if (voter.id < 0 || voter.directory_id.is_zero()) {
+    return refuse(error_code::invalid_request, "Add voter request didn't include a valid voter");
+  }
+  if (auto refusal = voter_change_refusal("adding"))
+    return refuse(refusal->error, std::move(refusal->message));
+  if (contains(_voters, voter.id)) {
+    return refuse(error_code::duplicate_voter,
+                  "The voter id for " + replica_key(voter.id, voter.directory_id) +
+                      " is already part of the set of voters " + ids_text(_voters) + ".");
+  }
+  // LeaderState.isReplicaCaughtUp: an observer fetching with this key that reached the log end lately.
+  const follower_progress* observer = nullptr;
+  for (const follower_progress& f : _followers) {
+    if (f.state.replica_id == voter.id && f.state.directory_id == voter.directory_id) observer = &f;
+  }
+  if (!observer || observer->state.last_caught_up_ms < 0 ||
+      observer->state.last_fetch_ms < _now_ms - _config.fetch_timeout_ms) {
+    return refuse(error_code::request_timed_out, "Aborted add voter operation for " +
+                                                     replica_key(voter.id, voter.directory_id) +
+                                                     " since it is lagging behind");
+  }
+  std::vector<voter_info> next = *voter_set();
+  next.push_back(std::move(voter));
+  if (!ack_when_committed) {
+    append_voter_set(next);
+    _effects.voter_change_answers.push_back({request_id, error_code::none, {}});
+    return;
+  }
+  start_voter_change(request_id, next);
+}
+
+void replica::remove_voter(int64_t request_id, int32_t voter_id, const uuid& directory_id) {
+  auto refuse = [&](error_code error, std::string message = {}) {
+    _effects.voter_change_answers.push_back({request_id, error, std::move(message)});
+  };
+  if (_role != role::leader) return refuse(error_code::not_leader_or_follower);
+  if (voter_id < 0)
+    return refuse(error_code::invalid_request, "Remove voter request didn't include a valid voter");
+  if (auto refusal = voter_change_refusal("removing"))
+    return refuse(refusal->error, std::move(refusal->message));
+  std::vector<voter_info> next = *voter_set();
+  // VoterSet.removeVoter: the exact key (id and directory id), and never the last voter.
+  const auto it = std::find_if(next.begin(), next.end(), [&](const voter_info& v) {
+    return v.id == voter_id && v.directory_id == directory_id;
+  });
+  if (it == next.end() || next.size() == 1) {
+    return refuse(error_code::voter_not_found, "Cannot remove voter " + replica_key(voter_id, directory_id) +
+                                                   " from the set of voters " + ids_text(_voters));
+  }
+  next.erase(it);
+  start_voter_change(request_id, next);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1115,7 +1405,7 @@ leader_id_and_epoch replica::current_leader() const {
 }
 
 bool replica::is_voter_id(int32_t id) const {
-  return contains(_config.voters, id);
+  return contains(_voters, id);
 }
 
 std::string replica::state_for_logs() const {

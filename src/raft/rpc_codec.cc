@@ -1,5 +1,6 @@
 #include "mala/raft/rpc_codec.h"
 
+#include <array>
 #include <optional>
 #include <utility>
 
@@ -210,6 +211,7 @@ result<encoded_request> encode_raft_request(const raft_message& m, int32_t local
     part.fetch_offset = f->fetch_offset;
     part.last_fetched_epoch = f->last_fetched_epoch;
     part.partition_max_bytes = raft_fetch_max_bytes;
+    part.replica_directory_id = f->replica_directory_id;
     protocol::fetch_request::fetch_topic topic;
     topic.topic = metadata_topic;
     topic.topic_id = metadata_topic_id();
@@ -375,6 +377,7 @@ result<raft_message_body> from_protocol(const protocol::fetch_request& request, 
   out.fetch_offset = part.fetch_offset;
   out.last_fetched_epoch = part.last_fetched_epoch;
   out.max_wait_ms = request.max_wait_ms;
+  if (api_version >= 17) out.replica_directory_id = part.replica_directory_id;
   return raft_message_body{out};
 }
 
@@ -487,26 +490,32 @@ result<protocol_fetch_response> to_protocol(const fetch_response& response, int6
 result<std::vector<uint8_t>> entries_to_batches(std::span<const log_entry> entries, int64_t timestamp_ms,
                                                 leader_id_and_epoch current_leader) {
   std::vector<uint8_t> out;
-  const auto control_key = storage::control_record_key(storage::leader_change_control_type);
   // One batch per write: a run of entries ending with batch_end (the last run may be cut short only by a
   // caller that read it so; the replica sends whole writes).
   size_t i = 0;
   while (i < entries.size()) {
     const log_entry& first = entries[i];
-    const bool control = first.type == entry_type::leader_change;
+    const bool control = first.type != entry_type::data;
+    // Kept until the batch is built: a generated LeaderChangeMessage for an entry without a payload, and each
+    // control record's key.
     std::vector<std::vector<uint8_t>> leader_changes;
+    std::vector<std::array<uint8_t, 4>> keys;
+    leader_changes.reserve(entries.size() - i);
+    keys.reserve(entries.size() - i);
     std::vector<storage::metadata_batch_record> records;
     for (; i < entries.size(); ++i) {
       const log_entry& e = entries[i];
-      if (e.epoch != first.epoch || (e.type == entry_type::leader_change) != control) break;
-      if (control && e.payload.empty()) {
+      if (e.epoch != first.epoch || (e.type != entry_type::data) != control) break;
+      const bool generated = e.type == entry_type::leader_change && e.payload.empty();
+      if (generated) {
         leader_changes.push_back(encoded_leader_change(
             e.epoch == current_leader.leader_epoch ? current_leader.leader_id : no_leader));
       }
-      records.push_back(storage::metadata_batch_record{
-          control ? std::optional<std::span<const uint8_t>>(control_key) : std::nullopt,
-          control && e.payload.empty() ? std::span<const uint8_t>(leader_changes.back())
-                                       : std::span<const uint8_t>(e.payload)});
+      std::optional<std::span<const uint8_t>> key;
+      if (control) key = keys.emplace_back(storage::control_record_key(control_record_type_of(e.type)));
+      records.push_back(
+          storage::metadata_batch_record{key, generated ? std::span<const uint8_t>(leader_changes.back())
+                                                        : std::span<const uint8_t>(e.payload)});
       if (e.batch_end) {
         ++i;
         break;
@@ -547,10 +556,9 @@ result<std::vector<log_entry>> entries_from_batches(std::span<const uint8_t> bat
                       /*batch_end=*/offset + 1 == batch.header().next_offset()};
       if (batch.is_control()) {
         const auto type = record.key ? storage::control_record_type(*record.key) : std::nullopt;
-        if (type != storage::leader_change_control_type) {
-          return corrupt(offset, "control record of an unsupported type");
-        }
-        entry.type = entry_type::leader_change;
+        const auto kind = type ? entry_type_of_control_record(*type) : std::nullopt;
+        if (!kind) return corrupt(offset, "control record of an unsupported type");
+        entry.type = *kind;
       }
       if (record.value) entry.payload.assign(record.value->begin(), record.value->end());
       out.push_back(std::move(entry));

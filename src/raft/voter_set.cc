@@ -80,6 +80,32 @@ result<std::vector<uint8_t>> bootstrap_checkpoint(std::span<const voter_info> vo
   return out;
 }
 
+std::vector<uint8_t> encode_voters_record(std::span<const voter_info> voters) {
+  return std::move(voter_set_control_records(voters)[1].value);
+}
+
+result<std::vector<voter_info>> decode_voters_record(std::span<const uint8_t> value) {
+  protocol::wire_reader r(value);
+  const int16_t version = r.read_int16();
+  protocol::voters_record decoded;
+  if (!r.ok() || version != voters_record_version ||
+      decoded.decode(r, version) != protocol::decode_status::ok || r.remaining() != 0) {
+    return corrupt("a VotersRecord does not decode");
+  }
+  std::vector<voter_info> voters;
+  for (const auto& v : decoded.voters) {
+    voter_info info;
+    info.id = v.voter_id;
+    info.directory_id = v.voter_directory_id;
+    if (!v.endpoints.empty()) {
+      info.listener_name = v.endpoints.front().name;
+      info.endpoint = {v.endpoints.front().host, v.endpoints.front().port};
+    }
+    voters.push_back(std::move(info));
+  }
+  return voters;
+}
+
 result<std::optional<std::vector<voter_info>>> voter_set_in_snapshot(std::span<const uint8_t> payload) {
   protocol::batch_splitter splitter(payload);
   std::vector<uint8_t> decompressed;
@@ -92,25 +118,9 @@ result<std::optional<std::vector<voter_info>>> voter_set_in_snapshot(std::span<c
     for (const auto& record : reader) {
       if (!record.key || !record.value) continue;
       if (storage::control_record_type(*record.key) != kraft_voters_control_type) continue;
-      protocol::wire_reader r(*record.value);
-      const int16_t version = r.read_int16();
-      protocol::voters_record decoded;
-      if (!r.ok() || version != voters_record_version ||
-          decoded.decode(r, version) != protocol::decode_status::ok || r.remaining() != 0) {
-        return corrupt("a VotersRecord does not decode");
-      }
-      std::vector<voter_info> voters;
-      for (const auto& v : decoded.voters) {
-        voter_info info;
-        info.id = v.voter_id;
-        info.directory_id = v.voter_directory_id;
-        if (!v.endpoints.empty()) {
-          info.listener_name = v.endpoints.front().name;
-          info.endpoint = {v.endpoints.front().host, v.endpoints.front().port};
-        }
-        voters.push_back(std::move(info));
-      }
-      found = std::move(voters);
+      auto voters = decode_voters_record(*record.value);
+      if (!voters.ok()) return voters.error();
+      found = std::move(*voters);
     }
     if (!reader.ok()) return corrupt(std::string(protocol::batch_status_name(reader.status())));
   }

@@ -754,3 +754,92 @@ def test_standalone_controller_and_a_broker_from_bootstrap_servers(tmp_path):
         produced = rdkafka_produce(c.bootstrap_of(2), topic, records, timeout=30, acks="all")
         consumed = rdkafka_consume(c.bootstrap_of(1), topic, {0: 0, 1: 0}, count=len(records), timeout=30)
         assert sorted(consumed) == sorted(produced), (consumed, produced)
+
+
+def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
+    """KIP-853 voter changes with Kafka's own tool: voters 1-3 formatted with --initial-controllers; node 4, a
+    fourth broker + controller started with neither --initial-controllers nor --standalone, observes the quorum.
+    `kafka-metadata-quorum add-controller` with node 4's properties (its id, listeners and the directory id of
+    its meta.properties, as an operator runs it) makes it a voter: four voters, and it counts toward commits (a
+    topic is created with one original voter down). `remove-controller` then removes a dead voter, and the
+    three left (node 4 among them) run the quorum alone; node 4 restarted is still a voter."""
+    from cluster import own_cluster
+
+    with own_cluster(tmp_path, size=4, initial_controllers=INITIAL_CONTROLLERS) as c:
+        c.node(4).extra_args = []  # a new controller: no voter set of its own
+        c.start_all()
+        leader, _, _ = c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=30,
+                                    what="a leader of the three voters")
+        assert "observes until kafka-metadata-quorum add-controller adds it" in c.node(4).log_text(400)
+        c.wait_until(lambda: 4 in c.describe_quorum(leader)["observers"] or None, timeout=30, interval=0.25,
+                     what="node 4 among the observers")
+
+        n4 = c.node(4)
+        meta = (n4.log_dir / "meta.properties").read_text()
+        directory_id = re.search(r"^directory\.id=(\S+)$", meta, re.M)[1]
+        props = tmp_path / "controller-4.properties"
+        props.write_text("\n".join([
+            "node.id=4", "process.roles=broker,controller", f"log.dirs={n4.log_dir}",
+            "controller.listener.names=CONTROLLER",
+            f"listeners=PLAINTEXT://127.0.0.1:{n4.port},CONTROLLER://127.0.0.1:{n4.controller_port}",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT", ""]))
+        out = tool_batch((QUORUM_TOOL, "--bootstrap-server", c.bootstrap_of(1), "--command-config", str(props),
+                          "add-controller"))
+        print(out[0]["stdout"], out[0]["stderr"])
+        assert "Added controller 4" in step_ok(out[0])
+
+        def voters_are(expected, via):
+            q = c.describe_quorum(via)
+            return q if set(q["voters"]) == set(expected) else None
+        c.wait_until(lambda: voters_are({1, 2, 3, 4}, leader), timeout=20, interval=0.25, what="four voters")
+        c.wait_until(lambda: "the voters are now [1,2,3,4]" in n4.log_text(400), timeout=20, interval=0.25,
+                     what="node 4 learning it is a voter")
+        status = parse_quorum_status(quorum_tool(c, [(4, "--status")])[0])
+        assert set(status["CurrentVoters"]) == {1, 2, 3, 4}, status
+        rows = {r["NodeId"]: r for r in parse_quorum_replication(quorum_tool(c, [(1, "--replication")])[0])}
+        assert rows[4]["DirectoryId"] == directory_id and rows[4]["Status"] in ("Follower", "Leader"), rows
+
+        # One original voter (not the leader) down: three of four voters, node 4 one of them, still commit.
+        down = next(i for i in (1, 2, 3) if i != leader)
+        c.kill(down)
+        create_topic_retrying(c.bootstrap_of(4), "with-four-voters", partitions=1, replication_factor=2,
+                              timeout=30)
+
+        # The dead voter is removed: three voters remain.
+        down_directory = DYNAMIC_DIRECTORY_IDS.get(down, "AAAAAAAAAAAAAAAAAAAAAA")
+        out = tool_batch((QUORUM_TOOL, "--bootstrap-server", c.bootstrap_of(4), "remove-controller",
+                          "--controller-id", str(down), "--controller-directory-id", down_directory))
+        print(out[0]["stdout"], out[0]["stderr"])
+        assert f"Removed KRaft controller {down} with directory id {down_directory}" in step_ok(out[0])
+        remaining = sorted({1, 2, 3, 4} - {down})
+        c.wait_until(lambda: voters_are(remaining, leader), timeout=20, interval=0.25,
+                     what=f"voters {remaining}")
+        # Removing it again, through a controller listener as operators do: VOTER_NOT_FOUND.
+        out = tool_batch((QUORUM_TOOL, "--bootstrap-controller", f"127.0.0.1:{n4.controller_port}", "remove-controller",
+                          "--controller-id", str(down), "--controller-directory-id", down_directory))
+        assert out[0]["exit"] != 0 and "VoterNotFound" in out[0]["stdout"] + out[0]["stderr"], out[0]
+
+        # Node 4 restarted is a voter from its own log; the three voters agree on a leader.
+        c.stop(4)
+        c.start(4, wait=False)
+        c.wait_serving(4, timeout=40)
+        c.wait_until(lambda: c.agreed_leader(ids=remaining), timeout=30, what=f"voters {remaining} agreeing")
+        assert "KIP-853 quorum: voters" in n4.log_text(200)
+        create_topic_retrying(c.bootstrap_of(4), "after-removal", partitions=1, replication_factor=2, timeout=30)
+
+        # The leader removes itself: it resigns once the change commits, the other two elect a leader, and it
+        # carries on as an observer (and a broker).
+        leader, _, _ = c.agreed_leader(ids=remaining)
+        leader_directory = directory_id if leader == 4 else DYNAMIC_DIRECTORY_IDS.get(leader, "AAAAAAAAAAAAAAAAAAAAAA")
+        out = tool_batch((QUORUM_TOOL, "--bootstrap-server", c.bootstrap_of(leader), "remove-controller",
+                          "--controller-id", str(leader), "--controller-directory-id", leader_directory))
+        print(out[0]["stdout"], out[0]["stderr"])
+        assert f"Removed KRaft controller {leader}" in step_ok(out[0])
+        last_two = [i for i in remaining if i != leader]
+        new_leader, _, _ = c.wait_until(lambda: c.agreed_leader(ids=last_two), timeout=30,
+                                        what=f"voters {last_two} electing a leader")
+        assert new_leader != leader
+        c.wait_until(lambda: leader in c.describe_quorum(new_leader)["observers"] or None, timeout=30,
+                     interval=0.25, what=f"node {leader} observing")
+        create_topic_retrying(c.bootstrap_of(leader), "after-leader-removal", partitions=1, replication_factor=2,
+                              timeout=30)

@@ -358,28 +358,70 @@ class KeyedLoad:
         return remaining
 
 
+def start_java_keyed_producer(bootstrap, topic, count, key_prefix, interval_ms, delivery_timeout_ms):
+    """Apache Kafka's Java producer (mala.it.Produce, its defaults: acks=all, idempotence) sending `count` records
+    with 12 keys and values "java-N", `interval_ms` apart, in a process of its own; its stdout lists every
+    acknowledged record once it is done."""
+    import subprocess
+
+    from clients import java_classpath
+
+    return subprocess.Popen(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+         "-cp", java_classpath(), "mala.it.Produce", "--bootstrap", bootstrap, "--topic", topic,
+         "--count", str(count), "--key-prefix", key_prefix, "--key-count", "12", "--value-prefix", "java-",
+         "--interval-ms", str(interval_ms), "--prop", f"delivery.timeout.ms={delivery_timeout_ms}",
+         "--prop", "request.timeout.ms=10000", "--prop", "max.block.ms=60000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def every_send_acknowledged(load, remaining, java_proc, java_out, java_err, java_count):
+    """After a KeyedLoad stopped (`remaining` unflushed) and the Java producer ended: no send failed in either
+    client. Returns every acknowledged (partition, offset, key, value)."""
+    import json
+
+    assert remaining == 0, f"{remaining} librdkafka records never acknowledged"
+    assert not load.errors, f"librdkafka delivery errors: {load.errors[:5]}"
+    assert java_proc.returncode == 0, f"Java producer failed: {java_err[-3000:]}"
+    java_acked = [json.loads(line) for line in java_out.splitlines() if line.strip()]
+    assert len(java_acked) == java_count
+    return load.acked + [(j["partition"], j["offset"], j["key"], j["value"]) for j in java_acked]
+
+
+def read_back_exactly_once_in_key_order(c, topic, partitions, acked):
+    """Reads the whole topic back: every acknowledged (partition, offset, key, value) is there exactly once, and the
+    sequence numbers a key's values carry ("java-N" from mala.it.Produce, "key:N" from KeyedLoad) only grow along
+    its partition. Returns the high watermarks read up to, by partition."""
+    ends = {p: high_watermark(c.bootstrap, topic, p) for p in range(partitions)}
+    consumed = rdkafka_consume(c.bootstrap, topic, {p: 0 for p in range(partitions)}, count=sum(ends.values()),
+                               timeout=120)
+    by_value = defaultdict(int)
+    for _, _, _, v in consumed:
+        by_value[v] += 1
+    missing = [a for a in acked if by_value[a[3]] == 0]
+    duplicated = [v for v, n in by_value.items() if n > 1]
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:5]}"
+    assert not duplicated, f"{len(duplicated)} records read more than once, e.g. {duplicated[:5]}"
+    last = {}
+    for p, o, k, v in sorted(consumed, key=lambda r: (r[0], r[1])):
+        seq = int(v.split("-")[1]) if v.startswith("java-") else int(v.split(":")[1])
+        assert seq > last.get(k, -1), f"key {k} out of order at {p}@{o}: {seq} after {last.get(k)}"
+        last[k] = seq
+    return ends
+
+
 def test_leaders_killed_under_load_lose_no_acknowledged_record(fast_cluster):
     """The seed scenario: bus-events (6 partitions, RF 3, min ISR 2); Apache Kafka's Java producer (its defaults:
     acks=all, idempotence on) and an idempotent acks=all librdkafka producer send keyed events while the leader of
     partition 3 is killed with SIGKILL and restarted, 20 times in one run, every fifth time frozen with SIGSTOP
     instead. Every acknowledged record is then read back exactly once by a fresh consumer, in order per key, and a
     new leader serves within 10 s of each failure."""
-    import json
-    import subprocess
-
-    from clients import java_classpath
-
     c = fast_cluster
     topic = "bus-events"
     create_replicated_topic(c, topic, 6)
     java_count = 3000
-    java_proc = subprocess.Popen(
-        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-         "-cp", java_classpath(), "mala.it.Produce", "--bootstrap", c.bootstrap, "--topic", topic,
-         "--count", str(java_count), "--key-prefix", "java-bus-", "--key-count", "12", "--value-prefix", "java-",
-         "--interval-ms", "25", "--prop", "delivery.timeout.ms=170000", "--prop", "request.timeout.ms=10000",
-         "--prop", "max.block.ms=60000"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    java_proc = start_java_keyed_producer(c.bootstrap, topic, java_count, "java-bus-", interval_ms=25,
+                                          delivery_timeout_ms=170000)
     load = KeyedLoad(c.bootstrap, topic)
     load.start()
     rng = random.Random(7)
@@ -418,32 +460,13 @@ def test_leaders_killed_under_load_lose_no_acknowledged_record(fast_cluster):
     finally:
         remaining = load.stop()
         java_out, java_err = java_proc.communicate(timeout=240)
-    assert remaining == 0, f"{remaining} records never acknowledged"
-    assert not load.errors, f"delivery errors: {load.errors[:5]}"
-    assert java_proc.returncode == 0, f"Java producer failed: {java_err[-3000:]}"
-    java_acked = [json.loads(line) for line in java_out.splitlines() if line.strip()]
-    assert len(java_acked) == java_count
-    acked = load.acked + [(j["partition"], j["offset"], j["key"], j["value"]) for j in java_acked]
-    print(f"{len(load.acked)} librdkafka + {len(java_acked)} Java records acknowledged over {len(recoveries)} "
+    acked = every_send_acknowledged(load, remaining, java_proc, java_out, java_err, java_count)
+    print(f"{len(load.acked)} librdkafka + {java_count} Java records acknowledged over {len(recoveries)} "
           f"failovers; leader recovery {', '.join(f'{t:.2f}' for t in recoveries)} s")
     assert len(recoveries) >= rounds - 2
     assert max(recoveries) < 10
 
-    ends = {p: high_watermark(c.bootstrap, topic, p) for p in range(6)}
-    consumed = rdkafka_consume(c.bootstrap, topic, {p: 0 for p in range(6)}, count=sum(ends.values()), timeout=120)
-    by_value = defaultdict(int)
-    for _, _, _, v in consumed:
-        by_value[v] += 1
-    missing = [a for a in acked if by_value[a[3]] == 0]
-    duplicated = [v for v, n in by_value.items() if n > 1]
-    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:5]}"
-    assert not duplicated, f"{len(duplicated)} records read more than once, e.g. {duplicated[:5]}"
-    # Order per key: the sequence numbers a key's records carry only grow along its partition.
-    last = {}
-    for p, o, k, v in sorted(consumed, key=lambda r: (r[0], r[1])):
-        seq = int(v.split("-")[1]) if v.startswith("java-") else int(v.split(":")[1])
-        assert seq > last.get(k, -1), f"key {k} out of order at {p}@{o}: {seq} after {last.get(k)}"
-        last[k] = seq
+    read_back_exactly_once_in_key_order(c, topic, 6, acked)
 
 
 def test_a_whole_cluster_killed_and_restarted_keeps_every_acknowledged_record_and_committed_offset(fast_cluster):

@@ -15,6 +15,7 @@
 #include "mala/net/request_dispatcher.h"
 #include "mala/protocol/request_header.h"
 #include "mala/replication/replica_placement.h"
+#include "mala/replication/replication_quota.h"
 #include "mala/storage/txn_marker.h"
 
 namespace mala::net {
@@ -123,6 +124,9 @@ struct broker_services {
   // Client quotas (client_quota_manager.h): Produce and Fetch record their bytes there when the metadata
   // image holds quotas. Null: nothing is throttled.
   client_quota_manager* quotas = nullptr;
+  // leader.replication.throttled.rate (replication_quota.h): what a follower's Fetch of this node's
+  // leader-throttled replicas may take. Null: no throttle.
+  replication::replication_quota* leader_replication_quota = nullptr;
   // The metrics endpoint's counters (broker_metrics.h), each shard writing its own. Null: nothing counted.
   broker_metrics* metrics = nullptr;
 

@@ -46,6 +46,12 @@ struct topic_config_key {
 std::span<const topic_config_key> topic_config_keys();
 const topic_config_key* find_topic_config_key(std::string_view name);
 
+// The broker quota properties Kafka keeps apart from KafkaConfig (DynamicConfig.Broker):
+// leader.replication.throttled.rate, follower.replication.throttled.rate and
+// replica.alter.log.dirs.io.max.bytes.per.second. Dynamic only (per broker or cluster-wide), LONG at least 0;
+// unset means no bound (Long.MAX_VALUE). DescribeConfigs lists them only once set, as read-only.
+const topic_config_key* find_broker_quota_property(std::string_view name);
+
 // Checks one key and value as Kafka's LogConfig.validate does for a topic: an unknown name is INVALID_CONFIG
 // "Unknown topic config name: x"; a value that does not parse or is out of range INVALID_CONFIG with
 // ConfigDef's message ("Invalid value abc for configuration retention.ms: Not a number of type LONG"); a

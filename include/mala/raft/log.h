@@ -24,8 +24,39 @@ namespace mala::raft {
 
 // What an entry holds. Kafka's leader appends a LeaderChangeMessage control record at the start of its epoch
 // (KIP-595); committing it is how a new leader commits the entries of earlier epochs (Raft's commitment
-// rule).
-enum class entry_type : int8_t { data = 0, leader_change = 1 };
+// rule). A KIP-853 quorum (kraft.version 1) also writes KRaftVersionRecord and VotersRecord control records
+// (voter_set.h): the voter set in effect is the last VotersRecord in the log, committed or not.
+enum class entry_type : int8_t { data = 0, leader_change = 1, kraft_version = 2, voters = 3 };
+
+// Kafka's ControlRecordType of a control entry (LEADER_CHANGE 2, KRAFT_VERSION 5, KRAFT_VOTERS 6); -1 for
+// data.
+constexpr int16_t control_record_type_of(entry_type type) {
+  switch (type) {
+    case entry_type::leader_change:
+      return 2;
+    case entry_type::kraft_version:
+      return 5;
+    case entry_type::voters:
+      return 6;
+    case entry_type::data:
+      break;
+  }
+  return -1;
+}
+// The entry type of a control record type, or nullopt for one a Raft log does not hold (snapshot header and
+// footer, transaction markers).
+constexpr std::optional<entry_type> entry_type_of_control_record(int16_t type) {
+  switch (type) {
+    case 2:
+      return entry_type::leader_change;
+    case 5:
+      return entry_type::kraft_version;
+    case 6:
+      return entry_type::voters;
+    default:
+      return std::nullopt;
+  }
+}
 
 struct log_entry {
   int64_t offset = 0;

@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "mala/common/error_code.h"
+#include "mala/common/uuid.h"
 #include "mala/raft/log.h"
 
 namespace mala::raft {
@@ -107,6 +108,7 @@ struct fetch_request {
   int64_t fetch_offset = 0;
   int32_t last_fetched_epoch = 0;
   int32_t max_wait_ms = 0;
+  uuid replica_directory_id;  // Fetch v17 ReplicaDirectoryId (KIP-853 ReplicaKey); zero when unknown
 };
 
 struct epoch_end_offset {  // FetchResponse.DivergingEpoch; -1/-1 when absent

@@ -56,6 +56,8 @@ struct raft_node_options {
   // voters and their endpoints then come from the voter set in the log (voter_set.h), and config.voters is
   // filled from it at open().
   std::map<int32_t, voter_endpoint> voter_endpoints;
+  // The metadata log dir's directory.id (meta.properties): with node id, this node's KIP-853 ReplicaKey.
+  uuid directory_id;
   // controller.quorum.bootstrap.servers; config.bootstrap_servers is set from it at open().
   std::vector<voter_endpoint> bootstrap_servers;
   // The initial voters given when formatting (--standalone / --initial-controllers): written as the bootstrap
@@ -107,9 +109,17 @@ class raft_node {
   // A voter's endpoint, or one learned from a Fetch answer's NodeEndpoints (how an observer that started
   // from bootstrap servers reaches the leader).
   std::optional<voter_endpoint> endpoint_of(int32_t node_id) const;
+  // The voter ids in effect.
   const std::vector<int32_t>& voters() const;
-  // The voter set read from the log (kraft.version 1); nullopt with static voters (kraft.version 0).
-  const std::optional<std::vector<voter_info>>& voter_set() const;
+  // The voter set in effect (kraft.version 1: the latest snapshot's, then the VotersRecords in the log);
+  // nullopt with static voters (kraft.version 0).
+  std::optional<std::vector<voter_info>> voter_set() const;
+  // The voter set a snapshot ending at `offset` carries.
+  std::optional<std::vector<voter_info>> voter_set_before(int64_t offset) const;
+  // KIP-853 AddRaftVoter / RemoveRaftVoter (replica.h): `done` is called once, on this node's thread, with
+  // the answer (after the change committed, or the refusal or timeout).
+  void add_voter(voter_info voter, bool ack_when_committed, std::function<void(voter_change_answer)> done);
+  void remove_voter(int32_t voter_id, uuid directory_id, std::function<void(voter_change_answer)> done);
 
   // Called after every step that moved the high watermark or changed the role, epoch or leader.
   void add_listener(std::function<void()> on_change);

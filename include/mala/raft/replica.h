@@ -3,9 +3,20 @@
 // the deterministic simulation in tests/unit/raft/ drives it the same way over a simulated clock and network.
 //
 // Protocol: Kafka's KRaft, KIP-595 (Raft for the metadata quorum) with KIP-996 (pre-vote) and Kafka's
-// check-quorum (KAFKA-15489). Voters are fixed for the replica's life: from controller.quorum.voters, or
-// (KIP-853, kraft.version 1) from the voter set in the log that the glue reads at start-up (voter_set.h);
-// AddRaftVoter / RemoveRaftVoter are not supported. Any other node is an observer that only fetches.
+// check-quorum (KAFKA-15489). Voters come from controller.quorum.voters (fixed), or (KIP-853, kraft.version
+// 1) from the log: the voter set of the log's start (the latest snapshot's, which the glue reads), then every
+// VotersRecord in the log, the last one in effect as soon as it is appended, committed or not, and undone by
+// a truncation (Kafka's KRaftControlRecordStateMachine). Any other node is an observer that only fetches; an
+// observer that a VotersRecord adds becomes a voter, a voter it removes an observer.
+//
+// Voter changes (KIP-853, Kafka's AddVoterHandler / RemoveVoterHandler), leader only, one at a time:
+// add_voter() and remove_voter() check the request (kraft.version 1, no change pending, the high watermark
+// established in this epoch and past the last VotersRecord, the voter new or present; a new voter must be an
+// observer fetching with the same directory id that caught up with the leader's log), append a VotersRecord
+// with the new set and answer once the high watermark passes it (a majority of the new set has it), with
+// REQUEST_TIMED_OUT after controller.quorum.request.timeout.ms, or NOT_LEADER_OR_FOLLOWER when the
+// leadership ends first. A leader that removed itself leads until the change commits (its own log no longer
+// counts toward the high watermark), then resigns and carries on as an observer.
 //
 // Roles (Kafka's EpochState classes):
 //   unattached   knows an epoch but no leader; may have voted in it. A voter becomes prospective when its
@@ -89,13 +100,16 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "mala/common/result.h"
+#include "mala/common/uuid.h"
 #include "mala/raft/log.h"
 #include "mala/raft/messages.h"
+#include "mala/raft/voter_set.h"
 
 namespace mala::raft {
 
@@ -114,6 +128,11 @@ struct raft_config {
   int32_t fetch_max_entries = 512;                 // entries per Fetch response (Kafka bounds bytes instead)
   int32_t fetch_snapshot_max_bytes = 1024 * 1024;  // FetchSnapshot MaxBytes: the chunk a follower asks for
   uint64_t random_seed = 0;                        // election jitter and backoff; the only randomness
+  // KIP-853 (kraft.version 1): the voter set at the start of the log (the latest snapshot's, or the
+  // bootstrap checkpoint's); VotersRecords in the log change it. `voters` is then ignored. nullopt: static
+  // voters (kraft.version 0).
+  std::optional<std::vector<voter_info>> voter_set;
+  uuid directory_id;  // the metadata log dir's directory.id: this node's ReplicaKey with node_id
 };
 
 // The destination id of the i-th bootstrap server (Kafka's QuorumConfig gives them negative ids from -2; -1
@@ -140,6 +159,13 @@ struct log_append {
 };
 using log_operation = std::variant<log_truncation, log_append>;
 
+// The answer to add_voter() / remove_voter() (AddRaftVoter / RemoveRaftVoter).
+struct voter_change_answer {
+  int64_t request_id = 0;
+  error_code error = error_code::none;
+  std::string message;  // empty: Kafka's default message for the error
+};
+
 struct effects {
   std::optional<quorum_state> quorum_state_to_persist;  // the latest state; supersedes earlier ones
   std::vector<log_operation> log_operations;            // in order
@@ -149,10 +175,12 @@ struct effects {
   // the glue reloads its state machine from log().read_snapshot(id). Log operations of the same event come
   // after it; a glue that takes effects less often than once per event sees at most one install per batch.
   std::optional<offset_and_epoch> snapshot_installed;
+  std::vector<voter_change_answer> voter_change_answers;
+  bool voters_changed = false;  // the voter set in effect changed (the glue learns the new voters' endpoints)
 
   bool empty() const {
     return !quorum_state_to_persist && log_operations.empty() && messages.empty() && !high_watermark &&
-           !snapshot_installed;
+           !snapshot_installed && voter_change_answers.empty() && !voters_changed;
   }
 };
 
@@ -169,6 +197,7 @@ struct append_info {
 // What the leader knows about one replica (for DescribeQuorum).
 struct replica_progress {
   int32_t replica_id = -1;
+  uuid directory_id;  // from its Fetch requests (ReplicaDirectoryId); zero when it sent none
   bool voter = false;
   int64_t log_end_offset = -1;  // its last valid fetch offset in this epoch; -1 before one
   int64_t last_fetch_ms = -1;
@@ -177,6 +206,9 @@ struct replica_progress {
   // metadata loader among them, before its next request leaves), so it has applied every entry below this.
   // Only a Fetch that timed out on the replica's side breaks that; -1 before a second Fetch.
   int64_t seen_high_watermark = -1;
+  // The last time its fetch offset reached the leader's log end (at that fetch, or as of its previous fetch),
+  // -1 never: Kafka's lastCaughtUpTimestamp.
+  int64_t last_caught_up_ms = -1;
 };
 
 class replica {
@@ -196,6 +228,12 @@ class replica {
   void on_log_flushed(int64_t end_offset);
   // Leader only: graceful resignation (EndQuorumEpoch). Ignored elsewhere.
   void resign();
+  // KIP-853 voter changes (see the top of this file); each is answered once through
+  // effects::voter_change_answers with `request_id`.
+  // `ack_when_committed` false (AddRaftVoter v1's AckWhenCommitted, KIP-853): answered once the VotersRecord
+  // is appended; the next change still waits for it to commit.
+  void add_voter(int64_t request_id, voter_info voter, bool ack_when_committed = true);
+  void remove_voter(int64_t request_id, int32_t voter_id, const uuid& directory_id);
   // Stores a snapshot of the committed prefix before id.offset (raft_log::write_snapshot); `id.epoch` must be
   // the epoch of entry id.offset - 1. False when id.offset is above the high watermark, outside the log, 0,
   // of the wrong epoch, or the write failed; true (nothing written) when the log already holds that snapshot
@@ -214,6 +252,13 @@ class replica {
 
   int32_t node_id() const { return _config.node_id; }
   bool is_voter() const { return _is_voter; }
+  // The voter ids in effect.
+  const std::vector<int32_t>& voter_ids() const { return _voters; }
+  // KIP-853: the voter set in effect (the last VotersRecord in the log); null with static voters.
+  const std::vector<voter_info>* voter_set() const;
+  // KIP-853: the voter set in effect for a snapshot ending before `offset` (its control records carry it);
+  // nullopt with static voters.
+  std::optional<std::vector<voter_info>> voter_set_before(int64_t offset) const;
   role current_role() const { return _role; }
   int32_t epoch() const { return _epoch; }
   int32_t leader_id() const { return _leader_id; }
@@ -229,8 +274,10 @@ class replica {
  private:
   struct follower_progress {
     replica_progress state;
-    int64_t sent_high_watermark = -1;  // the high watermark last sent to it
-    bool acknowledged = false;         // BeginQuorumEpoch answered or a valid Fetch seen
+    int64_t previous_fetch_ms = -1;             // its fetch before the latest
+    int64_t leader_end_at_previous_fetch = -1;  // the leader's log end then
+    int64_t sent_high_watermark = -1;           // the high watermark last sent to it
+    bool acknowledged = false;                  // BeginQuorumEpoch answered or a valid Fetch seen
     int64_t begin_resend_ms = 0;
   };
   struct parked_fetch {
@@ -273,7 +320,7 @@ class replica {
   void start_pre_vote_round();
   void send_vote_requests(bool pre_vote);
   void count_vote(int32_t from, bool granted);
-  int majority() const { return static_cast<int>(_config.voters.size() / 2 + 1); }
+  int majority() const { return static_cast<int>(_voters.size() / 2 + 1); }
   bool can_grant_pre_vote() const;
   bool can_grant_vote(int32_t candidate_id) const;
   int64_t strict_exponential_backoff_ms(int position, int total) const;
@@ -317,6 +364,26 @@ class replica {
   void append_to_log(std::vector<log_entry> entries);
   void truncate_log(int64_t offset);
 
+  // voter sets (KIP-853)
+  // Reads the VotersRecords of the log from its start (construction, snapshot install).
+  void load_voter_history();
+  // The VotersRecords among entries just appended / the ones a truncation at `offset` removed.
+  void track_voter_entries(std::span<const log_entry> entries);
+  void forget_voter_entries_from(int64_t offset);
+  // The ids in effect, whether this node is one, the leader's follower list; notes a change as an effect.
+  void refresh_voters();
+  bool is_own_key(const voter_info& voter) const;
+  // Leader: appends a VotersRecord with `voters` (its own write); returns its offset.
+  int64_t append_voter_set(const std::vector<voter_info>& voters);
+  // Leader: why a voter change ("adding" / "removing") cannot start now (Kafka's checks common to both).
+  std::optional<voter_change_answer> voter_change_refusal(std::string_view verb) const;
+  // Leader: appends the new set and waits for its commit (answered then, or on timeout).
+  void start_voter_change(int64_t request_id, const std::vector<voter_info>& voters);
+  // Leader: the pending change is answered with `error`.
+  void answer_voter_change(error_code error, std::string message = {});
+  // Leader: the pending change committed (the high watermark passed it).
+  void maybe_complete_voter_change();
+
   // plumbing
   void persist();
   void send(int32_t destination, int64_t correlation_id, raft_message_body body);
@@ -335,6 +402,23 @@ class replica {
   raft_config _config;
   raft_log& _log;
   bool _is_voter = false;
+  // The voter ids in effect: _config.voters, or the ids of the last voter set (KIP-853).
+  std::vector<int32_t> _voters;
+  // KIP-853: the voter set at the log's start, and the VotersRecords in the log after it, in offset order.
+  struct voter_set_at {
+    int64_t offset = 0;
+    std::vector<voter_info> voters;
+  };
+  std::optional<std::vector<voter_info>> _base_voter_set;
+  std::vector<voter_set_at> _voter_history;
+  // Leader: the voter change in progress (its VotersRecord is at `offset`).
+  struct pending_voter_change {
+    int64_t request_id = 0;
+    int64_t offset = 0;
+    int64_t deadline_ms = 0;
+  };
+  std::optional<pending_voter_change> _pending_voter_change;
+  bool _resign_requested = false;  // leader: it removed itself and the change committed
   uint64_t _random_state = 0;
   int64_t _now_ms = 0;
   int64_t _next_correlation_id = 0;

@@ -11,8 +11,8 @@
 // kraft.version 1 quorum carries the same batch, so the voter set survives the deletion of the segments
 // below a snapshot.
 //
-// Mala does not change the voter set at run time (no AddRaftVoter / RemoveRaftVoter): a node reads it once,
-// at start-up, from its latest snapshot.
+// A node reads the voter set of its latest snapshot at start-up; the VotersRecords in the log after it change
+// it (AddRaftVoter / RemoveRaftVoter; raft::replica tracks them).
 //
 // Pure functions on bytes: callable from any thread.
 #pragma once
@@ -62,6 +62,10 @@ struct control_record {
 
 // The KRaftVersionRecord (kraft.version 1) and VotersRecord of `voters`, in that order.
 std::vector<control_record> voter_set_control_records(std::span<const voter_info> voters);
+// A VotersRecord's value (version-prefixed, as in a control record) and back; corrupt_message for a value
+// that does not decode.
+std::vector<uint8_t> encode_voters_record(std::span<const voter_info> voters);
+result<std::vector<voter_info>> decode_voters_record(std::span<const uint8_t> value);
 
 // The bootstrap checkpoint's payload (offsets from 0, epoch 0): one control batch of SnapshotHeaderRecord
 // and the records above, then a control batch of SnapshotFooterRecord.

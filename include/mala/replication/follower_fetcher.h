@@ -30,7 +30,12 @@
 // request (network, timeout, malformed answer) backs the whole loop off by replica.fetch.backoff.ms.
 //
 // ISR changes are the leader's (alter_partition_manager.h). Not here yet: truncation through
-// OffsetsForLeaderEpoch for leaders below Fetch v12 (every Mala node serves v17), throttling.
+// OffsetsForLeaderEpoch for leaders below Fetch v12 (every Mala node serves v17).
+//
+// Replication throttles (Kafka's ReplicaFetcherThread with its follower quota): a replica the topic's
+// follower.replication.throttled.replicas names on this node is left out of a request while it is behind the
+// leader's high watermark and the node's follower replication rate is over
+// follower.replication.throttled.rate; its records count toward that rate.
 //
 // Threads: one fetcher per shard, for the follower replicas replica_placement::shard_of puts there (so one
 // fetch loop per (shard, leader)); everything runs on that shard's io_context. The object and the replica
@@ -51,6 +56,7 @@
 #include "mala/net/peer_client.h"
 #include "mala/replication/replica_manager.h"
 #include "mala/replication/replica_placement.h"
+#include "mala/replication/replication_quota.h"
 
 namespace mala::replication {
 
@@ -73,6 +79,8 @@ struct follower_fetcher_options {
   // The node's connections through the inter-broker listener: TLS when it is SSL or SASL_SSL, SASL when it is
   // SASL_PLAINTEXT or SASL_SSL.
   net::peer_client_options client;
+  // follower.replication.throttled.rate (replication_quota.h), shared by the node's fetchers; null: none.
+  replication_quota* follower_throttle = nullptr;
   size_t shard = 0;  // the shard it runs on: it follows the partitions placed there
   replica_placement placement;
 };

@@ -83,6 +83,10 @@ struct partition_state {
   std::vector<int32_t> isr;
   int32_t min_insync_replicas = 1;   // min.insync.replicas of the topic
   int8_t leader_recovery_state = 0;  // 1: RECOVERING after an unclean election (KIP-704)
+  // Replication throttles (replication_quota.h): the topic's leader.replication.throttled.replicas /
+  // follower.replication.throttled.replicas name this node's replica (or are "*").
+  bool leader_throttled = false;
+  bool follower_throttled = false;
 };
 
 // An ISR change the leader asks the controller for (one partition of an AlterPartition request).
@@ -245,6 +249,9 @@ class partition {
   int32_t min_insync_replicas() const;
   bool under_min_isr() const;     // UnderMinIsr metric, kafka-topics --under-min-isr-partitions
   bool under_replicated() const;  // UnderReplicated: |ISR| < |replicas|
+  // Replication throttles for this node's replica of the partition (partition_state).
+  bool leader_throttled() const { return _state.leader_throttled; }
+  bool follower_throttled() const { return _state.follower_throttled; }
   int64_t high_watermark() const { return _high_watermark; }
   // Kafka's UnifiedLog.lastStableOffset: the first offset of the earliest open (or ended but unreplicated)
   // transaction when below the high watermark, else the high watermark.

@@ -78,6 +78,14 @@ broker_key describe_broker_key(std::string_view name) {
     k.doc = key->doc;
     return k;
   }
+  // Kafka's broker quota properties (DynamicConfig.Broker): typed, read-only (not among KafkaConfig's dynamic
+  // configs), without a DEFAULT_CONFIG synonym (not in KafkaConfig's definitions).
+  if (const auto* quota = controller::find_broker_quota_property(name)) {
+    k.type = quota->type;
+    k.read_only = true;
+    k.doc = quota->doc;
+    return k;
+  }
   // log.roll.jitter.ms has no default in Kafka: log.roll.jitter.hours (0) supplies it.
   if (name == "log.roll.jitter.hours") {
     k.type = config_type::int32;

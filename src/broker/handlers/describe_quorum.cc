@@ -54,13 +54,14 @@ describe_quorum_handler::response describe_on_leader(const broker_services& serv
     s.last_fetch_timestamp = wall(r.last_fetch_ms);
     // Caught up: it had fetched up to the high watermark at its last fetch.
     s.last_caught_up_timestamp = r.log_end_offset >= p.high_watermark ? s.last_fetch_timestamp : -1;
+    s.replica_directory_id = r.directory_id;
     (r.voter ? p.current_voters : p.observers).push_back(s);
   }
   const auto listener_names =
       services.config ? services.config->controller_listener_names() : std::vector<std::string>{"CONTROLLER"};
   std::string listener = listener_names.empty() ? "CONTROLLER" : listener_names.front();
   // KIP-853: the voters' directory ids and listener names as the voter set in the log has them.
-  const auto& voter_set = node->voter_set();
+  const auto voter_set = node->voter_set();
   auto voter_info = [&](int32_t id) -> const raft::voter_info* {
     if (!voter_set) return nullptr;
     for (const auto& v : *voter_set) {

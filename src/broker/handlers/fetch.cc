@@ -64,6 +64,11 @@ struct read_answer {
   int64_t partition_max_bytes = 0;
   int64_t allowed_bytes = 0;
   bool allowed_min_one_batch = false;
+  // Replication throttle (a follower's fetch of a leader-throttled replica): its bytes count toward
+  // leader.replication.throttled.rate; `held_back`: it was over the rate and the follower is out of the
+  // ISR, so no records were read for it (Kafka's shouldLeaderThrottle).
+  bool leader_throttled = false;
+  bool held_back = false;
 
   int64_t bytes() const { return data ? data->size : 0; }
 };
@@ -122,6 +127,18 @@ std::vector<read_answer> read_all(const broker_services& services, const std::ve
     if (w.params.current_leader_epoch >= 0) r.current_leader_epoch = w.params.current_leader_epoch;
     if (params.replica_id >= 0 && params.version >= 12 && w.params.last_fetched_epoch >= 0) {
       r.last_fetched_epoch = w.params.last_fetched_epoch;
+    }
+    // Kafka's shouldLeaderThrottle: an out-of-sync follower of a throttled replica gets no records while the
+    // leader's replication rate is over leader.replication.throttled.rate (its fetch state still moves).
+    if (params.replica_id >= 0 && p->leader_throttled() && services.leader_replication_quota) {
+      a.leader_throttled = true;
+      const auto& isr = p->isr();
+      if (std::find(isr.begin(), isr.end(), params.replica_id) == isr.end() &&
+          services.leader_replication_quota->exceeded(now)) {
+        a.held_back = true;
+        r.max_bytes = 0;
+        r.min_one_batch = false;
+      }
     }
     auto read = p->read(r);
     if (!read) {
@@ -182,7 +199,8 @@ read_budget full_budget(const fetch_params& params) {
 // was reached, or an oversized first batch (KIP-74) went to a partition other than the first to return
 // records).
 bool fits_shared_budget(const read_answer& a, read_budget& shared) {
-  if (a.error != error_code::none) return true;  // an error does not depend on the budget, nor draws on it
+  // An error or a throttled read does not depend on the budget, nor draws on it.
+  if (a.error != error_code::none || a.held_back) return true;
   const int64_t allowed = std::clamp<int64_t>(a.partition_max_bytes, 0, shared.bytes);
   const int64_t got = a.bytes();
   if (allowed > a.allowed_bytes) return false;
@@ -594,6 +612,15 @@ asio::awaitable<std::optional<fetch_handler::response>> fetch_handler::handle_as
     }
   }
 
+  // The leader's replication throttle counts what its throttled replicas send, in sync or not (KafkaApis
+  // records the size of the throttled partitions of every follower fetch).
+  if (params.replica_id >= 0 && services.leader_replication_quota) {
+    int64_t throttled_bytes = 0;
+    for (const auto& a : answers) {
+      if (a.leader_throttled) throttled_bytes += a.bytes();
+    }
+    services.leader_replication_quota->record(throttled_bytes, now_ms(services));
+  }
   count_fetch_traffic(ctx, params.replica_id >= 0, results);
   const auto header = context.update_and_generate_response(results, now_ms(services));
   reply.body = build_fetch_response(header, std::move(results));

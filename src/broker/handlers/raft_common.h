@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -13,8 +14,10 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "handlers/admin_common.h"
 #include "handlers/authorization.h"
 #include "mala/broker/request_context.h"
+#include "mala/controller/quorum_controller.h"
 #include "mala/net/shard_pool.h"
 #include "mala/raft/raft_node.h"
 #include "mala/raft/rpc_codec.h"
@@ -31,21 +34,19 @@ inline int32_t raft_sender(const raft::raft_message_body& body) {
   return -1;
 }
 
-// `body` by reference: the caller's lambda owns it while this runs (GCC 12 destroys a coroutine argument
-// moved in from a temporary twice, GCC bug 100611).
-inline asio::awaitable<std::optional<raft::raft_message_body>> ask_raft_on_home_shard(
-    raft::raft_node* node, const raft::raft_message_body& body) {
-  if (!node) co_return std::nullopt;
+// Waits on the calling coroutine's thread for the answer `start` hands to the callback it is given (called on
+// this thread, at once or later), at most `bound`; nullopt when none came by then.
+template <typename T, typename Start>
+asio::awaitable<std::optional<T>> answer_of(std::chrono::seconds bound, const Start& start) {
   struct waiting {
-    std::optional<raft::raft_message_body> answer;
+    std::optional<T> answer;
     asio::steady_timer* timer = nullptr;
   };
   auto w = std::make_shared<waiting>();
   asio::steady_timer timer(co_await asio::this_coro::executor);
-  timer.expires_after(std::chrono::seconds(30));  // raft_node answers every request by its own timeout
+  timer.expires_after(bound);
   w->timer = &timer;
-  const int32_t from = raft_sender(body);
-  node->handle_request(from, body, [w](raft::raft_message_body answer) {
+  start([w](T answer) {
     w->answer = std::move(answer);
     if (w->timer) w->timer->cancel();
   });
@@ -55,6 +56,19 @@ inline asio::awaitable<std::optional<raft::raft_message_body>> ask_raft_on_home_
   }
   w->timer = nullptr;
   co_return std::move(w->answer);
+}
+
+// `body` by reference: the caller's lambda owns it while this runs (GCC 12 destroys a coroutine argument
+// moved in from a temporary twice, GCC bug 100611).
+inline asio::awaitable<std::optional<raft::raft_message_body>> ask_raft_on_home_shard(
+    raft::raft_node* node, const raft::raft_message_body& body) {
+  if (!node) co_return std::nullopt;
+  const int32_t from = raft_sender(body);
+  auto start = [node, from, &body](std::function<void(raft::raft_message_body)> done) {
+    node->handle_request(from, body, std::move(done));
+  };
+  // raft_node answers every request by its own timeout; this bound is a safety net.
+  co_return co_await answer_of<raft::raft_message_body>(std::chrono::seconds(30), start);
 }
 
 // The replica's answer, or nullopt when this node has no Raft replica.
@@ -68,9 +82,67 @@ inline asio::awaitable<std::optional<raft::raft_message_body>> ask_raft(const br
   co_return co_await services.shards->invoke_on_async(services.home_shard, std::move(ask));
 }
 
+// KIP-853 voter changes (AddRaftVoter / RemoveRaftVoter): `start(node, done)` runs on this node's Raft
+// replica, on the home shard, when this node leads the quorum; the answer once the replica gives it (after
+// the change committed, or the refusal or timeout: the replica answers by
+// controller.quorum.request.timeout.ms). nullopt when this node does not lead the quorum (the request goes to
+// the node that does).
+template <typename Start>
+asio::awaitable<std::optional<raft::voter_change_answer>> change_voters_on_home_shard(raft::raft_node* node,
+                                                                                      const Start& start) {
+  if (!node || node->state().current_role() != raft::role::leader) co_return std::nullopt;
+  auto run = [node, &start](std::function<void(raft::voter_change_answer)> done) {
+    start(*node, std::move(done));
+  };
+  auto answer = co_await answer_of<raft::voter_change_answer>(std::chrono::seconds(60), run);
+  if (!answer) answer = raft::voter_change_answer{0, error_code::request_timed_out, {}};
+  co_return answer;
+}
+
+template <typename Start>
+asio::awaitable<std::optional<raft::voter_change_answer>> change_voters(const broker_services& services,
+                                                                        Start start) {
+  auto* node = services.raft;
+  if (!services.shards) co_return co_await change_voters_on_home_shard(node, start);
+  // A named callable moved in (GCC bug 100611, as ask_raft).
+  auto change = [node, s = std::move(start)] { return change_voters_on_home_shard(node, s); };
+  co_return co_await services.shards->invoke_on_async(services.home_shard, std::move(change));
+}
+
 // The cluster id the quorum checks requests against (home shard's raft_node; immutable, so read anywhere).
 inline std::string raft_cluster_id(const broker_services& services) {
   return services.raft ? services.raft->cluster_id() : std::string();
+}
+
+// AddRaftVoter / RemoveRaftVoter: the cluster id checked (KafkaRaftClient: a null one passes), the change
+// made here when this node leads the quorum (change_voters), else the request forwarded to the active
+// controller (from a controller listener, as Kafka's controllers, NOT_LEADER_OR_FOLLOWER).
+template <typename Response, typename Request, typename Start>
+asio::awaitable<Response> voter_change_response(request_context& ctx, const Request& req, int16_t version,
+                                                Start start) {
+  Response resp;
+  const auto cluster_id = raft_cluster_id(ctx.services);
+  if (req.cluster_id && !cluster_id.empty() && *req.cluster_id != cluster_id) {
+    resp.error_code = to_wire(error_code::inconsistent_cluster_id);
+    resp.error_message =
+        "The given id \"" + *req.cluster_id + "\" doesn't match the cluster id \"" + cluster_id + "\"";
+    co_return resp;
+  }
+  auto answer = co_await change_voters(ctx.services, std::move(start));
+  if (answer) {
+    resp.error_code = to_wire(answer->error);
+    if (!answer->message.empty()) resp.error_message = answer->message;
+    co_return resp;
+  }
+  auto not_leader = [](controller::quorum_controller&) {
+    Response r;
+    r.error_code = to_wire(error_code::not_leader_or_follower);
+    return r;
+  };
+  auto forwarded = co_await on_controller<Response>(ctx, req, version, not_leader);
+  if (forwarded.ok()) co_return std::move(*forwarded.response);
+  resp.error_code = to_wire(error_code::not_leader_or_follower);
+  co_return resp;
 }
 
 // A KRaft RPC answered by the replica: rpc_codec's checks, the replica's answer of type RaftResponse, the

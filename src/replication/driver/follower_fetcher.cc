@@ -99,6 +99,16 @@ int32_t next_session_epoch(int32_t epoch) {
 
 }  // namespace
 
+namespace {
+
+// The follower throttle's clock (its windows need a steady one).
+int64_t throttle_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 struct follower_fetcher::loop_state {
   explicit loop_state(asio::io_context& io) : timer(io) {}
   asio::steady_timer timer;
@@ -131,6 +141,10 @@ struct follower_fetcher::loop_state {
   // FENCED_LEADER_EPOCH: our leader epoch is older than the leader's; skipped until the metadata gives this
   // replica another epoch (Kafka's onPartitionFenced removes it until the next leader change).
   std::map<topic_partition, int32_t> fenced;
+  // Follower-throttled replicas caught up with the leader's high watermark at their last answer (Kafka's
+  // PartitionFetchState.isReplicaInSync: lag 0); the others are left out of a request while the follower
+  // replication rate is over follower.replication.throttled.rate.
+  std::unordered_map<topic_partition, bool, replica_manager::topic_partition_hash> throttled_in_sync;
   bool failing = false;  // the last request failed (log the first failure and the recovery only)
 };
 
@@ -302,6 +316,11 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
         if (!t) continue;
         topic_id = t->id;
       }
+      if (_options.follower_throttle && p->follower_throttled()) {
+        auto in_sync = loop->throttled_in_sync.find(tp);
+        const bool synced = in_sync != loop->throttled_in_sync.end() && in_sync->second;
+        if (!synced && _options.follower_throttle->exceeded(throttle_clock_ms())) continue;
+      }
       any_wanted = true;
       const session_partition wanted{p->log_end_offset(), p->leader_epoch(),
                                      p->log().epochs().latest_epoch().value_or(-1), p->log_start_offset()};
@@ -463,6 +482,13 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
             }
           }
           p->update_high_watermark_from_leader(part.high_watermark);
+          if (_options.follower_throttle && p->follower_throttled()) {
+            // ReplicaFetcherThread.processPartitionData: a throttled replica's records count, in sync or not.
+            if (!part.records.null)
+              _options.follower_throttle->record(static_cast<int64_t>(part.records.bytes.size()),
+                                                 throttle_clock_ms());
+            loop->throttled_in_sync[match->tp] = part.high_watermark <= p->log_end_offset();
+          }
           // Records the leader deleted (DeleteRecords, retention) go here too; our next fetch reports the new
           // start, which is what the leader's DeleteRecords waits for (its low watermark).
           if (part.log_start_offset >= 0) {

@@ -589,6 +589,45 @@ TEST_P(produce_fetch_test, a_follower_behind_the_log_start_is_answered_without_w
   EXPECT_EQ(deleted.low_watermark, 3);
 }
 
+// Kafka's shouldLeaderThrottle: while the leader's replication rate is over
+// leader.replication.throttled.rate, a follower of a throttled replica that is out of the ISR gets no records
+// (its fetch state still moves); one in the ISR, and consumers, still do. Every follower's bytes of a
+// throttled replica count toward the rate.
+TEST_P(produce_fetch_test, a_leader_throttle_holds_back_out_of_sync_followers_only) {
+  produce("throttled", 0, batch(5), 1);
+  auto follower = [&](int32_t id, int64_t offset) {
+    auto req = fetch_req({{"throttled", 0, offset}});
+    req.replica_state.replica_id = id;
+    req.topics[0].partitions[0].log_start_offset = 0;
+    return fetch(req, 15);
+  };
+  // No bound: the out-of-sync follower reads, and its bytes are counted.
+  auto free = follower(3, 0);
+  ASSERT_EQ(free.partition().error_code, 0);
+  ASSERT_EQ(batches_in(free.partition().records).size(), 1u);
+  EXPECT_GT(leader_throttle.rate(_now.load()), 0.0);
+
+  leader_throttle.set_bound(1);  // far below what was just sent: exceeded
+  auto held = follower(3, 0);
+  EXPECT_EQ(held.partition().error_code, 0);
+  EXPECT_TRUE(batches_in(held.partition().records).empty());
+  EXPECT_EQ(held.partition().high_watermark, 0);  // node 2 (in the ISR) has not fetched yet
+  auto in_sync = follower(2, 0);
+  EXPECT_EQ(batches_in(in_sync.partition().records).size(), 1u);
+  EXPECT_EQ(batches_in(fetch(fetch_req({{"throttled", 0, 0}}), 12).partition().records).size(), 0u);
+  follower(2, 5);  // node 2 has everything: the high watermark moves to 5
+  EXPECT_EQ(batches_in(fetch(fetch_req({{"throttled", 0, 0}}), 12).partition().records).size(), 1u);
+  // Unthrottled replicas are not held back by the same follower.
+  auto other = fetch_req({{"replicated", 0, 0}});
+  other.replica_state.replica_id = 2;
+  produce("replicated", 0, batch(1), 1);
+  EXPECT_EQ(batches_in(fetch(other, 15).partition().records).size(), 1u);
+  // Once the rate falls under the bound again (the window passed), the follower reads.
+  leader_throttle.set_bound(1'000'000);
+  _now += 12'000;
+  EXPECT_EQ(batches_in(follower(3, 0).partition().records).size(), 1u);
+}
+
 // One Produce and one Fetch naming partitions on every shard: acks=-1 completes once the follower has every
 // partition (not one shard after the other), and a long poll over all of them wakes when any one gets data.
 TEST_P(produce_fetch_test, requests_spanning_shards_append_wait_and_wake_as_one) {

@@ -111,6 +111,8 @@ class shard_node_test : public ::testing::TestWithParam<size_t> {
     add_topic(*image, "spread", 8, self, {self, 2}, {self, 2});  // over every shard, node 2 in the ISR
     add_topic(*image, "events", 6, self, {self}, {self});        // over every shard, led here alone
     add_topic(*image, "__consumer_offsets", 1, self, {self}, {self}, /*internal=*/true);
+    // leader.replication.throttled.replicas names this node's replica: node 2 in the ISR, node 3 not.
+    add_topic(*image, "throttled", 1, self, {self, 2, 3}, {self, 2});
     _image = image;
     cache.publish(image);
 
@@ -122,6 +124,7 @@ class shard_node_test : public ::testing::TestWithParam<size_t> {
         l.topic_id = topic.id;
         l.state = {p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr, 1};
         if (name == "small") l.log_config.max_message_bytes = 200;
+        l.state.leader_throttled = name == "throttled";
         auto applied = replicas_of(name, p.partition).apply_leadership(l);
         ASSERT_TRUE(applied.ok()) << applied.error().message;
       }
@@ -140,6 +143,7 @@ class shard_node_test : public ::testing::TestWithParam<size_t> {
     for (auto& m : _managers) services.replicas_by_shard.push_back(m.get());
     services.fetch_sessions = _sessions.get();
     services.clock_ms = [this] { return _now.load(); };
+    services.leader_replication_quota = &leader_throttle;
     // The group coordinator on the home shard with the replicas of shard 0 (__consumer_offsets lives there);
     // a new group rebalances at once, and its clock is the test's (records it writes carry its timestamps).
     group_coordinator_driver_options go;
@@ -399,6 +403,7 @@ class shard_node_test : public ::testing::TestWithParam<size_t> {
   metadata::metadata_cache cache;
   handler_table table;
   broker_services services;
+  replication::replication_quota leader_throttle;  // leader.replication.throttled.rate: no bound unless set
   net::connection_info connection;
 };
 

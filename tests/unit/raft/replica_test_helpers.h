@@ -2,6 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <variant>
@@ -37,5 +42,67 @@ std::vector<std::pair<int32_t, T>> sent(const effects& e) {
   }
   return out;
 }
+
+// Replicas wired by hand: messages go through a FIFO queue, one delivery per step, and a link filter.
+struct manual_net {
+  struct member {
+    memory_raft_log log;
+    std::unique_ptr<replica> raft;
+    std::vector<log_operation> log_operations;
+    std::vector<voter_change_answer> answers;  // AddRaftVoter / RemoveRaftVoter answers it gave
+  };
+  struct in_flight {
+    int32_t from;
+    int32_t to;
+    raft_message message;
+  };
+  std::map<int32_t, std::unique_ptr<member>> members;
+  std::deque<in_flight> queue;
+  int64_t now = 0;
+  std::function<bool(int32_t, int32_t)> link = [](int32_t, int32_t) { return true; };
+
+  member& add(raft_config config, const std::vector<int32_t>& epochs, std::optional<quorum_state> persisted) {
+    auto m = std::make_unique<member>();
+    fill(m->log, epochs);
+    const int32_t id = config.node_id;
+    m->raft = std::make_unique<replica>(std::move(config), m->log, persisted, now);
+    members[id] = std::move(m);
+    collect(id);
+    return *members[id];
+  }
+  replica& operator[](int32_t id) { return *members.at(id)->raft; }
+  // The effects of `id`'s last step; its log counts as flushed right after them (a flush report has no log
+  // operations of its own, so this ends).
+  void collect(int32_t id) {
+    member& m = *members.at(id);
+    effects e = m.raft->take_effects();
+    for (auto& op : e.log_operations) m.log_operations.push_back(op);
+    for (auto& a : e.voter_change_answers) m.answers.push_back(std::move(a));
+    for (auto& out : e.messages) queue.push_back({id, out.destination, std::move(out.message)});
+    if (!e.log_operations.empty()) {
+      m.raft->on_log_flushed(m.log.end_offset());
+      collect(id);
+    }
+  }
+  void tick(int32_t id, int64_t at) {
+    now = at;
+    members.at(id)->raft->tick(now);
+    collect(id);
+  }
+  bool step() {
+    if (queue.empty()) return false;
+    in_flight m = std::move(queue.front());
+    queue.pop_front();
+    if (members.count(m.to) && link(m.from, m.to)) {
+      members.at(m.to)->raft->on_message(m.from, m.message);
+      collect(m.to);
+    }
+    return true;
+  }
+  void run(int max_steps = 10000) {
+    for (int i = 0; i < max_steps && step(); ++i) {
+    }
+  }
+};
 
 }  // namespace mala::raft::test

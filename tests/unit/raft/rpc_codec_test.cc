@@ -12,6 +12,7 @@
 #include "mala/protocol/record_batch.h"
 #include "mala/protocol/wire.h"
 #include "mala/raft/rpc_codec.h"
+#include "mala/raft/voter_set.h"
 
 namespace mala::raft {
 namespace {
@@ -306,10 +307,10 @@ TEST(rpc_codec, corrupt_records_are_refused) {
   auto back = entries_to_batches(backwards, 0);
   ASSERT_TRUE(back.ok());
   EXPECT_FALSE(entries_from_batches(*back).ok());
-  // A control record that is not LEADER_CHANGE.
+  // A control record a Raft log does not hold (SNAPSHOT_HEADER).
   protocol::record_batch_builder b;
   b.control().base_offset(0).partition_leader_epoch(1);
-  const std::vector<uint8_t> key{0, 0, 0, 5}, value{0};
+  const std::vector<uint8_t> key{0, 0, 0, 3}, value{0};
   b.add(0, std::span<const uint8_t>(key), std::span<const uint8_t>(value));
   EXPECT_FALSE(entries_from_batches(b.build()).ok());
   // Every cut of a valid record set either reads a prefix of its entries or is refused; never more.
@@ -493,6 +494,29 @@ TEST(rpc_codec, fetch_response_carries_the_snapshot_id) {
   auto plain_back = decode_raft_response(1, 17, encode(plain->message, 17), false);
   ASSERT_TRUE(plain_back.ok());
   EXPECT_FALSE(std::get<fetch_response>(*plain_back).snapshot_id);
+}
+
+// KIP-853: KRaftVersionRecord and VotersRecord entries travel as control records of their own types, in one
+// control batch with the write's other control records.
+TEST(rpc_codec, kraft_control_records_round_trip) {
+  const std::vector<voter_info> voters{{1, uuid::random(), "CONTROLLER", {"a", 9093}},
+                                       {2, uuid::random(), "CONTROLLER", {"b", 9095}}};
+  const auto records = voter_set_control_records(voters);
+  std::vector<log_entry> entries{{0, 1, entry_type::leader_change, {}},
+                                 {1, 1, entry_type::kraft_version, records[0].value, false},
+                                 {2, 1, entry_type::voters, records[1].value},
+                                 {3, 1, entry_type::data, {7}}};
+  auto batches = entries_to_batches(entries, 0, {1, 1});
+  ASSERT_TRUE(batches.ok()) << batches.error().message;
+  auto back = entries_from_batches(*batches);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  ASSERT_EQ(back->size(), 4u);
+  EXPECT_EQ((*back)[1].type, entry_type::kraft_version);
+  EXPECT_EQ((*back)[2].type, entry_type::voters);
+  EXPECT_EQ((*back)[2].payload, records[1].value);
+  auto decoded = decode_voters_record((*back)[2].payload);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(*decoded, voters);
 }
 
 }  // namespace
