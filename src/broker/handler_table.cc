@@ -56,6 +56,7 @@
 #include "handlers/partition_reassignments.h"
 #include "handlers/produce.h"
 #include "handlers/remove_raft_voter.h"
+#include "handlers/update_raft_voter.h"
 #include "handlers/sasl.h"
 #include "handlers/sync_group.h"
 #include "handlers/txn_offset_commit.h"
@@ -212,6 +213,7 @@ handler_table::handler_table() {
       entry<handlers::describe_quorum_handler>("DescribeQuorum"),
       entry<handlers::add_raft_voter_handler>("AddRaftVoter"),
       entry<handlers::remove_raft_voter_handler>("RemoveRaftVoter"),
+      entry<handlers::update_raft_voter_handler>("UpdateRaftVoter"),
       entry<handlers::begin_quorum_epoch_handler>("BeginQuorumEpoch"),
       entry<handlers::end_quorum_epoch_handler>("EndQuorumEpoch"),
       entry<handlers::broker_registration_handler>("BrokerRegistration"),

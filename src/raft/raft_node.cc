@@ -563,6 +563,16 @@ void raft_node::add_voter(voter_info voter, bool ack_when_committed,
   i.step_done();
 }
 
+void raft_node::update_voter(int32_t leader_epoch, voter_info voter, int16_t min_kraft_version,
+                             int16_t max_kraft_version, std::function<void(voter_change_answer)> done) {
+  impl& i = *_impl;
+  const int64_t id = i.next_voter_change++;
+  i.voter_changes.emplace(id, std::move(done));
+  i.node.tick(steady_now_ms());
+  i.node.update_voter(id, leader_epoch, std::move(voter), min_kraft_version, max_kraft_version);
+  i.step_done();
+}
+
 void raft_node::remove_voter(int32_t voter_id, uuid directory_id,
                              std::function<void(voter_change_answer)> done) {
   impl& i = *_impl;

@@ -1413,4 +1413,42 @@ std::string replica::state_for_logs() const {
                      _leader_id, _voted_id);
 }
 
+void replica::update_voter(int64_t request_id, int32_t leader_epoch, voter_info voter,
+                           int16_t min_kraft_version, int16_t max_kraft_version) {
+  auto answer = [&](error_code error, std::string message = {}) {
+    _effects.voter_change_answers.push_back({request_id, error, std::move(message)});
+  };
+  if (leader_epoch < _epoch) return answer(error_code::fenced_leader_epoch);
+  if (leader_epoch > _epoch) return answer(error_code::unknown_leader_epoch);
+  if (_role != role::leader) return answer(error_code::not_leader_or_follower);
+  if (voter.id < 0 || voter.directory_id.is_zero()) {
+    return answer(error_code::invalid_request, "Update voter request didn't include a valid voter");
+  }
+  if (min_kraft_version < 0 || max_kraft_version < 0 || max_kraft_version < min_kraft_version) {
+    return answer(error_code::invalid_request, "Update voter request has an invalid kraft.version range");
+  }
+  if (auto refusal = voter_change_refusal("updating"))
+    return answer(refusal->error, std::move(refusal->message));
+  if (dynamic_kraft_version < min_kraft_version || dynamic_kraft_version > max_kraft_version) {
+    return answer(error_code::invalid_request,
+                  "The voter's kraft.version range [" + std::to_string(min_kraft_version) + ", " +
+                      std::to_string(max_kraft_version) + "] does not support the finalized version " +
+                      std::to_string(dynamic_kraft_version));
+  }
+  std::vector<voter_info> next = *voter_set();
+  const auto it = std::find_if(next.begin(), next.end(), [&](const voter_info& v) {
+    return v.id == voter.id && v.directory_id == voter.directory_id;
+  });
+  if (it == next.end()) {
+    return answer(error_code::voter_not_found, "Cannot update voter " +
+                                                   replica_key(voter.id, voter.directory_id) +
+                                                   " in the set of voters " + ids_text(_voters));
+  }
+  if (*it != voter) {
+    *it = std::move(voter);
+    append_voter_set(next);
+  }
+  answer(error_code::none);
+}
+
 }  // namespace mala::raft

@@ -128,6 +128,7 @@ API_MINIMUMS: dict[int, tuple[str, int, str]] = {
     75: ("DescribeTopicPartitions", 0, "none"),
     80: ("AddRaftVoter", 0, "none"),
     81: ("RemoveRaftVoter", 0, "none"),
+    82: ("UpdateRaftVoter", 0, "none"),
 }
 HEADERS = ("RequestHeader", "ResponseHeader")
 # KRaft control records (written in control batches of __cluster_metadata-0 and snapshots; "type": "data" in

@@ -234,6 +234,12 @@ class replica {
   // is appended; the next change still waits for it to commit.
   void add_voter(int64_t request_id, voter_info voter, bool ack_when_committed = true);
   void remove_voter(int64_t request_id, int32_t voter_id, const uuid& directory_id);
+  // UpdateRaftVoter (Kafka's UpdateVoterHandler): a voter (same id and directory id) announces its current
+  // listener and supported kraft.version range; the set is appended with its new endpoint and the answer
+  // given at once (not waiting for the commit, as Kafka's). `leader_epoch` is the request's
+  // CurrentLeaderEpoch.
+  void update_voter(int64_t request_id, int32_t leader_epoch, voter_info voter, int16_t min_kraft_version,
+                    int16_t max_kraft_version);
   // Stores a snapshot of the committed prefix before id.offset (raft_log::write_snapshot); `id.epoch` must be
   // the epoch of entry id.offset - 1. False when id.offset is above the high watermark, outside the log, 0,
   // of the wrong epoch, or the write failed; true (nothing written) when the log already holds that snapshot

@@ -11,20 +11,9 @@ asio::awaitable<std::optional<add_raft_voter_handler::response>> add_raft_voter_
   if (auto refused = cluster_refusal<response>(ctx, acl_operation::alter)) co_return std::move(*refused);
   // KafkaRaftClient.handleAddVoterRequest: the endpoint of the quorum's default listener (the first of
   // controller.listener.names) must be among the listeners given.
-  const auto names = ctx.services.config ? ctx.services.config->controller_listener_names()
-                                         : std::vector<std::string>{"CONTROLLER"};
-  const std::string listener = names.empty() ? "CONTROLLER" : names.front();
-  raft::voter_info voter;
-  voter.id = req.voter_id;
-  voter.directory_id = req.voter_directory_id;
-  bool has_default = false;
-  for (const auto& l : req.listeners) {
-    if (l.name != listener) continue;
-    voter.listener_name = l.name;
-    voter.endpoint = {l.host, l.port};
-    has_default = true;
-  }
-  if (!has_default) {
+  const std::string listener = default_controller_listener(ctx.services);
+  const auto voter = voter_on_default_listener(listener, req.voter_id, req.voter_directory_id, req.listeners);
+  if (!voter) {
     response resp;
     resp.error_code = to_wire(error_code::invalid_request);
     resp.error_message = "Add voter request didn't include the endpoint (" + listener +
@@ -32,8 +21,8 @@ asio::awaitable<std::optional<add_raft_voter_handler::response>> add_raft_voter_
     co_return resp;
   }
   const bool ack_when_committed = version < 1 || req.ack_when_committed;
-  auto start = [voter, ack_when_committed](raft::raft_node& node,
-                                           std::function<void(raft::voter_change_answer)> done) {
+  auto start = [voter = *voter, ack_when_committed](raft::raft_node& node,
+                                                    std::function<void(raft::voter_change_answer)> done) {
     node.add_voter(voter, ack_when_committed, std::move(done));
   };
   co_return co_await voter_change_response<response>(ctx, req, version, std::move(start));

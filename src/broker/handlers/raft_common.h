@@ -114,6 +114,30 @@ inline std::string raft_cluster_id(const broker_services& services) {
   return services.raft ? services.raft->cluster_id() : std::string();
 }
 
+// The quorum's default listener: the first of controller.listener.names (Kafka's channel.listenerName()).
+inline std::string default_controller_listener(const broker_services& services) {
+  if (!services.config || services.config->controller_listener_names().empty()) return "CONTROLLER";
+  return services.config->controller_listener_names().front();
+}
+
+// AddRaftVoter / UpdateRaftVoter: the voter with its endpoint on the default listener, nullopt when the
+// request's listeners do not include that one (KafkaRaftClient refuses those with INVALID_REQUEST).
+template <typename Listeners>
+std::optional<raft::voter_info> voter_on_default_listener(const std::string& listener, int32_t id,
+                                                          const uuid& directory_id,
+                                                          const Listeners& listeners) {
+  for (const auto& l : listeners) {
+    if (l.name != listener) continue;
+    raft::voter_info voter;
+    voter.id = id;
+    voter.directory_id = directory_id;
+    voter.listener_name = l.name;
+    voter.endpoint = {l.host, l.port};
+    return voter;
+  }
+  return std::nullopt;
+}
+
 // AddRaftVoter / RemoveRaftVoter: the cluster id checked (KafkaRaftClient: a null one passes), the change
 // made here when this node leads the quorum (change_voters), else the request forwarded to the active
 // controller (from a controller listener, as Kafka's controllers, NOT_LEADER_OR_FOLLOWER).

@@ -181,6 +181,33 @@ TEST(raft_voter_changes, refusals_follow_kafkas_checks) {
   EXPECT_EQ(q.answers().back().error, error_code::request_timed_out);
 }
 
+TEST(raft_voter_changes, a_voter_updates_its_endpoint) {
+  quorum_with_observer q;
+  auto& net = q.net;
+  const int32_t other = q.others[0];
+  const int32_t epoch = net[q.leader].epoch();
+  voter_info moved = voter(other);
+  moved.endpoint = {"moved-host", 19093};
+  auto update = [&](int64_t id, int32_t at_epoch, voter_info v, int16_t min, int16_t max) {
+    q.on_leader([&](replica& r) { r.update_voter(id, at_epoch, v, min, max); });
+    return q.answers().back();
+  };
+  EXPECT_EQ(update(1, epoch - 1, moved, 0, 1).error, error_code::fenced_leader_epoch);
+  EXPECT_EQ(update(2, epoch + 1, moved, 0, 1).error, error_code::unknown_leader_epoch);
+  EXPECT_EQ(update(3, epoch, moved, 0, 0).error, error_code::invalid_request);  // kraft.version 1 unsupported
+  EXPECT_EQ(update(4, epoch, voter(4), 0, 1).error, error_code::voter_not_found);
+  EXPECT_EQ(update(5, epoch, moved, 0, 1).error, error_code::none);  // answered before the commit
+  q.advance(1000);
+  for (int32_t id : {1, 2, 3, 4}) {
+    const auto* set = net[id].voter_set();
+    ASSERT_NE(set, nullptr);
+    const auto it =
+        std::find_if(set->begin(), set->end(), [&](const voter_info& v) { return v.id == other; });
+    ASSERT_NE(it, set->end());
+    EXPECT_EQ(it->endpoint.host, "moved-host") << "node " << id;
+  }
+}
+
 TEST(raft_voter_changes, static_voters_refuse_changes) {
   manual_net net;
   net.add(test::config_for(1, {1}), {}, std::nullopt);
