@@ -19,6 +19,7 @@
 #include "mala/protocol/record_batch.h"
 #include "mala/raft/quorum_state_file.h"
 #include "mala/raft/replica.h"
+#include "mala/raft/voter_set.h"
 #include "mala/storage/metadata_partition.h"
 
 namespace mala::raft {
@@ -226,6 +227,31 @@ TEST_F(partition_raft_log_test, a_write_is_one_batch_and_keeps_its_boundaries_ac
   EXPECT_FALSE(back[1].batch_end);
   EXPECT_TRUE(back[2].batch_end);
   EXPECT_TRUE(back[3].batch_end);
+}
+
+// KIP-853: a KRaftVersionRecord and a VotersRecord written as one control batch (Kafka's leader writes them
+// so) read back with their types and values, after a reopen too.
+TEST_F(partition_raft_log_test, kraft_version_and_voters_records_round_trip) {
+  const std::vector<voter_info> voters{{1, uuid::random(), "CONTROLLER", {"a", 9093}}};
+  const auto records = voter_set_control_records(voters);
+  const std::vector<log_entry> entries{{0, 1, entry_type::leader_change, {}, true},
+                                       {1, 1, entry_type::kraft_version, records[0].value, false},
+                                       {2, 1, entry_type::voters, records[1].value, true},
+                                       {3, 1, entry_type::data, {7}, true}};
+  {
+    auto log = open();
+    ASSERT_TRUE(log);
+    log->append(entries);
+    ASSERT_TRUE(log->flush().ok());
+    EXPECT_EQ(log->read(0, 10), entries);
+  }
+  auto log = open();
+  ASSERT_TRUE(log);
+  const auto back = log->read(0, 10);
+  ASSERT_EQ(back, entries);
+  auto decoded = decode_voters_record(back[2].payload);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(*decoded, voters);
 }
 
 TEST_F(partition_raft_log_test, agrees_with_memory_raft_log_under_random_appends_and_truncations) {
