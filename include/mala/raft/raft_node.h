@@ -120,8 +120,8 @@ class raft_node {
   // the answer (after the change committed, or the refusal or timeout).
   void add_voter(voter_info voter, bool ack_when_committed, std::function<void(voter_change_answer)> done);
   void remove_voter(int32_t voter_id, uuid directory_id, std::function<void(voter_change_answer)> done);
-  void update_voter(int32_t leader_epoch, voter_info voter, int16_t min_kraft_version, int16_t max_kraft_version,
-                    std::function<void(voter_change_answer)> done);
+  void update_voter(int32_t leader_epoch, voter_info voter, int16_t min_kraft_version,
+                    int16_t max_kraft_version, std::function<void(voter_change_answer)> done);
 
   // Called after every step that moved the high watermark or changed the role, epoch or leader.
   void add_listener(std::function<void()> on_change);
