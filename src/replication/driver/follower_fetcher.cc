@@ -267,6 +267,12 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
       }
       loop->members_image = image;
       loop->members_generation = _replicas.generation();
+      // A replica that left the loop starts over as not caught up when it returns (Kafka's fetcher adds it
+      // back with a new fetch state, its lag unknown).
+      std::erase_if(loop->throttled_in_sync, [&](const auto& entry) {
+        return std::none_of(loop->members.begin(), loop->members.end(),
+                            [&](const auto& m) { return m.first == entry.first; });
+      });
     }
     proto::fetch_request req;
     req.replica_id = _options.node_id;  // v14 and older
