@@ -48,8 +48,9 @@ index_file::~index_file() {
 }
 
 void index_file::unmap() {
-  if (_data != nullptr) ::munmap(_data, static_cast<size_t>(_length));
+  if (_data != nullptr) ::munmap(_data, static_cast<size_t>(_mapped_length));
   _data = nullptr;
+  _mapped_length = 0;
 }
 
 status index_file::map(int fd, int64_t length) {
@@ -66,6 +67,7 @@ status index_file::map(int fd, int64_t length) {
     return detail::io_error("cannot map index", _path, errno);
   }
   _data = static_cast<uint8_t*>(p);
+  _mapped_length = length;
   // Lookups are binary searches and appends touch one page at a time: read-ahead on a fault would only zero
   // or read pages nobody asked for (it showed as several percent of append time on a freshly preallocated
   // index).
@@ -176,6 +178,13 @@ status index_file::resize(int64_t bytes) {
     return detail::io_error("cannot resize index", _path, err);
   }
   return map(fd, target);
+}
+
+int64_t index_file::trim_later() {
+  _length = int64_t{_entries} * _entry_size;
+  _max_entries = _entries;
+  _reserved = std::min(_reserved, _length);
+  return _length;
 }
 
 status index_file::flush() const {

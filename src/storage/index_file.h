@@ -3,6 +3,7 @@
 // Touched only by the owning shard, like the indexes built on it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -61,12 +62,22 @@ class index_file {
   // a kafka_storage_error (ENOSPC) that takes the log dir offline. Reserves ahead in small steps, so the
   // index only occupies the space its entries use.
   status reserve(int32_t n);
+  // Whether reserve(n) has nothing to do (it opens the file by name otherwise).
+  bool reserved_for(int32_t n) const {
+    return std::min<int64_t>(int64_t{n} * _entry_size, _length) <= _reserved;
+  }
   // The caller has written slot(entries()); count it.
   void push_entry() { ++_entries; }
   // Drops entries from n on, zeroing their slots.
   void truncate_to_entries(int32_t n);
   // Sets the file length (rounded down to whole entries, never below the entries) and remaps.
   status resize(int64_t bytes);
+  // resize() to the entries without touching the file: the length becomes the entries' and is returned, the
+  // mapping keeps its size (nothing past the entries is read or written through it), and the caller cuts
+  // the file to that length later, off the shard (a rolled segment's trim, log_segment's deferred work).
+  int64_t trim_later();
+  void set_path(std::string path) { _path = std::move(path); }
+  // A new file with no entries takes another base offset: the caller renames it (a standby segment).
   status flush() const;
   status rename_to(const std::filesystem::path& path);
   status close_and_delete();
@@ -77,7 +88,8 @@ class index_file {
 
   std::string _path;  // a string: a std::filesystem::path allocates each component apart
   uint8_t* _data = nullptr;
-  int64_t _length = 0;
+  int64_t _length = 0;         // the file's length as the entries see it
+  int64_t _mapped_length = 0;  // what is mapped: above _length after trim_later()
   int32_t _entry_size = 1;
   int32_t _max_index_size = 0;
   int32_t _entries = 0;

@@ -250,6 +250,8 @@ struct log_manager::impl {
   std::function<void(const topic_partition&, std::function<void()>)> run_on_owner;
   load_report report;
   background_deleter deleter{log, [this](const std::set<size_t>& log_dirs) { settle_removals(log_dirs); }};
+  // The logs' file work off the shards (a roll's standby segment, renames, index trims).
+  std::shared_ptr<file_worker> worker = std::make_shared<file_worker>();
   bool shut_down = false;
 
   std::optional<size_t> find_dir(const fs::path& path) const {
@@ -472,6 +474,7 @@ status log_manager::impl::load() {
         job.open_options.log_start_offset = so->second;
       job.open_options.clean_shutdown = load.clean_shutdown;
       job.open_options.clock_ms = options.clock_ms;
+      job.open_options.worker = worker;
       load.jobs.push_back(std::move(job));
     }
     if (ec) {
@@ -668,6 +671,7 @@ result<partition_log*> log_manager::create(const topic_partition& tp, const uuid
     log_open_options open_options;
     open_options.topic_id = topic_id;
     open_options.clock_ms = m.options.clock_ms;
+    open_options.worker = m.worker;
     auto path = m.dirs[d].path / partition_dir_name(tp.topic, tp.partition);
     auto opened = partition_log::open(path, tp, config, open_options);
     if (opened.ok()) {
@@ -827,6 +831,9 @@ status log_manager::shutdown(int64_t broker_epoch) {
       outcome.recovery_point = log->recovery_point();
       outcome.log_start_offset = log->log_start_offset();
     });
+    // Every log closed ran or waited for its own deferred file work; what is left (a standby being made
+    // for a log that then discarded it) ends here, before the dirs are synced.
+    m.worker->stop();
 
     status first;
     for (size_t d = 0; d < m.dirs.size(); ++d) {

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 
+#include "mala/common/assert.h"
 #include "mala/common/logging.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/segment_files.h"
@@ -260,6 +261,9 @@ struct log_segment::impl {
   std::unique_ptr<offset_index> offsets;
   std::unique_ptr<time_index> times;
   std::unique_ptr<transaction_index> txns;  // <base>.txnindex
+  // Work on these files left to the file worker, oldest first (renames of an adopted standby, index trims):
+  // run here first by every use of a file by name (settle()).
+  mutable std::vector<std::shared_ptr<deferred_file_work>> deferred;
 
   int64_t size = 0;
   int64_t next_offset = 0;
@@ -281,11 +285,29 @@ struct log_segment::impl {
   impl& operator=(const impl&) = delete;
 
   int64_t now() const { return clock ? clock() : system_clock_ms(); }
+
+  // Runs the deferred work the file worker has not run yet (waiting for a job it is running): the names
+  // this segment uses are the final ones from then on. The first failure is returned.
+  status settle() const {
+    status first;
+    for (auto& work : deferred) {
+      work->run();
+      auto result = work->result_if_done();
+      if (result && !result->ok() && first.ok()) first = *result;
+    }
+    deferred.clear();
+    return first;
+  }
+
   // The .log handle, opened again if it was closed (a descriptor of -1 when that fails: the read or write
   // using it fails with EBADF and reports the I/O error).
   std::shared_ptr<segment_file> open_file() const {
     auto& list = open_file_list::of_this_thread();
     if (!file) {
+      if (!deferred.empty()) {
+        if (auto st = settle(); !st.ok())
+          subsystem_logger("storage")->error("deferred file work of {} failed: {}", log_path, st.message);
+      }
       const int fd = ::open(log_path.c_str(), O_RDWR | O_CLOEXEC);
       if (fd < 0) return std::shared_ptr<segment_file>(new segment_file(-1, log_path));
       file = std::shared_ptr<segment_file>(new segment_file(fd, log_path));
@@ -474,13 +496,16 @@ int log_segment::sync_error() const {
   return s.carried_sync_error;
 }
 transaction_index& log_segment::txns() {
+  if (!_impl->deferred.empty()) (void)_impl->settle();  // their users need the files by name
   return *_impl->txns;
 }
 
 offset_index& log_segment::offsets() {
+  if (!_impl->deferred.empty()) (void)_impl->settle();  // their users need the files by name
   return *_impl->offsets;
 }
 time_index& log_segment::times() {
+  if (!_impl->deferred.empty()) (void)_impl->settle();  // their users need the files by name
   return *_impl->times;
 }
 void log_segment::update_config(const log_config& config) {
@@ -511,6 +536,10 @@ status log_segment::append(std::span<const uint8_t> batch, const appended_batch&
   // The index entries this batch will add get their disk blocks first: once the data is written, the append
   // must not fail half-way.
   const bool index_due = s.bytes_since_last_index_entry > s.config.index_interval_bytes;
+  if (index_due && !s.deferred.empty() &&
+      (!s.offsets->next_entry_reserved() || !s.times->next_entry_reserved())) {
+    if (auto r = s.settle(); !r.ok()) return r;
+  }
   if (index_due) {
     if (!s.offsets->is_full()) {
       if (auto r = s.offsets->reserve_next(); !r.ok()) return r;
@@ -602,6 +631,7 @@ std::optional<timestamp_offset> log_segment::find_offset_by_timestamp(int64_t ti
 
 result<int64_t> log_segment::truncate_to(int64_t offset) {
   impl& s = *_impl;
+  if (auto r = s.settle(); !r.ok()) return r;
   const auto cut = s.locate(offset);
   int64_t removed = 0;
   if (cut) {
@@ -650,6 +680,7 @@ status log_segment::check_indexes() const {
 
 result<segment_recovery> log_segment::recover() {
   impl& s = *_impl;
+  if (auto r = s.settle(); !r.ok()) return r;
   const fs::path path = s.log_path;
   if (auto r = s.reset_indexes(); !r.ok()) return r;
 
@@ -762,7 +793,121 @@ result<segment_recovery> log_segment::recover() {
 }
 
 status log_segment::on_roll() {
+  if (auto r = _impl->settle(); !r.ok()) return r;
   return _impl->trim_indexes_with_final_entry();
+}
+
+std::shared_ptr<deferred_file_work> log_segment::on_roll_deferred(status& error) {
+  impl& s = *_impl;
+  error = status::success();
+  if (s.max_timestamp.timestamp >= 0) {
+    if (!s.times->next_entry_reserved()) {
+      if (auto r = s.settle(); !r.ok()) {
+        error = r;
+        return nullptr;
+      }
+    }
+    if (auto r = s.times->maybe_append(s.max_timestamp.timestamp, s.max_timestamp.offset, true); !r.ok()) {
+      error = r;
+      return nullptr;
+    }
+  }
+  auto work = std::make_shared<deferred_file_work>();
+  work->_trims.push_back({s.offsets->path(), s.offsets->trim_to_entries_later()});
+  work->_trims.push_back({s.times->path(), s.times->trim_to_entries_later()});
+  s.deferred.push_back(work);
+  return work;
+}
+
+status log_segment::collect_deferred() {
+  impl& s = *_impl;
+  status first;
+  std::erase_if(s.deferred, [&](const std::shared_ptr<deferred_file_work>& work) {
+    auto result = work->result_if_done();
+    if (!result) return false;
+    if (!result->ok() && first.ok()) first = *result;
+    return true;
+  });
+  return first;
+}
+
+result<std::unique_ptr<log_segment>> log_segment::create_standby(const fs::path& dir, const log_config& config,
+                                                                  std::function<int64_t()> clock_ms) {
+  auto created = open(dir, 0, config, true, std::move(clock_ms), standby_suffix);
+  if (!created) return created.error();
+  impl& s = *(*created)->_impl;
+  // The first blocks of both indexes, so that the appends after the roll do not open them by name.
+  if (auto r = s.offsets->reserve_next(); !r.ok()) return r;
+  if (auto r = s.times->reserve_next(); !r.ok()) return r;
+  // The descriptor stays open, in no thread's list: the shard adopting the segment takes it into its own.
+  const int fd = ::open(s.log_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return detail::io_error("cannot open segment", s.log_path, errno);
+  s.file = std::shared_ptr<segment_file>(new segment_file(fd, s.log_path));
+  return created;
+}
+
+std::shared_ptr<deferred_file_work> log_segment::adopt_as(const fs::path& dir, int64_t base_offset) {
+  impl& s = *_impl;
+  MALA_ASSERT(s.size == 0 && s.offsets->entries() == 0 && s.times->entries() == 0,
+              "a standby segment adopted with data: {}", s.log_path);
+  s.base_offset = base_offset;
+  s.next_offset = base_offset;
+  s.created_ms = s.now();
+  s.rolling_timestamp = -1;
+  s.max_timestamp = {-1, -1};
+  s.bytes_since_last_index_entry = 0;
+  s.offsets->rebase(base_offset);
+  s.times->rebase(base_offset);
+  s.txns->rebase(base_offset);
+  auto work = std::make_shared<deferred_file_work>();
+  auto step = [&](const std::string& from, std::string_view suffix) {
+    std::string to = segment_file_path(dir, base_offset, suffix).string();
+    work->_renames.push_back({from, to});
+    return to;
+  };
+  s.log_path = step(s.log_path, log_suffix);
+  if (s.file) s.file->_path = s.log_path;  // nobody else holds the handle of a segment without data
+  s.offsets->set_path(step(s.offsets->path(), offset_index_suffix));
+  s.times->set_path(step(s.times->path(), time_index_suffix));
+  s.txns->set_path(step(s.txns->path(), txn_index_suffix));
+  s.deferred.push_back(work);
+  return work;
+}
+
+void deferred_file_work::run() {
+  std::lock_guard lock(_mutex);
+  if (!_done) run_locked();
+}
+
+std::optional<status> deferred_file_work::result_if_done() {
+  std::unique_lock lock(_mutex, std::try_to_lock);
+  if (!lock.owns_lock() || !_done) return std::nullopt;
+  return _result;
+}
+
+void deferred_file_work::run_locked() {
+  _done = true;
+  for (const auto& r : _renames) {
+    if (::rename(r.from.c_str(), r.to.c_str()) != 0) {
+      _result = detail::io_error("cannot rename", r.from, errno);
+      return;
+    }
+  }
+  for (const auto& t : _trims) {
+    const int fd = ::open(t.path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // the segment went meanwhile (deleted, replaced by a clean)
+      _result = detail::io_error("cannot open index", t.path, errno);
+      return;
+    }
+    const int cut = detail::truncate_file(fd, t.length, t.path);
+    const int err = errno;
+    ::close(fd);
+    if (cut != 0) {
+      _result = detail::io_error("cannot trim index", t.path, err);
+      return;
+    }
+  }
 }
 
 bool log_segment::should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_batch_last_offset,
@@ -783,8 +928,17 @@ bool log_segment::should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_
   return relative < 0 || relative > max_relative_offset;
 }
 
+bool log_segment::past_half_of_size_bounds() const {
+  const impl& s = *_impl;
+  if (s.size >= int64_t{s.config.segment_bytes} / 2) return true;
+  if (s.offsets->entries() >= s.offsets->max_entries() / 2 || s.times->entries() >= s.times->max_entries() / 2)
+    return true;
+  return s.next_offset - s.base_offset >= max_relative_offset / 2;
+}
+
 status log_segment::flush() {
   impl& s = *_impl;
+  if (auto r = s.settle(); !r.ok()) return r;
   if (auto r = s.open_file()->sync(); !r.ok()) return r;
   if (auto r = s.offsets->flush(); !r.ok()) return r;
   if (auto r = s.txns->flush(); !r.ok()) return r;
@@ -797,6 +951,7 @@ status log_segment::rename_for_deletion() {
 
 status log_segment::change_suffix(std::string_view from, std::string_view to) {
   impl& s = *_impl;
+  if (auto r = s.settle(); !r.ok()) return r;
   auto renamed = [&](const std::string& path) -> std::string {
     std::string_view p = path;
     if (!from.empty() && p.ends_with(from)) p.remove_suffix(from.size());
@@ -834,6 +989,7 @@ status log_segment::release_descriptor() {
 
 status log_segment::delete_files() {
   impl& s = *_impl;
+  (void)s.settle();  // the files go under the names they have now, whatever the deferred work did
   s.closed = true;
   status first_error = unlink_if_exists(s.log_path);
   for (auto r :
@@ -845,6 +1001,7 @@ status log_segment::delete_files() {
 
 status log_segment::close() {
   impl& s = *_impl;
+  if (auto r = s.settle(); !r.ok()) return r;
   if (s.closed) return status::success();
   s.closed = true;
   return s.trim_indexes_with_final_entry();

@@ -103,6 +103,10 @@ status offset_index::append(int64_t offset, int64_t position) {
   return status::success();
 }
 
+bool offset_index::next_entry_reserved() const {
+  return _impl->file.reserved_for(_impl->file.entries() + 1);
+}
+
 status offset_index::reserve_next() {
   return _impl->file.reserve(_impl->file.entries() + 1);
 }
@@ -184,6 +188,17 @@ const std::string& offset_index::path() const {
 }
 status offset_index::rename_to(const std::filesystem::path& path) {
   return _impl->file.rename_to(path);
+}
+int64_t offset_index::trim_to_entries_later() {
+  return _impl->file.trim_later();
+}
+void offset_index::set_path(std::string path) {
+  _impl->file.set_path(std::move(path));
+}
+void offset_index::rebase(int64_t base_offset) {
+  MALA_ASSERT(_impl->file.entries() == 0, "rebase of index {} with entries", path());
+  _impl->base_offset = base_offset;
+  _impl->refresh_last();
 }
 
 status offset_index::close_and_delete() {

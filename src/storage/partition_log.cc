@@ -106,6 +106,51 @@ int64_t partition_log_parts::largest_timestamp(const log_segment& segment) {
 // ---------------------------------------------------------------------------------------------------------------
 // Opening and recovery (Kafka's LogLoader, without producer state and compaction swaps).
 
+// The standby segment a crash left (partition_log_impl.h): unused, its files go; adopted by a roll whose
+// renames had not run, its .log holds the head of the log from its first batch's base offset on, and takes
+// that name (its indexes are rebuilt by the load, which finds them missing).
+status partition_log::impl::recover_standby() {
+  auto standby_path = [&](std::string_view suffix) {
+    return segment_file_path(dir, 0, suffix).string() + std::string(standby_suffix);
+  };
+  const std::string log_file = standby_path(log_suffix);
+  std::error_code ec;
+  if (fs::exists(log_file, ec)) {
+    std::optional<int64_t> base;
+    const int fd = ::open(log_file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      uint8_t header[protocol::batch_layout::header_size];
+      if (::pread(fd, header, sizeof header, 0) == static_cast<ssize_t>(sizeof header)) {
+        if (auto parsed = protocol::parse_batch_header(std::span<const uint8_t>(header, sizeof header)))
+          base = parsed->base_offset;
+      }
+      ::close(fd);
+    }
+    if (base && *base >= 0) {
+      const auto target = segment_file_path(dir, *base, log_suffix);
+      if (fs::exists(target, ec)) {
+        return storage_error(tp, "a standby segment holds data from offset " + std::to_string(*base) +
+                                     " and " + target.string() + " exists too");
+      }
+      subsystem_logger("storage")->warn("{}: the standby segment holds data from offset {}: renamed to {}",
+                                        describe(tp), *base, target.string());
+      if (::rename(log_file.c_str(), target.c_str()) != 0)
+        return storage_error(tp, "cannot rename " + log_file + ": " + std::strerror(errno));
+      const std::string txns = standby_path(txn_index_suffix);
+      if (fs::exists(txns, ec)) {
+        const auto txn_target = segment_file_path(dir, *base, txn_index_suffix);
+        if (::rename(txns.c_str(), txn_target.c_str()) != 0)
+          return storage_error(tp, "cannot rename " + txns + ": " + std::strerror(errno));
+      }
+    }
+  }
+  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix, txn_index_suffix}) {
+    std::error_code rm;
+    fs::remove(standby_path(suffix), rm);
+  }
+  return status::success();
+}
+
 status partition_log::impl::load(const log_open_options& options) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -124,6 +169,8 @@ status partition_log::impl::load(const log_open_options& options) {
       return storage_error(tp, st.message);
     }
   }
+
+  if (auto st = recover_standby(); !st.ok()) return st;
 
   // First pass: files a crash left behind. Segments renamed for deletion and half-written checkpoint temp
   // files go; a clean interrupted by the crash is rolled back or completed (cleaning_recovery.h). Index
@@ -353,6 +400,7 @@ result<std::unique_ptr<partition_log>> partition_log::open(const std::filesystem
   m.tp = std::move(tp);
   m.config = config;
   m.clock = options.clock_ms ? options.clock_ms : std::function<int64_t()>(system_clock_ms);
+  m.worker = options.worker;
   if (auto st = m.load(options); !st.ok()) return st;
   if (m.report.scanned || m.report.indexes_rebuilt > 0) {
     subsystem_logger("storage")->info(
@@ -432,6 +480,9 @@ int64_t partition_log::size_bytes() const {
 }
 size_t partition_log::segment_count() const {
   return _impl->segments.size();
+}
+int64_t partition_log::standby_rolls() const {
+  return _impl->standbys_adopted;
 }
 leader_epoch_cache& partition_log::epochs() {
   return _impl->epochs;
@@ -643,6 +694,7 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   out.first_offset = first_offset;
   out.last_offset = last_offset;
   if (as_leader && config.log_append_time) out.log_append_time = now;
+  ask_for_standby_if_near();
   return out;
 }
 
@@ -840,7 +892,14 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::impl::hand_out_u
   if (m.log_end_offset > flushed) {
     auto it = m.floor_segment(flushed);
     if (it == m.segments.end()) it = m.segments.begin();
-    for (; it != m.segments.end(); ++it) files.push_back(it->second->file());
+    for (; it != m.segments.end(); ++it) {
+      // The renames and trims the worker did for these segments: a failed one takes the log offline.
+      if (auto st = it->second->collect_deferred(); !st.ok()) {
+        (void)m.fail(storage_error(m.tp, st.message));
+        return {};
+      }
+      files.push_back(it->second->file());
+    }
   }
   for (auto& path : m.files_to_sync) files.push_back(segment_file::by_path(std::move(path)));
   m.files_to_sync.clear();
@@ -946,6 +1005,7 @@ status partition_log::close(file_sync sync) {
   auto& m = *_impl;
   if (m.closed) return m.failure;
   m.closed = true;
+  m.discard_standby();
   // An offline log touches no file again: only its descriptors and mappings go, with the segments.
   if (m.offline()) return m.failure;
   // The log manager closes logs while it iterates them (shutdown, a dir going offline): a failure here is
@@ -964,6 +1024,7 @@ status partition_log::close(file_sync sync) {
 
 status partition_log::delete_all() {
   auto& m = *_impl;
+  m.discard_standby();
   m.pending_deletes.clear();
   m.segments.clear();
   m.closed = true;

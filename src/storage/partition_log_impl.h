@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -97,11 +98,81 @@ struct partition_log::impl {
   std::vector<pending_delete> pending_deletes;
   bool closed = false;
   std::function<std::optional<std::filesystem::path>(int64_t)> roll_listener;
+
+  // The file worker (log_open_options::worker) and the standby segment the next roll adopts: asked of the
+  // worker once the active segment is past half of a size bound, so that a roll creates no file on the
+  // shard. A roll that finds none ready creates its segment in place.
+  std::shared_ptr<file_worker> worker;
+  struct standby_slot {
+    std::mutex mutex;  // held by the worker while it creates the segment
+    bool ready = false;
+    bool discarded = false;
+    std::unique_ptr<log_segment> segment;
+    status error;
+  };
+  std::shared_ptr<standby_slot> standby;  // asked for and not adopted or discarded yet
+  int64_t standbys_adopted = 0;           // rolls that created no file on the shard (tests)
+
+  void ask_for_standby_if_near() {
+    if (!worker || standby || offline() || closed) return;
+    if (!active().past_half_of_size_bounds()) return;
+    if (!worker->take_standby_place()) return;
+    standby = std::make_shared<standby_slot>();
+    worker->post([slot = standby, dir = dir, config = config, clock = clock] {
+      std::lock_guard lock(slot->mutex);
+      if (slot->discarded) return;
+      auto created = log_segment::create_standby(dir, config, clock);
+      if (created) {
+        // Its name is durable before it takes data: until its rename is, the next start finds the data
+        // under the standby name (load()).
+        if (auto st = detail::fsync_dir(dir); st.ok()) {
+          slot->segment = std::move(*created);
+        } else {
+          slot->error = st;
+          (void)(*created)->delete_files();
+        }
+      } else {
+        slot->error = created.error();
+      }
+      slot->ready = true;
+    });
+  }
+
+  // The standby if the worker made it (never waits for it), else nullptr.
+  std::unique_ptr<log_segment> take_standby() {
+    if (!standby) return nullptr;
+    std::unique_lock lock(standby->mutex, std::try_to_lock);
+    if (!lock.owns_lock() || !standby->ready) return nullptr;
+    auto segment = std::move(standby->segment);
+    if (!standby->error.ok()) {
+      subsystem_logger("storage")->warn("{}: cannot prepare the next segment off the shard ({}); rolling in place",
+                                        describe(tp), standby->error.message);
+    }
+    lock.unlock();
+    standby.reset();
+    worker->return_standby_place();
+    return segment;
+  }
+
+  // A standby nobody will adopt (the log closes or goes): its files go.
+  void discard_standby() {
+    if (!standby) return;
+    {
+      std::lock_guard lock(standby->mutex);  // a creation under way ends first
+      standby->discarded = true;
+      if (standby->segment) (void)standby->segment->delete_files();
+      standby->segment.reset();
+    }
+    standby.reset();
+    worker->return_standby_place();
+  }
   // The I/O error that took the log offline (Kafka's LogDirFailureChannel); success while it serves. Sticky:
   // after a failed write or sync nobody knows what the files hold, so nothing is appended, read or flushed
   // again in this process, and the next start recovers the files (the dir gets no clean-shutdown marker).
   status failure;
   std::function<void(const status&)> failure_listener;
+
+  status recover_standby();
 
   log_segment& active() { return *segments.rbegin()->second; }
   const log_segment& active() const { return *segments.rbegin()->second; }
@@ -139,10 +210,32 @@ struct partition_log::impl {
 
   // Kafka's roll(): the active segment stops taking appends (its indexes are trimmed) and a new one starts at
   // the log end offset. No fsync here (this runs on the partition's shard): the directory is synced by the
-  // next flush, before the recovery point passes the new segment.
+  // next flush, before the recovery point passes the new segment. With a file worker no file is created,
+  // renamed or cut here either: the new segment is the standby the worker made, the worker renames it and
+  // trims the old segment's indexes (both segments do that work themselves first if they need a file by
+  // name before the worker got to it).
   status roll(int64_t base_offset) {
     auto& old = active();
-    if (auto st = old.on_roll(); !st.ok()) return storage_error(tp, "cannot roll segment: " + st.message);
+    if (worker) {
+      status error;
+      auto trim = old.on_roll_deferred(error);
+      if (!error.ok()) return storage_error(tp, "cannot roll segment: " + error.message);
+      worker->post([trim] { trim->run(); });
+    } else if (auto st = old.on_roll(); !st.ok()) {
+      return storage_error(tp, "cannot roll segment: " + st.message);
+    }
+    if (auto next = take_standby()) {
+      next->update_config(config);
+      auto renames = next->adopt_as(dir, base_offset);
+      worker->post([renames] { renames->run(); });
+      segments.emplace(base_offset, std::move(next));
+      ++standbys_adopted;
+      new_jitter();
+      dir_sync_pending = true;
+      subsystem_logger("storage")->debug("{}: rolled to the standby segment at offset {}", describe(tp),
+                                         base_offset);
+      return status::success();
+    }
     auto segment = create_segment(base_offset);
     if (!segment) return segment.error();
     segments.emplace(base_offset, std::move(*segment));

@@ -98,6 +98,10 @@ status time_index::maybe_append(int64_t timestamp, int64_t offset, bool skip_ful
   return status::success();
 }
 
+bool time_index::next_entry_reserved() const {
+  return _impl->file.reserved_for(_impl->file.entries() + 1);
+}
+
 status time_index::reserve_next() {
   return _impl->file.reserve(_impl->file.entries() + 1);
 }
@@ -178,6 +182,16 @@ const std::string& time_index::path() const {
 }
 status time_index::rename_to(const std::filesystem::path& path) {
   return _impl->file.rename_to(path);
+}
+int64_t time_index::trim_to_entries_later() {
+  return _impl->file.trim_later();
+}
+void time_index::set_path(std::string path) {
+  _impl->file.set_path(std::move(path));
+}
+void time_index::rebase(int64_t base_offset) {
+  MALA_ASSERT(_impl->file.entries() == 0, "rebase of index {} with entries", path());
+  _impl->base_offset = base_offset;
 }
 status time_index::close_and_delete() {
   return _impl->file.close_and_delete();

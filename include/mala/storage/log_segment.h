@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -77,6 +78,39 @@ struct segment_recovery {
   std::vector<epoch_entry> epoch_starts;
 };
 
+// File work a segment leaves to a background thread (file_worker.h) instead of doing it on the shard that owns
+// it: the renames of a standby segment to its base offset, a rolled segment's index trims. run() does what is
+// left, once, on the first thread that calls it: the background thread, or the segment itself when it needs
+// its files by name before that thread got there (it settles its deferred work first). A failure is kept for
+// the segment's owner, which takes the log offline.
+class deferred_file_work {
+ public:
+  void run();
+  // The result once run() finished, without waiting; nullopt while it has not run or is running.
+  std::optional<status> result_if_done();
+
+ private:
+  friend class log_segment;
+  struct rename_step {
+    std::string from;
+    std::string to;
+  };
+  struct trim_step {
+    std::string path;
+    int64_t length = 0;
+  };
+  void run_locked();
+  std::mutex _mutex;
+  bool _done = false;
+  status _result;
+  std::vector<rename_step> _renames;
+  std::vector<trim_step> _trims;
+};
+
+// The name a standby segment's files have until its roll names them after their base offset:
+// 00000000000000000000.log.standby and its indexes. Kafka's log loader ignores files so named.
+inline constexpr std::string_view standby_suffix = ".standby";
+
 class log_segment {
  public:
   // Opens an existing segment (its .log must exist) or, with create = true, makes empty ones (replacing files
@@ -89,6 +123,22 @@ class log_segment {
                                                    const log_config& config, bool create,
                                                    std::function<int64_t()> clock_ms = {},
                                                    std::string_view name_suffix = {});
+  // Creates an empty standby segment in `dir` (standby_suffix), off the shard: its files, its indexes
+  // preallocated with their first blocks reserved, its .log descriptor open and in no thread's list of open
+  // files, so that the shard that adopts it at a roll touches no file before appends write to it.
+  static result<std::unique_ptr<log_segment>> create_standby(const std::filesystem::path& dir,
+                                                             const log_config& config,
+                                                             std::function<int64_t()> clock_ms = {});
+  // The standby becomes the segment at base_offset (it must be empty): its offsets count from there and its
+  // names are the final ones at once; the renames are returned to be run off the shard (until then the
+  // segment runs them itself before any use of a file by name).
+  std::shared_ptr<deferred_file_work> adopt_as(const std::filesystem::path& dir, int64_t base_offset);
+  // on_roll() with the index files cut later: the final time index entry is added and the indexes take
+  // their entries' length now; the returned work cuts the files (nullptr if the entry could not be added:
+  // the error is returned through `error`).
+  std::shared_ptr<deferred_file_work> on_roll_deferred(status& error);
+  // The first error of deferred work that finished, dropping what finished; never waits.
+  status collect_deferred();
   // Releases the descriptor and mappings without trimming (close() trims).
   ~log_segment();
 
@@ -162,6 +212,10 @@ class log_segment {
   // to created_ms(), and with only the first it uses now_ms.
   bool should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_batch_last_offset,
                    int64_t rolling_jitter_ms, int64_t batch_max_timestamp = -1) const;
+  // Whether the segment is past half of a roll bound of size (segment.bytes, either index, the relative
+  // offset range): when its log prepares the standby segment it will roll to. Not segment.ms: a log idle
+  // past its roll time would hold a standby until its next append.
+  bool past_half_of_size_bounds() const;
   status flush();
   // Renames every file to <name>.deleted (asynchronous deletion); the handles stay valid (file() then returns
   // a new handle with the new path; earlier handles keep theirs).

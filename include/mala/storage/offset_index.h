@@ -41,6 +41,7 @@ class offset_index {
   // disk would raise SIGBUS). KAFKA_STORAGE_ERROR when the disk is full: log_segment calls it before writing
   // a batch, so that a failed append leaves nothing behind.
   status reserve_next();
+  bool next_entry_reserved() const;  // reserve_next() would not touch the file
   bool is_full() const;
   int32_t entries() const;
   int32_t max_entries() const;  // slots in the current file length
@@ -62,6 +63,14 @@ class offset_index {
   int64_t base_offset() const;
   const std::string& path() const;
   status rename_to(const std::filesystem::path& path);
+  // trim_to_entries() without touching the file: returns the length the file is to be cut to later, off the
+  // shard (the mapping keeps its size until then).
+  int64_t trim_to_entries_later();
+  // The name the file has, or will have once a deferred rename ran (log_segment's deferred file work).
+  void set_path(std::string path);
+  // An index without entries (a standby segment, created before its base offset was known) takes its base
+  // offset.
+  void rebase(int64_t base_offset);
   status close_and_delete();
 
  private:

@@ -19,6 +19,7 @@
 
 #include "mala/common/result.h"
 #include "mala/common/uuid.h"
+#include "mala/storage/file_worker.h"
 #include "mala/storage/leader_epoch_cache.h"
 #include "mala/storage/log_cleaner.h"
 #include "mala/storage/log_config.h"
@@ -34,6 +35,9 @@ struct log_open_options {
   bool clean_shutdown = false;        // the log dir had the clean shutdown marker: skip the recovery scan
   std::optional<uuid> topic_id;       // written to / checked against partition.metadata
   std::function<int64_t()> clock_ms;  // wall clock for segment.ms and LogAppendTime (tests inject one)
+  // Where the log's file work off the shard runs (the log manager's): the standby segment a roll adopts, its
+  // renames, a rolled segment's index trims. Without one, a roll creates and trims files in place.
+  std::shared_ptr<file_worker> worker;
 };
 
 // What one append did.
@@ -126,6 +130,8 @@ class partition_log {
   int64_t recovery_point() const;
   int64_t size_bytes() const;
   size_t segment_count() const;
+  // Rolls that adopted the standby segment the file worker made, creating no file on the shard.
+  int64_t standby_rolls() const;
   leader_epoch_cache& epochs();
 
   // Leader append: `records` holds one or more v2 batches as a producer sent them (validated here: framing,

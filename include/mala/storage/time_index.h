@@ -35,6 +35,7 @@ class time_index {
   status maybe_append(int64_t timestamp, int64_t offset, bool skip_full_check = false);
   // As offset_index::reserve_next.
   status reserve_next();
+  bool next_entry_reserved() const;  // reserve_next() would not touch the file
   // Kafka's TimeIndex.isFull: one slot short of the file, keeping the last one for the roll entry.
   bool is_full() const;
   int32_t entries() const;
@@ -54,6 +55,14 @@ class time_index {
   int64_t base_offset() const;
   const std::string& path() const;
   status rename_to(const std::filesystem::path& path);
+  // trim_to_entries() without touching the file: returns the length the file is to be cut to later, off the
+  // shard (the mapping keeps its size until then).
+  int64_t trim_to_entries_later();
+  // The name the file has, or will have once a deferred rename ran (log_segment's deferred file work).
+  void set_path(std::string path);
+  // An index without entries (a standby segment, created before its base offset was known) takes its base
+  // offset.
+  void rebase(int64_t base_offset);
   status close_and_delete();
 
  private:

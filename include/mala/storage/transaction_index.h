@@ -46,6 +46,8 @@ class transaction_index {
   const std::string& path() const { return _path; }
   // The files were renamed (deletion, cleaner swap).
   void set_path(std::string path) { _path = std::move(path); }
+  // A standby segment's empty index takes the base offset the segment got at its roll.
+  void rebase(int64_t base_offset) { _base_offset = base_offset; }
 
   // Appends one entry (lastOffset must be at or above the segment's base offset, else CORRUPT_MESSAGE); one
   // not above the last entry's lastOffset is skipped (already indexed).

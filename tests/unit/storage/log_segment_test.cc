@@ -704,3 +704,83 @@ TEST_F(log_segment_test, flush_syncs_without_error) {
 
 }  // namespace
 }  // namespace mala::storage
+
+namespace mala::storage {
+namespace {
+
+// A standby segment (made off the shard before its base offset is known) adopted at a roll: its renames are
+// left to the file worker, and the segment runs them itself once it needs a file by name first.
+TEST_F(log_segment_test, an_adopted_standby_runs_its_deferred_renames_when_it_needs_its_files) {
+  auto created = log_segment::create_standby(_dir, _config, [this] { return _now; });
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  auto segment = std::move(*created);
+  const std::string standby_log = file(log_suffix, 0).string() + std::string(standby_suffix);
+  EXPECT_TRUE(fs::exists(standby_log));
+  EXPECT_TRUE(fs::exists(file(txn_index_suffix, 0).string() + std::string(standby_suffix)));
+
+  auto renames = segment->adopt_as(_dir, 1000);
+  EXPECT_EQ(segment->base_offset(), 1000);
+  // Not run yet: the files keep the standby names while appends go to the open descriptor.
+  auto batches = fill(*segment, 30);
+  EXPECT_TRUE(fs::exists(standby_log));
+  EXPECT_FALSE(fs::exists(file(log_suffix)));
+
+  // A flush syncs the files by name: the renames run first, here.
+  ASSERT_TRUE(segment->flush().ok());
+  for (auto suffix : {log_suffix, offset_index_suffix, time_index_suffix, txn_index_suffix}) {
+    EXPECT_TRUE(fs::exists(file(suffix))) << suffix;
+    EXPECT_FALSE(fs::exists(file(suffix, 0).string() + std::string(standby_suffix))) << suffix;
+  }
+  EXPECT_GT(segment->offsets().entries(), 0);
+  renames->run();  // the worker's turn comes after: nothing left to do
+  ASSERT_TRUE(renames->result_if_done().has_value());
+  EXPECT_TRUE(renames->result_if_done()->ok());
+
+  // The offsets count from the adopted base: a reopened segment finds every batch.
+  ASSERT_TRUE(segment->close().ok());
+  segment.reset();
+  auto reopened = open(false);
+  ASSERT_TRUE(reopened);
+  EXPECT_TRUE(reopened->check_indexes().ok());
+  EXPECT_EQ(reopened->next_offset(), batches.back().info.last_offset + 1);
+  for (const auto& b : batches) {
+    auto found = reopened->find_batch(b.info.base_offset);
+    ASSERT_TRUE(found);
+    EXPECT_EQ(found->position, b.position);
+  }
+}
+
+// A rolled segment's index trims run on the file worker; a truncation that makes it active again before the
+// worker got there runs them first, so the regrown index is not cut afterwards.
+TEST_F(log_segment_test, deferred_index_trims_run_before_the_index_grows_again) {
+  auto segment = open(true);
+  auto batches = fill(*segment, 40);
+  status error;
+  auto trims = segment->on_roll_deferred(error);
+  ASSERT_TRUE(error.ok()) << error.message;
+  ASSERT_TRUE(trims);
+  // Until the trim runs, the file keeps its preallocated length.
+  EXPECT_EQ(fs::file_size(file(offset_index_suffix)), static_cast<uintmax_t>(_config.segment_index_bytes));
+
+  ASSERT_TRUE(segment->truncate_to(batches[20].info.base_offset).ok());
+  ASSERT_TRUE(segment->offsets().resize(_config.segment_index_bytes).ok());
+  ASSERT_TRUE(segment->times().resize(_config.segment_index_bytes).ok());
+  trims->run();  // already run by the segment: the regrown files stay
+  EXPECT_EQ(fs::file_size(file(offset_index_suffix)), static_cast<uintmax_t>(_config.segment_index_bytes));
+  auto more = fill(*segment, 20, 7);
+  EXPECT_TRUE(segment->check_indexes().ok());
+  ASSERT_TRUE(segment->find_batch(more.back().info.base_offset));
+
+  // Trimmed by the worker when nothing needs the file first.
+  auto trims_again = segment->on_roll_deferred(error);
+  ASSERT_TRUE(error.ok());
+  trims_again->run();
+  EXPECT_LT(fs::file_size(file(offset_index_suffix)), static_cast<uintmax_t>(_config.segment_index_bytes));
+  EXPECT_EQ(fs::file_size(file(offset_index_suffix)),
+            static_cast<uintmax_t>(segment->offsets().entries()) * offset_index_entry_size);
+  EXPECT_TRUE(segment->collect_deferred().ok());
+  EXPECT_TRUE(segment->close().ok());
+}
+
+}  // namespace
+}  // namespace mala::storage

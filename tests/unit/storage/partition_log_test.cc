@@ -7,6 +7,7 @@
 #include <iterator>
 #include <random>
 #include <set>
+#include <thread>
 #include <string>
 
 #include "mala/protocol/record_batch.h"
@@ -1042,6 +1043,104 @@ TEST_F(partition_log_test, an_interrupted_clean_is_completed_or_rolled_back_at_o
     for (int64_t offset = 0; offset < 16; ++offset)
       EXPECT_EQ(batches_of(read_ok(*log, offset, 1)).size(), 1u);
   }
+}
+
+}  // namespace
+}  // namespace mala::storage
+
+namespace mala::storage {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Rolls without file work on the shard: the standby segment.
+
+bool wait_until_idle(const file_worker& worker) {
+  for (int i = 0; i < 1000 && worker.pending() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return worker.pending() == 0;
+}
+
+TEST_F(partition_log_test, a_roll_adopts_the_standby_segment_the_file_worker_made) {
+  auto worker = std::make_shared<file_worker>();
+  const auto batch_size = static_cast<int32_t>(make_batch(1).size());
+  _config.segment_bytes = batch_size * 4;
+  auto o = options();
+  o.worker = worker;
+  auto log = open(o);
+  append(*log, make_batch(1));
+  EXPECT_TRUE(files_with_suffix(".standby").empty());  // not past half of segment.bytes yet
+  append(*log, make_batch(1));
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_EQ(files_with_suffix(".standby"),
+            (std::set<std::string>{"00000000000000000000.log.standby", "00000000000000000000.index.standby",
+                                   "00000000000000000000.timeindex.standby",
+                                   "00000000000000000000.txnindex.standby"}));
+  for (int i = 0; i < 3; ++i) append(*log, make_batch(1));  // the fifth rolls
+  EXPECT_EQ(log->segment_count(), 2u);
+  EXPECT_EQ(log->standby_rolls(), 1);
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_TRUE(files_with_suffix(".standby").empty());
+  for (auto name : {"00000000000000000004.log", "00000000000000000004.index", "00000000000000000004.timeindex",
+                    "00000000000000000004.txnindex"}) {
+    EXPECT_TRUE(fs::exists(_dir / name)) << name;
+  }
+  // The rolled segment's indexes were trimmed to their entries by the worker.
+  EXPECT_EQ(fs::file_size(_dir / "00000000000000000000.index") % 8, 0u);
+  EXPECT_LT(fs::file_size(_dir / "00000000000000000000.index"),
+            static_cast<uintmax_t>(_config.segment_index_bytes));
+  EXPECT_EQ(read_all(*log).size(), 5u);
+
+  // Several rolls in a row, then a clean restart: every batch is where it was.
+  for (int i = 0; i < 20; ++i) {
+    append(*log, make_batch(1));
+    ASSERT_TRUE(wait_until_idle(*worker));
+  }
+  EXPECT_GE(log->standby_rolls(), 5);
+  EXPECT_EQ(read_all(*log).size(), 25u);
+  ASSERT_TRUE(log->close().ok());
+  EXPECT_TRUE(files_with_suffix(".standby").empty());  // a standby nobody adopted goes at close
+  log.reset();
+  auto reopened = open(o);
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(reopened->log_end_offset(), 25);
+  EXPECT_EQ(read_all(*reopened).size(), 25u);
+}
+
+TEST_F(partition_log_test, a_standby_holding_data_after_a_crash_becomes_its_segment) {
+  const auto batch_size = static_cast<int32_t>(make_batch(1).size());
+  _config.segment_bytes = batch_size * 2;
+  {
+    auto log = open();
+    for (int i = 0; i < 3; ++i) append(*log, make_batch(1));
+    ASSERT_EQ(log->segment_count(), 2u);
+    ASSERT_TRUE(log->close().ok());
+  }
+  // The crash came after a roll adopted the standby and appended to it, before the worker renamed it.
+  fs::rename(_dir / "00000000000000000002.log", _dir / "00000000000000000000.log.standby");
+  fs::rename(_dir / "00000000000000000002.txnindex", _dir / "00000000000000000000.txnindex.standby");
+  fs::rename(_dir / "00000000000000000002.index", _dir / "00000000000000000000.index.standby");
+  fs::remove(_dir / "00000000000000000002.timeindex");
+  auto log = open(options(false, 3));
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(files_with_suffix(".standby").empty());
+  EXPECT_TRUE(fs::exists(_dir / "00000000000000000002.log"));
+  EXPECT_EQ(log->log_end_offset(), 3);
+  EXPECT_EQ(read_all(*log).size(), 3u);
+}
+
+TEST_F(partition_log_test, an_unused_standby_left_by_a_crash_is_removed) {
+  {
+    auto log = open();
+    append(*log, make_batch(1));
+    ASSERT_TRUE(log->close().ok());
+  }
+  for (auto name : {"00000000000000000000.log.standby", "00000000000000000000.index.standby",
+                    "00000000000000000000.timeindex.standby"}) {
+    std::ofstream(_dir / name).flush();
+  }
+  auto log = open(options(false, 0));
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(files_with_suffix(".standby").empty());
+  EXPECT_EQ(log->log_end_offset(), 1);
 }
 
 }  // namespace
