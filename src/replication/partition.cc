@@ -56,6 +56,8 @@ partition::partition(storage::partition_log* log, uuid topic_id, partition_optio
       _load_status = status::error(error_code::kafka_storage_error,
                                    describe(topic_partition()) + ": producer state: " + st.message);
     } else {
+      // Loaded in place; from now on its snapshot files are written and deleted off the shard.
+      loaded->set_file_worker(_log->worker());
       _producers = std::move(loaded);
     }
   }

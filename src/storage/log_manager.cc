@@ -616,6 +616,10 @@ log_manager::~log_manager() {
   if (_impl) _impl->deleter.stop();
 }
 
+const std::shared_ptr<file_worker>& log_manager::worker() const {
+  return _impl->worker;
+}
+
 partition_log* log_manager::get(const topic_partition& tp) const {
   std::lock_guard guard(_impl->mutex);
   auto it = _impl->logs.find(tp);

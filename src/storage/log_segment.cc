@@ -846,6 +846,32 @@ result<std::unique_ptr<log_segment>> log_segment::create_standby(const fs::path&
   return created;
 }
 
+std::shared_ptr<deferred_file_work> log_segment::rename_for_deletion_later() {
+  impl& s = *_impl;
+  auto work = std::make_shared<deferred_file_work>();
+  // Files already gone (the log's directory was removed meanwhile) need no rename.
+  auto step = [&](const std::string& from) {
+    std::string to = from + std::string(deleted_suffix);
+    work->_renames.push_back({from, to, true});
+    return to;
+  };
+  s.log_path = step(s.log_path);
+  s.offsets->set_path(step(s.offsets->path()));
+  s.times->set_path(step(s.times->path()));
+  s.txns->set_path(step(s.txns->path()));
+  s.deferred.push_back(work);
+  return work;
+}
+
+std::shared_ptr<deferred_file_work> log_segment::delete_files_later() {
+  impl& s = *_impl;
+  s.closed = true;
+  auto work = std::make_shared<deferred_file_work>();
+  work->_unlinks = {s.log_path, s.offsets->path(), s.times->path(), s.txns->path()};
+  s.deferred.push_back(work);
+  return work;
+}
+
 std::shared_ptr<deferred_file_work> log_segment::adopt_as(const fs::path& dir, int64_t base_offset) {
   impl& s = *_impl;
   MALA_ASSERT(s.size == 0 && s.offsets->entries() == 0 && s.times->entries() == 0,
@@ -889,9 +915,14 @@ void deferred_file_work::run_locked() {
   _done = true;
   for (const auto& r : _renames) {
     if (::rename(r.from.c_str(), r.to.c_str()) != 0) {
+      if (errno == ENOENT && r.may_be_missing) continue;
       _result = detail::io_error("cannot rename", r.from, errno);
       return;
     }
+  }
+  for (const auto& path : _unlinks) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT && _result.ok())
+      _result = detail::io_error("cannot delete", path, errno);
   }
   for (const auto& t : _trims) {
     const int fd = ::open(t.path.c_str(), O_RDWR | O_CLOEXEC);

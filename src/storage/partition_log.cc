@@ -481,6 +481,9 @@ int64_t partition_log::size_bytes() const {
 size_t partition_log::segment_count() const {
   return _impl->segments.size();
 }
+const std::shared_ptr<file_worker>& partition_log::worker() const {
+  return _impl->worker;
+}
 int64_t partition_log::standby_rolls() const {
   return _impl->standbys_adopted;
 }

@@ -174,6 +174,15 @@ struct partition_log::impl {
 
   status recover_standby();
 
+  // Posts deferred work of a segment that left the log: a failure is only logged (nothing reads the files).
+  void post_logging_failure(std::shared_ptr<deferred_file_work> work, const char* what) {
+    worker->post([work = std::move(work), what, name = describe(tp)] {
+      work->run();
+      if (auto result = work->result_if_done(); result && !result->ok())
+        subsystem_logger("storage")->error("{}: cannot {}: {}", name, what, result->message);
+    });
+  }
+
   log_segment& active() { return *segments.rbegin()->second; }
   const log_segment& active() const { return *segments.rbegin()->second; }
 
@@ -247,7 +256,15 @@ struct partition_log::impl {
 
   // Unlinks a segment from the log and renames its files to .deleted; the files go after file.delete.delay.ms
   // (readers holding a file_slice keep their descriptor meanwhile).
-  status schedule_delete(std::unique_ptr<log_segment> segment, int64_t now_ms) {
+  // `later` (retention: the segments below the log start offset) leaves the renames to the file worker; a
+  // crash before they ran leaves segments under the log start offset, which the next retention pass removes.
+  // A truncation's segments (above the new log end) are renamed here: after a crash they must not come back.
+  status schedule_delete(std::unique_ptr<log_segment> segment, int64_t now_ms, bool later = false) {
+    if (later && worker) {
+      post_logging_failure(segment->rename_for_deletion_later(), "rename segment files for deletion");
+      pending_deletes.push_back({now_ms + config.file_delete_delay_ms, std::move(segment)});
+      return status::success();
+    }
     auto st = segment->rename_for_deletion();
     pending_deletes.push_back({now_ms + config.file_delete_delay_ms, std::move(segment)});
     if (!st.ok()) return storage_error(tp, "cannot rename segment for deletion: " + st.message);
@@ -280,7 +297,7 @@ struct partition_log::impl {
     status first_error;
     for (auto base : bases) {
       auto node = segments.extract(base);
-      auto st = schedule_delete(std::move(node.mapped()), now_ms);
+      auto st = schedule_delete(std::move(node.mapped()), now_ms, /*later=*/true);
       if (!st.ok() && first_error.ok()) first_error = st;
     }
     subsystem_logger("storage")->info("{}: deleted {} segment(s) ({}), log start offset now {}", describe(tp),

@@ -233,6 +233,10 @@ void partition_log::delete_expired_files(int64_t now_ms) {
   auto& m = *_impl;
   std::erase_if(m.pending_deletes, [&](impl::pending_delete& p) {
     if (p.due_ms > now_ms) return false;
+    if (m.worker) {
+      m.post_logging_failure(p.segment->delete_files_later(), "delete segment files");
+      return true;
+    }
     if (auto st = p.segment->delete_files(); !st.ok()) {
       subsystem_logger("storage")->warn("{}: cannot delete segment files: {}", describe(m.tp), st.message);
     }

@@ -526,7 +526,9 @@ status producer_state_manager::reload(int64_t log_start_offset, int64_t log_end_
     auto contents = detail::read_file_if_exists(path);
     if (!contents) return contents.error();
     if (!*contents) {
-      _snapshots.erase(offset);
+      // Gone, or not written yet by the file worker: deleted after that write, so that no file the state
+      // does not list is left to a later start.
+      delete_snapshot(offset);
       continue;
     }
     const auto& text = **contents;
@@ -602,7 +604,17 @@ result<std::optional<std::filesystem::path>> producer_state_manager::take_snapsh
     return a.producer_id < b.producer_id;
   });
   const auto path = producer_snapshot_path(_dir, offset);
-  if (auto st = write_file_atomically(path, encode_producer_snapshot(entries), sync); !st.ok()) return st;
+  if (_worker && sync == file_sync::later) {
+    _worker->post([path, contents = encode_producer_snapshot(entries)] {
+      std::error_code ec;
+      if (!fs::exists(path.parent_path(), ec)) return;  // the log was removed meanwhile
+      if (auto st = write_file_atomically(path, contents, file_sync::later); !st.ok()) {
+        subsystem_logger("storage")->warn("cannot write producer snapshot {}: {}", path.string(), st.message);
+      }
+    });
+  } else if (auto st = write_file_atomically(path, encode_producer_snapshot(entries), sync); !st.ok()) {
+    return st;
+  }
   _snapshots[offset] = path;
   _last_snapshot_offset = offset;
   while (_snapshots.size() > producer_snapshots_retained) delete_snapshot(_snapshots.begin()->first);
@@ -642,6 +654,17 @@ std::optional<int64_t> producer_state_manager::latest_snapshot_offset() const {
 void producer_state_manager::delete_snapshot(int64_t offset) {
   auto it = _snapshots.find(offset);
   if (it == _snapshots.end()) return;
+  if (_worker) {
+    // After the write of the file, if that is still queued.
+    _worker->post([path = it->second] {
+      std::error_code ec;
+      fs::remove(path, ec);
+      if (ec)
+        subsystem_logger("storage")->warn("cannot delete producer snapshot {}: {}", path.string(), ec.message());
+    });
+    _snapshots.erase(it);
+    return;
+  }
   std::error_code ec;
   fs::remove(it->second, ec);
   if (ec)

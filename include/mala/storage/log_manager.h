@@ -115,6 +115,9 @@ class log_manager {
     int64_t previous_broker_epoch = -1;
   };
   const load_report& loaded() const;
+  // The file worker every log gets (file_worker.h): rolls' standby segments, renames, index trims, removed
+  // segments, producer snapshots. Tests wait for its jobs.
+  const std::shared_ptr<file_worker>& worker() const;
 
  private:
   log_manager() = default;

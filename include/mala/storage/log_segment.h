@@ -94,6 +94,7 @@ class deferred_file_work {
   struct rename_step {
     std::string from;
     std::string to;
+    bool may_be_missing = false;  // a .txnindex Kafka never wrote
   };
   struct trim_step {
     std::string path;
@@ -105,6 +106,7 @@ class deferred_file_work {
   status _result;
   std::vector<rename_step> _renames;
   std::vector<trim_step> _trims;
+  std::vector<std::string> _unlinks;  // a missing file is no error
 };
 
 // The name a standby segment's files have until its roll names them after their base offset:
@@ -137,6 +139,10 @@ class log_segment {
   // their entries' length now; the returned work cuts the files (nullptr if the entry could not be added:
   // the error is returned through `error`).
   std::shared_ptr<deferred_file_work> on_roll_deferred(status& error);
+  // rename_for_deletion() and delete_files() with the renames and unlinks returned to be run off the shard:
+  // for a segment already out of its log (retention). The descriptor and mappings stay valid meanwhile.
+  std::shared_ptr<deferred_file_work> rename_for_deletion_later();
+  std::shared_ptr<deferred_file_work> delete_files_later();
   // The first error of deferred work that finished, dropping what finished; never waits.
   status collect_deferred();
   // Releases the descriptor and mappings without trimming (close() trims).

@@ -130,6 +130,8 @@ class partition_log {
   int64_t recovery_point() const;
   int64_t size_bytes() const;
   size_t segment_count() const;
+  // The file worker given at open (null: file work runs in place).
+  const std::shared_ptr<file_worker>& worker() const;
   // Rolls that adopted the standby segment the file worker made, creating no file on the shard.
   int64_t standby_rolls() const;
   leader_epoch_cache& epochs();

@@ -63,6 +63,7 @@
 #include "mala/common/result.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/checkpoint_file.h"
+#include "mala/storage/file_worker.h"
 #include "mala/storage/txn_marker.h"
 
 namespace mala::storage {
@@ -188,6 +189,9 @@ class producer_state_manager {
                                                               producer_state_config config = {});
 
   void update_config(const producer_state_config& config) { _config = config; }
+  // Where the roll's snapshot files are written and old ones deleted, off the shard (the log's file worker):
+  // in order, so a deletion never precedes the write of its file. Unset: in place.
+  void set_file_worker(std::shared_ptr<file_worker> worker) { _worker = std::move(worker); }
 
   // Leader, before appending a produce request's batches (in request order, headers as the producer sent
   // them): INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_TXN_STATE for the whole request,
@@ -251,7 +255,9 @@ class producer_state_manager {
   // offset) and clean close (offset = the log end offset): writes <offset>.snapshot atomically unless a
   // snapshot at or above the offset exists, and deletes all but the newest producer_snapshots_retained
   // snapshots.
-  // With file_sync::later the file is not fsynced: on_roll's caller hands it to the log's next flush.
+  // With file_sync::later the file is not fsynced: on_roll's caller hands it to the log's next flush. With a
+  // file worker it is also written there (a flush that runs first finds no file and syncs none: a snapshot
+  // lost in a crash is rebuilt from the log).
   // Returns the file written, none when a snapshot at or above the offset existed.
   result<std::optional<std::filesystem::path>> take_snapshot(int64_t offset, file_sync sync = file_sync::now);
 
@@ -303,6 +309,7 @@ class producer_state_manager {
 
   std::string _dir;  // a string: a std::filesystem::path allocates each component apart
   producer_state_config _config;
+  std::shared_ptr<file_worker> _worker;
   std::unordered_map<int64_t, producer_state_entry> _producers;
   std::map<int64_t, int64_t> _ongoing_txns;             // first offset -> producer id
   std::map<int64_t, completed_txn> _unreplicated_txns;  // first offset -> the ended transaction

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mala/protocol/record_batch.h"
@@ -76,6 +78,9 @@ class partition_producer_test : public testing::log_dir_fixture {
   }
 
   std::vector<int64_t> snapshot_offsets() const {
+    // Snapshot files are written and deleted by the log manager's file worker.
+    for (int i = 0; i < 1000 && _logs->worker()->pending() > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::vector<int64_t> out;
     for (const auto& e : std::filesystem::directory_iterator(_logs->get({"orders", 0})->dir())) {
       auto name = e.path().filename().string();

@@ -1145,3 +1145,59 @@ TEST_F(partition_log_test, an_unused_standby_left_by_a_crash_is_removed) {
 
 }  // namespace
 }  // namespace mala::storage
+
+namespace mala::storage {
+namespace {
+
+// Retention leaves the renames to .deleted and the later unlinks to the file worker.
+TEST_F(retention_test, the_file_worker_renames_and_deletes_what_retention_removed) {
+  auto worker = std::make_shared<file_worker>();
+  _config.retention_ms = 10'000;
+  _batch_size = static_cast<int32_t>(make_batch(1).size());
+  _config.segment_bytes = _batch_size * 2;
+  auto o = options();
+  o.worker = worker;
+  auto log = open(o);
+  for (int i = 0; i < 12; ++i) append(*log, make_batch(1, start_ms + i * 1000), 0);
+  ASSERT_EQ(log->segment_count(), 6u);
+  auto removed = log->apply_retention(start_ms + 11'500, log->log_end_offset());
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 1);
+  EXPECT_EQ(log->log_start_offset(), 2);
+  ASSERT_TRUE(wait_until_idle(*worker));
+  for (auto name : {"00000000000000000000.log.deleted", "00000000000000000000.index.deleted",
+                    "00000000000000000000.timeindex.deleted", "00000000000000000000.txnindex.deleted"}) {
+    EXPECT_TRUE(fs::exists(_dir / name)) << name;
+  }
+  EXPECT_FALSE(fs::exists(_dir / "00000000000000000000.log"));
+  log->delete_expired_files(start_ms + 11'500 + 999);
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_TRUE(fs::exists(_dir / "00000000000000000000.log.deleted"));
+  log->delete_expired_files(start_ms + 11'500 + 1000);
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_TRUE(files_with_suffix(".deleted").empty());
+  EXPECT_EQ(read_all(*log).size(), 10u);
+}
+
+// A crash before the worker renamed a removed segment leaves it below the log start offset: the next start
+// keeps the checkpointed start, and retention removes the segment again.
+TEST_F(retention_test, a_segment_a_crash_left_below_the_log_start_offset_is_removed_again) {
+  {
+    auto log = filled();
+    ASSERT_TRUE(log->close().ok());
+  }
+  auto o = options(true);
+  o.log_start_offset = 2;  // the checkpoint was written, the rename of segment 0 never ran
+  auto log = open(o);
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->log_start_offset(), 2);
+  EXPECT_FALSE(log->read(0, 1000, 100, true).ok());
+  auto removed = log->apply_retention(start_ms, log->log_end_offset());
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 1);
+  EXPECT_EQ(log->segment_count(), 5u);
+  EXPECT_TRUE(fs::exists(_dir / "00000000000000000000.log.deleted"));
+}
+
+}  // namespace
+}  // namespace mala::storage
