@@ -113,24 +113,25 @@ struct partition_log::impl {
   std::shared_ptr<standby_slot> standby;  // asked for and not adopted or discarded yet
   int64_t standbys_adopted = 0;           // rolls that created no file on the shard (tests)
 
-  void ask_for_standby_if_near() {
+  // A log whose segment filled within this long after it was created asks for the next standby at once at
+  // its roll: its appends may be large enough to take a segment from under half to full in one or two
+  // requests, faster than the worker makes one.
+  static constexpr int64_t busy_segment_ms = 10 * 60 * 1000;
+
+  void ask_for_standby_if_near(bool busy = false) {
     if (!worker || standby || offline() || closed) return;
-    if (!active().past_half_of_size_bounds()) return;
+    if (!busy && !active().past_half_of_size_bounds()) return;
     if (!worker->take_standby_place()) return;
     standby = std::make_shared<standby_slot>();
     worker->post([slot = standby, dir = dir, config = config, clock = clock] {
       std::lock_guard lock(slot->mutex);
       if (slot->discarded) return;
       auto created = log_segment::create_standby(dir, config, clock);
+      // Not synced here: the roll that adopts it makes a directory sync due (dir_sync_pending), which the
+      // flush runs before the recovery point passes the data; it makes the standby's name durable, or its
+      // new name if the renames ran first (the next start finds the data under either, load()).
       if (created) {
-        // Its name is durable before it takes data: until its rename is, the next start finds the data
-        // under the standby name (load()).
-        if (auto st = detail::fsync_dir(dir); st.ok()) {
-          slot->segment = std::move(*created);
-        } else {
-          slot->error = st;
-          (void)(*created)->delete_files();
-        }
+        slot->segment = std::move(*created);
       } else {
         slot->error = created.error();
       }
@@ -224,6 +225,14 @@ struct partition_log::impl {
   // trims the old segment's indexes (both segments do that work themselves first if they need a file by
   // name before the worker got to it).
   status roll(int64_t base_offset) {
+    auto& old = active();
+    const bool busy = clock() - old.created_ms() < busy_segment_ms;
+    auto rolled = roll_to(base_offset);
+    if (rolled.ok() && busy) ask_for_standby_if_near(true);
+    return rolled;
+  }
+
+  status roll_to(int64_t base_offset) {
     auto& old = active();
     if (worker) {
       status error;
