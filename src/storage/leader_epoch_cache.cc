@@ -134,12 +134,18 @@ status leader_epoch_cache::clear() {
 }
 
 status leader_epoch_cache::write(file_sync durability) {
-  if (!_changed) return status::success();
+  if (!_changed && !handed_out_write_pending()) return status::success();
   return persist(durability);
 }
 
+bool leader_epoch_cache::handed_out_write_pending() const {
+  std::lock_guard lock(_order->mutex);
+  return _handed_out_generation > _order->written;
+}
+
 status leader_epoch_cache::sync() {
-  if (!_changed && !_unsynced) return status::success();
+  // A write handed out that has not run (a flush dropped at shutdown) is done here, in order.
+  if (!_changed && !_unsynced && !handed_out_write_pending()) return status::success();
   return persist(file_sync::now);
 }
 
@@ -149,8 +155,36 @@ std::optional<std::filesystem::path> leader_epoch_cache::take_unsynced() {
   return std::filesystem::path(_path);
 }
 
+std::optional<leader_epoch_cache::pending_write> leader_epoch_cache::take_pending_write() {
+  if (!_changed) return std::nullopt;
+  pending_write out;
+  out._path = _path;
+  out._entries = _entries;
+  out._order = _order;
+  {
+    std::lock_guard lock(_order->mutex);
+    out._generation = _order->next++;
+  }
+  _changed = false;
+  _unsynced = false;
+  _handed_out_generation = out._generation;
+  return out;
+}
+
+status leader_epoch_cache::pending_write::run() const {
+  std::lock_guard lock(_order->mutex);
+  if (_generation < _order->written) return status::success();  // a newer checkpoint is on disk
+  auto st = write_epoch_checkpoint(_path, _entries, file_sync::now);
+  if (st.ok()) _order->written = _generation;
+  return st;
+}
+
 status leader_epoch_cache::persist(file_sync durability) {
+  // In order with the writes taken by take_pending_write() that may still be running elsewhere.
+  std::lock_guard lock(_order->mutex);
+  const uint64_t generation = _order->next++;
   auto st = write_epoch_checkpoint(_path, _entries, durability);
+  if (st.ok()) _order->written = generation;
   if (st.ok()) {
     _changed = false;
     _unsynced = durability == file_sync::later;

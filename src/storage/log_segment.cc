@@ -216,7 +216,22 @@ std::shared_ptr<const segment_file> segment_file::by_path(std::filesystem::path 
   return std::shared_ptr<const segment_file>(new segment_file(-1, path.string()));
 }
 
+std::shared_ptr<const segment_file> segment_file::by_writer(std::filesystem::path path,
+                                                            std::function<status()> write) {
+  auto file = std::shared_ptr<segment_file>(new segment_file(-1, path.string()));
+  file->_write = std::move(write);
+  return file;
+}
+
 status segment_file::sync() const {
+  if (_write) {
+    auto st = _write();
+    if (!st.ok()) {
+      int none = 0;
+      _sync_error.compare_exchange_strong(none, EIO);
+    }
+    return st;
+  }
   if (_fd < 0) {
     const int fd = ::open(_path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {

@@ -906,12 +906,14 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::impl::hand_out_u
   }
   for (auto& path : m.files_to_sync) files.push_back(segment_file::by_path(std::move(path)));
   m.files_to_sync.clear();
-  // The leader-epoch checkpoint is written (unsynced) now if the epochs changed, and synced in the same job
-  // as the data it describes; until that job completes the recovery point stays below that data, so a crash
-  // in between rebuilds the epochs by the recovery scan.
-  if (auto st = m.epochs.write(file_sync::later); !st.ok()) {
-    (void)m.fail(storage_error(m.tp, st.message));
-    return {};
+  // The leader-epoch checkpoint, if the epochs changed, is written and synced by the same job as the data
+  // it describes, off the shard; until that job completes the recovery point stays below that data, so a
+  // crash in between rebuilds the epochs by the recovery scan.
+  if (auto pending = m.epochs.take_pending_write()) {
+    auto path = pending->path();
+    files.push_back(
+        segment_file::by_writer(std::move(path), [write = std::move(*pending)] { return write.run(); }));
+    m.dir_sync_pending = true;
   }
   if (auto epochs_path = m.epochs.take_unsynced()) {
     files.push_back(segment_file::by_path(std::move(*epochs_path)));

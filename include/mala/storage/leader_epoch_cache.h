@@ -6,7 +6,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "mala/common/result.h"
@@ -22,8 +25,31 @@ struct epoch_end_offset {
   friend bool operator==(const epoch_end_offset&, const epoch_end_offset&) = default;
 };
 
+// The order of a cache's checkpoint writes across threads: each write has a generation, and one older than
+// the last written is skipped (a background write that waited in a queue never replaces a newer file).
+struct epoch_checkpoint_order {
+  std::mutex mutex;
+  uint64_t written = 0;
+  uint64_t next = 1;  // the generation the next write gets (taken on the owning shard, under the mutex)
+};
+
 class leader_epoch_cache {
  public:
+  // A write of the checkpoint taken from the cache to run on another thread (a background flush): written and
+  // fsynced by run(), unless a newer one was written first.
+  class pending_write {
+   public:
+    status run() const;
+    const std::string& path() const { return _path; }
+
+   private:
+    friend class leader_epoch_cache;
+    std::string _path;
+    std::vector<epoch_entry> _entries;
+    uint64_t _generation = 0;
+    std::shared_ptr<epoch_checkpoint_order> _order;
+  };
+
   // Loads the checkpoint in `partition_dir` (missing file: empty cache).
   static result<leader_epoch_cache> load(const std::filesystem::path& partition_dir);
 
@@ -44,6 +70,10 @@ class leader_epoch_cache {
   // The checkpoint's path if write(file_sync::later) wrote it since the last sync: the caller syncs it and
   // its directory (a background flush). Clears the mark.
   std::optional<std::filesystem::path> take_unsynced();
+  // The entries as a write to run off the shard if they changed since the file was last written (then they
+  // count as written); nullopt otherwise. How the log's flush work carries the checkpoint: the shard writes
+  // no file.
+  std::optional<pending_write> take_pending_write();
   std::optional<epoch_entry> latest() const;
   std::optional<int32_t> latest_epoch() const;
   // Kafka's endOffsetFor(requestedEpoch, logEndOffset).
@@ -61,10 +91,13 @@ class leader_epoch_cache {
 
  private:
   status persist(file_sync durability);
+  bool handed_out_write_pending() const;  // the last write given out has not run (nor a newer one)
   std::string _path;  // a string: a std::filesystem::path allocates each component apart
   std::vector<epoch_entry> _entries;
   bool _changed = false;   // the file does not hold the entries
   bool _unsynced = false;  // written without an fsync since the last sync
+  uint64_t _handed_out_generation = 0;  // of the last write take_pending_write() gave out
+  std::shared_ptr<epoch_checkpoint_order> _order = std::make_shared<epoch_checkpoint_order>();
 };
 
 }  // namespace mala::storage

@@ -38,6 +38,9 @@ class segment_file {
   // by then needs none). A log's directory so (a rolled segment's name is durable once it ran), or a file
   // written without syncing (the producer snapshot of a roll). Holds no descriptor.
   static std::shared_ptr<const segment_file> by_path(std::filesystem::path path);
+  // A file written by its sync(): `write` writes and fsyncs it (the leader-epoch checkpoint a flush carries
+  // off the shard). Holds no descriptor.
+  static std::shared_ptr<const segment_file> by_writer(std::filesystem::path path, std::function<status()> write);
   // fdatasync (fsync of a directory). Any thread (the flush policy runs it on the blocking pool).
   status sync() const;
   // errno of the first sync() that failed, 0 if none did. Any thread: the partition's shard reads it to take
@@ -48,6 +51,7 @@ class segment_file {
   friend class log_segment;
   segment_file(int fd, std::string path) : _fd(fd), _path(std::move(path)) {}
   int _fd = -1;       // -1 for a directory()
+  std::function<status()> _write;  // by_writer()'s
   std::string _path;  // a string, not a std::filesystem::path (which keeps every component apart)
   mutable std::atomic<int> _sync_error{0};
 };

@@ -683,7 +683,7 @@ TEST_F(partition_log_test, a_roll_makes_a_flush_due_that_syncs_the_listeners_fil
   ASSERT_EQ(log->segment_count(), 2u);
   auto work = log->flush_work(_now);
   // Both segments (nothing flushed yet), the snapshot, the leader-epoch checkpoint of the first batch's epoch
-  // (written unsynced), the directory.
+  // (written by its sync, off the shard), the directory.
   ASSERT_EQ(work.size(), 5u);
   EXPECT_EQ(work[2]->path(), written);
   EXPECT_EQ(work[3]->path(), _dir / "leader-epoch-checkpoint");
@@ -1212,6 +1212,44 @@ TEST_F(retention_test, a_segment_a_crash_left_below_the_log_start_offset_is_remo
   EXPECT_EQ(*removed, 1);
   EXPECT_EQ(log->segment_count(), 5u);
   EXPECT_TRUE(fs::exists(_dir / "00000000000000000000.log.deleted"));
+}
+
+}  // namespace
+}  // namespace mala::storage
+
+namespace mala::storage {
+namespace {
+
+// The leader-epoch checkpoint travels with the flush work: written and synced by the job, not the shard, and
+// a job that waited never replaces a newer checkpoint.
+TEST_F(partition_log_test, the_flush_work_writes_the_leader_epoch_checkpoint_in_order) {
+  _config.flush_messages = 1;
+  auto log = open();
+  const fs::path checkpoint = _dir / "leader-epoch-checkpoint";
+  append(*log, make_batch(1), 3);
+  auto first = log->flush_work(_now);
+  ASSERT_FALSE(first.empty());
+  EXPECT_FALSE(fs::exists(checkpoint));  // nothing written on the shard
+  append(*log, make_batch(1), 4);
+  auto second = log->flush_work(_now);
+  ASSERT_FALSE(second.empty());
+  for (const auto& f : second) ASSERT_TRUE(f->sync().ok()) << f->path();
+  auto written = read_epoch_checkpoint(checkpoint);
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(*written, (std::vector<epoch_entry>{{3, 0}, {4, 1}}));
+  // The older job runs last: its checkpoint is not written over the newer one.
+  for (const auto& f : first) ASSERT_TRUE(f->sync().ok()) << f->path();
+  written = read_epoch_checkpoint(checkpoint);
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(*written, (std::vector<epoch_entry>{{3, 0}, {4, 1}}));
+  // A write on the shard (close) is ordered with them too.
+  append(*log, make_batch(1), 5);
+  auto third = log->flush_work(_now);
+  ASSERT_TRUE(log->close().ok());
+  for (const auto& f : third) (void)f->sync();
+  written = read_epoch_checkpoint(checkpoint);
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(written->back().epoch, 5);
 }
 
 }  // namespace
