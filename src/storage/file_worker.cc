@@ -21,8 +21,8 @@ void file_worker::post(std::function<void()> job) {
         try {
           _thread = std::thread([this] { run(); });
         } catch (const std::system_error& e) {
-          subsystem_logger("storage")->warn("cannot start the file worker thread ({}); file work runs in place",
-                                            e.what());
+          subsystem_logger("storage")->warn(
+              "cannot start the file worker thread ({}); file work runs in place", e.what());
         }
       }
       if (_thread.joinable()) {

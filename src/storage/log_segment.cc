@@ -846,8 +846,9 @@ status log_segment::collect_deferred() {
   return first;
 }
 
-result<std::unique_ptr<log_segment>> log_segment::create_standby(const fs::path& dir, const log_config& config,
-                                                                  std::function<int64_t()> clock_ms) {
+result<std::unique_ptr<log_segment>> log_segment::create_standby(const fs::path& dir,
+                                                                 const log_config& config,
+                                                                 std::function<int64_t()> clock_ms) {
   auto created = open(dir, 0, config, true, std::move(clock_ms), standby_suffix);
   if (!created) return created.error();
   impl& s = *(*created)->_impl;
@@ -977,7 +978,8 @@ bool log_segment::should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_
 bool log_segment::past_half_of_size_bounds() const {
   const impl& s = *_impl;
   if (s.size >= int64_t{s.config.segment_bytes} / 2) return true;
-  if (s.offsets->entries() >= s.offsets->max_entries() / 2 || s.times->entries() >= s.times->max_entries() / 2)
+  if (s.offsets->entries() >= s.offsets->max_entries() / 2 ||
+      s.times->entries() >= s.times->max_entries() / 2)
     return true;
   return s.next_offset - s.base_offset >= max_relative_offset / 2;
 }

@@ -146,8 +146,9 @@ struct partition_log::impl {
     if (!lock.owns_lock() || !standby->ready) return nullptr;
     auto segment = std::move(standby->segment);
     if (!standby->error.ok()) {
-      subsystem_logger("storage")->warn("{}: cannot prepare the next segment off the shard ({}); rolling in place",
-                                        describe(tp), standby->error.message);
+      subsystem_logger("storage")->warn(
+          "{}: cannot prepare the next segment off the shard ({}); rolling in place", describe(tp),
+          standby->error.message);
     }
     lock.unlock();
     standby.reset();

@@ -660,7 +660,8 @@ void producer_state_manager::delete_snapshot(int64_t offset) {
       std::error_code ec;
       fs::remove(path, ec);
       if (ec)
-        subsystem_logger("storage")->warn("cannot delete producer snapshot {}: {}", path.string(), ec.message());
+        subsystem_logger("storage")->warn("cannot delete producer snapshot {}: {}", path.string(),
+                                          ec.message());
     });
     _snapshots.erase(it);
     return;

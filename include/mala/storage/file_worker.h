@@ -1,6 +1,6 @@
 // A background thread for the file work of the logs that must not run on a shard: creating the standby
-// segment a log rolls to, renaming it to its base offset, trimming a rolled segment's indexes. Jobs run one at
-// a time in the order posted, so work on one segment posted earlier is done before work posted later. The
+// segment a log rolls to, renaming it to its base offset, trimming a rolled segment's indexes. Jobs run one
+// at a time in the order posted, so work on one segment posted earlier is done before work posted later. The
 // log manager owns one and hands it to every log it opens; a log without one does that work itself.
 #pragma once
 

@@ -92,10 +92,10 @@ class leader_epoch_cache {
  private:
   status persist(file_sync durability);
   bool handed_out_write_pending() const;  // the last write given out has not run (nor a newer one)
-  std::string _path;  // a string: a std::filesystem::path allocates each component apart
+  std::string _path;                      // a string: a std::filesystem::path allocates each component apart
   std::vector<epoch_entry> _entries;
-  bool _changed = false;   // the file does not hold the entries
-  bool _unsynced = false;  // written without an fsync since the last sync
+  bool _changed = false;                // the file does not hold the entries
+  bool _unsynced = false;               // written without an fsync since the last sync
   uint64_t _handed_out_generation = 0;  // of the last write take_pending_write() gave out
   std::shared_ptr<epoch_checkpoint_order> _order = std::make_shared<epoch_checkpoint_order>();
 };

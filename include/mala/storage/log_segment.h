@@ -40,7 +40,8 @@ class segment_file {
   static std::shared_ptr<const segment_file> by_path(std::filesystem::path path);
   // A file written by its sync(): `write` writes and fsyncs it (the leader-epoch checkpoint a flush carries
   // off the shard). Holds no descriptor.
-  static std::shared_ptr<const segment_file> by_writer(std::filesystem::path path, std::function<status()> write);
+  static std::shared_ptr<const segment_file> by_writer(std::filesystem::path path,
+                                                       std::function<status()> write);
   // fdatasync (fsync of a directory). Any thread (the flush policy runs it on the blocking pool).
   status sync() const;
   // errno of the first sync() that failed, 0 if none did. Any thread: the partition's shard reads it to take
@@ -50,7 +51,7 @@ class segment_file {
  private:
   friend class log_segment;
   segment_file(int fd, std::string path) : _fd(fd), _path(std::move(path)) {}
-  int _fd = -1;       // -1 for a directory()
+  int _fd = -1;                    // -1 for a directory()
   std::function<status()> _write;  // by_writer()'s
   std::string _path;  // a string, not a std::filesystem::path (which keeps every component apart)
   mutable std::atomic<int> _sync_error{0};
@@ -82,11 +83,11 @@ struct segment_recovery {
   std::vector<epoch_entry> epoch_starts;
 };
 
-// File work a segment leaves to a background thread (file_worker.h) instead of doing it on the shard that owns
-// it: the renames of a standby segment to its base offset, a rolled segment's index trims. run() does what is
-// left, once, on the first thread that calls it: the background thread, or the segment itself when it needs
-// its files by name before that thread got there (it settles its deferred work first). A failure is kept for
-// the segment's owner, which takes the log offline.
+// File work a segment leaves to a background thread (file_worker.h) instead of doing it on the shard that
+// owns it: the renames of a standby segment to its base offset, a rolled segment's index trims. run() does
+// what is left, once, on the first thread that calls it: the background thread, or the segment itself when it
+// needs its files by name before that thread got there (it settles its deferred work first). A failure is
+// kept for the segment's owner, which takes the log offline.
 class deferred_file_work {
  public:
   void run();

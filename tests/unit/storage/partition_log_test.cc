@@ -7,8 +7,8 @@
 #include <iterator>
 #include <random>
 #include <set>
-#include <thread>
 #include <string>
+#include <thread>
 
 #include "mala/protocol/record_batch.h"
 #include "mala/storage/checkpoint_file.h"
@@ -1055,7 +1055,8 @@ namespace {
 // Rolls without file work on the shard: the standby segment.
 
 bool wait_until_idle(const file_worker& worker) {
-  for (int i = 0; i < 1000 && worker.pending() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 1000 && worker.pending() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   return worker.pending() == 0;
 }
 
@@ -1080,8 +1081,8 @@ TEST_F(partition_log_test, a_roll_adopts_the_standby_segment_the_file_worker_mad
   ASSERT_TRUE(wait_until_idle(*worker));
   // The segment filled within minutes: the next standby is asked for at once.
   EXPECT_EQ(files_with_suffix(".standby").size(), 4u);
-  for (auto name : {"00000000000000000004.log", "00000000000000000004.index", "00000000000000000004.timeindex",
-                    "00000000000000000004.txnindex"}) {
+  for (auto name : {"00000000000000000004.log", "00000000000000000004.index",
+                    "00000000000000000004.timeindex", "00000000000000000004.txnindex"}) {
     EXPECT_TRUE(fs::exists(_dir / name)) << name;
   }
   // The rolled segment's indexes were trimmed to their entries by the worker.
