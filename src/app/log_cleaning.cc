@@ -253,14 +253,14 @@ struct log_cleaning::impl {
         }
         continue;
       }
-      // The swap, one group per task on the owning shard, as Kafka replaces each group's segments on its own:
-      // a group's renames (4 for its new segment, 4 for each segment it replaces) take a fraction of a
-      // millisecond each on a file system busy with the round's writes, and a whole round's (some 40 for 8
-      // segments) held the shard, and every produce request waiting for it, for several milliseconds. Between
-      // the tasks the log is consistent: the groups swapped so far are in, the others are still .cleaned
-      // files the shard does not know. If the log changed under a group, it and the groups after it are
-      // discarded and the checkpoint stays where it was (the groups already in are compacted correctly; the
-      // next round goes over them again).
+      // The swap, one group per task on the owning shard, as Kafka replaces each group's segments on its own.
+      // The shard only changes the log in memory; the group's renames (4 for its new segment twice, 4 for
+      // each segment it replaces), which take a fraction of a millisecond each on a file system busy with the
+      // round's writes, run here, off the shard, before the next group. Between the tasks the log is
+      // consistent: the groups swapped so far are in, the others are still .cleaned files the shard does not
+      // know. If the log changed under a group, it and the groups after it are deleted here and the
+      // checkpoint stays where it was (the groups already in are compacted correctly; the next round goes
+      // over them again).
       auto swap = std::make_shared<storage::cleaned_log>(std::move(*cleaned));
       std::optional<status> swapped = status::success();
       for (size_t g = 0; g < swap->groups.size(); ++g) {
@@ -269,12 +269,27 @@ struct log_cleaning::impl {
           one.groups.push_back(std::move(swap->groups[g]));
           auto* r = chosen_replicas(tp);
           auto* p = r ? r->get(tp) : nullptr;
-          if (!p) {
-            storage::discard_cleaned(one);
-            return status::error(error_code::unknown_topic_or_partition, "the log is gone");
-          }
-          return p->log().replace_with_cleaned(one);
+          status st = p ? p->log().replace_with_cleaned(one)
+                        : status::error(error_code::unknown_topic_or_partition, "the log is gone");
+          // A refused group goes back, to be deleted off the shard with the later ones.
+          if (!one.groups.empty()) swap->groups[g] = std::move(one.groups.front());
+          for (auto& renames : one.swap_renames) swap->swap_renames.push_back(std::move(renames));
+          return st;
         });
+        if (!swapped) break;
+        // The renames of what the shard swapped in (a log without a file worker did them itself).
+        for (auto& renames : swap->swap_renames) {
+          if (auto st = renames->finish(); !st.ok()) {
+            log->error("{}-{}: the cleaned segments' renames failed: {}", tp.topic, tp.partition, st.message);
+            on_shard(chosen->shard, [this, tp, st] {
+              auto* r = chosen_replicas(tp);
+              if (auto* p = r ? r->get(tp) : nullptr) p->log().mark_failed(st);
+              return 0;
+            });
+            swapped = st;
+          }
+        }
+        swap->swap_renames.clear();
         if (!swapped || !swapped->ok()) break;
       }
       if (!swapped) {
@@ -284,7 +299,7 @@ struct log_cleaning::impl {
         in_progress.erase(tp);
         break;
       }
-      // The groups not swapped in after a refused one: their .cleaned files go.
+      // The groups not swapped in (a refused one and those after it): their .cleaned files go.
       storage::discard_cleaned(*swap);
       const auto elapsed_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)

@@ -209,7 +209,7 @@ struct log_maintenance::impl {
               log->error("fsync of {} failed: {}", f->path(), st.message);
               asio::post(timers[shard]->context, [this, shard, tp, st] {
                 auto* owner = replicas_on(shard);
-                if (auto* p = owner ? owner->get(tp) : nullptr) p->log().mark_sync_failed(st);
+                if (auto* p = owner ? owner->get(tp) : nullptr) p->log().mark_failed(st);
               });
               return;
             }

@@ -863,19 +863,50 @@ result<std::unique_ptr<log_segment>> log_segment::create_standby(const fs::path&
 }
 
 std::shared_ptr<deferred_file_work> log_segment::rename_for_deletion_later() {
-  impl& s = *_impl;
   auto work = std::make_shared<deferred_file_work>();
   // Files already gone (the log's directory was removed meanwhile) need no rename.
-  auto step = [&](const std::string& from) {
-    std::string to = from + std::string(deleted_suffix);
-    work->_renames.push_back({from, to, true});
-    return to;
+  rename_later(
+      *work, [](const std::string& from, std::string_view) { return from + std::string(deleted_suffix); },
+      true);
+  _impl->deferred.push_back(work);
+  return work;
+}
+
+void log_segment::rename_later(deferred_file_work& work,
+                               const std::function<std::string(const std::string&, std::string_view)>& to,
+                               bool all_may_be_missing) {
+  impl& s = *_impl;
+  auto step = [&](const std::string& from, std::string_view kind) {
+    std::string target = to(from, kind);
+    work._renames.push_back({from, target, all_may_be_missing || kind == txn_index_suffix});
+    return target;
   };
-  s.log_path = step(s.log_path);
-  s.offsets->set_path(step(s.offsets->path()));
-  s.times->set_path(step(s.times->path()));
-  s.txns->set_path(step(s.txns->path()));
-  s.deferred.push_back(work);
+  s.log_path = step(s.log_path, log_suffix);
+  s.offsets->set_path(step(s.offsets->path(), offset_index_suffix));
+  s.times->set_path(step(s.times->path(), time_index_suffix));
+  s.txns->set_path(step(s.txns->path(), txn_index_suffix));
+}
+
+std::shared_ptr<deferred_file_work> log_segment::swap_in_later(std::span<log_segment* const> replaced) {
+  auto work = std::make_shared<deferred_file_work>();
+  for (auto* segment : replaced) {
+    for (auto& pending : segment->_impl->deferred) work->_before.push_back(pending);
+  }
+  for (auto& pending : _impl->deferred) work->_before.push_back(pending);
+  auto change = [](std::string_view from, std::string_view to) {
+    return [from, to](const std::string& path, std::string_view) {
+      std::string_view p = path;
+      if (!from.empty() && p.ends_with(from)) p.remove_suffix(from.size());
+      return std::string(p) + std::string(to);
+    };
+  };
+  rename_later(*work, change(cleaned_suffix, swap_suffix), false);
+  for (auto* segment : replaced) {
+    segment->rename_later(*work, change("", deleted_suffix), false);
+    segment->_impl->deferred.push_back(work);
+  }
+  rename_later(*work, change(swap_suffix, ""), false);
+  _impl->deferred.push_back(work);
   return work;
 }
 
@@ -902,16 +933,13 @@ std::shared_ptr<deferred_file_work> log_segment::adopt_as(const fs::path& dir, i
   s.times->rebase(base_offset);
   s.txns->rebase(base_offset);
   auto work = std::make_shared<deferred_file_work>();
-  auto step = [&](const std::string& from, std::string_view suffix) {
-    std::string to = segment_file_path(dir, base_offset, suffix).string();
-    work->_renames.push_back({from, to});
-    return to;
-  };
-  s.log_path = step(s.log_path, log_suffix);
+  rename_later(
+      *work,
+      [&](const std::string&, std::string_view kind) {
+        return segment_file_path(dir, base_offset, kind).string();
+      },
+      false);
   if (s.file) s.file->_path = s.log_path;  // nobody else holds the handle of a segment without data
-  s.offsets->set_path(step(s.offsets->path(), offset_index_suffix));
-  s.times->set_path(step(s.times->path(), time_index_suffix));
-  s.txns->set_path(step(s.txns->path(), txn_index_suffix));
   s.deferred.push_back(work);
   return work;
 }
@@ -919,6 +947,12 @@ std::shared_ptr<deferred_file_work> log_segment::adopt_as(const fs::path& dir, i
 void deferred_file_work::run() {
   std::lock_guard lock(_mutex);
   if (!_done) run_locked();
+}
+
+status deferred_file_work::finish() {
+  std::lock_guard lock(_mutex);
+  if (!_done) run_locked();
+  return _result;
 }
 
 std::optional<status> deferred_file_work::result_if_done() {
@@ -929,6 +963,9 @@ std::optional<status> deferred_file_work::result_if_done() {
 
 void deferred_file_work::run_locked() {
   _done = true;
+  // Their failures are their segments' to report; a rename that depended on one fails here too.
+  for (auto& earlier : _before) earlier->run();
+  _before.clear();
   for (const auto& r : _renames) {
     if (::rename(r.from.c_str(), r.to.c_str()) != 0) {
       if (errno == ENOENT && r.may_be_missing) continue;

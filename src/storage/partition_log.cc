@@ -953,7 +953,7 @@ result<partition_log::sync_work> partition_log::sync_all_work(int64_t now_ms) {
   return sync_work{std::move(files), m.log_end_offset};
 }
 
-void partition_log::mark_sync_failed(const status& error) {
+void partition_log::mark_failed(const status& error) {
   (void)_impl->fail(error);
 }
 

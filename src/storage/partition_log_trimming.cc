@@ -195,10 +195,7 @@ std::optional<cleaning_snapshot> partition_log::snapshot_for_cleaning(
 
 status partition_log::replace_with_cleaned(cleaned_log& cleaned) {
   auto& m = *_impl;
-  if (m.offline()) {
-    discard_cleaned(cleaned);
-    return m.failure;
-  }
+  if (m.offline()) return m.failure;
   // The log may have changed while the round ran off the shard: every replaced segment must still be here
   // with the size the round read, and nothing may lie between them.
   for (const auto& g : cleaned.groups) {
@@ -206,7 +203,6 @@ status partition_log::replace_with_cleaned(cleaned_log& cleaned) {
     for (size_t i = 0; i < g.replaced_bases.size(); ++i, ++it) {
       if (it == m.segments.end() || it->first != g.replaced_bases[i] ||
           it->second->size() != g.replaced_sizes[i] || std::next(it) == m.segments.end()) {
-        discard_cleaned(cleaned);
         return status::error(error_code::unknown_server_error,
                              describe(m.tp) + ": the log changed during cleaning; the round is discarded");
       }
@@ -215,12 +211,26 @@ status partition_log::replace_with_cleaned(cleaned_log& cleaned) {
   const int64_t now = m.clock ? m.clock() : system_clock_ms();
   for (auto& g : cleaned.groups) {
     auto& segment = g.segment;
-    if (auto st = segment->change_suffix(cleaned_suffix, swap_suffix); !st.ok()) return m.fail(st);
-    for (int64_t base : g.replaced_bases) {
-      auto node = m.segments.extract(base);
-      if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok()) return m.fail(st);
+    if (m.worker) {
+      // In memory at once; the renames in Kafka's order on the caller's thread or the worker.
+      std::vector<std::unique_ptr<log_segment>> old;
+      std::vector<log_segment*> replaced;
+      for (int64_t base : g.replaced_bases) {
+        old.push_back(std::move(m.segments.extract(base).mapped()));
+        replaced.push_back(old.back().get());
+      }
+      auto renames = segment->swap_in_later(replaced);
+      m.worker->post([renames] { renames->run(); });
+      cleaned.swap_renames.push_back(std::move(renames));
+      for (auto& o : old) m.pending_deletes.push_back({now + m.config.file_delete_delay_ms, std::move(o)});
+    } else {
+      if (auto st = segment->change_suffix(cleaned_suffix, swap_suffix); !st.ok()) return m.fail(st);
+      for (int64_t base : g.replaced_bases) {
+        auto node = m.segments.extract(base);
+        if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok()) return m.fail(st);
+      }
+      if (auto st = segment->change_suffix(swap_suffix, ""); !st.ok()) return m.fail(st);
     }
-    if (auto st = segment->change_suffix(swap_suffix, ""); !st.ok()) return m.fail(st);
     segment->update_config(m.config);
     m.segments.emplace(segment->base_offset(), std::move(segment));
   }

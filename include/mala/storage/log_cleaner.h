@@ -10,11 +10,13 @@
 //    aborts whose markers stay), fsyncs it and releases its descriptor;
 // 3. the owning shard swaps the new segments in, one group per call (partition_log::replace_with_cleaned:
 //    .cleaned -> .swap, the old ones -> .deleted, .swap -> final name) unless the log changed under a group
-//    meanwhile (truncated, segments deleted by retention), in which case its new files are deleted (the
-//    caller deletes the later groups' and keeps the old checkpoint). A crash at any point is rolled back or
-//    completed at the next load (cleaning_recovery.h).
+//    meanwhile (truncated, segments deleted by retention), in which case the caller deletes the new files
+//    (discard_cleaned) and keeps the old checkpoint. With a file worker the shard only changes the log in
+//    memory; the renames are left in cleaned_log::swap_renames for the cleaner thread (and the worker). A
+//    crash at any point is rolled back or completed at the next load (cleaning_recovery.h).
 //
-// Threads: clean_log() on a cleaner thread; the snapshot and the swap on the owning shard.
+// Threads: clean_log() on a cleaner thread; the snapshot and the swap on the owning shard; with a file
+// worker, the swap's renames and the discarding of refused groups on the cleaner thread.
 #pragma once
 
 #include <atomic>
@@ -87,6 +89,9 @@ struct cleaning_stats {
 
 struct cleaned_log {
   std::vector<cleaned_group> groups;
+  // The renames of the groups swapped in, left by partition_log::replace_with_cleaned for the caller's
+  // thread (a log with a file worker; the worker runs them too, whichever comes first).
+  std::vector<std::shared_ptr<deferred_file_work>> swap_renames;
   // Where the next round's dirty part starts (the checkpoint): the offset after the last one the map covered.
   int64_t next_dirty_offset = 0;
   cleaning_stats stats;

@@ -84,13 +84,16 @@ struct segment_recovery {
 };
 
 // File work a segment leaves to a background thread (file_worker.h) instead of doing it on the shard that
-// owns it: the renames of a standby segment to its base offset, a rolled segment's index trims. run() does
-// what is left, once, on the first thread that calls it: the background thread, or the segment itself when it
-// needs its files by name before that thread got there (it settles its deferred work first). A failure is
-// kept for the segment's owner, which takes the log offline.
+// owns it: the renames of a standby segment to its base offset, a rolled segment's index trims, the renames
+// of a cleaner's swap. run() does what is left, once, on the first thread that calls it: the background
+// thread, or the segment itself when it needs its files by name before that thread got there (it settles its
+// deferred work first); work that was pending on the same segments when this was made runs first. A failure
+// is kept for the segment's owner, which takes the log offline.
 class deferred_file_work {
  public:
   void run();
+  // run(), then its result (waiting for a thread that is running it).
+  status finish();
   // The result once run() finished, without waiting; nullopt while it has not run or is running.
   std::optional<status> result_if_done();
 
@@ -107,6 +110,7 @@ class deferred_file_work {
   };
   void run_locked();
   std::mutex _mutex;
+  std::vector<std::shared_ptr<deferred_file_work>> _before;  // run first (older work on the same files)
   bool _done = false;
   status _result;
   std::vector<rename_step> _renames;
@@ -148,6 +152,12 @@ class log_segment {
   // for a segment already out of its log (retention). The descriptor and mappings stay valid meanwhile.
   std::shared_ptr<deferred_file_work> rename_for_deletion_later();
   std::shared_ptr<deferred_file_work> delete_files_later();
+  // The log cleaner's swap (Kafka's replaceSegments) with the renames returned to be run off the shard: this
+  // segment (the cleaner's output, named *.cleaned) takes its final names and the replaced segments (already
+  // out of their log) their .deleted names at once. The work renames the files in Kafka's order, this
+  // segment's to .swap, the replaced ones' to .deleted, this segment's to the final names, so that a crash
+  // at any point leaves what the load's cleaning recovery completes or rolls back (cleaning_recovery.h).
+  std::shared_ptr<deferred_file_work> swap_in_later(std::span<log_segment* const> replaced);
   // The first error of deferred work that finished, dropping what finished; never waits.
   status collect_deferred();
   // Releases the descriptor and mappings without trimming (close() trims).
@@ -247,6 +257,12 @@ class log_segment {
  private:
   log_segment() = default;
   struct impl;
+  // Adds the renames of this segment's four files to `work` (to(path, kind suffix) names each file's
+  // target) and takes the new names at once. A .txnindex Kafka never wrote may be missing, as may every
+  // file when all_may_be_missing (a segment whose directory may be gone).
+  void rename_later(deferred_file_work& work,
+                    const std::function<std::string(const std::string&, std::string_view)>& to,
+                    bool all_may_be_missing);
   std::unique_ptr<impl> _impl;
 };
 

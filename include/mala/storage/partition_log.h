@@ -196,11 +196,15 @@ class partition_log {
                                                          std::vector<int64_t> producer_last_offsets);
   // Swaps the round's new segments in place of the ones they replace (Kafka's replaceSegments: the new files
   // go .cleaned -> .swap, the old ones -> .deleted and away after file.delete.delay.ms, then .swap -> final
-  // name; readers holding slices of the old files keep reading them). When the log changed since the
-  // snapshot (a replaced segment is gone or has another size: retention, truncation) nothing is swapped,
-  // the new files are deleted and the answer is UNKNOWN_SERVER_ERROR (the log serves on; the next round
-  // starts over).
-  // An I/O error renaming takes the log offline (recovery completes or undoes the swap at the next load).
+  // name; readers holding slices of the old files keep reading them). With a file worker the log changes in
+  // memory only and the renames are left in cleaned.swap_renames for the caller to run off the shard (the
+  // worker runs them too; the segments run them first if they need their files by name); a failed one is
+  // the caller's to report (mark_failed). When the log changed since the snapshot (a replaced segment is
+  // gone or has another size: retention, truncation) nothing is swapped, the groups stay in `cleaned` for
+  // the caller to delete (discard_cleaned), and the answer is UNKNOWN_SERVER_ERROR (the log serves on; the
+  // next round starts over).
+  // Without a file worker, an I/O error renaming takes the log offline (recovery completes or undoes the
+  // swap at the next load).
   status replace_with_cleaned(cleaned_log& cleaned);
 
   // Flush policy (flush.messages / flush.ms): the segment files to fsync up to the log end offset now, or an
@@ -218,9 +222,10 @@ class partition_log {
   };
   result<sync_work> sync_all_work(int64_t now_ms);
   void mark_flushed(int64_t offset);
-  // A sync of the work handed out failed: the log goes offline (the data it covered may never be durable).
-  // Also found by the next flush_work() through the file's error, unless its descriptor was closed since.
-  void mark_sync_failed(const status& error);
+  // File work done off the shard failed: the log goes offline. A sync of the work handed out (the data it
+  // covered may never be durable; also found by the next flush_work() through the file's error, unless its
+  // descriptor was closed since), or a cleaner swap's renames.
+  void mark_failed(const status& error);
   // Synchronous flush of everything (tests, clean shutdown).
   status flush();
   // Clean close: flushes, trims indexes. A flush that fails leaves the log offline (no listener) and the

@@ -170,7 +170,7 @@ TEST_F(disk_failure_test, failed_epoch_checkpoint_after_becoming_leader_takes_th
   ASSERT_TRUE(applied.ok()) << applied.error().message;
   EXPECT_FALSE(p0->log().is_offline());
   // The flush job writes the checkpoint off the shard; its failure takes the log offline through
-  // mark_sync_failed, as log_maintenance reports it.
+  // mark_failed, as log_maintenance reports it.
   auto flush = p0->log().sync_all_work(start_ms);
   ASSERT_TRUE(flush.ok());
   status failed;
@@ -180,7 +180,7 @@ TEST_F(disk_failure_test, failed_epoch_checkpoint_after_becoming_leader_takes_th
   storage::set_io_fault_injector({});
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.code, error_code::kafka_storage_error);
-  p0->log().mark_sync_failed(failed);
+  p0->log().mark_failed(failed);
   EXPECT_TRUE(p0->log().is_offline());
   EXPECT_TRUE(_logs->is_offline({"orders", 0}));
   EXPECT_FALSE(_logs->dirs()[0].online);

@@ -398,7 +398,7 @@ TEST_F(disk_failure_test, epoch_checkpoint_that_cannot_be_written_fails_the_flus
   append_ok(*log, make_batch(1), /*epoch=*/1);
   EXPECT_EQ(faults.failed(), 0);
   // The checkpoint is written by the flush job, off the shard: the write fails there, and the job's caller
-  // takes the log offline (log_maintenance's mark_sync_failed).
+  // takes the log offline (log_maintenance's mark_failed).
   auto work = log->sync_all_work(start_ms);
   ASSERT_TRUE(work.ok());
   EXPECT_EQ(faults.failed(), 0);
@@ -409,7 +409,7 @@ TEST_F(disk_failure_test, epoch_checkpoint_that_cannot_be_written_fails_the_flus
   EXPECT_EQ(faults.failed(), 1);
   ASSERT_FALSE(failed.ok());
   EXPECT_FALSE(log->is_offline());
-  log->mark_sync_failed(failed);
+  log->mark_failed(failed);
   EXPECT_TRUE(log->is_offline());
   EXPECT_EQ(_failures, 1);
   EXPECT_TRUE(log->flush_work(start_ms + 1'000'000).empty());

@@ -9,8 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -18,6 +20,7 @@
 #include <thread>
 
 #include "mala/protocol/record_batch.h"
+#include "mala/storage/file_worker.h"
 #include "mala/storage/partition_log.h"
 #include "mala/storage/txn_marker.h"
 
@@ -66,6 +69,7 @@ class log_cleaner_test : public ::testing::Test {
     log_open_options o;
     o.clean_shutdown = true;
     o.clock_ms = [this] { return _now; };
+    o.worker = _worker;
     auto log = partition_log::open(_dir, {"positions", 0}, _config, std::move(o));
     EXPECT_TRUE(log.ok()) << (log.ok() ? "" : log.error().message);
     return log.ok() ? std::move(*log) : nullptr;
@@ -248,9 +252,20 @@ class log_cleaner_test : public ::testing::Test {
     return true;
   }
 
+  std::vector<std::string> files_ending_with(std::string_view suffix) const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(_dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.ends_with(suffix)) out.push_back(name);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
   fs::path _root;
   fs::path _dir;
   log_config _config;
+  std::shared_ptr<file_worker> _worker;  // none unless a test sets one before open()
   int64_t _now = t0;
   int32_t _sequence = 0;
   std::unique_ptr<partition_log> _log;
@@ -365,9 +380,87 @@ TEST_F(log_cleaner_test, a_round_is_discarded_when_the_log_changed_under_it) {
   auto st = _log->replace_with_cleaned(*cleaned);
   EXPECT_FALSE(st.ok());
   EXPECT_FALSE(_log->is_offline());
+  // The refused groups are left to the caller, which deletes them off the shard.
+  EXPECT_FALSE(cleaned->groups.empty());
+  EXPECT_FALSE(no_cleaner_files_left());
+  discard_cleaned(*cleaned);
   EXPECT_TRUE(no_cleaner_files_left());
   const auto after = read_all(*_log);
   EXPECT_EQ(after.size(), before.size());
+}
+
+bool wait_until_idle(const file_worker& worker) {
+  for (int i = 0; i < 1000 && worker.pending() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return worker.pending() == 0;
+}
+
+TEST_F(log_cleaner_test, with_a_file_worker_the_swap_changes_the_log_at_once_and_renames_off_the_shard) {
+  _log.reset();
+  _worker = std::make_shared<file_worker>();
+  _log = open();
+  write_updates(20, 6);
+  const auto before = read_all(*_log);
+  auto round = [&]() -> result<cleaned_log> {
+    auto snapshot = _log->snapshot_for_cleaning(std::nullopt, _log->log_end_offset(), _now, {});
+    if (!snapshot) return status::error(error_code::none, "nothing to clean");
+    return clean_log(*snapshot, _now, _map, _buffers);
+  };
+  // The worker held up, so that the renames wait.
+  std::promise<void> release;
+  auto hold = [&] {
+    release = {};
+    _worker->post([f = release.get_future().share()] { f.wait(); });
+  };
+
+  // 1. The shard's swap renames nothing: the log has the new segments in memory, the files keep their names.
+  hold();
+  auto cleaned = round();
+  ASSERT_TRUE(cleaned.ok()) << cleaned.error().message;
+  const auto files_cleaned = files_ending_with(".log.cleaned");
+  ASSERT_FALSE(files_cleaned.empty());
+  ASSERT_TRUE(_log->replace_with_cleaned(*cleaned).ok());
+  EXPECT_EQ(cleaned->swap_renames.size(), files_cleaned.size());
+  EXPECT_EQ(files_ending_with(".log.cleaned"), files_cleaned);
+  EXPECT_TRUE(files_ending_with(".deleted").empty());
+  // 2. The caller's thread runs them: the new segments under their final names, the old ones .deleted.
+  std::thread caller([&] {
+    for (auto& renames : cleaned->swap_renames) EXPECT_TRUE(renames->finish().ok());
+  });
+  caller.join();
+  EXPECT_TRUE(no_cleaner_files_left());
+  EXPECT_FALSE(files_ending_with(".log.deleted").empty());
+  const auto after = read_all(*_log);
+  EXPECT_LT(after.size(), before.size());
+  release.set_value();
+  ASSERT_TRUE(wait_until_idle(*_worker));
+
+  // 3. A segment that needs its files by name before anyone ran the renames runs them itself, in order:
+  // a read opens a new segment's .log (the cleaner released its descriptor). Segments left empty by the
+  // round are not opened by a read.
+  write_updates(20, 3);
+  hold();
+  cleaned = round();
+  ASSERT_TRUE(cleaned.ok()) << cleaned.error().message;
+  ASSERT_TRUE(_log->replace_with_cleaned(*cleaned).ok());
+  const auto waiting = files_ending_with(".log.cleaned");
+  EXPECT_EQ(waiting.size(), cleaned->swap_renames.size());
+  const auto compacted = read_all(*_log);
+  EXPECT_LT(files_ending_with(".log.cleaned").size(), waiting.size());
+  EXPECT_TRUE(files_ending_with(".swap").empty());
+  for (auto& renames : cleaned->swap_renames) EXPECT_TRUE(renames->finish().ok());
+  release.set_value();
+  ASSERT_TRUE(wait_until_idle(*_worker));
+
+  // What a restart loads is the same log.
+  _log.reset();
+  _log = open();
+  auto reloaded = read_all(*_log);
+  ASSERT_EQ(reloaded.size(), compacted.size());
+  for (size_t i = 0; i < reloaded.size(); ++i) {
+    EXPECT_EQ(reloaded[i].offset, compacted[i].offset);
+    EXPECT_EQ(reloaded[i].value, compacted[i].value);
+  }
 }
 
 TEST_F(log_cleaner_test, a_corrupt_batch_stops_the_round_without_touching_the_log) {

@@ -729,7 +729,7 @@ TEST_F(partition_log_test, a_failed_background_sync_takes_the_log_offline) {
   auto log = open();
   append(*log, make_batch(1));
   ASSERT_FALSE(log->flush_work(_now).empty());
-  log->mark_sync_failed(status::error(error_code::kafka_storage_error, "injected fsync failure"));
+  log->mark_failed(status::error(error_code::kafka_storage_error, "injected fsync failure"));
   EXPECT_TRUE(log->is_offline());
   log->mark_flushed(1);
   EXPECT_EQ(log->recovery_point(), 0);
