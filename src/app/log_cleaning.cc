@@ -229,7 +229,7 @@ struct log_cleaning::impl {
         wake.wait_for(lock, backoff, [this] { return stopping.load(); });
         continue;
       }
-      const auto& snapshot = chosen->snapshot;
+      auto& snapshot = chosen->snapshot;
       const topic_partition tp = snapshot.tp;
       const auto started = std::chrono::steady_clock::now();
       log->info("{}-{}: cleaning round started: dirty offsets {}..{}, {} of {} bytes dirty", tp.topic,

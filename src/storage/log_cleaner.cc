@@ -256,8 +256,33 @@ result<std::unique_ptr<log_segment>> clean_group(const cleaning_snapshot& s, siz
 
 }  // namespace
 
-result<cleaned_log> clean_log(const cleaning_snapshot& s, int64_t now_ms, key_offset_map& map,
+status prepare_snapshot_files(cleaning_snapshot& s) {
+  for (auto& work : s.pending_file_work) {
+    if (auto st = work->finish(); !st.ok()) return st;
+  }
+  s.pending_file_work.clear();
+  for (auto& segment : s.segments) {
+    if (segment.file) continue;
+    auto opened = segment_file::open_for_reading(segment.path);
+    if (!opened) return opened.error();
+    segment.file = std::move(*opened);
+  }
+  // Kafka's collectAbortedTxns from the log start: until an entry shows that no later segment can hold one
+  // overlapping the range (its last stable offset is at or past the range's end).
+  const int64_t from = s.log_start_offset;
+  const int64_t to = s.range.first_uncleanable_offset;
+  for (const auto& index : s.txn_indexes) {
+    auto entries = index.read();
+    if (!entries) return entries.error();
+    if (collect_aborted_txns(*entries, from, to, s.aborted_txns)) break;
+  }
+  s.txn_indexes.clear();
+  return status::success();
+}
+
+result<cleaned_log> clean_log(cleaning_snapshot& s, int64_t now_ms, key_offset_map& map,
                               filter_buffers& buffers, const cleaning_controls& controls) {
+  if (auto st = prepare_snapshot_files(s); !st.ok()) return st;
   cleaned_log cleaned;
   std::vector<uint8_t> read_buffer;
   if (auto st = build_key_map(s, map, buffers, read_buffer, controls, cleaned.stats); !st.ok()) return st;

@@ -216,6 +216,12 @@ std::shared_ptr<const segment_file> segment_file::by_path(std::filesystem::path 
   return std::shared_ptr<const segment_file>(new segment_file(-1, path.string()));
 }
 
+result<std::shared_ptr<const segment_file>> segment_file::open_for_reading(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return detail::io_error("cannot open segment", path, errno);
+  return std::shared_ptr<const segment_file>(new segment_file(fd, path));
+}
+
 std::shared_ptr<const segment_file> segment_file::by_writer(std::filesystem::path path,
                                                             std::function<status()> write) {
   auto file = std::shared_ptr<segment_file>(new segment_file(-1, path.string()));
@@ -504,6 +510,18 @@ bool log_segment::index_files_created() const {
 }
 std::shared_ptr<const segment_file> log_segment::file() const {
   return _impl->open_file();
+}
+std::shared_ptr<const segment_file> log_segment::file_if_open() const {
+  return _impl->file;
+}
+const std::string& log_segment::log_path() const {
+  return _impl->log_path;
+}
+txn_index_source log_segment::txn_source() const {
+  return _impl->txns->source();
+}
+std::vector<std::shared_ptr<deferred_file_work>> log_segment::pending_file_work() const {
+  return _impl->deferred;
 }
 int log_segment::sync_error() const {
   const impl& s = *_impl;

@@ -178,18 +178,25 @@ std::optional<cleaning_snapshot> partition_log::snapshot_for_cleaning(
   auto it = m.floor_segment(m.log_start_offset);
   if (it == m.segments.end()) it = m.segments.begin();
   size_t index = static_cast<size_t>(std::distance(m.segments.cbegin(), it));
+  // No file is opened or read here (this runs on the shard): a closed descriptor, the .txnindex files not
+  // loaded and any work still pending on the files are left to the cleaner thread (prepare_snapshot_files).
+  const auto from_start = it;
   for (; std::next(it) != m.segments.end() && it->first < range.first_uncleanable_offset; ++it, ++index) {
-    snapshot.segments.push_back({it->first, it->second->size(), it->second->file()});
+    snapshot.segments.push_back(
+        {it->first, it->second->size(), it->second->file_if_open(), it->second->log_path()});
     snapshot.summaries.push_back(all[index]);
   }
   if (snapshot.segments.empty()) return std::nullopt;
-  auto aborted = collect_aborted_transactions(m.log_start_offset, range.first_uncleanable_offset);
-  if (!aborted) {
-    subsystem_logger("storage")->warn("{}: not cleaned, the aborted transactions cannot be read: {}",
-                                      describe(m.tp), aborted.error().message);
-    return std::nullopt;
+  std::vector<aborted_txn> known;
+  for (auto t = from_start; t != m.segments.end(); ++t) {
+    for (auto& work : t->second->pending_file_work()) snapshot.pending_file_work.push_back(std::move(work));
+    auto source = t->second->txn_source();
+    // Loaded entries that show no later segment matters end the walk here already.
+    const bool complete = source.entries && collect_aborted_txns(*source.entries, m.log_start_offset,
+                                                                 range.first_uncleanable_offset, known);
+    snapshot.txn_indexes.push_back(std::move(source));
+    if (complete) break;
   }
-  snapshot.aborted_txns = std::move(*aborted);
   return snapshot;
 }
 

@@ -37,20 +37,38 @@ result<std::vector<aborted_txn>> decode_aborted_txns(std::span<const uint8_t> by
   return out;
 }
 
+namespace {
+
+result<std::vector<aborted_txn>> read_entries(const std::string& path) {
+  auto contents = detail::read_file_if_exists(path);
+  if (!contents) return contents.error();
+  if (!*contents) return std::vector<aborted_txn>{};
+  const auto& text = **contents;
+  auto decoded = decode_aborted_txns(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  if (!decoded) return status::error(error_code::corrupt_message, path + ": " + decoded.error().message);
+  return decoded;
+}
+
+}  // namespace
+
+result<std::vector<aborted_txn>> txn_index_source::read() const {
+  if (entries) return *entries;
+  return read_entries(path);
+}
+
+txn_index_source transaction_index::source() const {
+  txn_index_source out;
+  if (_loaded) out.entries = _entries;
+  out.path = _path;
+  return out;
+}
+
 status transaction_index::load() {
   if (_loaded) return status::success();
-  auto contents = detail::read_file_if_exists(_path);
-  if (!contents) return contents.error();
-  _entries.clear();
-  if (*contents) {
-    const auto& text = **contents;
-    auto decoded = decode_aborted_txns(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-    if (!decoded) {
-      return status::error(error_code::corrupt_message, _path + ": " + decoded.error().message);
-    }
-    _entries = std::move(*decoded);
-  }
+  auto read = read_entries(_path);
+  if (!read) return read.error();
+  _entries = std::move(*read);
   _file_entries = static_cast<int64_t>(_entries.size());
   _loaded = true;
   return status::success();
@@ -99,7 +117,12 @@ status transaction_index::truncate_to(int64_t offset) {
 result<bool> transaction_index::collect(int64_t fetch_offset, int64_t upper_bound,
                                         std::vector<aborted_txn>& out) {
   if (auto st = load(); !st.ok()) return st;
-  for (const auto& txn : _entries) {
+  return collect_aborted_txns(_entries, fetch_offset, upper_bound, out);
+}
+
+bool collect_aborted_txns(std::span<const aborted_txn> entries, int64_t fetch_offset, int64_t upper_bound,
+                          std::vector<aborted_txn>& out) {
+  for (const auto& txn : entries) {
     if (txn.last_offset >= fetch_offset && txn.first_offset < upper_bound) out.push_back(txn);
     if (txn.last_stable_offset >= upper_bound) return true;
   }

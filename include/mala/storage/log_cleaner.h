@@ -40,7 +40,8 @@ namespace mala::storage {
 struct cleaning_segment {
   int64_t base_offset = 0;
   int64_t size_bytes = 0;  // the segment is closed: its size does not change unless it is truncated
-  std::shared_ptr<const segment_file> file;
+  std::shared_ptr<const segment_file> file;  // null until prepare_snapshot_files() when it was closed
+  std::string path;                          // the .log's name
 };
 
 // A producer whose last entry in the log is a transaction marker (no data batch of its current epoch since):
@@ -67,9 +68,20 @@ struct cleaning_snapshot {
   std::vector<producer_marker_epoch> producers_ending_with_marker;
   // The aborted transactions (.txnindex entries of every segment) overlapping [log start, first uncleanable
   // offset), in marker order: the key map skips their batches, the rewrite removes them
-  // (cleaned_transactions.h).
+  // (cleaned_transactions.h). Filled by prepare_snapshot_files().
   std::vector<aborted_txn> aborted_txns;
+  // What the shard leaves to the cleaner thread (prepare_snapshot_files()): the file work still pending on
+  // the segments (a roll's renames or index trims), and the .txnindex of every segment from the one holding
+  // the log start on, in order, for Kafka's walk for aborted transactions (collectAbortedTxns).
+  std::vector<std::shared_ptr<deferred_file_work>> pending_file_work;
+  std::vector<txn_index_source> txn_indexes;
 };
+
+// The snapshot's file work, on the cleaner thread (clean_log() runs it first; once is enough): runs the
+// segments' pending work, opens the .log of segments whose descriptor was closed, and reads the aborted
+// transactions. KAFKA_STORAGE_ERROR when a file cannot be read (the log changed: the next round starts over),
+// CORRUPT_MESSAGE for a .txnindex that is not one.
+status prepare_snapshot_files(cleaning_snapshot& snapshot);
 
 // One new segment and the old ones it replaces.
 struct cleaned_group {
@@ -107,10 +119,11 @@ struct cleaning_controls {
   int64_t read_buffer_bytes = 1 << 20;
 };
 
-// Runs the off-shard part of one round. CORRUPT_MESSAGE when a batch of the log is not valid (cleaning this
-// log stops; the log still serves), KAFKA_STORAGE_ERROR on an I/O error (a full disk: the old segments stay),
-// REQUEST_TIMED_OUT when stopped. On any error no .cleaned file is left behind.
-result<cleaned_log> clean_log(const cleaning_snapshot& snapshot, int64_t now_ms, key_offset_map& map,
+// Runs the off-shard part of one round (prepare_snapshot_files() first). CORRUPT_MESSAGE when a batch of the
+// log is not valid (cleaning this log stops; the log still serves), KAFKA_STORAGE_ERROR on an I/O error (a
+// full disk: the old segments stay), REQUEST_TIMED_OUT when stopped. On any error no .cleaned file is left
+// behind.
+result<cleaned_log> clean_log(cleaning_snapshot& snapshot, int64_t now_ms, key_offset_map& map,
                               filter_buffers& buffers, const cleaning_controls& controls = {});
 
 // Deletes the .cleaned files of a round that will not be swapped in.

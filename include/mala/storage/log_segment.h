@@ -42,6 +42,9 @@ class segment_file {
   // off the shard). Holds no descriptor.
   static std::shared_ptr<const segment_file> by_writer(std::filesystem::path path,
                                                        std::function<status()> write);
+  // A segment's .log opened for reading by the calling thread (the cleaner's, for a segment whose descriptor
+  // was closed), in no thread's list of open files.
+  static result<std::shared_ptr<const segment_file>> open_for_reading(const std::string& path);
   // fdatasync (fsync of a directory). Any thread (the flush policy runs it on the blocking pool).
   status sync() const;
   // errno of the first sync() that failed, 0 if none did. Any thread: the partition's shard reads it to take
@@ -183,6 +186,13 @@ class log_segment {
   // <base>.txnindex: the transactions aborted by markers in this segment. truncate_to() and recover() drop
   // the entries of markers they cut; flush() syncs it; it is renamed and deleted with the segment.
   transaction_index& txns();
+  // For a reader on another thread (the cleaner's snapshot), with no file work on the caller's: the .log
+  // handle if its descriptor is open (else nullptr: the reader opens log_path()), the .txnindex as a
+  // source, and the deferred work the reader runs before it uses the files by name.
+  std::shared_ptr<const segment_file> file_if_open() const;
+  const std::string& log_path() const;
+  txn_index_source txn_source() const;
+  std::vector<std::shared_ptr<deferred_file_work>> pending_file_work() const;
   // A topic config change reaching an open segment (the owning partition_log passes its new config to every
   // segment). segment.bytes and segment.ms bound the next should_roll(); index.interval.bytes spaces the
   // index entries of the next appends (and of recover()); segment.index.bytes sizes the indexes the next time

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +39,21 @@ std::string encode_aborted_txn(const aborted_txn& txn);
 // entry of another version.
 result<std::vector<aborted_txn>> decode_aborted_txns(std::span<const uint8_t> bytes);
 
+// Kafka's collectAbortedTxns over one index's entries: those with lastOffset >= fetch_offset and firstOffset
+// < upper_bound, added to `out`. True once an entry's lastStableOffset >= upper_bound was seen: no later
+// segment can hold an entry that matters to this range.
+bool collect_aborted_txns(std::span<const aborted_txn> entries, int64_t fetch_offset, int64_t upper_bound,
+                          std::vector<aborted_txn>& out);
+
+// A .txnindex as a thread other than its segment's owner reads it: the entries if the segment had loaded
+// them, else the file (an index not loaded was not written since its segment was opened).
+struct txn_index_source {
+  std::optional<std::vector<aborted_txn>> entries;
+  std::string path;
+  // The entries, or the file's (none when there is no file).
+  result<std::vector<aborted_txn>> read() const;
+};
+
 class transaction_index {
  public:
   transaction_index(std::string path, int64_t base_offset)
@@ -59,6 +75,8 @@ class transaction_index {
   // an entry that matters to this range.
   result<bool> collect(int64_t fetch_offset, int64_t upper_bound, std::vector<aborted_txn>& out);
   result<std::vector<aborted_txn>> entries();
+  // Its entries or its path, without reading the file (txn_index_source).
+  txn_index_source source() const;
   // fsync when something was written since the last flush.
   status flush();
 

@@ -470,7 +470,7 @@ TEST_F(log_cleaner_test, a_corrupt_batch_stops_the_round_without_touching_the_lo
   // Flip a byte inside the second segment's first batch records (CRC-covered).
   const auto& victim = snapshot->segments[1];
   {
-    std::fstream f(victim.file->path(), std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(victim.path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(70);
     f.put('\x7f');
   }
@@ -575,6 +575,35 @@ TEST_F(log_cleaner_test, aborted_data_goes_and_read_committed_sees_the_latest_co
   // Producer 1's committed values are still in the log: both its markers stay.
   EXPECT_EQ(markers_of(1).size(), 2u);
   EXPECT_EQ(only_txn_keys(read_committed()), committed);
+}
+
+TEST_F(log_cleaner_test, the_snapshot_reads_no_file_on_the_shard_and_the_cleaner_thread_finds_the_aborts) {
+  const int64_t aborted = append_txn(2, {{"k0", "a2"}, {"k1", "a2"}});
+  end_txn(2, false, aborted);
+  write_updates(10, 6);
+  // After a restart no .txnindex is loaded: the snapshot carries their paths, not their entries.
+  _log.reset();
+  _log = open();
+  auto snapshot = _log->snapshot_for_cleaning(std::nullopt, _log->log_end_offset(), _now, {});
+  ASSERT_TRUE(snapshot.has_value());
+  EXPECT_TRUE(snapshot->aborted_txns.empty());
+  ASSERT_FALSE(snapshot->txn_indexes.empty());
+  for (const auto& index : snapshot->txn_indexes) EXPECT_FALSE(index.entries.has_value()) << index.path;
+  ASSERT_TRUE(prepare_snapshot_files(*snapshot).ok());
+  ASSERT_EQ(snapshot->aborted_txns.size(), 1u);
+  EXPECT_EQ(snapshot->aborted_txns[0].producer_id, 2);
+  EXPECT_EQ(snapshot->aborted_txns[0].first_offset, aborted);
+  for (const auto& segment : snapshot->segments) EXPECT_NE(segment.file, nullptr);
+  // Loaded entries travel with the snapshot; the walk stops at an entry whose last stable offset is past
+  // the range.
+  ASSERT_TRUE(_log->collect_aborted_transactions(0, _log->log_end_offset()).ok());  // loads them
+  snapshot = _log->snapshot_for_cleaning(std::nullopt, _log->log_end_offset(), _now, {});
+  ASSERT_TRUE(snapshot.has_value());
+  EXPECT_TRUE(snapshot->txn_indexes.front().entries.has_value());
+  auto cleaned = clean_log(*snapshot, _now, _map, _buffers);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.error().message;
+  ASSERT_TRUE(_log->replace_with_cleaned(*cleaned).ok());
+  for (const auto& r : read_all(*_log)) EXPECT_NE(r.value, std::optional<std::string>("a2")) << r.offset;
 }
 
 TEST_F(log_cleaner_test, an_abort_marker_stays_with_its_index_entry_in_a_group_spanning_segments) {
