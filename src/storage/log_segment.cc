@@ -1016,18 +1016,21 @@ bool log_segment::should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_
                               int64_t rolling_jitter_ms, int64_t batch_max_timestamp) const {
   const impl& s = *_impl;
   if (s.size > int64_t{s.config.segment_bytes} - batch_bytes) return true;
-  if (s.size > 0) {
-    int64_t waited = 0;
-    if (s.rolling_timestamp >= 0) {
-      waited = (batch_max_timestamp >= 0 ? batch_max_timestamp : now_ms) - s.rolling_timestamp;
-    } else {
-      waited = now_ms - s.created_ms;
-    }
-    if (waited > s.config.segment_ms - rolling_jitter_ms) return true;
-  }
+  if (time_roll_within(0, now_ms, rolling_jitter_ms, batch_max_timestamp)) return true;
   if (s.offsets->is_full() || s.times->is_full()) return true;
   const int64_t relative = next_batch_last_offset - s.base_offset;
   return relative < 0 || relative > max_relative_offset;
+}
+
+bool log_segment::time_roll_within(int64_t lead_ms, int64_t now_ms, int64_t rolling_jitter_ms,
+                                   int64_t batch_max_timestamp) const {
+  const impl& s = *_impl;
+  if (s.size == 0) return false;
+  // Kafka's timeWaitedForRoll: from the first batch's timestamp when there is one, else from the creation.
+  const int64_t waited = s.rolling_timestamp >= 0
+                             ? (batch_max_timestamp >= 0 ? batch_max_timestamp : now_ms) - s.rolling_timestamp
+                             : now_ms - s.created_ms;
+  return waited > s.config.segment_ms - rolling_jitter_ms - lead_ms;
 }
 
 bool log_segment::past_half_of_size_bounds() const {

@@ -697,7 +697,7 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   out.first_offset = first_offset;
   out.last_offset = last_offset;
   if (as_leader && config.log_append_time) out.log_append_time = now;
-  ask_for_standby_if_near();
+  ask_for_standby_if_near(false, set_max_timestamp);
   return out;
 }
 

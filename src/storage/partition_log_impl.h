@@ -117,10 +117,17 @@ struct partition_log::impl {
   // its roll: its appends may be large enough to take a segment from under half to full in one or two
   // requests, faster than the worker makes one.
   static constexpr int64_t busy_segment_ms = 10 * 60 * 1000;
+  // A roll by age (segment.ms) due within this long (at most half of segment.ms) asks for the standby too:
+  // a log appended to at least this often finds it ready when its time roll comes, and an idle log holds
+  // none for long. A log idle for longer rolls in place at its next append.
+  static constexpr int64_t time_roll_lead_ms = 60 * 1000;
 
-  void ask_for_standby_if_near(bool busy = false) {
+  void ask_for_standby_if_near(bool busy = false, int64_t batch_max_timestamp = -1) {
     if (!worker || standby || offline() || closed) return;
-    if (!busy && !active().past_half_of_size_bounds()) return;
+    const int64_t lead = std::min(time_roll_lead_ms, config.segment_ms / 2);
+    if (!busy && !active().past_half_of_size_bounds() &&
+        !active().time_roll_within(lead, clock(), rolling_jitter_ms, batch_max_timestamp))
+      return;
     if (!worker->take_standby_place()) return;
     standby = std::make_shared<standby_slot>();
     worker->post([slot = standby, dir = dir, config = config, clock = clock] {

@@ -247,6 +247,10 @@ class log_segment {
   // offset range): when its log prepares the standby segment it will roll to. Not segment.ms: a log idle
   // past its roll time would hold a standby until its next append.
   bool past_half_of_size_bounds() const;
+  // Whether should_roll() would roll this segment for its age (segment.ms) within lead_ms: a log appended to
+  // often prepares its standby for a time roll too.
+  bool time_roll_within(int64_t lead_ms, int64_t now_ms, int64_t rolling_jitter_ms,
+                        int64_t batch_max_timestamp = -1) const;
   status flush();
   // Renames every file to <name>.deleted (asynchronous deletion); the handles stay valid (file() then returns
   // a new handle with the new path; earlier handles keep theirs).

@@ -1121,6 +1121,35 @@ TEST_F(partition_log_test, a_roll_adopts_the_standby_segment_the_file_worker_mad
   EXPECT_EQ(read_all(*reopened).size(), total);
 }
 
+TEST_F(partition_log_test, a_log_appended_to_often_has_its_standby_ready_for_its_time_roll) {
+  auto worker = std::make_shared<file_worker>();
+  _config.segment_ms = 10 * 60 * 1000;
+  auto o = options();
+  o.worker = worker;
+  auto log = open(o);
+  append(*log, make_batch(1, _now));
+  _now += 5 * 60 * 1000;
+  append(*log, make_batch(1, _now));
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_TRUE(files_with_suffix(".standby").empty());  // the roll by age is minutes away
+  _now += 4 * 60 * 1000 + 30 * 1000;                   // within a minute of it
+  append(*log, make_batch(1, _now));
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_EQ(files_with_suffix(".standby").size(), 4u);
+  _now += 60 * 1000;
+  append(*log, make_batch(1, _now));
+  EXPECT_EQ(log->segment_count(), 2u);
+  EXPECT_EQ(log->standby_rolls(), 1);
+  ASSERT_TRUE(wait_until_idle(*worker));
+  // A log idle past its roll time holds no standby: it rolls in place at its next append.
+  EXPECT_TRUE(files_with_suffix(".standby").empty());
+  _now += 20 * 60 * 1000;
+  append(*log, make_batch(1, _now));
+  EXPECT_EQ(log->segment_count(), 3u);
+  EXPECT_EQ(log->standby_rolls(), 1);
+  EXPECT_EQ(read_all(*log).size(), 5u);
+}
+
 TEST_F(partition_log_test, a_standby_holding_data_after_a_crash_becomes_its_segment) {
   const auto batch_size = static_cast<int32_t>(make_batch(1).size());
   _config.segment_bytes = batch_size * 2;
