@@ -273,7 +273,12 @@ status prepare_snapshot_files(cleaning_snapshot& s) {
   const int64_t to = s.range.first_uncleanable_offset;
   for (const auto& index : s.txn_indexes) {
     auto entries = index.read();
-    if (!entries) return entries.error();
+    // Retried after the backoff (not "uncleanable"): as when the shard read them, a .txnindex that cannot be
+    // read now only skips this round.
+    if (!entries) {
+      return status::error(error_code::kafka_storage_error,
+                           "the aborted transactions cannot be read: " + entries.error().message);
+    }
     if (collect_aborted_txns(*entries, from, to, s.aborted_txns)) break;
   }
   s.txn_indexes.clear();
