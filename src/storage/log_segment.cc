@@ -312,9 +312,9 @@ struct log_segment::impl {
   status settle() const {
     status first;
     for (auto& work : deferred) {
-      work->run();
-      auto result = work->result_if_done();
-      if (result && !result->ok() && first.ok()) first = *result;
+      // finish(), not run() and result_if_done(): a failure must not be missed while another thread that
+      // is running the same work holds its lock.
+      if (auto result = work->finish(); !result.ok() && first.ok()) first = result;
     }
     deferred.clear();
     return first;
@@ -326,8 +326,12 @@ struct log_segment::impl {
     auto& list = open_file_list::of_this_thread();
     if (!file) {
       if (!deferred.empty()) {
-        if (auto st = settle(); !st.ok())
+        if (auto st = settle(); !st.ok()) {
+          // The name may not be this segment's file (a swap whose renames stopped half-way): nothing is
+          // opened, and the read or write using the handle fails with EBADF and reports the I/O error.
           subsystem_logger("storage")->error("deferred file work of {} failed: {}", log_path, st.message);
+          return std::shared_ptr<segment_file>(new segment_file(-1, log_path));
+        }
       }
       const int fd = ::open(log_path.c_str(), O_RDWR | O_CLOEXEC);
       if (fd < 0) return std::shared_ptr<segment_file>(new segment_file(-1, log_path));
@@ -522,6 +526,12 @@ txn_index_source log_segment::txn_source() const {
 }
 std::vector<std::shared_ptr<deferred_file_work>> log_segment::pending_file_work() const {
   return _impl->deferred;
+}
+int32_t log_segment::offset_index_entries() const {
+  return _impl->offsets->entries();
+}
+int32_t log_segment::time_index_entries() const {
+  return _impl->times->entries();
 }
 int log_segment::sync_error() const {
   const impl& s = *_impl;

@@ -99,7 +99,7 @@ error_code code_for(proto::batch_status s) {
 int64_t partition_log_parts::largest_timestamp(const log_segment& segment) {
   if (segment.max_timestamp() >= 0) return segment.max_timestamp();
   struct stat st {};
-  if (::stat(segment.file()->path().c_str(), &st) != 0) return -1;
+  if (::stat(segment.log_path().c_str(), &st) != 0) return -1;
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
 }
 
@@ -697,6 +697,7 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   out.first_offset = first_offset;
   out.last_offset = last_offset;
   if (as_leader && config.log_append_time) out.log_append_time = now;
+  last_append_ms = clock();
   ask_for_standby_if_near(false, set_max_timestamp);
   return out;
 }

@@ -111,15 +111,18 @@ struct partition_log::impl {
     status error;
   };
   std::shared_ptr<standby_slot> standby;  // asked for and not adopted or discarded yet
-  int64_t standbys_adopted = 0;           // rolls that created no file on the shard (tests)
+  int64_t standby_asked_ms = 0;
+  int64_t last_append_ms = 0;
+  int64_t standbys_adopted = 0;  // rolls that created no file on the shard (tests)
 
   // A log whose segment filled within this long after it was created asks for the next standby at once at
   // its roll: its appends may be large enough to take a segment from under half to full in one or two
   // requests, faster than the worker makes one.
   static constexpr int64_t busy_segment_ms = 10 * 60 * 1000;
   // A roll by age (segment.ms) due within this long (at most half of segment.ms) asks for the standby too:
-  // a log appended to at least this often finds it ready when its time roll comes, and an idle log holds
-  // none for long. A log idle for longer rolls in place at its next append.
+  // a log appended to at least this often finds it ready when its time roll comes. A log idle for longer
+  // rolls in place at its next append; one that went idle after asking gives its standby back at a
+  // retention pass once it had no append for longer than busy_segment_ms (discard_standby_if_idle).
   static constexpr int64_t time_roll_lead_ms = 60 * 1000;
 
   void ask_for_standby_if_near(bool busy = false, int64_t batch_max_timestamp = -1) {
@@ -130,6 +133,7 @@ struct partition_log::impl {
       return;
     if (!worker->take_standby_place()) return;
     standby = std::make_shared<standby_slot>();
+    standby_asked_ms = clock();
     worker->post([slot = standby, dir = dir, config = config, clock = clock] {
       std::lock_guard lock(slot->mutex);
       if (slot->discarded) return;
@@ -161,6 +165,25 @@ struct partition_log::impl {
     standby.reset();
     worker->return_standby_place();
     return segment;
+  }
+
+  // A standby of a log with no append for longer than a busy segment lasts (one appended to just before its
+  // roll by age, or past half of segment.bytes, then idle): its files go on the worker and its place is freed
+  // for another log. Called by the periodic retention pass; the log asks again when appends resume.
+  void discard_standby_if_idle() {
+    const int64_t now = clock();
+    if (!standby || now - standby_asked_ms <= busy_segment_ms || now - last_append_ms <= busy_segment_ms)
+      return;
+    worker->post([slot = standby, places = worker.get()] {
+      {
+        std::lock_guard lock(slot->mutex);
+        slot->discarded = true;
+        if (slot->segment) (void)slot->segment->delete_files();
+        slot->segment.reset();
+      }
+      places->return_standby_place();
+    });
+    standby.reset();
   }
 
   // A standby nobody will adopt (the log closes or goes): its files go.

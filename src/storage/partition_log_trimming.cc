@@ -106,6 +106,7 @@ result<int32_t> partition_log::apply_retention(int64_t now_ms, int64_t high_wate
   auto& m = *_impl;
   // The log manager takes the dir offline for a failed retention itself (it is iterating its logs here).
   if (m.offline()) return m.failure;
+  m.discard_standby_if_idle();
   int32_t removed = 0;
   auto run = [&](const std::vector<int64_t>& bases, const char* reason) -> status {
     auto n = m.delete_segments(bases, now_ms, reason);
@@ -156,8 +157,8 @@ std::optional<cleaning_snapshot> partition_log::snapshot_for_cleaning(
     segment_summary s;
     s.base_offset = base;
     s.size_bytes = segment->size();
-    s.offset_index_bytes = int64_t{segment->offsets().entries()} * offset_index_entry_size;
-    s.time_index_bytes = int64_t{segment->times().entries()} * time_index_entry_size;
+    s.offset_index_bytes = int64_t{segment->offset_index_entries()} * offset_index_entry_size;
+    s.time_index_bytes = int64_t{segment->time_index_entries()} * time_index_entry_size;
     s.largest_timestamp = largest_timestamp(*segment);
     s.first_batch_timestamp = segment->first_batch_timestamp();
     all.push_back(s);
@@ -178,8 +179,9 @@ std::optional<cleaning_snapshot> partition_log::snapshot_for_cleaning(
   auto it = m.floor_segment(m.log_start_offset);
   if (it == m.segments.end()) it = m.segments.begin();
   size_t index = static_cast<size_t>(std::distance(m.segments.cbegin(), it));
-  // No file is opened or read here (this runs on the shard): a closed descriptor, the .txnindex files not
-  // loaded and any work still pending on the files are left to the cleaner thread (prepare_snapshot_files).
+  // No file is opened or read here (this runs on the shard; only a segment without any timestamp is
+  // stat()ed for its age above): a closed descriptor, the .txnindex files not loaded and any work still
+  // pending on the files are left to the cleaner thread (prepare_snapshot_files).
   const auto from_start = it;
   for (; std::next(it) != m.segments.end() && it->first < range.first_uncleanable_offset; ++it, ++index) {
     snapshot.segments.push_back(
@@ -231,12 +233,19 @@ status partition_log::replace_with_cleaned(cleaned_log& cleaned) {
       cleaned.swap_renames.push_back(std::move(renames));
       for (auto& o : old) m.pending_deletes.push_back({now + m.config.file_delete_delay_ms, std::move(o)});
     } else {
-      if (auto st = segment->change_suffix(cleaned_suffix, swap_suffix); !st.ok()) return m.fail(st);
+      // A failed rename leaves the files as they are for the next load's recovery to complete or roll back
+      // (a group's .swap files may already stand for replaced segments gone to .deleted): none is handed
+      // back for the caller to delete.
+      auto failed = [&](const status& st) {
+        cleaned.groups.clear();
+        return m.fail(st);
+      };
+      if (auto st = segment->change_suffix(cleaned_suffix, swap_suffix); !st.ok()) return failed(st);
       for (int64_t base : g.replaced_bases) {
         auto node = m.segments.extract(base);
-        if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok()) return m.fail(st);
+        if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok()) return failed(st);
       }
-      if (auto st = segment->change_suffix(swap_suffix, ""); !st.ok()) return m.fail(st);
+      if (auto st = segment->change_suffix(swap_suffix, ""); !st.ok()) return failed(st);
     }
     segment->update_config(m.config);
     m.segments.emplace(segment->base_offset(), std::move(segment));

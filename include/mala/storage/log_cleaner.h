@@ -15,8 +15,8 @@
 //    memory; the renames are left in cleaned_log::swap_renames for the cleaner thread (and the worker). A
 //    crash at any point is rolled back or completed at the next load (cleaning_recovery.h).
 //
-// Threads: clean_log() on a cleaner thread; the snapshot and the swap on the owning shard; with a file
-// worker, the swap's renames and the discarding of refused groups on the cleaner thread.
+// Threads: clean_log() on a cleaner thread; the snapshot and the swap on the owning shard; the discarding of
+// refused groups, and with a file worker the swap's renames, on the cleaner thread.
 #pragma once
 
 #include <atomic>
@@ -79,8 +79,8 @@ struct cleaning_snapshot {
 
 // The snapshot's file work, on the cleaner thread (clean_log() runs it first; once is enough): runs the
 // segments' pending work, opens the .log of segments whose descriptor was closed, and reads the aborted
-// transactions. KAFKA_STORAGE_ERROR when a file cannot be read (the log changed: the next round starts over),
-// CORRUPT_MESSAGE for a .txnindex that is not one.
+// transactions. KAFKA_STORAGE_ERROR when a file cannot be read or a .txnindex is not one (the round is
+// skipped and retried after the backoff, as when the shard read them).
 status prepare_snapshot_files(cleaning_snapshot& snapshot);
 
 // One new segment and the old ones it replaces.

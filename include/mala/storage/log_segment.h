@@ -90,8 +90,9 @@ struct segment_recovery {
 // owns it: the renames of a standby segment to its base offset, a rolled segment's index trims, the renames
 // of a cleaner's swap. run() does what is left, once, on the first thread that calls it: the background
 // thread, or the segment itself when it needs its files by name before that thread got there (it settles its
-// deferred work first); work that was pending on the same segments when this was made runs first. A failure
-// is kept for the segment's owner, which takes the log offline.
+// deferred work first). A swap's work (swap_in_later) runs the work that was pending on its segments when it
+// was made first; the other kinds rely on the worker's order (first posted, first run). A failure is kept for
+// the segment's owner, which takes the log offline.
 class deferred_file_work {
  public:
   void run();
@@ -193,6 +194,8 @@ class log_segment {
   const std::string& log_path() const;
   txn_index_source txn_source() const;
   std::vector<std::shared_ptr<deferred_file_work>> pending_file_work() const;
+  int32_t offset_index_entries() const;
+  int32_t time_index_entries() const;
   // A topic config change reaching an open segment (the owning partition_log passes its new config to every
   // segment). segment.bytes and segment.ms bound the next should_roll(); index.interval.bytes spaces the
   // index entries of the next appends (and of recover()); segment.index.bytes sizes the indexes the next time
@@ -244,8 +247,8 @@ class log_segment {
   bool should_roll(int32_t batch_bytes, int64_t now_ms, int64_t next_batch_last_offset,
                    int64_t rolling_jitter_ms, int64_t batch_max_timestamp = -1) const;
   // Whether the segment is past half of a roll bound of size (segment.bytes, either index, the relative
-  // offset range): when its log prepares the standby segment it will roll to. Not segment.ms: a log idle
-  // past its roll time would hold a standby until its next append.
+  // offset range): when its log prepares the standby segment it will roll to. For segment.ms see
+  // time_roll_within(): only a log appended to shortly before its roll by age asks then.
   bool past_half_of_size_bounds() const;
   // Whether should_roll() would roll this segment for its age (segment.ms) within lead_ms: a log appended to
   // often prepares its standby for a time roll too.

@@ -5,8 +5,9 @@
 // retention, DeleteRecords and truncation remove data.
 //
 // Threads: every method runs on the partition's owning shard. The only cross-thread objects are the
-// segment_file handles inside returned file_slices (read or fsynced elsewhere) and the value returned by
-// flush_work(), which the blocking pool runs.
+// segment_file handles inside returned file_slices (read or fsynced elsewhere), the value returned by
+// flush_work(), which the blocking pool runs, and what the cleaner gets from snapshot_for_cleaning() and
+// replace_with_cleaned() (file handles and paths, deferred renames), which its thread runs.
 #pragma once
 
 #include <cstdint>

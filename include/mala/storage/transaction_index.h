@@ -10,7 +10,8 @@
 // entry's is ignored, so that a producer-state replay over a range already indexed (recovery, truncation)
 // adds only what is missing. A trailing partial entry (torn write) is dropped when the file is read.
 //
-// Threads: owned by its log_segment, touched only on the partition's owning shard.
+// Threads: owned by its log_segment, touched only on the partition's owning shard; the log cleaner's thread
+// reads a copy of the entries or, for an index not loaded, the file itself (txn_index_source).
 #pragma once
 
 #include <cstdint>

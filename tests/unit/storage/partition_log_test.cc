@@ -1150,6 +1150,40 @@ TEST_F(partition_log_test, a_log_appended_to_often_has_its_standby_ready_for_its
   EXPECT_EQ(read_all(*log).size(), 5u);
 }
 
+TEST_F(partition_log_test, a_log_idle_for_minutes_gives_its_standby_back_at_a_retention_pass) {
+  auto worker = std::make_shared<file_worker>();
+  const auto batch_size = static_cast<int32_t>(make_batch(1).size());
+  _config.segment_bytes = batch_size * 4;
+  auto o = options();
+  o.worker = worker;
+  auto log = open(o);
+  append(*log, make_batch(1));
+  append(*log, make_batch(1));  // past half of segment.bytes
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_EQ(files_with_suffix(".standby").size(), 4u);
+  ASSERT_TRUE(log->apply_retention(_now, log->log_end_offset()).ok());
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_EQ(files_with_suffix(".standby").size(), 4u);  // just asked for
+  _now += 5 * 60 * 1000;
+  append(*log, make_batch(1, _now));
+  _now += 6 * 60 * 1000;
+  ASSERT_TRUE(log->apply_retention(_now, log->log_end_offset()).ok());
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_EQ(files_with_suffix(".standby").size(), 4u);  // appended to 6 minutes ago
+  _now += 5 * 60 * 1000;
+  ASSERT_TRUE(log->apply_retention(_now, log->log_end_offset()).ok());
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_TRUE(files_with_suffix(".standby").empty());  // idle for 11 minutes: given back
+  // Appends resume: the log asks again, rolls, and keeps every batch.
+  for (int i = 0; i < 3; ++i) {
+    append(*log, make_batch(1, _now));
+    ASSERT_TRUE(wait_until_idle(*worker));
+  }
+  EXPECT_EQ(log->segment_count(), 2u);
+  EXPECT_EQ(log->standby_rolls(), 1);
+  EXPECT_EQ(read_all(*log).size(), 6u);
+}
+
 TEST_F(partition_log_test, a_standby_holding_data_after_a_crash_becomes_its_segment) {
   const auto batch_size = static_cast<int32_t>(make_batch(1).size());
   _config.segment_bytes = batch_size * 2;
