@@ -59,6 +59,13 @@ class partition_log_test : public ::testing::Test {
     return o;
   }
 
+  // A log whose file work goes to `worker` (standby segments, deferred renames and trims).
+  std::unique_ptr<partition_log> open_with_worker(std::shared_ptr<file_worker> worker) {
+    auto o = options();
+    o.worker = std::move(worker);
+    return open(std::move(o));
+  }
+
   std::unique_ptr<partition_log> open(log_open_options o) {
     auto log = partition_log::open(_dir, {"orders", 0}, _config, std::move(o));
     EXPECT_TRUE(log.ok()) << (log.ok() ? "" : log.error().message);
@@ -1064,9 +1071,7 @@ TEST_F(partition_log_test, a_roll_adopts_the_standby_segment_the_file_worker_mad
   auto worker = std::make_shared<file_worker>();
   const auto batch_size = static_cast<int32_t>(make_batch(1).size());
   _config.segment_bytes = batch_size * 4;
-  auto o = options();
-  o.worker = worker;
-  auto log = open(o);
+  auto log = open_with_worker(worker);
   append(*log, make_batch(1));
   EXPECT_TRUE(files_with_suffix(".standby").empty());  // not past half of segment.bytes yet
   append(*log, make_batch(1));
@@ -1115,7 +1120,7 @@ TEST_F(partition_log_test, a_roll_adopts_the_standby_segment_the_file_worker_mad
   ASSERT_TRUE(log->close().ok());
   EXPECT_TRUE(files_with_suffix(".standby").empty());  // a standby nobody adopted goes at close
   log.reset();
-  auto reopened = open(o);
+  auto reopened = open_with_worker(worker);
   ASSERT_TRUE(reopened);
   EXPECT_EQ(static_cast<size_t>(reopened->log_end_offset()), total);
   EXPECT_EQ(read_all(*reopened).size(), total);
@@ -1124,9 +1129,7 @@ TEST_F(partition_log_test, a_roll_adopts_the_standby_segment_the_file_worker_mad
 TEST_F(partition_log_test, a_log_appended_to_often_has_its_standby_ready_for_its_time_roll) {
   auto worker = std::make_shared<file_worker>();
   _config.segment_ms = 10 * 60 * 1000;
-  auto o = options();
-  o.worker = worker;
-  auto log = open(o);
+  auto log = open_with_worker(worker);
   append(*log, make_batch(1, _now));
   _now += 5 * 60 * 1000;
   append(*log, make_batch(1, _now));
@@ -1154,9 +1157,7 @@ TEST_F(partition_log_test, a_log_idle_for_minutes_gives_its_standby_back_at_a_re
   auto worker = std::make_shared<file_worker>();
   const auto batch_size = static_cast<int32_t>(make_batch(1).size());
   _config.segment_bytes = batch_size * 4;
-  auto o = options();
-  o.worker = worker;
-  auto log = open(o);
+  auto log = open_with_worker(worker);
   append(*log, make_batch(1));
   append(*log, make_batch(1));  // past half of segment.bytes
   ASSERT_TRUE(wait_until_idle(*worker));
@@ -1234,9 +1235,7 @@ TEST_F(retention_test, the_file_worker_renames_and_deletes_what_retention_remove
   _config.retention_ms = 10'000;
   _batch_size = static_cast<int32_t>(make_batch(1).size());
   _config.segment_bytes = _batch_size * 2;
-  auto o = options();
-  o.worker = worker;
-  auto log = open(o);
+  auto log = open_with_worker(worker);
   for (int i = 0; i < 12; ++i) append(*log, make_batch(1, start_ms + i * 1000), 0);
   ASSERT_EQ(log->segment_count(), 6u);
   auto removed = log->apply_retention(start_ms + 11'500, log->log_end_offset());
