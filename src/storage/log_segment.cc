@@ -973,8 +973,7 @@ std::shared_ptr<deferred_file_work> log_segment::adopt_as(const fs::path& dir, i
 }
 
 void deferred_file_work::run() {
-  std::lock_guard lock(_mutex);
-  if (!_done) run_locked();
+  (void)finish();
 }
 
 status deferred_file_work::finish() {
