@@ -461,9 +461,16 @@ result<std::unique_ptr<log_segment>> log_segment::open(const fs::path& dir, int6
     const int txn_fd = ::open(s.txns->path().c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (txn_fd < 0) return detail::io_error("cannot create", s.txns->path(), errno);
     ::close(txn_fd);
+    s.txns->mark_empty();
   } else {
     std::error_code ec;
     s.index_files_created = !fs::exists(offset_path, ec) || !fs::exists(time_path, ec);
+    // Read now, where the log is opened (off the shards), so that the shard serving read_committed fetches
+    // and writing abort markers reads no file. A file that cannot be read is tried again at its first use,
+    // which reports the error (KAFKA_STORAGE_ERROR), as before.
+    if (auto loaded = s.txns->load(); !loaded.ok()) {
+      subsystem_logger("storage")->warn("cannot read {}: {}", s.txns->path(), loaded.message);
+    }
   }
 
   auto offsets = offset_index::open(offset_path, base_offset, config.segment_index_bytes, create);
@@ -523,6 +530,9 @@ const std::string& log_segment::log_path() const {
 }
 txn_index_source log_segment::txn_source() const {
   return _impl->txns->source();
+}
+const std::string& log_segment::txn_index_path() const {
+  return _impl->txns->path();
 }
 std::vector<std::shared_ptr<deferred_file_work>> log_segment::pending_file_work() const {
   return _impl->deferred;
@@ -862,6 +872,34 @@ std::shared_ptr<deferred_file_work> log_segment::on_roll_deferred(status& error)
   return work;
 }
 
+std::shared_ptr<deferred_file_work> log_segment::append_aborted_txn_later(const aborted_txn& txn,
+                                                                          status& error) {
+  impl& s = *_impl;
+  // What the worker finished is dropped (a failure of it is this append's), so that a segment taking many
+  // aborts between flushes does not carry them all.
+  if (auto st = collect_deferred(); !st.ok()) {
+    error = st;
+    return nullptr;
+  }
+  auto prepared = s.txns->prepare_append(txn);
+  if (!prepared && s.txns->load().ok()) prepared = s.txns->prepare_append(txn);  // unreadable at the open
+  if (!prepared) {
+    error = prepared.error();
+    return nullptr;
+  }
+  if (!*prepared) return nullptr;
+  auto work = std::make_shared<deferred_file_work>();
+  work->_before = s.deferred;
+  work->_txn_writes.push_back(std::move(**prepared));
+  s.deferred.push_back(work);
+  return work;
+}
+
+result<bool> log_segment::collect_aborted_txns(int64_t fetch_offset, int64_t upper_bound,
+                                               std::vector<aborted_txn>& out) {
+  return _impl->txns->collect(fetch_offset, upper_bound, out);
+}
+
 status log_segment::collect_deferred() {
   impl& s = *_impl;
   status first;
@@ -892,6 +930,7 @@ result<std::unique_ptr<log_segment>> log_segment::create_standby(const fs::path&
 
 std::shared_ptr<deferred_file_work> log_segment::rename_for_deletion_later() {
   auto work = std::make_shared<deferred_file_work>();
+  work->_before = _impl->deferred;  // a .txnindex write pending goes to the old name first
   // Files already gone (the log's directory was removed meanwhile) need no rename.
   rename_later(
       *work, [](const std::string& from, std::string_view) { return from + std::string(deleted_suffix); },
@@ -942,6 +981,7 @@ std::shared_ptr<deferred_file_work> log_segment::delete_files_later() {
   impl& s = *_impl;
   s.closed = true;
   auto work = std::make_shared<deferred_file_work>();
+  work->_before = s.deferred;
   work->_unlinks = {s.log_path, s.offsets->path(), s.times->path(), s.txns->path()};
   s.deferred.push_back(work);
   return work;
@@ -993,6 +1033,12 @@ void deferred_file_work::run_locked() {
   // Their failures are their segments' to report; a rename that depended on one fails here too.
   for (auto& earlier : _before) earlier->run();
   _before.clear();
+  for (const auto& write : _txn_writes) {
+    if (auto st = write_aborted_txn_entry(write); !st.ok()) {
+      _result = st;
+      return;
+    }
+  }
   for (const auto& r : _renames) {
     if (::rename(r.from.c_str(), r.to.c_str()) != 0) {
       if (errno == ENOENT && r.may_be_missing) continue;

@@ -757,10 +757,18 @@ status partition_log::append_aborted_txn(const aborted_txn& txn) {
         error_code::unknown_server_error,
         describe(m.tp) + ": no segment holds the marker at offset " + std::to_string(txn.last_offset));
   }
-  auto& index = it->second->txns();
-  if (auto st = index.append(txn); !st.ok()) return m.fail_on_io_error(st);
-  // Synced with the data by the next flush, like a roll's producer snapshot.
-  m.files_to_sync.emplace_back(index.path());
+  // In memory at once; the file is written off the shard (the worker, or a thread that needs the files
+  // first) and synced with the data by the next flush, like a roll's producer snapshot.
+  status error;
+  auto work = it->second->append_aborted_txn_later(txn, error);
+  if (!error.ok()) return m.fail_on_io_error(error);
+  if (!work) return status::success();
+  if (m.worker) {
+    m.worker->post([work] { work->run(); });
+  } else if (auto st = work->finish(); !st.ok()) {
+    return m.fail_on_io_error(st);
+  }
+  m.txn_index_writes.push_back({it->second->txn_index_path(), std::move(work)});
   return status::success();
 }
 
@@ -788,7 +796,7 @@ result<std::vector<aborted_txn>> partition_log::collect_aborted_transactions(int
   // shows that no later one can overlap the range (its LSO is at or past the upper bound). A later segment
   // may hold the abort of a transaction that started inside the range, so the walk is not cut at the bound.
   for (; it != m.segments.end(); ++it) {
-    auto complete = it->second->txns().collect(fetch_offset, upper_bound, out);
+    auto complete = it->second->collect_aborted_txns(fetch_offset, upper_bound, out);
     if (!complete) return storage_error(m.tp, complete.error().message);
     if (*complete) break;
   }
@@ -907,6 +915,14 @@ std::vector<std::shared_ptr<const segment_file>> partition_log::impl::hand_out_u
   }
   for (auto& path : m.files_to_sync) files.push_back(segment_file::by_path(std::move(path)));
   m.files_to_sync.clear();
+  for (auto& w : m.txn_index_writes) {
+    auto path = w.path;
+    files.push_back(segment_file::by_writer(std::move(path), [w = std::move(w)]() -> status {
+      if (auto st = w.work->finish(); !st.ok()) return st;
+      return segment_file::by_path(w.path)->sync();
+    }));
+  }
+  m.txn_index_writes.clear();
   // The leader-epoch checkpoint, if the epochs changed, is written and synced by the same job as the data
   // it describes, off the shard; until that job completes the recovery point stays below that data, so a
   // crash in between rebuilds the epochs by the recovery scan.
@@ -968,6 +984,11 @@ void partition_log::mark_flushed(int64_t offset) {
 status partition_log::impl::flush_segments(file_sync sync) {
   // With file_sync::later the caller makes it all durable at once (a clean shutdown's syncfs), before it
   // checkpoints the recovery point this moves.
+  for (auto& w : txn_index_writes) {
+    if (auto st = w.work->finish(); !st.ok()) return storage_error(tp, "flush failed: " + st.message);
+    files_to_sync.push_back(std::move(w.path));
+  }
+  txn_index_writes.clear();
   if (sync == file_sync::later) {
     if (auto st = epochs.write(file_sync::later); !st.ok()) return storage_error(tp, st.message);
     files_to_sync.clear();

@@ -84,6 +84,13 @@ struct partition_log::impl {
   std::vector<std::filesystem::path>
       files_to_sync;  // written unsynced since the last flush (the roll listener's)
   std::shared_ptr<const segment_file> dir_sync_handed_out;  // the last directory sync flush_work() gave out
+  // .txnindex entries of abort markers since the last flush, written by the file worker (or by whoever
+  // needs the segment's files first): the next flush finishes each write, then syncs its file.
+  struct txn_index_write {
+    std::string path;
+    std::shared_ptr<deferred_file_work> work;
+  };
+  std::vector<txn_index_write> txn_index_writes;
 
   // segment.jitter.ms: a random part subtracted from segment.ms for the active segment, so that partitions
   // created together do not all roll at the same moment (Kafka's rollJitterMs).

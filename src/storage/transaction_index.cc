@@ -57,6 +57,17 @@ result<std::vector<aborted_txn>> txn_index_source::read() const {
   return read_entries(path);
 }
 
+status write_aborted_txn_entry(const transaction_index::entry_write& write) {
+  const int fd = ::open(write.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return detail::io_error("cannot open", write.path, errno);
+  const bool written = detail::pwrite_all(fd, reinterpret_cast<const uint8_t*>(write.bytes.data()),
+                                          write.bytes.size(), write.position, write.path);
+  const int err = errno;
+  ::close(fd);
+  if (!written) return detail::io_error("cannot write", write.path, err);
+  return status::success();
+}
+
 txn_index_source transaction_index::source() const {
   txn_index_source out;
   if (_loaded) out.entries = _entries;
@@ -74,27 +85,39 @@ status transaction_index::load() {
   return status::success();
 }
 
-status transaction_index::append(const aborted_txn& txn) {
-  if (auto st = load(); !st.ok()) return st;
+void transaction_index::mark_empty() {
+  _entries.clear();
+  _file_entries = 0;
+  _loaded = true;
+}
+
+result<std::optional<transaction_index::entry_write>> transaction_index::prepare_append(
+    const aborted_txn& txn) {
+  if (!_loaded) {
+    return status::error(error_code::unknown_server_error,
+                         _path + ": the aborted transaction index was not loaded before an append");
+  }
   if (txn.last_offset < _base_offset) {
     return status::error(error_code::corrupt_message,
                          _path + ": aborted transaction ending at " + std::to_string(txn.last_offset) +
                              " is below the segment's base offset " + std::to_string(_base_offset));
   }
-  if (!_entries.empty() && txn.last_offset <= _entries.back().last_offset) return status::success();
-  const int fd = ::open(_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return detail::io_error("cannot open", _path, errno);
-  const std::string bytes = encode_aborted_txn(txn);
-  const bool written =
-      detail::pwrite_all(fd, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                         _file_entries * static_cast<int64_t>(aborted_txn_entry_size), _path);
-  const int err = errno;
-  ::close(fd);
-  if (!written) return detail::io_error("cannot write", _path, err);
+  if (!_entries.empty() && txn.last_offset <= _entries.back().last_offset)
+    return std::optional<entry_write>{};
+  entry_write write{_path, _file_entries * static_cast<int64_t>(aborted_txn_entry_size),
+                    encode_aborted_txn(txn)};
   _entries.push_back(txn);
   ++_file_entries;
   _dirty = true;
-  return status::success();
+  return std::optional<entry_write>{std::move(write)};
+}
+
+status transaction_index::append(const aborted_txn& txn) {
+  if (auto st = load(); !st.ok()) return st;
+  auto prepared = prepare_append(txn);
+  if (!prepared) return prepared.error();
+  if (!*prepared) return status::success();
+  return write_aborted_txn_entry(**prepared);
 }
 
 status transaction_index::truncate_to(int64_t offset) {

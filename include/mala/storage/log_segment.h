@@ -92,7 +92,8 @@ struct segment_recovery {
 // thread, or the segment itself when it needs its files by name before that thread got there (it settles its
 // deferred work first). A swap's work (swap_in_later) runs the work that was pending on its segments when it
 // was made first; the other kinds rely on the worker's order (first posted, first run). A failure is kept for
-// the segment's owner, which takes the log offline.
+// the segment's owner, which takes the log offline. Work is also an aborted transaction's .txnindex entry
+// (append_aborted_txn_later), which runs the work pending on its segment first.
 class deferred_file_work {
  public:
   void run();
@@ -119,7 +120,8 @@ class deferred_file_work {
   status _result;
   std::vector<rename_step> _renames;
   std::vector<trim_step> _trims;
-  std::vector<std::string> _unlinks;  // a missing file is no error
+  std::vector<std::string> _unlinks;                        // a missing file is no error
+  std::vector<transaction_index::entry_write> _txn_writes;  // run before the renames
 };
 
 // The name a standby segment's files have until its roll names them after their base offset:
@@ -162,6 +164,13 @@ class log_segment {
   // segment's to .swap, the replaced ones' to .deleted, this segment's to the final names, so that a crash
   // at any point leaves what the load's cleaning recovery completes or rolls back (cleaning_recovery.h).
   std::shared_ptr<deferred_file_work> swap_in_later(std::span<log_segment* const> replaced);
+  // An aborted transaction's entry, in the index's memory at once (read_committed fetches and the cleaner
+  // see it) and written to the .txnindex by the returned work, off the shard; nullptr when there is nothing
+  // to write (already indexed) or on error (returned through `error`). The work runs the work pending on
+  // this segment first, so its path is the segment's current one.
+  std::shared_ptr<deferred_file_work> append_aborted_txn_later(const aborted_txn& txn, status& error);
+  // The index's collect() (transaction_index.h), without settling deferred work: the entries are in memory.
+  result<bool> collect_aborted_txns(int64_t fetch_offset, int64_t upper_bound, std::vector<aborted_txn>& out);
   // The first error of deferred work that finished, dropping what finished; never waits.
   status collect_deferred();
   // Releases the descriptor and mappings without trimming (close() trims).
@@ -193,6 +202,7 @@ class log_segment {
   std::shared_ptr<const segment_file> file_if_open() const;
   const std::string& log_path() const;
   txn_index_source txn_source() const;
+  const std::string& txn_index_path() const;
   std::vector<std::shared_ptr<deferred_file_work>> pending_file_work() const;
   int32_t offset_index_entries() const;
   int32_t time_index_entries() const;

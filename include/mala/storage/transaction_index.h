@@ -5,13 +5,17 @@
 // appended in marker order (lastOffset strictly increasing). read_committed fetches collect the entries that
 // overlap the range they return (collect), so that consumers drop the aborted batches.
 //
-// Entries are kept in memory (aborts are rare; the file is read lazily on first use, since most segments
-// never had one) and appended to the file as they come; an append whose lastOffset is not above the last
-// entry's is ignored, so that a producer-state replay over a range already indexed (recovery, truncation)
-// adds only what is missing. A trailing partial entry (torn write) is dropped when the file is read.
+// Entries are kept in memory (aborts are rare, and most segments never had one): read when the segment is
+// opened (load(), off the shards: the log's load or the cleaner's thread) or empty for a new segment, then
+// appended to in memory. The file write of an append is either done at once (append()) or handed out to be
+// done off the shard (prepare_append(): the segment's deferred file work runs it). An append whose lastOffset
+// is not above the last entry's is ignored, so that a producer-state replay over a range already indexed
+// (recovery, truncation) adds only what is missing. A trailing partial entry (torn write) is dropped when
+// the file is read.
 //
-// Threads: owned by its log_segment, touched only on the partition's owning shard; the log cleaner's thread
-// reads a copy of the entries or, for an index not loaded, the file itself (txn_index_source).
+// Threads: owned by its log_segment, touched only on the partition's owning shard (the prepared writes run
+// anywhere); the log cleaner's thread reads a copy of the entries or, for an index not loaded, the file
+// itself (txn_index_source).
 #pragma once
 
 #include <cstdint>
@@ -47,7 +51,7 @@ bool collect_aborted_txns(std::span<const aborted_txn> entries, int64_t fetch_of
                           std::vector<aborted_txn>& out);
 
 // A .txnindex as a thread other than its segment's owner reads it: the entries if the segment had loaded
-// them, else the file (an index not loaded was not written since its segment was opened).
+// them, else the file (an index the segment could not read when it opened, and not written since).
 struct txn_index_source {
   std::optional<std::vector<aborted_txn>> entries;
   std::string path;
@@ -66,9 +70,22 @@ class transaction_index {
   // A standby segment's empty index takes the base offset the segment got at its roll.
   void rebase(int64_t base_offset) { _base_offset = base_offset; }
 
+  // Reads the file's entries now, if not read yet (a missing file holds none).
+  status load();
+  // The index of a segment just created: no entries, nothing to read.
+  void mark_empty();
   // Appends one entry (lastOffset must be at or above the segment's base offset, else CORRUPT_MESSAGE); one
   // not above the last entry's lastOffset is skipped (already indexed).
   status append(const aborted_txn& txn);
+  // Where an entry's bytes go in the file.
+  struct entry_write {
+    std::string path;
+    int64_t position = 0;
+    std::string bytes;
+  };
+  // append() with the file write returned instead of done (nullopt: the entry was already indexed). The
+  // entries must be loaded (UNKNOWN_SERVER_ERROR otherwise: no file is read here).
+  result<std::optional<entry_write>> prepare_append(const aborted_txn& txn);
   // Drops the entries whose lastOffset >= offset (Kafka's truncateTo).
   status truncate_to(int64_t offset);
   // Kafka's collectAbortedTxns: the entries with lastOffset >= fetch_offset and firstOffset < upper_bound,
@@ -82,8 +99,6 @@ class transaction_index {
   status flush();
 
  private:
-  status load();
-
   std::string _path;
   int64_t _base_offset = 0;
   bool _loaded = false;
@@ -91,5 +106,8 @@ class transaction_index {
   std::vector<aborted_txn> _entries;
   int64_t _file_entries = 0;  // whole entries the file holds (a torn tail after them is overwritten)
 };
+
+// Writes an entry prepare_append() handed out (any thread; the file is created if missing).
+status write_aborted_txn_entry(const transaction_index::entry_write& write);
 
 }  // namespace mala::storage

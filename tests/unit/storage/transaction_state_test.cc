@@ -3,15 +3,19 @@
 // index (.txnindex) written on aborts, truncated, and rebuilt by the producer-state replay after a crash.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mala/protocol/record_batch.h"
+#include "mala/storage/file_worker.h"
 #include "mala/storage/partition_log.h"
 #include "mala/storage/producer_state.h"
 #include "mala/storage/transaction_index.h"
@@ -65,11 +69,13 @@ class transaction_state_test : public ::testing::Test {
   }
 
   // A log and its producer state, as the replication layer wires them (clean_shutdown false: a crash).
-  void open(log_config config = {}, bool clean = true, int64_t now = start_ms) {
+  void open(log_config config = {}, bool clean = true, int64_t now = start_ms,
+            std::shared_ptr<file_worker> worker = {}) {
     _state.reset();
     _log.reset();
     log_open_options o;
     o.clean_shutdown = clean;
+    o.worker = std::move(worker);
     o.clock_ms = [] { return start_ms; };
     auto log = partition_log::open(_dir, {"orders", 0}, config, std::move(o));
     ASSERT_TRUE(log.ok()) << log.error().message;
@@ -444,6 +450,49 @@ TEST_F(transaction_state_test, truncation_across_a_marker_reopens_the_transactio
   EXPECT_EQ(_state->first_unstable_offset(), 0);
   EXPECT_EQ(_state->find(1)->current_txn_first_offset, 0);
   EXPECT_EQ(txn_index_files().begin()->second, "");
+}
+
+TEST_F(transaction_state_test, an_abort_is_indexed_in_memory_at_once_and_written_off_the_shard) {
+  auto worker = std::make_shared<file_worker>();
+  open({}, true, start_ms, worker);
+  // The worker held up: the entry's write waits for it.
+  std::promise<void> release;
+  worker->post([f = release.get_future().share()] { f.wait(); });
+  append(data_batch(1, 0, 0, true, 2));
+  ASSERT_TRUE(append_marker({.producer_id = 1, .producer_epoch = 0, .commit = false}).ok());
+  const aborted_txn expected{1, 0, 2, 3};  // the LSO once the marker (offset 2) is written
+  // read_committed fetches see it before the file has it.
+  auto collected = _log->collect_aborted_transactions(0, _log->log_end_offset());
+  ASSERT_TRUE(collected.ok());
+  ASSERT_EQ(collected->size(), 1u);
+  EXPECT_EQ((*collected)[0], expected);
+  EXPECT_EQ(txn_index_files().begin()->second, "");
+  release.set_value();
+  for (int i = 0; i < 1000 && worker->pending() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(worker->pending(), 0u);
+  EXPECT_EQ(txn_index_files().begin()->second, encode_aborted_txn(expected));
+
+  // A flush writes what the worker has not written yet, then syncs it.
+  release = {};
+  worker->post([f = release.get_future().share()] { f.wait(); });
+  append(data_batch(1, 1, 0, true));
+  ASSERT_TRUE(append_marker({.producer_id = 1, .producer_epoch = 1, .commit = false}).ok());
+  auto work = _log->sync_all_work(start_ms);
+  ASSERT_TRUE(work.ok());
+  for (const auto& file : work->files) EXPECT_TRUE(file->sync().ok());
+  EXPECT_EQ(txn_index_files().begin()->second.size(), 2 * aborted_txn_entry_size);
+  release.set_value();
+  for (int i = 0; i < 1000 && worker->pending() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+
+  // The entries are read when the log opens: what the file holds after that is not read again.
+  collected = _log->collect_aborted_transactions(0, _log->log_end_offset());
+  ASSERT_TRUE(collected.ok());
+  open({}, true, start_ms, worker);
+  const auto index = _dir / txn_index_files().begin()->first;
+  fs::resize_file(index, 0);
+  EXPECT_EQ(*_log->collect_aborted_transactions(0, _log->log_end_offset()), *collected);
 }
 
 TEST_F(transaction_state_test, crash_recovery_rebuilds_the_txn_index_as_it_was) {
