@@ -190,7 +190,16 @@ void node::open_replicas() {
     if (_transactions) _transactions->on_metadata(*image);
     apply_dynamic_tls(*image);
     apply_replication_throttles(*image);
+    release_commit_waits();
   });
+}
+
+void node::release_commit_waits() {
+  if (_raft) _raft->fetch_gate_opened();
+  if (!_controller_link) return;
+  int64_t high_watermark = _committed_high_watermark;
+  if (_publisher) high_watermark = std::min(high_watermark, _publisher->answer_gate());
+  _controller_link->on_commit(high_watermark);
 }
 
 void node::apply_replication_throttles(const metadata::metadata_image& image) {
@@ -371,11 +380,18 @@ status node::open_quorum(const quorum_bootstrap& bootstrap) {
       _controller_link->on_deactivated();
     }
   };
-  hooks.on_commit = [this](int64_t high_watermark) { _controller_link->on_commit(high_watermark); };
+  hooks.on_commit = [this](int64_t high_watermark) {
+    _committed_high_watermark = high_watermark;
+    release_commit_waits();
+  };
   hooks.clock_ms = wall_clock_ms;
   hooks.max_bytes_between_snapshots =
       _config.get_long("metadata.log.max.record.bytes.between.snapshots").value_or(20 * 1024 * 1024);
   _loader = std::make_unique<controller::metadata_loader>(*_raft, _controller.get(), base, std::move(hooks));
+  // The next Fetch tells the leader this node applied what it was sent: it waits while the publisher creates
+  // a small image's logs (controller_channel's broker propagation answers a CreateTopics once every broker
+  // hosts the partitions).
+  _raft->set_fetch_gate([this] { return !_publisher || _publisher->answer_gate() == INT64_MAX; });
   if (_controller) {
     auto registration = controller_registration_options_from(_config);
     registration.image = [this] { return _loader->image(); };

@@ -111,6 +111,9 @@ class node {
   status close();
 
   void publish(const metadata::metadata_image_ptr& image);
+  // The controller's waits for commits end up to the high watermark, held back while the publisher creates a
+  // small image's logs (metadata_publisher::answer_gate). Home shard.
+  void release_commit_waits();
   std::vector<replication::replica_manager*> replicas_by_shard() const;
   // Runs fn on the shard owning tp: in place when this thread is that shard or no shard runs, else posted.
   void run_on_owner(const storage::topic_partition& tp, std::function<void()> fn);
@@ -146,6 +149,7 @@ class node {
   std::unique_ptr<raft::raft_node> _raft;
   std::unique_ptr<controller::quorum_controller> _controller;  // controller role only
   std::unique_ptr<broker::controller_channel> _controller_link;
+  int64_t _committed_high_watermark = 0;  // the metadata log's, as the loader last reported it
   std::unique_ptr<controller::metadata_loader> _loader;
   // Step 4 (broker role only).
   std::unique_ptr<broker::group_coordinator_driver> _groups;

@@ -380,8 +380,7 @@ void metadata_publisher::publish_latest() {
   }
 
   // Logs to create first, off the shards: changed replicas without a log (not retried when the last job
-  // could not create them: the shard's apply then reports why). A few are created by the shards themselves
-  // with the rest of a small image (below).
+  // could not create them: the shard's apply then reports why).
   if (_creator) {
     struct missing_log {
       replication::topic_partition tp;
@@ -397,8 +396,13 @@ void metadata_publisher::publish_latest() {
       }
     }
     _attempted.clear();
-    if (missing.size() > inline_log_creations || (!missing.empty() && most_changes > apply_slice_size)) {
+    if (!missing.empty()) {
       _busy = true;
+      // A small image's controller answers wait for its logs (answer_gate()), as when the shards created
+      // them in place: a CreateTopics of up to inline_log_creations partitions per broker is answered once
+      // this node hosts them.
+      if (missing.size() <= inline_log_creations && most_changes <= apply_slice_size)
+        _answer_gate = previous->metadata_offset + 1;
       _failed.insert(retry.begin(), retry.end());  // not applied yet: the next publish tries them
       for (const auto& m : missing) _attempted.insert(m.tp);
       subsystem_logger("broker")->info("creating {} log(s) before publishing metadata offset {}",
@@ -412,6 +416,7 @@ void metadata_publisher::publish_latest() {
         asio::post(_shards->context(0), [this, alive] {
           if (!alive->load()) return;
           _busy = false;
+          _answer_gate.reset();  // the image is published next (its finish() tells the listener)
           publish_latest();
         });
       });

@@ -103,6 +103,8 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   int64_t next_inbound_correlation = int64_t{1} << 50;
   std::map<std::pair<int32_t, int64_t>, pending_inbound> inbound;
   std::vector<std::function<void()>> listeners;
+  std::function<bool()> fetch_gate;     // set_fetch_gate()
+  std::vector<outbound_message> gated;  // Fetch requests waiting for the gate
   // AddRaftVoter / RemoveRaftVoter requests waiting for the replica's answer, by request id.
   std::map<int64_t, std::function<void(voter_change_answer)>> voter_changes;
   int64_t next_voter_change = 1;
@@ -245,7 +247,15 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   }
 
   void release(held_step step) {
-    for (auto& m : step.messages) deliver(std::move(m));
+    // A Fetch to the leader goes after the listeners ran, through the gate (set_fetch_gate).
+    std::vector<outbound_message> fetches;
+    for (auto& m : step.messages) {
+      if (std::holds_alternative<fetch_request>(m.message.body)) {
+        fetches.push_back(std::move(m));
+      } else {
+        deliver(std::move(m));
+      }
+    }
     if (step.snapshot_installed) {
       // The log now starts with a snapshot from the leader: listeners reload their state from it.
       logger->info("raft node {}: installed snapshot {}-{} from the leader", options.config.node_id,
@@ -255,6 +265,19 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
       last_high_watermark = -1;  // listeners hear of it even if nothing else moved
     }
     notify_if_changed();
+    for (auto& m : fetches) {
+      if (fetch_gate && !fetch_gate()) {
+        gated.push_back(std::move(m));
+      } else {
+        deliver(std::move(m));
+      }
+    }
+  }
+
+  void open_fetch_gate() {
+    if (fetch_gate && !fetch_gate()) return;
+    auto waiting = std::exchange(gated, {});
+    for (auto& m : waiting) deliver(std::move(m));
   }
 
   void notify_if_changed() {
@@ -585,6 +608,14 @@ void raft_node::remove_voter(int32_t voter_id, uuid directory_id,
 
 void raft_node::add_listener(std::function<void()> on_change) {
   _impl->listeners.push_back(std::move(on_change));
+}
+
+void raft_node::set_fetch_gate(std::function<bool()> open) {
+  _impl->fetch_gate = std::move(open);
+}
+
+void raft_node::fetch_gate_opened() {
+  _impl->open_fetch_gate();
 }
 
 }  // namespace mala::raft

@@ -17,9 +17,12 @@
 // for itself), then the home shard publishes the latest image. Until then the cache keeps the previous
 // image, as Kafka's metadata publisher applies an image's log creations before the next image: a client
 // does not see a new partition before it is hosted, and a CreateTopics of thousands of partitions does not
-// stall the home shard (its heartbeats, its connections) for the seconds their files take. A small image
-// is applied at once (its few logs created by their shards): the node has then applied it by the time it
-// fetches the next metadata, which is what the controller waits for before answering a CreateTopics.
+// stall the home shard (its heartbeats, its connections) for the seconds their files take. The same holds
+// for every image that names a missing log, so that no shard creates a log's files (issue 20: no file work
+// on a shard). A small image (up to `inline_log_creations` new logs) holds the answers of the controller
+// on this node meanwhile (answer_gate()): a CreateTopics sent to this node's controller is answered once
+// the node hosts the new partitions, as when they were created in place; a larger one does not (a
+// CreateTopics of tens of thousands of partitions would otherwise run into its timeout).
 #pragma once
 
 #include <atomic>
@@ -70,6 +73,10 @@ class metadata_publisher {
   void set_published_listener(std::function<void(const metadata::metadata_image_ptr&)> listener);
   // Ends the log-creating thread (waits for a creation in progress); nothing is published after.
   void stop();
+  // The high watermark up to which this node's controller may answer the writes it committed (its waits for
+  // offsets below it end): unbounded, except while the logs of a small image are being created, when it is
+  // the published image's offset + 1. The published listener is called when it rises again.
+  int64_t answer_gate() const { return _answer_gate.value_or(INT64_MAX); }
 
  private:
   struct hosted_replica;
@@ -78,9 +85,9 @@ class metadata_publisher {
   // Replicas applied by a shard before it serves other work again; an image changing no more than this many
   // on any shard is applied at once.
   static constexpr size_t apply_slice_size = 256;
-  // Logs a small image may have its shards create (a few files each, no fsync, well under a second for all);
-  // more go to the publisher's thread. A CreateTopics of up to this many partitions per broker is answered
-  // once every broker hosts them (tools and clients list a topic right after creating it).
+  // The most new logs an image may have for this node's controller answers to wait for their creation
+  // (a few files each, no fsync, well under a second for all): tools and clients list a topic right after
+  // creating it.
   static constexpr size_t inline_log_creations = 1000;
   void publish_latest();
   // On `shard`: applies hosted[from, from + apply_slice_size) of the job and posts the rest; the last shard
@@ -105,6 +112,7 @@ class metadata_publisher {
   std::unique_ptr<log_creator> _creator;  // the publisher's thread, when logs are created off the shards
   metadata::metadata_image_ptr _latest;   // the image to publish (home shard only)
   bool _busy = false;  // logs being created or an image applied; when done, _latest is published
+  std::optional<int64_t> _answer_gate;  // answer_gate() while a small image's logs are being created
   std::set<replication::topic_partition> _attempted;  // created (or failed) by the last job: not retried
   std::set<replication::topic_partition> _failed;     // apply failed: tried again with the next image
   std::function<void(const metadata::metadata_image_ptr&)> _published_listener;

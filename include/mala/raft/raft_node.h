@@ -125,6 +125,13 @@ class raft_node {
 
   // Called after every step that moved the high watermark or changed the role, epoch or leader.
   void add_listener(std::function<void()> on_change);
+  // While `open` returns false (checked after the listeners ran), this node's Fetch requests to the leader
+  // wait: the leader takes a follower's next Fetch as the sign that it applied the high watermark it was last
+  // sent (controller_channel's broker propagation), and the broker side may need a moment after its listener
+  // returned (the metadata publisher creating a new topic's logs off the shards). fetch_gate_opened() sends
+  // what waited. Both on the io_context's thread.
+  void set_fetch_gate(std::function<bool()> open);
+  void fetch_gate_opened();
 
  private:
   struct impl;

@@ -292,7 +292,8 @@ TEST_F(metadata_publisher_test, a_replica_that_failed_to_apply_is_tried_again_wi
 // Issue 20: no shard is held by a large image. An image naming 1,200 replicas without logs is not
 // applied on the home shard: publish() returns at once, the publisher's thread creates the logs, then every
 // shard applies the latest image a slice at a time and the home shard publishes it; a client never sees a
-// partition that is not hosted yet. A small image is applied before publish() returns.
+// partition that is not hosted yet. A small image without new logs is applied before publish() returns; one
+// with new logs has them created off the shards as well.
 TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_before_the_image_is_published) {
   const fs::path root =
       fs::temp_directory_path() / ("mala-publisher-shards-test-" + std::to_string(std::random_device{}()));
@@ -411,10 +412,46 @@ TEST(metadata_publisher_shards_test, missing_logs_are_created_off_the_shards_bef
   EXPECT_TRUE(publish_on_home(sixth));
   EXPECT_EQ(hosted_on_their_shards(), partitions);
 
+  // A small image with new logs: created off the shards too. Meanwhile this node's controller answers
+  // nothing past the published image (answer_gate), so a CreateTopics is answered once they are hosted.
+  auto seventh = [&] {
+    auto image = std::make_shared<metadata::metadata_image>(*sixth);
+    metadata::topic_metadata topic;
+    topic.name = "few";
+    topic.id = uuid::random();
+    for (int32_t i = 0; i < 3; ++i) {
+      metadata::partition_state p;
+      p.partition = i;
+      p.leader = self;
+      p.leader_epoch = 0;
+      p.replicas = {self};
+      p.isr = {self};
+      topic.partitions.push_back(p);
+    }
+    image->topics["few"] = topic;
+    image->metadata_offset = 7;
+    return metadata::metadata_image_ptr(std::move(image));
+  }();
+  {
+    std::promise<std::pair<bool, int64_t>> done;
+    asio::post(shards.context(0), [&] {
+      publisher->publish(seventh);
+      done.set_value({cache.current() == seventh, publisher->answer_gate()});
+    });
+    const auto [published_at_once, gate] = done.get_future().get();
+    EXPECT_FALSE(published_at_once);
+    EXPECT_EQ(gate, sixth->metadata_offset + 1);
+  }
+  ASSERT_TRUE(wait_published(seventh));
+  EXPECT_NE(logs->get({"few", 2}), nullptr);
+  std::promise<int64_t> gate_after;
+  asio::post(shards.context(0), [&] { gate_after.set_value(publisher->answer_gate()); });
+  EXPECT_EQ(gate_after.get_future().get(), INT64_MAX);
+
   std::promise<std::vector<metadata::metadata_image_ptr>> seen;
   asio::post(shards.context(0), [&] { seen.set_value(published); });
   EXPECT_EQ(seen.get_future().get(),
-            (std::vector<metadata::metadata_image_ptr>{first, second, third, fifth, sixth}));
+            (std::vector<metadata::metadata_image_ptr>{first, second, third, fifth, sixth, seventh}));
 
   publisher->stop();
   shards.stop();
