@@ -192,6 +192,7 @@ void node::open_replicas() {
     apply_replication_throttles(*image);
     release_commit_waits();
   });
+  _publisher->set_answer_gate_listener([this] { release_commit_waits(); });
 }
 
 void node::release_commit_waits() {

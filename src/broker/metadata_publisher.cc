@@ -153,7 +153,12 @@ metadata_publisher::~metadata_publisher() {
 
 void metadata_publisher::stop() {
   _alive->store(false);
+  _answer_gate.store(INT64_MAX);  // a creation cut short holds nothing back
   if (_creator) _creator->thread.join();
+}
+
+void metadata_publisher::set_answer_gate_listener(std::function<void()> listener) {
+  _answer_gate_opened = std::move(listener);
 }
 
 void metadata_publisher::set_published_listener(
@@ -402,7 +407,7 @@ void metadata_publisher::publish_latest() {
       // them in place: a CreateTopics of up to inline_log_creations partitions per broker is answered once
       // this node hosts them.
       if (missing.size() <= inline_log_creations && most_changes <= apply_slice_size)
-        _answer_gate = previous->metadata_offset + 1;
+        _answer_gate.store(previous->metadata_offset + 1);
       _failed.insert(retry.begin(), retry.end());  // not applied yet: the next publish tries them
       for (const auto& m : missing) _attempted.insert(m.tp);
       subsystem_logger("broker")->info("creating {} log(s) before publishing metadata offset {}",
@@ -416,8 +421,12 @@ void metadata_publisher::publish_latest() {
         asio::post(_shards->context(0), [this, alive] {
           if (!alive->load()) return;
           _busy = false;
-          _answer_gate.reset();  // the image is published next (its finish() tells the listener)
+          const bool held = answer_gate() != INT64_MAX;
+          _answer_gate.store(INT64_MAX);
           publish_latest();
+          // Published at once, finish() told the listener; otherwise (another creation or a sliced apply
+          // under way) the gate's listener hears that it opened.
+          if (held && _busy && _answer_gate_opened) _answer_gate_opened();
         });
       });
       return;

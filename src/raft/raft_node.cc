@@ -103,8 +103,12 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   int64_t next_inbound_correlation = int64_t{1} << 50;
   std::map<std::pair<int32_t, int64_t>, pending_inbound> inbound;
   std::vector<std::function<void()>> listeners;
-  std::function<bool()> fetch_gate;     // set_fetch_gate()
-  std::vector<outbound_message> gated;  // Fetch requests waiting for the gate
+  std::function<bool()> fetch_gate;  // set_fetch_gate()
+  // The newest Fetch waiting for the gate (an older one it replaced is obsolete), and since when one waits:
+  // after max_fetch_hold_ms it goes anyway, well within the leader's fetch timeout.
+  std::optional<outbound_message> gated;
+  int64_t gated_since_ms = 0;
+  static constexpr int64_t max_fetch_hold_ms = 500;
   // AddRaftVoter / RemoveRaftVoter requests waiting for the replica's answer, by request id.
   std::map<int64_t, std::function<void(voter_change_answer)>> voter_changes;
   int64_t next_voter_change = 1;
@@ -267,17 +271,20 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
     notify_if_changed();
     for (auto& m : fetches) {
       if (fetch_gate && !fetch_gate()) {
-        gated.push_back(std::move(m));
+        if (!gated) gated_since_ms = steady_now_ms();
+        gated = std::move(m);
       } else {
         deliver(std::move(m));
       }
     }
   }
 
-  void open_fetch_gate() {
-    if (fetch_gate && !fetch_gate()) return;
-    auto waiting = std::exchange(gated, {});
-    for (auto& m : waiting) deliver(std::move(m));
+  // Sends the Fetch that waited, once the gate is open or it waited long enough (`force`).
+  void open_fetch_gate(bool force = false) {
+    if (!gated || (!force && fetch_gate && !fetch_gate())) return;
+    auto waiting = std::move(*gated);
+    gated.reset();
+    deliver(std::move(waiting));
   }
 
   void notify_if_changed() {
@@ -399,6 +406,7 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
     const int64_t now = steady_now_ms();
     node.tick(now);
     step_done();
+    if (gated && now - gated_since_ms >= max_fetch_hold_ms) open_fetch_gate(true);
     for (auto it = inbound.begin(); it != inbound.end();) {
       if (it->second.deadline_ms <= now) {
         auto respond = std::move(it->second.respond);

@@ -888,6 +888,18 @@ std::shared_ptr<deferred_file_work> log_segment::append_aborted_txn_later(const 
     return nullptr;
   }
   if (!*prepared) return nullptr;
+  // Aborts between two runs of the worker make one job: the entry joins the last one if it writes this file
+  // and has not started.
+  if (!s.deferred.empty()) {
+    auto& last = *s.deferred.back();
+    std::unique_lock lock(last._mutex, std::try_to_lock);
+    if (lock.owns_lock() && !last._done && !last._txn_writes.empty() &&
+        last._txn_writes.back().path == (*prepared)->path && last._renames.empty() && last._unlinks.empty() &&
+        last._trims.empty()) {
+      last._txn_writes.push_back(std::move(**prepared));
+      return s.deferred.back();
+    }
+  }
   auto work = std::make_shared<deferred_file_work>();
   work->_before = s.deferred;
   work->_txn_writes.push_back(std::move(**prepared));
@@ -1031,8 +1043,17 @@ std::optional<status> deferred_file_work::result_if_done() {
 void deferred_file_work::run_locked() {
   _done = true;
   // Their failures are their segments' to report; a rename that depended on one fails here too.
-  for (auto& earlier : _before) earlier->run();
+  status earlier_failure;
+  for (auto& earlier : _before) {
+    if (auto r = earlier->finish(); !r.ok() && earlier_failure.ok()) earlier_failure = r;
+  }
   _before.clear();
+  // An entry is written at its place in the file: after a failed write (of an earlier entry, or the files'
+  // renames) none is, so that no hole would read back as an entry.
+  if (!_txn_writes.empty() && !earlier_failure.ok()) {
+    _result = earlier_failure;
+    return;
+  }
   for (const auto& write : _txn_writes) {
     if (auto st = write_aborted_txn_entry(write); !st.ok()) {
       _result = st;

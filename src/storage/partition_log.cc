@@ -763,6 +763,8 @@ status partition_log::append_aborted_txn(const aborted_txn& txn) {
   auto work = it->second->append_aborted_txn_later(txn, error);
   if (!error.ok()) return m.fail_on_io_error(error);
   if (!work) return status::success();
+  // An entry added to a job not started yet (aborts between two runs of the worker) is already posted.
+  if (!m.txn_index_writes.empty() && m.txn_index_writes.back().work == work) return status::success();
   if (m.worker) {
     m.worker->post([work] { work->run(); });
   } else if (auto st = work->finish(); !st.ok()) {

@@ -75,8 +75,10 @@ class metadata_publisher {
   void stop();
   // The high watermark up to which this node's controller may answer the writes it committed (its waits for
   // offsets below it end): unbounded, except while the logs of a small image are being created, when it is
-  // the published image's offset + 1. The published listener is called when it rises again.
-  int64_t answer_gate() const { return _answer_gate.value_or(INT64_MAX); }
+  // the published image's offset + 1. The published listener is called when it rises again, or, when no
+  // image is published then, the answer-gate listener (home shard). Any thread may read it.
+  int64_t answer_gate() const { return _answer_gate.load(std::memory_order_relaxed); }
+  void set_answer_gate_listener(std::function<void()> listener);
 
  private:
   struct hosted_replica;
@@ -112,7 +114,8 @@ class metadata_publisher {
   std::unique_ptr<log_creator> _creator;  // the publisher's thread, when logs are created off the shards
   metadata::metadata_image_ptr _latest;   // the image to publish (home shard only)
   bool _busy = false;  // logs being created or an image applied; when done, _latest is published
-  std::optional<int64_t> _answer_gate;  // answer_gate() while a small image's logs are being created
+  std::atomic<int64_t> _answer_gate{INT64_MAX};  // answer_gate()
+  std::function<void()> _answer_gate_opened;
   std::set<replication::topic_partition> _attempted;  // created (or failed) by the last job: not retried
   std::set<replication::topic_partition> _failed;     // apply failed: tried again with the next image
   std::function<void(const metadata::metadata_image_ptr&)> _published_listener;

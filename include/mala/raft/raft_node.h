@@ -129,7 +129,8 @@ class raft_node {
   // wait: the leader takes a follower's next Fetch as the sign that it applied the high watermark it was last
   // sent (controller_channel's broker propagation), and the broker side may need a moment after its listener
   // returned (the metadata publisher creating a new topic's logs off the shards). fetch_gate_opened() sends
-  // what waited. Both on the io_context's thread.
+  // what waited; a Fetch waits at most 500 ms (a fraction of controller.quorum.fetch.timeout.ms) and only the
+  // newest waits. Both on the io_context's thread.
   void set_fetch_gate(std::function<bool()> open);
   void fetch_gate_opened();
 

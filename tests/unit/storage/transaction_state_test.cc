@@ -478,10 +478,13 @@ TEST_F(transaction_state_test, an_abort_is_indexed_in_memory_at_once_and_written
   worker->post([f = release.get_future().share()] { f.wait(); });
   append(data_batch(1, 1, 0, true));
   ASSERT_TRUE(append_marker({.producer_id = 1, .producer_epoch = 1, .commit = false}).ok());
+  append(data_batch(1, 2, 0, true));
+  ASSERT_TRUE(append_marker({.producer_id = 1, .producer_epoch = 2, .commit = false}).ok());
+  EXPECT_EQ(worker->pending(), 2u);  // the two entries make one job behind the held one
   auto work = _log->sync_all_work(start_ms);
   ASSERT_TRUE(work.ok());
   for (const auto& file : work->files) EXPECT_TRUE(file->sync().ok());
-  EXPECT_EQ(txn_index_files().begin()->second.size(), 2 * aborted_txn_entry_size);
+  EXPECT_EQ(txn_index_files().begin()->second.size(), 3 * aborted_txn_entry_size);
   release.set_value();
   for (int i = 0; i < 1000 && worker->pending() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
