@@ -404,9 +404,9 @@ void metadata_publisher::publish_latest() {
     if (!missing.empty()) {
       _busy = true;
       // A small image's controller answers wait for its logs (answer_gate()), as when the shards created
-      // them in place: a CreateTopics of up to inline_log_creations partitions per broker is answered once
+      // them in place: a CreateTopics of up to max_held_log_creations partitions per broker is answered once
       // this node hosts them.
-      if (missing.size() <= inline_log_creations && most_changes <= apply_slice_size)
+      if (missing.size() <= max_held_log_creations && most_changes <= apply_slice_size)
         _answer_gate.store(previous->metadata_offset + 1);
       _failed.insert(retry.begin(), retry.end());  // not applied yet: the next publish tries them
       for (const auto& m : missing) _attempted.insert(m.tp);

@@ -12,17 +12,16 @@
 // controller for seconds); when every shard is done the home shard publishes the image to the cache. Images
 // that arrive meanwhile are coalesced: the latest is published next.
 //
-// Large images do not hold the shards (issue 20): when an image names more than `inline_log_creations`
-// replicas whose logs do not exist yet, the publisher's own thread creates them (storage::log_manager locks
-// for itself), then the home shard publishes the latest image. Until then the cache keeps the previous
-// image, as Kafka's metadata publisher applies an image's log creations before the next image: a client
-// does not see a new partition before it is hosted, and a CreateTopics of thousands of partitions does not
-// stall the home shard (its heartbeats, its connections) for the seconds their files take. The same holds
-// for every image that names a missing log, so that no shard creates a log's files (issue 20: no file work
-// on a shard). A small image (up to `inline_log_creations` new logs) holds the answers of the controller
-// on this node meanwhile (answer_gate()): a CreateTopics sent to this node's controller is answered once
-// the node hosts the new partitions, as when they were created in place; a larger one does not (a
-// CreateTopics of tens of thousands of partitions would otherwise run into its timeout).
+// No shard creates a log's files (issue 20): when an image names replicas whose logs do not exist yet, the
+// publisher's own thread creates them (storage::log_manager locks for itself), then the home shard
+// publishes the latest image. Until then the cache keeps the previous image, as Kafka's metadata publisher
+// applies an image's log creations before the next image: a client does not see a new partition before it
+// is hosted, and a CreateTopics of thousands of partitions does not stall the home shard (its heartbeats,
+// its connections) for the seconds their files take. While the logs of a small image (up to
+// `max_held_log_creations`) are created, the node holds back what tells the controller it applied the image
+// (answer_gate(): this node's next Raft Fetch and its own controller's answers), so that a CreateTopics is
+// answered once every broker hosts the new partitions; a larger image holds nothing back (a CreateTopics of
+// tens of thousands of partitions would otherwise run into its timeout).
 #pragma once
 
 #include <atomic>
@@ -90,7 +89,7 @@ class metadata_publisher {
   // The most new logs an image may have for this node's controller answers to wait for their creation
   // (a few files each, no fsync, well under a second for all): tools and clients list a topic right after
   // creating it.
-  static constexpr size_t inline_log_creations = 1000;
+  static constexpr size_t max_held_log_creations = 1000;
   void publish_latest();
   // On `shard`: applies hosted[from, from + apply_slice_size) of the job and posts the rest; the last shard
   // done has the home shard publish the image.
