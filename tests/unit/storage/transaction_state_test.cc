@@ -455,6 +455,11 @@ TEST_F(transaction_state_test, truncation_across_a_marker_reopens_the_transactio
 TEST_F(transaction_state_test, an_abort_is_indexed_in_memory_at_once_and_written_off_the_shard) {
   auto worker = std::make_shared<file_worker>();
   open({}, true, start_ms, worker);
+  auto worker_idle = [&] {
+    for (int i = 0; i < 1000 && worker->pending() > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return worker->pending() == 0;
+  };
   // The worker held up: the entry's write waits for it.
   std::promise<void> release;
   worker->post([f = release.get_future().share()] { f.wait(); });
@@ -468,9 +473,7 @@ TEST_F(transaction_state_test, an_abort_is_indexed_in_memory_at_once_and_written
   EXPECT_EQ((*collected)[0], expected);
   EXPECT_EQ(txn_index_files().begin()->second, "");
   release.set_value();
-  for (int i = 0; i < 1000 && worker->pending() > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(worker->pending(), 0u);
+  ASSERT_TRUE(worker_idle());
   EXPECT_EQ(txn_index_files().begin()->second, encode_aborted_txn(expected));
 
   // A flush writes what the worker has not written yet, then syncs it.
@@ -486,8 +489,7 @@ TEST_F(transaction_state_test, an_abort_is_indexed_in_memory_at_once_and_written
   for (const auto& file : work->files) EXPECT_TRUE(file->sync().ok());
   EXPECT_EQ(txn_index_files().begin()->second.size(), 3 * aborted_txn_entry_size);
   release.set_value();
-  for (int i = 0; i < 1000 && worker->pending() > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(worker_idle());
 
   // The entries are read when the log opens: what the file holds after that is not read again.
   collected = _log->collect_aborted_transactions(0, _log->log_end_offset());
