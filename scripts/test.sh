@@ -240,7 +240,8 @@ run_sanitized_tests() {
   embedded_seconds=$(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
   mkdir -p "$san_dir/fuzz-corpus-embedded" "$san_dir/seed-corpus-embedded"
   # Seeds (first byte: what to decode): a version-0 subscription of topic "a" with null user data, a
-  # version-0 assignment of partition 0 of "a", a records region with one 7-byte record, and a VotersRecord.
+  # version-0 assignment of partition 0 of "a", a records region with one 7-byte record, a VotersRecord, and
+  # OTLP metrics.
   printf '\x00\x00\x00\x00\x01\x00\x01a\xff\xff\xff\xff' >"$san_dir/seed-corpus-embedded/subscription"
   printf '\x04\x00\x00\x00\x01\x00\x01a\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff' \
     >"$san_dir/seed-corpus-embedded/assignment"
@@ -248,6 +249,9 @@ run_sanitized_tests() {
   # A VotersRecord of voter 1 (zero directory id) on C://h:9093.
   printf '\x0c\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x02C\x02h\x23\x85\x00\x00\x00\x00\x01\x00\x00\x00' \
     >"$san_dir/seed-corpus-embedded/voters"
+  # OpenTelemetry MetricsData with one gauge point (a KIP-714 push).
+  printf '\x10\x0a\x14\x12\x12\x12\x10\x0a\x01\x61\x2a\x0b\x0a\x09\x21\x00\x00\x00\x00\x00\x00\xf0\x3f' \
+    >"$san_dir/seed-corpus-embedded/otlp"
   "$san_dir/tests/fuzz/fuzz_embedded_decode" -max_total_time="$embedded_seconds" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$san_dir/fuzz-artifacts/" "$san_dir/fuzz-corpus-embedded" \
     "$san_dir/seed-corpus-embedded" 2>&1 | tail -8

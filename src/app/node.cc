@@ -522,6 +522,14 @@ void node::open_server() {
   // counters wait for a scrape to be pruned.
   _metrics = std::make_unique<broker::broker_metrics>(_shards->size());
   if (!_metrics_endpoints.empty()) _services.metrics = _metrics.get();
+  // KIP-714: what clients push is shown on the metrics endpoint, so the node takes it only with one (Kafka
+  // advertises the telemetry APIs only with a receiver configured).
+  if (!_metrics_endpoints.empty() && _lifecycle) {
+    broker::client_telemetry_options telemetry_options;
+    telemetry_options.telemetry_max_bytes = _config.get_int("telemetry.max.bytes").value_or(1024 * 1024);
+    _telemetry = std::make_unique<broker::client_telemetry>(telemetry_options);
+    _services.telemetry = _telemetry.get();
+  }
   _dispatcher = std::make_unique<broker::broker_dispatcher>(_services);
   _server = std::make_unique<net::kafka_server>(*_shards, *_dispatcher, server_limits_from(_config));
 

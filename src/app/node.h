@@ -45,6 +45,7 @@
 #include "mala/broker/broker_lifecycle.h"
 #include "mala/broker/broker_metrics.h"
 #include "mala/broker/client_quota_manager.h"
+#include "mala/broker/client_telemetry.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/controller_registration_manager.h"
 #include "mala/broker/fetch_sessions.h"
@@ -182,6 +183,7 @@ class node {
   std::vector<net::http_endpoint> _metrics_endpoints;
   std::unique_ptr<broker::broker_metrics> _metrics;
   std::unique_ptr<broker::metrics_exporter> _exporter;
+  std::unique_ptr<broker::client_telemetry> _telemetry;  // with the metrics endpoint only
   std::unique_ptr<net::http_server> _metrics_http;
   // /health/ready: the broker's listeners are open (broker role), until the stop sequence begins.
   std::atomic<bool> _serving{false};

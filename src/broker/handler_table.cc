@@ -18,6 +18,7 @@
 #include "handlers/broker_heartbeat.h"
 #include "handlers/broker_registration.h"
 #include "handlers/client_quotas.h"
+#include "handlers/client_telemetry.h"
 #include "handlers/consumer_group_describe.h"
 #include "handlers/consumer_group_heartbeat.h"
 #include "handlers/controller_registration.h"
@@ -46,6 +47,7 @@
 #include "handlers/init_producer_id.h"
 #include "handlers/join_group.h"
 #include "handlers/leave_group.h"
+#include "handlers/list_config_resources.h"
 #include "handlers/list_groups.h"
 #include "handlers/list_offsets.h"
 #include "handlers/list_transactions.h"
@@ -99,6 +101,11 @@ concept async_handler = requires(request_context& ctx, typename H::request req) 
 template <typename H>
 concept controller_only_handler = requires {
   requires H::controller_only;
+};
+
+template <typename H>
+concept client_telemetry_handler = requires {
+  requires H::client_telemetry_only;
 };
 
 template <typename H>
@@ -160,6 +167,7 @@ handler_entry entry(std::string_view name, int16_t advertised_min = H::min_versi
   handler_entry e{H::api_key,          name,           H::min_version, H::max_version, advertised_min,
                   first_flexible >= 0, first_flexible, &run<H>};
   e.controller_only = controller_only_handler<H>;
+  e.client_telemetry_only = client_telemetry_handler<H>;
   return e;
 }
 
@@ -232,6 +240,9 @@ handler_table::handler_table() {
       entry<handlers::alter_user_scram_credentials_handler>("AlterUserScramCredentials"),
       entry<handlers::describe_client_quotas_handler>("DescribeClientQuotas"),
       entry<handlers::alter_client_quotas_handler>("AlterClientQuotas"),
+      entry<handlers::get_telemetry_subscriptions_handler>("GetTelemetrySubscriptions"),
+      entry<handlers::push_telemetry_handler>("PushTelemetry"),
+      entry<handlers::list_config_resources_handler>("ListConfigResources"),
   };
   std::sort(_entries.begin(), _entries.end(),
             [](const handler_entry& a, const handler_entry& b) { return a.api_key < b.api_key; });

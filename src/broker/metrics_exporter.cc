@@ -1,5 +1,7 @@
 #include "mala/broker/metrics_exporter.h"
 
+#include "mala/broker/client_telemetry.h"
+
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -478,7 +480,11 @@ asio::awaitable<std::string> metrics_exporter::scrape() {
   out.family("process_start_time_seconds", "When the process started, in seconds since the epoch.",
              gauge_type::gauge);
   out.sample("process_start_time_seconds", {}, process_start_seconds);
-  co_return out.take();
+  std::string text = out.take();
+  // --- What clients pushed (KIP-714), under their own names.
+  if (_services.telemetry)
+    _services.telemetry->append_prometheus(text, _services.clock_ms ? _services.clock_ms() : 0);
+  co_return text;
 }
 
 }  // namespace mala::broker

@@ -162,6 +162,9 @@ std::vector<config_key> build_table() {
              "stops reading until responses go out. A request alone is always read (socket.request.max.bytes "
              "bounds it), so 0 serves one request at a time; -1: no bound but queued.max.requests (Kafka: the "
              "broker-wide request queue's bytes, default -1)."},
+    {.name = "telemetry.max.bytes", .type = int32, .default_value = "1048576", .min = 1, .importance = low,
+     .doc = "The maximum size (after compression if compression is used) of telemetry metrics pushed from a "
+             "client to the broker (KIP-714; taken only where metrics.listeners is set)."},
     {.name = "quota.window.num", .type = int32, .default_value = "11", .min = 1, .importance = low,
      .doc = "The number of samples to retain in memory for client quotas."},
     {.name = "quota.window.size.seconds", .type = int32, .default_value = "1", .min = 1, .importance = low,

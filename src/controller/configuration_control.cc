@@ -6,6 +6,7 @@
 
 #include "mala/common/config.h"
 #include "mala/common/tls_settings.h"
+#include "mala/controller/client_metrics_config.h"
 #include "mala/controller/topic_names.h"
 
 namespace mala::controller {
@@ -290,6 +291,13 @@ api_error configuration_control::validate_broker_configs(const std::string& reso
   return {};
 }
 
+api_error configuration_control::validate_client_metrics_resource(const std::string& name,
+                                                                  const config_map& configs) {
+  auto parsed = parse_client_metrics_configs(name, configs);
+  if (!parsed) return error_of(parsed.error());
+  return {};
+}
+
 api_error configuration_control::validate_topic_resource(const std::string& name,
                                                          const config_map& all_configs) const {
   if (name.empty()) return error_of(error_code::invalid_request, "Default topic resources are not allowed.");
@@ -350,6 +358,7 @@ protocol::incremental_alter_configs_response configuration_control::incremental_
                          record_list& records) -> api_error {
     const auto type = static_cast<config_resource_type>(resource.resource_type);
     const bool is_topic = resource.resource_type == config_resource_topic;
+    const bool is_client_metrics = resource.resource_type == config_resource_client_metrics;
     const config_map* current = _writer.image()->find_configs(type, resource.resource_name);
     config_map after = current ? *current : config_map{};
     for (const auto& c : resource.configs) {
@@ -369,20 +378,23 @@ protocol::incremental_alter_configs_response configuration_control::incremental_
           const topic_config_key* key = find_topic_config_key(c.name);
           is_list = key && key->type == config_type::list;
           if (key) default_value = key->default_value;
+        } else if (is_client_metrics) {
+          is_list = is_client_metrics_list_config(c.name);  // both default to the empty list
         } else {
           const config_key* key = find_config_key(c.name);
           is_list = key && key->type == config_type::list;
           default_value = broker_default(c.name);
         }
         if (!is_list) {
-          return is_topic ? error_of(error_code::invalid_config,
-                                     "Can't " + std::string(op_name(c.config_operation)) + " to key " +
-                                         c.name + " because its type is not LIST.")
-                          : error_of(error_code::invalid_config,
-                                     "Config value " +
-                                         std::string(c.config_operation == config_op_append ? "append"
-                                                                                            : "subtract") +
-                                         " is not allowed for config key: " + c.name);
+          return is_topic || is_client_metrics
+                     ? error_of(error_code::invalid_config,
+                                "Can't " + std::string(op_name(c.config_operation)) + " to key " + c.name +
+                                    " because its type is not LIST.")
+                     : error_of(
+                           error_code::invalid_config,
+                           "Config value " +
+                               std::string(c.config_operation == config_op_append ? "append" : "subtract") +
+                               " is not allowed for config key: " + c.name);
         }
         new_value = apply_list_op(c.config_operation, old_value, default_value, c.value.value_or(""));
       }
@@ -391,13 +403,14 @@ protocol::incremental_alter_configs_response configuration_control::incremental_
       } else {
         after.erase(c.name);
       }
-      // Topics: only changes are written. Brokers: every key named, changed or not (KAFKA-14136: the record
-      // is what makes brokers reload the value).
-      if (!is_topic || new_value != old_value) {
+      // Topics and subscriptions: only changes are written. Brokers: every key named, changed or not
+      // (KAFKA-14136: the record is what makes brokers reload the value).
+      if (resource.resource_type == config_resource_broker || new_value != old_value) {
         records.push_back(versioned(
             config_record_for(resource.resource_type, resource.resource_name, c.name, new_value), record_v0));
       }
     }
+    if (is_client_metrics) return validate_client_metrics_resource(resource.resource_name, after);
     return is_topic ? validate_topic_resource(resource.resource_name, after)
                     : validate_broker_configs(resource.resource_name, after);
   };
@@ -415,8 +428,10 @@ protocol::alter_configs_response configuration_control::alter_configs(
     config_map wanted;
     for (const auto& c : resource.configs) wanted[c.name] = c.value.value_or("");
     // The broker validates only the request's own set (validateBrokerConfigChange on the request props).
-    api_error error = is_topic ? validate_topic_resource(resource.resource_name, wanted)
-                               : validate_broker_configs(resource.resource_name, wanted);
+    api_error error = resource.resource_type == config_resource_client_metrics
+                          ? validate_client_metrics_resource(resource.resource_name, wanted)
+                      : is_topic ? validate_topic_resource(resource.resource_name, wanted)
+                                 : validate_broker_configs(resource.resource_name, wanted);
     if (!error.ok()) return error;
     const config_map* current = _writer.image()->find_configs(type, resource.resource_name);
     for (const auto& [name, value] : wanted) {
@@ -424,7 +439,7 @@ protocol::alter_configs_response configuration_control::alter_configs(
       if (current) {
         if (auto it = current->find(name); it != current->end()) old_value = it->second;
       }
-      if (!is_topic || old_value != value) {
+      if (resource.resource_type == config_resource_broker || old_value != value) {
         records.push_back(versioned(
             config_record_for(resource.resource_type, resource.resource_name, name, value), record_v0));
       }

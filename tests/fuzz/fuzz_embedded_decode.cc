@@ -4,17 +4,20 @@
 // records region of a produced batch, scanned by the leader's one-pass scan_records and read by
 // record_reader, which must agree on whether the records are well formed and how many there are; and a
 // KIP-853 VotersRecord, round-tripped and then carried through a bootstrap checkpoint (record batches) and
-// read back by raft::voter_set_in_snapshot, which must return the same voters. The first input byte picks
-// what to do. Any crash, sanitizer report, disagreement or unbounded allocation is a bug.
+// read back by raft::voter_set_in_snapshot, which must return the same voters; and the OpenTelemetry metrics
+// of a KIP-714 PushTelemetry, whose decoded points, encoded again, must decode to the same. The first input
+// byte picks what to do. Any crash, sanitizer report, disagreement or unbounded allocation is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <span>
 #include <vector>
 
 #include "mala/protocol/messages/consumer_protocol_assignment.h"
 #include "mala/protocol/messages/consumer_protocol_subscription.h"
 #include "mala/protocol/messages/voters_record.h"
+#include "mala/protocol/otlp_metrics.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/protocol/wire.h"
 #include "mala/raft/voter_set.h"
@@ -47,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t mode = data[0];
   std::span<const uint8_t> rest(data + 1, size - 1);
   const auto version = static_cast<int16_t>(mode % 4);
-  switch ((mode >> 2) % 4) {
+  switch ((mode >> 2) % 5) {
     case 0:
       round_trip<consumer_protocol_subscription>(rest, version);
       break;
@@ -84,6 +87,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!checkpoint.ok()) break;  // too large for one metadata batch
       auto read = mala::raft::voter_set_in_snapshot(*checkpoint);
       if (!read.ok() || !read->has_value() || **read != voters) std::abort();
+      break;
+    }
+    case 4: {
+      const otlp_limits limits;
+      auto decoded = decode_otlp_metrics(rest, limits);
+      if (!decoded.ok()) break;
+      if (decoded->points.size() > limits.max_points) std::abort();
+      for (auto& p : decoded->points) {
+        if (p.resource >= decoded->resources.size() || p.attributes.size() > limits.max_attributes)
+          std::abort();
+        p.description.clear();  // the encoder may drop empty texts; keep the comparison to what it writes
+        p.unit.clear();
+      }
+      auto again = decode_otlp_metrics(encode_otlp_metrics({}, decoded->points), limits);
+      if (!again.ok() || again->points.size() != decoded->points.size()) std::abort();
+      for (size_t i = 0; i < again->points.size(); ++i) {
+        const auto& a = decoded->points[i];
+        const auto& b = again->points[i];
+        if (a.metric != b.metric || a.kind != b.kind || a.attributes != b.attributes ||
+            std::memcmp(&a.value, &b.value, sizeof a.value) != 0)
+          std::abort();
+        if (a.kind == otlp_metric_kind::sum && (a.monotonic != b.monotonic || a.temporality != b.temporality))
+          std::abort();
+      }
       break;
     }
   }

@@ -60,6 +60,9 @@ struct handler_entry {
   // Served on controller listeners only (the KRaft and broker-lifecycle RPCs, Kafka's "listeners":
   // ["controller"]): elsewhere the API is not advertised and a request for it closes the connection.
   bool controller_only = false;
+  // Advertised only when the node takes client telemetry (broker_services::telemetry): KIP-714's two APIs,
+  // which Kafka advertises only with a ClientTelemetryReceiver configured.
+  bool client_telemetry_only = false;
 };
 
 class handler_table {

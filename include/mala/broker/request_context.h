@@ -47,6 +47,7 @@ class producer_id_allocator;
 class controller_channel;
 class client_quota_manager;
 class broker_metrics;
+class client_telemetry;
 
 // KIP-890: a partition leader's question to the transaction coordinator of a transactional id (Kafka's
 // AddPartitionsToTxnManager): are these partitions in the producer's transaction (VerifyOnly), or, under
@@ -129,6 +130,9 @@ struct broker_services {
   replication::replication_quota* leader_replication_quota = nullptr;
   // The metrics endpoint's counters (broker_metrics.h), each shard writing its own. Null: nothing counted.
   broker_metrics* metrics = nullptr;
+  // KIP-714 client telemetry (client_telemetry.h): set with the metrics endpoint, which shows what clients
+  // push. Null: GetTelemetrySubscriptions and PushTelemetry are not advertised.
+  client_telemetry* telemetry = nullptr;
 
   size_t shard_of(const std::string& topic, int32_t partition) const {
     return placement.shard_of(topic, partition);

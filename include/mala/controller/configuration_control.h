@@ -1,6 +1,7 @@
 // Dynamic configs (Kafka's ConfigurationControlManager plus the checks of ConfigAdminManager.preprocess and
 // ControllerConfigurationValidator): IncrementalAlterConfigs (SET / DELETE / APPEND / SUBTRACT) and the
-// legacy AlterConfigs (replaces every override of a resource) for topics and brokers, validated with Kafka's
+// legacy AlterConfigs (replaces every override of a resource) for topics, brokers and client metrics
+// subscriptions (client_metrics_config.h), validated with Kafka's
 // names, types, ranges and messages and written as ConfigRecords; the topic configs a CreateTopics request
 // carries.
 //
@@ -59,9 +60,9 @@ struct alter_configs_check_rules {
   // A BROKER resource must name this node (ConfigAdminManager.validateResourceNameIsCurrentNodeId: the
   // broker that received the request); nullopt: any node id (ControllerConfigurationValidator).
   std::optional<int32_t> this_node;
-  // GROUP and CLIENT_METRICS pass: the broker forwards them; the controller, which stores neither, refuses
-  // them as unknown types.
-  bool pass_group_and_client_metrics = false;
+  // GROUP passes: the broker forwards it; the controller, which does not store group configs, refuses it as
+  // an unknown type. CLIENT_METRICS always passes: the controller stores the subscriptions.
+  bool pass_group = false;
 };
 
 // A BROKER resource's name under `rules` (INVALID_REQUEST "Node id must be an integer, but it is: x" /
@@ -118,14 +119,14 @@ std::vector<std::optional<status>> check_alter_configs_resources(const std::vect
           verdict[i] = std::move(st);
         break;
       case config_resource_topic:
-        break;
       case config_resource_client_metrics:
+        break;
       case config_resource_group:
-        if (rules.pass_group_and_client_metrics) break;
+        if (rules.pass_group) break;
         [[fallthrough]];
       default:
-        // Kafka also stores GROUP and CLIENT_METRICS configs; Mala has neither, so the controller gives them
-        // the answer Kafka gives a type it does not know.
+        // Kafka also stores GROUP configs; Mala does not, so the controller gives them the answer Kafka gives
+        // a type it does not know.
         verdict[i] = status::error(error_code::invalid_request,
                                    "Unknown resource type " + std::to_string(int{r.resource_type}));
     }
@@ -167,6 +168,10 @@ class configuration_control {
   // whole set of dynamic values after the change (INVALID_REQUEST for every refusal, KAFKA-13609).
   api_error validate_broker_configs(const std::string& resource_name,
                                     const metadata::config_map& props) const;
+  // ControllerConfigurationValidator for a CLIENT_METRICS resource: its whole set of configs after the change
+  // (parse_client_metrics_configs).
+  static api_error validate_client_metrics_resource(const std::string& name,
+                                                    const metadata::config_map& configs);
 
  private:
   std::optional<std::string> broker_value(std::string_view name, const metadata::config_map* per_broker,

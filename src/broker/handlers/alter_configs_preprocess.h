@@ -31,16 +31,16 @@ using controller::config_resource_topic;
 // The broker-side verdict on each resource of the request (by position): nullopt = forward to the controller.
 // The checks are the controller's own (controller::check_alter_configs_resources); the broker's part is that
 // a BROKER resource must be "" or name this node (node_id; < 0 for a request another node forwarded, which
-// that node checked) and that GROUP and CLIENT_METRICS go on to the controller. `local` handles a resource
-// type the broker answers itself (BROKER_LOGGER in IncrementalAlterConfigs); it returns nullopt for types it
-// does not handle.
+// that node checked) and that GROUP goes on to the controller (the controller checks CLIENT_METRICS). `local`
+// handles a resource type the broker answers itself (BROKER_LOGGER in IncrementalAlterConfigs); it returns
+// nullopt for types it does not handle.
 template <typename Resource, typename LocalFn>
 std::vector<std::optional<status>> preprocess_alter_configs(const std::vector<Resource>& resources,
                                                             int32_t node_id, LocalFn local) {
   controller::alter_configs_check_rules rules;
   rules.check_broker_names = node_id >= 0;
   rules.this_node = node_id;
-  rules.pass_group_and_client_metrics = true;
+  rules.pass_group = true;
   return controller::check_alter_configs_resources(resources, rules, std::move(local));
 }
 

@@ -18,9 +18,11 @@ bool valid_software_token(const std::string& s) {
   return std::regex_match(s, pattern);
 }
 
-void add_api_keys(const handler_table& table, bool controller_listener, api_versions_handler::response& out) {
+void add_api_keys(const handler_table& table, bool controller_listener, bool client_telemetry,
+                  api_versions_handler::response& out) {
   for (const auto& entry : table.entries()) {
     if (entry.controller_only && !controller_listener) continue;
+    if (entry.client_telemetry_only && !client_telemetry) continue;
     auto& key = out.api_keys.emplace_back();
     key.api_key = entry.api_key;
     key.min_version = entry.advertised_min_version;
@@ -67,7 +69,7 @@ api_versions_handler::response api_versions_handler::handle(request_context& ctx
                                       req.client_software_version);
   }
   add_api_keys(*ctx.services.handlers, is_controller_listener(ctx.services, ctx.connection.listener_name),
-               resp);
+               ctx.services.telemetry != nullptr, resp);
   if (version >= 3) add_features(ctx.services, resp);
   return resp;
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "mala/broker/broker_dispatcher.h"
+#include "mala/broker/client_telemetry.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/refused_requests.h"
@@ -83,7 +84,8 @@ TEST_F(dispatcher_test, api_versions_lists_the_handler_table) {
   api_versions_response resp;
   ASSERT_EQ(resp.decode(r, 3), decode_status::ok);
   EXPECT_EQ(resp.error_code, 0);
-  ASSERT_EQ(resp.api_keys.size(), table.entries().size());
+  // Every API but the two of client telemetry, which need a receiver (broker_services::telemetry).
+  size_t telemetry_only = 0;
   for (const auto& e : table.entries()) {
     bool found = false;
     for (const auto& k : resp.api_keys) {
@@ -92,9 +94,22 @@ TEST_F(dispatcher_test, api_versions_lists_the_handler_table) {
         EXPECT_EQ(k.max_version, e.max_version);
       }
     }
-    EXPECT_TRUE(found) << e.name;
+    EXPECT_EQ(found, !e.client_telemetry_only) << e.name;
+    telemetry_only += e.client_telemetry_only ? 1 : 0;
   }
+  EXPECT_EQ(telemetry_only, 2u);  // GetTelemetrySubscriptions, PushTelemetry
+  EXPECT_EQ(resp.api_keys.size(), table.entries().size() - telemetry_only);
   EXPECT_EQ(connection.client_software_name, "librdkafka");
+
+  // With client telemetry, every API.
+  client_telemetry telemetry;
+  services.telemetry = &telemetry;
+  result = send(frame(18, 3, req));
+  wire_reader again(result.response);
+  again.read_int32();
+  api_versions_response with_telemetry;
+  ASSERT_EQ(with_telemetry.decode(again, 3), decode_status::ok);
+  EXPECT_EQ(with_telemetry.api_keys.size(), table.entries().size());
 }
 
 TEST_F(dispatcher_test, api_versions_rejects_invalid_client_software_name) {

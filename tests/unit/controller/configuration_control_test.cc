@@ -68,22 +68,21 @@ TEST(check_alter_configs_resources, broker_names_and_resource_types_by_who_check
       incremental_resource(config_resource_client_metrics, "m", {}),
       incremental_resource(config_resource_broker_logger, "1", {}),
   };
-  // The controller: any node id; groups and client metrics are unknown to it.
+  // The controller: any node id; groups are unknown to it, client metrics subscriptions it stores.
   auto verdict = check_alter_configs_resources(resources, alter_configs_check_rules{}, no_local);
   EXPECT_FALSE(verdict[0]);
   EXPECT_FALSE(verdict[1]);
   EXPECT_FALSE(verdict[2]);
   ASSERT_TRUE(verdict[3]);
   EXPECT_EQ(verdict[3]->message, "Node id must be an integer, but it is: x");
-  ASSERT_TRUE(verdict[4] && verdict[5] && verdict[6]);
+  ASSERT_TRUE(verdict[4] && verdict[6]);
   EXPECT_EQ(verdict[4]->message, "Unknown resource type 32");
-  EXPECT_EQ(verdict[5]->message, "Unknown resource type 16");
+  EXPECT_FALSE(verdict[5]);
   EXPECT_EQ(verdict[6]->message, "Unknown resource type 8");
 
   // The broker that received the request: its own id only; groups and client metrics go on; BROKER_LOGGER
   // answered locally.
-  alter_configs_check_rules broker_rules{
-      .check_broker_names = true, .this_node = 1, .pass_group_and_client_metrics = true};
+  alter_configs_check_rules broker_rules{.check_broker_names = true, .this_node = 1, .pass_group = true};
   auto local = [](const incremental_request::alter_configs_resource& r) -> std::optional<status> {
     if (r.resource_type != config_resource_broker_logger) return std::nullopt;
     return status::success();
@@ -189,6 +188,51 @@ TEST_F(configuration_control_test, refusals_write_nothing) {
   EXPECT_EQ(response.responses[2].error_code, to_wire(error_code::invalid_request));
   EXPECT_EQ(response.responses[2].error_message, "Cannot update these configs dynamically: Set(log.dirs)");
   EXPECT_EQ(_writer.batches.size(), batches);
+}
+
+// CLIENT_METRICS subscriptions (kafka-client-metrics.sh --alter / --delete): stored as ConfigRecords,
+// checked whole after the change, list operations on `metrics` and `match`, and gone once every key is.
+TEST_F(configuration_control_test, client_metrics_subscriptions_are_stored_and_checked) {
+  incremental_request request;
+  request.resources.push_back(incremental_resource(
+      config_resource_client_metrics, "sub",
+      {{"metrics", config_op_set, "org.apache.kafka.producer."}, {"interval.ms", config_op_set, "1000"}}));
+  auto response = _configs.incremental_alter_configs(request);
+  ASSERT_EQ(response.responses.size(), 1u);
+  EXPECT_EQ(response.responses[0].error_code, 0);
+  const auto* configs = _writer.image()->find_configs(metadata::config_resource_type::client_metrics, "sub");
+  ASSERT_NE(configs, nullptr);
+  EXPECT_EQ(configs->at("metrics"), "org.apache.kafka.producer.");
+  EXPECT_EQ(configs->at("interval.ms"), "1000");
+
+  request.resources[0] = incremental_resource(config_resource_client_metrics, "sub",
+                                              {{"metrics", config_op_append, "org.apache.kafka.consumer."}});
+  EXPECT_EQ(_configs.incremental_alter_configs(request).responses[0].error_code, 0);
+  configs = _writer.image()->find_configs(metadata::config_resource_type::client_metrics, "sub");
+  EXPECT_EQ(configs->at("metrics"), "org.apache.kafka.producer.,org.apache.kafka.consumer.");
+
+  const size_t batches = _writer.batches.size();
+  request.resources[0] =
+      incremental_resource(config_resource_client_metrics, "sub", {{"interval.ms", config_op_set, "50"}});
+  response = _configs.incremental_alter_configs(request);
+  EXPECT_EQ(response.responses[0].error_code, to_wire(error_code::invalid_request));
+  EXPECT_EQ(response.responses[0].error_message,
+            "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 (1 hour)");
+  request.resources[0] =
+      incremental_resource(config_resource_client_metrics, "sub", {{"match", config_op_set, "rack=x"}});
+  EXPECT_EQ(_configs.incremental_alter_configs(request).responses[0].error_code,
+            to_wire(error_code::invalid_config));
+  request.resources[0] =
+      incremental_resource(config_resource_client_metrics, "sub", {{"interval.ms", config_op_append, "1"}});
+  EXPECT_EQ(_configs.incremental_alter_configs(request).responses[0].error_code,
+            to_wire(error_code::invalid_config));
+  EXPECT_EQ(_writer.batches.size(), batches);
+
+  request.resources[0] = incremental_resource(
+      config_resource_client_metrics, "sub",
+      {{"metrics", config_op_delete, std::nullopt}, {"interval.ms", config_op_delete, std::nullopt}});
+  EXPECT_EQ(_configs.incremental_alter_configs(request).responses[0].error_code, 0);
+  EXPECT_EQ(_writer.image()->find_configs(metadata::config_resource_type::client_metrics, "sub"), nullptr);
 }
 
 // An SSL listener's key and trust stores change per broker (Kafka's reconfigurable SSL configs); not at the
