@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <set>
+#include <string_view>
 
 #include "mala/common/crc32c.h"
 #include "mala/common/logging.h"
@@ -49,16 +50,16 @@ int32_t subscription_id_of(const std::vector<std::string>& metrics, int32_t inte
   return static_cast<int32_t>(crc) ^ java_uuid_hash(id);
 }
 
-bool is_name_char(char c, bool first) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
-         (!first && c >= '0' && c <= '9');
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == ':';
 }
 
+// Every character outside [a-zA-Z0-9_:] as '_', and '_' before a leading digit.
 std::string prometheus_name(const std::string& name) {
   std::string out;
   out.reserve(name.size() + 1);
-  for (char c : name) out += is_name_char(c, out.empty()) ? c : '_';
-  if (out.empty() || (name.front() >= '0' && name.front() <= '9')) out.insert(out.begin(), '_');
+  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) out += '_';
+  for (char c : name) out += is_name_char(c) ? c : '_';
   return out;
 }
 
@@ -68,7 +69,38 @@ std::string label_name(const std::string& key) {
   return out;
 }
 
-void append_escaped(std::string& out, const std::string& value) {
+// The names the node's own series use (metrics_exporter.cc): a client may not push into them.
+bool reserved_name(std::string_view name) {
+  return name.starts_with("kafka_") || name.starts_with("mala_") || name.starts_with("process_");
+}
+
+// Bytes that are not UTF-8 (a client id may hold any) as U+FFFD: the text format is UTF-8.
+std::string as_utf8(std::string_view text) {
+  if (protocol::valid_utf8(text)) return std::string(text);
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    // Whole sequences that are valid are kept; any other byte is replaced.
+    size_t n = 1;
+    const auto b = static_cast<uint8_t>(text[i]);
+    if (b >= 0xf0)
+      n = 4;
+    else if (b >= 0xe0)
+      n = 3;
+    else if (b >= 0xc0)
+      n = 2;
+    if (b >= 0x80 && i + n <= text.size() && protocol::valid_utf8(text.substr(i, n)) && n > 1) {
+      out.append(text.substr(i, n));
+      i += n - 1;
+    } else if (b < 0x80) {
+      out += static_cast<char>(b);
+    } else {
+      out += "\xEF\xBF\xBD";
+    }
+  }
+  return out;
+}
+
+void append_escaped(std::string& out, std::string_view value) {
   for (char c : value) {
     if (c == '\\' || c == '"') {
       out += '\\';
@@ -80,6 +112,36 @@ void append_escaped(std::string& out, const std::string& value) {
     }
   }
 }
+
+constexpr size_t max_label_value_bytes = 512;
+constexpr size_t max_labels_bytes = 4096;
+
+// Labels as a="x",... in order; a name given twice keeps its first value, a reserved (__) name is left out, a
+// value is cut at max_label_value_bytes (at a character boundary) and labels that would pass
+// max_labels_bytes are left out.
+class label_builder {
+ public:
+  void add(const std::string& key, std::string_view value) {
+    std::string name = label_name(key);
+    if (name.starts_with("__") || std::find(_names.begin(), _names.end(), name) != _names.end()) return;
+    if (value.size() > max_label_value_bytes) {
+      size_t cut = max_label_value_bytes;
+      while (cut > 0 && (static_cast<uint8_t>(value[cut]) & 0xc0) == 0x80) --cut;
+      value = value.substr(0, cut);
+    }
+    std::string label = (_text.empty() ? "" : ",") + name + "=\"";
+    append_escaped(label, value);
+    label += '"';
+    if (_text.size() + label.size() > max_labels_bytes) return;
+    _text += label;
+    _names.push_back(std::move(name));
+  }
+  const std::string& text() const { return _text; }
+
+ private:
+  std::string _text;
+  std::vector<std::string> _names;
+};
 
 std::string format_value(double v) {
   if (std::isnan(v)) return "NaN";
@@ -95,6 +157,7 @@ client_telemetry::client_telemetry(client_telemetry_options options) : _options(
 
 void client_telemetry::refresh_subscriptions(const metadata::metadata_image& image) {
   if (_configs_read && _configs_seen.shares_with(image.configs)) return;
+  if (_configs_read && image.metadata_offset >= 0 && image.metadata_offset < _configs_offset) return;
   std::vector<controller::client_metrics_subscription> subscriptions;
   for (const auto& [resource, configs] : image.configs) {
     if (resource.type != metadata::config_resource_type::client_metrics) continue;
@@ -122,6 +185,7 @@ void client_telemetry::refresh_subscriptions(const metadata::metadata_image& ima
     ++_subscription_version;
   }
   _configs_seen = image.configs;
+  _configs_offset = image.metadata_offset;
   _configs_read = true;
 }
 
@@ -144,37 +208,44 @@ void client_telemetry::evaluate(instance& in) const {
   in.subscription_version = _subscription_version;
 }
 
+void client_telemetry::forget(std::unordered_map<std::string, instance>::iterator it) {
+  _series -= it->second.series;
+  _bytes -= it->second.bytes;
+  _by_recency.erase(it->second.recency);
+  _instances.erase(it);
+}
+
 client_telemetry::instance& client_telemetry::instance_for(const uuid& id, const telemetry_client& client,
                                                            int64_t now_ms) {
   const std::string key = key_of(id);
   auto it = _instances.find(key);
   if (it == _instances.end()) {
-    if (_instances.size() >= _options.max_instances) {
-      auto oldest = std::min_element(_instances.begin(), _instances.end(), [](const auto& a, const auto& b) {
-        return a.second.last_seen_ms < b.second.last_seen_ms;
-      });
-      _series -= oldest->second.series;
-      _instances.erase(oldest);
-    }
+    if (_instances.size() >= _options.max_instances && !_by_recency.empty())
+      forget(_instances.find(_by_recency.back()));
     instance fresh;
     fresh.id = id;
     fresh.attributes = {{"client_instance_id", id.to_string()},
-                        {"client_id", client.client_id},
+                        {"client_id", as_utf8(client.client_id)},
                         {"client_software_name", client.software_name},
                         {"client_software_version", client.software_version},
                         {"client_source_address", client.source_address},
                         {"client_source_port", client.source_port}};
     evaluate(fresh);
+    _by_recency.push_front(key);
+    fresh.recency = _by_recency.begin();
     it = _instances.emplace(key, std::move(fresh)).first;
-  } else if (it->second.subscription_version != _subscription_version) {
-    // A new subscription set: the instance starts over with what it now matches (Kafka makes a new instance,
-    // its request times reset); its pushed series stay.
-    instance& in = it->second;
-    evaluate(in);
-    in.last_get_ms.reset();
-    in.last_push_ms.reset();
-    in.terminating = false;
-    in.last_error = error_code::none;
+  } else {
+    _by_recency.splice(_by_recency.begin(), _by_recency, it->second.recency);
+    if (it->second.subscription_version != _subscription_version) {
+      // A new subscription set: the instance starts over with what it now matches (Kafka makes a new
+      // instance, its request times reset); its pushed series stay.
+      instance& in = it->second;
+      evaluate(in);
+      in.last_get_ms.reset();
+      in.last_push_ms.reset();
+      in.terminating = false;
+      in.last_error = error_code::none;
+    }
   }
   it->second.last_seen_ms = now_ms;
   return it->second;
@@ -185,12 +256,9 @@ void client_telemetry::forget_expired(int64_t now_ms) {
   _next_expiry_scan_ms = now_ms + 1000;
   for (auto it = _instances.begin(); it != _instances.end();) {
     const int64_t lifetime = std::max<int64_t>(min_instance_lifetime_ms, 3 * int64_t{it->second.interval_ms});
-    if (now_ms - it->second.last_seen_ms > lifetime) {
-      _series -= it->second.series;
-      it = _instances.erase(it);
-    } else {
-      ++it;
-    }
+    auto next = std::next(it);
+    if (now_ms - it->second.last_seen_ms > lifetime) forget(it);
+    it = next;
   }
 }
 
@@ -208,8 +276,8 @@ protocol::get_telemetry_subscriptions_response client_telemetry::get_subscriptio
   }
   instance& in = instance_for(id, client, now_ms);
   protocol::get_telemetry_subscriptions_response resp;
-  // maybeUpdateGetRequestTimestamp, with the exemptions Kafka means to give after the two push errors that
-  // send the client back for a new subscription.
+  // maybeUpdateGetRequestTimestamp, with Kafka 4.4's exemption after the two push errors that send the
+  // client back for a new subscription.
   std::optional<int64_t> last = in.last_get_ms;
   if (in.last_push_ms && (!last || *in.last_push_ms > *last)) last = in.last_push_ms;
   const bool exempt = in.last_error == error_code::unknown_subscription_id ||
@@ -274,7 +342,7 @@ protocol::push_telemetry_response client_telemetry::push(const metadata::metadat
   const auto it = _instances.find(key_of(id));
   if (!data) {
     subsystem_logger("broker")->info("telemetry push of client {} ({}) refused: {}", id.to_string(),
-                                     client.client_id, data.error().message);
+                                     as_utf8(client.client_id), data.error().message);
     if (it != _instances.end()) it->second.last_error = error_code::invalid_record;
     resp.error_code = to_wire(error_code::invalid_record);
     return resp;
@@ -298,60 +366,76 @@ result<protocol::otlp_metrics_data> client_telemetry::decode(
 }
 
 void client_telemetry::store(instance& in, const protocol::otlp_metrics_data& data) {
-  const auto& a = in.attributes;
-  std::string base_labels;
-  const auto add_label = [](std::string& labels, std::set<std::string>& seen, const std::string& key,
-                            const std::string& value) {
-    std::string name = label_name(key);
-    if (name.starts_with("__") || !seen.insert(name).second) return;
-    labels += labels.empty() ? "" : ",";
-    labels += name + "=\"";
-    append_escaped(labels, value);
-    labels += '"';
-  };
-  std::set<std::string> base_seen;
-  for (const char* k : {"client_instance_id", "client_id", "client_software_name", "client_software_version"})
-    add_label(base_labels, base_seen, k, a.at(k));
+  // What the subscription asked for: a name starting with one of its prefixes ("*": any).
+  const bool all = in.metrics.size() == 1 && in.metrics.front() == controller::client_metrics_all_metrics;
+  std::vector<bool> wanted(data.metrics.size());
+  std::vector<std::string> names(data.metrics.size());
+  for (size_t m = 0; m < data.metrics.size(); ++m) {
+    const auto& metric = data.metrics[m];
+    bool asked = all;
+    for (const auto& prefix : in.metrics) asked = asked || metric.name.starts_with(prefix);
+    const bool counter = metric.kind == protocol::otlp_metric_kind::sum && metric.monotonic;
+    names[m] = prometheus_name(metric.name);
+    if (counter && !names[m].ends_with("_total")) names[m] += "_total";
+    wanted[m] = asked && !reserved_name(names[m]);
+  }
+  // The labels every point of a resource starts with, built once per resource.
+  std::vector<label_builder> resource_labels(data.resources.size());
+  for (size_t r = 0; r < data.resources.size(); ++r) {
+    auto& b = resource_labels[r];
+    for (const char* key :
+         {"client_instance_id", "client_id", "client_software_name", "client_software_version"})
+      b.add(key, in.attributes.at(key));
+    for (const auto& attr : data.resources[r]) b.add(attr.key, attr.value);
+  }
   for (const auto& p : data.points) {
-    const bool counter = p.kind == protocol::otlp_metric_kind::sum && p.monotonic;
-    std::string name = prometheus_name(p.metric);
-    if (counter && !name.ends_with("_total")) name += "_total";
-    std::string labels = base_labels;
-    std::set<std::string> seen = base_seen;
-    if (p.resource < data.resources.size())
-      for (const auto& attr : data.resources[p.resource]) add_label(labels, seen, attr.key, attr.value);
-    for (const auto& attr : p.attributes) add_label(labels, seen, attr.key, attr.value);
-    family& f = in.families[name];
-    f.counter = counter;
-    if (f.help.empty()) f.help = p.description;
-    auto it = f.by_labels.find(labels);
-    if (it == f.by_labels.end()) {
-      if (in.series >= _options.max_series_per_instance || _series >= _options.max_series) continue;
-      it = f.by_labels.emplace(labels, series{"{" + labels + "}", 0}).first;
+    if (p.metric >= data.metrics.size() || p.resource >= data.resources.size() || !wanted[p.metric]) continue;
+    const auto& metric = data.metrics[p.metric];
+    const bool counter = metric.kind == protocol::otlp_metric_kind::sum && metric.monotonic;
+    const std::string& name = names[p.metric];
+    label_builder labels = resource_labels[p.resource];
+    for (const auto& attr : p.attributes) labels.add(attr.key, attr.value);
+    auto f = in.families.find(name);
+    if (f != in.families.end() && f->second.counter != counter) continue;  // the first kind seen wins
+    double* value = nullptr;
+    if (f != in.families.end()) {
+      if (auto s = f->second.by_labels.find(labels.text()); s != f->second.by_labels.end())
+        value = &s->second;
+    }
+    if (!value) {
+      const size_t cost =
+          labels.text().size() + (f == in.families.end() ? name.size() + metric.description.size() : 0);
+      if (in.series >= _options.max_series_per_instance || _series >= _options.max_series ||
+          in.bytes + cost > _options.max_bytes_per_instance || _bytes + cost > _options.max_bytes)
+        continue;
+      if (f == in.families.end()) {
+        f = in.families.emplace(name, family{counter, as_utf8(metric.description), {}}).first;
+      }
+      value = &f->second.by_labels.emplace(labels.text(), 0.0).first->second;
       ++in.series;
       ++_series;
+      in.bytes += cost;
+      _bytes += cost;
     }
-    if (p.kind == protocol::otlp_metric_kind::sum && p.temporality == protocol::otlp_temporality::delta)
-      it->second.value += p.value;
+    if (metric.kind == protocol::otlp_metric_kind::sum &&
+        metric.temporality == protocol::otlp_temporality::delta)
+      *value += p.value;
     else
-      it->second.value = p.value;
+      *value = p.value;
   }
 }
 
 void client_telemetry::append_prometheus(std::string& out, int64_t now_ms) {
   std::lock_guard lock(_mutex);
   forget_expired(now_ms);
-  // One family per name across instances: its # TYPE line once, then every instance's series.
-  std::map<std::string, std::pair<const family*, std::vector<const family*>>> by_name;
+  // One family per name across instances: its # HELP and # TYPE lines once, then the series of every instance
+  // whose kind for it agrees with the first one's.
+  std::map<std::string, std::vector<const family*>> by_name;
   for (const auto& [key, in] : _instances) {
-    for (const auto& [name, f] : in.families) {
-      auto& entry = by_name[name];
-      if (!entry.first) entry.first = &f;
-      entry.second.push_back(&f);
-    }
+    for (const auto& [name, f] : in.families) by_name[name].push_back(&f);
   }
-  for (const auto& [name, entry] : by_name) {
-    const family& first = *entry.first;
+  for (const auto& [name, families] : by_name) {
+    const family& first = *families.front();
     if (!first.help.empty()) {
       out += "# HELP " + name + " ";
       for (char c : first.help) {
@@ -363,9 +447,10 @@ void client_telemetry::append_prometheus(std::string& out, int64_t now_ms) {
       out += '\n';
     }
     out += "# TYPE " + name + (first.counter ? " counter\n" : " gauge\n");
-    for (const family* f : entry.second) {
-      for (const auto& [labels, s] : f->by_labels)
-        out += name + s.labels + " " + format_value(s.value) + "\n";
+    for (const family* f : families) {
+      if (f->counter != first.counter) continue;
+      for (const auto& [labels, value] : f->by_labels)
+        out += name + "{" + labels + "} " + format_value(value) + "\n";
     }
   }
 }

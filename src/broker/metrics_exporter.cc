@@ -1,7 +1,5 @@
 #include "mala/broker/metrics_exporter.h"
 
-#include "mala/broker/client_telemetry.h"
-
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "mala/broker/client_telemetry.h"
 #include "mala/broker/handler_table.h"
 #include "mala/controller/quorum_controller.h"
 #include "mala/coordinator/group_coordinator.h"

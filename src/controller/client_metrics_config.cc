@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <optional>
+#include <regex>
 
 #include "mala/controller/topic_config.h"
 
 namespace mala::controller {
+
+struct compiled_client_metrics_pattern {
+  std::regex regex;
+};
 
 namespace {
 
@@ -44,7 +49,7 @@ bool client_metrics_subscription::matches(const std::map<std::string, std::strin
     // std::regex matches recursively, a frame per character for some patterns: a value longer than any
     // real client's attribute (a client id may be 32 KiB) is not matched rather than risk the stack.
     if (it == attributes.end() || it->second.size() > client_metrics_max_matched_length ||
-        !std::regex_match(it->second, *pattern.regex))
+        !std::regex_match(it->second, pattern.regex->regex))
       return false;
   }
   return true;
@@ -118,7 +123,8 @@ result<client_metrics_subscription> parse_client_metrics_configs(const std::stri
       // alternation) read the same. A pattern std::regex refuses is refused as Java's compile would.
       client_metrics_pattern pattern{trimmed(pair[1]), nullptr};
       try {
-        pattern.regex = std::make_shared<const std::regex>(pattern.text, std::regex::ECMAScript);
+        pattern.regex = std::make_shared<const compiled_client_metrics_pattern>(
+            compiled_client_metrics_pattern{std::regex(pattern.text, std::regex::ECMAScript)});
       } catch (const std::regex_error&) {
         return illegal;
       }

@@ -1,6 +1,7 @@
 #include "mala/protocol/otlp_metrics.h"
 
 #include <bit>
+#include <charconv>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -115,6 +116,7 @@ class otlp_decoder {
     if (f.wire != wire_length) return malformed("string field of another wire type");
     if (f.bytes.size() > _limits.max_string_bytes) return malformed("string longer than allowed");
     out.assign(reinterpret_cast<const char*>(f.bytes.data()), f.bytes.size());
+    if (!valid_utf8(out)) return malformed("string not UTF-8");
     return status::success();
   }
 
@@ -138,7 +140,10 @@ class otlp_decoder {
           break;
         case 4: {
           if (f->wire != wire_fixed64) return malformed("double value of another wire type");
-          value = std::to_string(std::bit_cast<double>(f->number_value));
+          char text[32];
+          const auto [end, ec] =
+              std::to_chars(text, text + sizeof text, std::bit_cast<double>(f->number_value));
+          value = ec == std::errc{} ? std::string(text, end) : "NaN";
           break;
         }
         case 7: {
@@ -198,6 +203,7 @@ class otlp_decoder {
       if (!resource.error().ok()) return resource.error();
     }
     if (!first.error().ok()) return first.error();
+    if (_out.resources.size() >= _limits.max_resources) return malformed("more resources than allowed");
     _resource = _out.resources.size();
     _out.resources.push_back(std::move(resource_attributes));
     pb_reader r(data);
@@ -214,14 +220,13 @@ class otlp_decoder {
   }
 
   status metric(std::span<const uint8_t> data) {
-    otlp_number_point shape;
-    shape.resource = _resource;
+    otlp_metric shape;
     std::optional<pb_field> body;
     pb_reader r(data);
     while (auto f = r.next()) {
       switch (f->number) {
         case 1:
-          if (auto st = string_field(*f, shape.metric); !st.ok()) return st;
+          if (auto st = string_field(*f, shape.name); !st.ok()) return st;
           break;
         case 2:
           if (auto st = string_field(*f, shape.description); !st.ok()) return st;
@@ -255,10 +260,12 @@ class otlp_decoder {
       }
       if (!sum.error().ok()) return sum.error();
     }
+    // The metric is kept once, with its first point.
+    std::optional<size_t> index;
     pb_reader points(body->bytes);
     while (auto f = points.next()) {
       if (f->number != 1 || f->wire != wire_length) continue;
-      if (auto st = number_point(f->bytes, shape); !st.ok()) return st;
+      if (auto st = number_point(f->bytes, shape, index); !st.ok()) return st;
     }
     return points.error();
   }
@@ -271,9 +278,12 @@ class otlp_decoder {
     return r.error();
   }
 
-  status number_point(std::span<const uint8_t> data, const otlp_number_point& shape) {
+  status number_point(std::span<const uint8_t> data, otlp_metric& shape, std::optional<size_t>& index) {
     if (_out.points.size() >= _limits.max_points) return malformed("more data points than allowed");
-    otlp_number_point p = shape;
+    otlp_number_point p;
+    p.resource = _resource;
+    bool has_value = false;
+    bool no_recorded_value = false;
     pb_reader r(data);
     while (auto f = r.next()) {
       switch (f->number) {
@@ -284,10 +294,16 @@ class otlp_decoder {
         case 4:
           if (f->wire != wire_fixed64) return malformed("double point of another wire type");
           p.value = std::bit_cast<double>(f->number_value);
+          has_value = true;
           break;
         case 6:
           if (f->wire != wire_fixed64) return malformed("int point of another wire type");
           p.value = static_cast<double>(static_cast<int64_t>(f->number_value));
+          has_value = true;
+          break;
+        case 8:  // flags: bit 0 is FLAG_NO_RECORDED_VALUE
+          if (f->wire != wire_varint) return malformed("flags of another wire type");
+          no_recorded_value = (f->number_value & 1) != 0;
           break;
         case 7:
           if (f->wire != wire_length) return malformed("attribute of another wire type");
@@ -298,6 +314,15 @@ class otlp_decoder {
       }
     }
     if (!r.error().ok()) return r.error();
+    if (!has_value || no_recorded_value) {
+      ++_out.skipped_points;
+      return status::success();
+    }
+    if (!index) {
+      index = _out.metrics.size();
+      _out.metrics.push_back(std::move(shape));
+    }
+    p.metric = *index;
     _out.points.push_back(std::move(p));
     return status::success();
   }
@@ -341,6 +366,38 @@ std::vector<uint8_t> key_value_bytes(const otlp_attribute& a) {
 
 }  // namespace
 
+bool valid_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto b = static_cast<uint8_t>(text[i]);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    uint32_t cp = 0;
+    uint32_t min = 0;
+    if ((b & 0xe0) == 0xc0) {
+      n = 1, cp = b & 0x1f, min = 0x80;
+    } else if ((b & 0xf0) == 0xe0) {
+      n = 2, cp = b & 0x0f, min = 0x800;
+    } else if ((b & 0xf8) == 0xf0) {
+      n = 3, cp = b & 0x07, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (text.size() - i <= n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto c = static_cast<uint8_t>(text[i + k]);
+      if ((c & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 result<otlp_metrics_data> decode_otlp_metrics(std::span<const uint8_t> data, const otlp_limits& limits) {
   otlp_decoder decoder(limits);
   if (auto st = decoder.metrics_data(data); !st.ok()) return st;
@@ -348,28 +405,30 @@ result<otlp_metrics_data> decode_otlp_metrics(std::span<const uint8_t> data, con
 }
 
 std::vector<uint8_t> encode_otlp_metrics(const std::vector<otlp_attribute>& resource_attributes,
+                                         const std::vector<otlp_metric>& metrics,
                                          const std::vector<otlp_number_point>& points) {
   std::vector<uint8_t> resource;
   for (const auto& a : resource_attributes) put_bytes(resource, 1, key_value_bytes(a));
   std::vector<uint8_t> scope;
   for (const auto& p : points) {
+    const otlp_metric& m = metrics.at(p.metric);
     std::vector<uint8_t> point;
     for (const auto& a : p.attributes) put_bytes(point, 7, key_value_bytes(a));
     put_fixed64(point, 3, p.time_unix_nano);
     put_fixed64(point, 4, std::bit_cast<uint64_t>(p.value));
     std::vector<uint8_t> body;
     put_bytes(body, 1, point);
-    if (p.kind == otlp_metric_kind::sum) {
+    if (m.kind == otlp_metric_kind::sum) {
       put_tag(body, 2, wire_varint);
-      put_varint(body, static_cast<uint64_t>(p.temporality));
+      put_varint(body, static_cast<uint64_t>(m.temporality));
       put_tag(body, 3, wire_varint);
-      put_varint(body, p.monotonic ? 1 : 0);
+      put_varint(body, m.monotonic ? 1 : 0);
     }
     std::vector<uint8_t> metric;
-    put_string(metric, 1, p.metric);
-    if (!p.description.empty()) put_string(metric, 2, p.description);
-    if (!p.unit.empty()) put_string(metric, 3, p.unit);
-    put_bytes(metric, p.kind == otlp_metric_kind::gauge ? 5 : 7, body);
+    put_string(metric, 1, m.name);
+    if (!m.description.empty()) put_string(metric, 2, m.description);
+    if (!m.unit.empty()) put_string(metric, 3, m.unit);
+    put_bytes(metric, m.kind == otlp_metric_kind::gauge ? 5 : 7, body);
     put_bytes(scope, 2, metric);
   }
   std::vector<uint8_t> resource_metrics;

@@ -2,9 +2,9 @@
 lists, describes and deletes subscriptions, stored in the metadata log as CLIENT_METRICS configs; Kafka's Java
 producer and librdkafka (confluent-kafka), left at their defaults (enable.metrics.push=true), ask the node for their
 subscription and push their metrics, which the node's metrics endpoint shows under the OpenTelemetry Collector's
-Prometheus names with the client's id and software as labels. A subscription that no longer matches stops the
-pushes of the metrics it named. A node without metrics.listeners does not advertise the two telemetry APIs, as a
-Kafka broker without a telemetry receiver does not.
+Prometheus names with the client's id and software as labels, and only the metrics the subscription asked for. Once
+the subscription is deleted, a client started afterwards pushes nothing. A node without metrics.listeners does not
+advertise the two telemetry APIs, as a Kafka broker without a telemetry receiver does not.
 """
 
 import re
@@ -87,7 +87,8 @@ def test_subscriptions_and_pushed_metrics_of_java_and_librdkafka_clients(tmp_pat
         # Cumulative: what the last push before the producer stopped counted (it pushes about every second).
         wait_until(lambda: java_pushed() and sum(java_sends) >= 20, 30, "pushes of the Java producer's later sends")
         assert sum(java_sends) <= 40, java_sends
-        # Only what the subscription names: no consumer or admin metric, and one TYPE line per name.
+        # Only what the subscription names (the client filters, and the node keeps nothing else): no consumer or
+        # admin metric, and one TYPE line per name.
         pushed_names = set(re.findall(r"^(org_apache_kafka_\w+)\{", text, re.M))
         assert pushed_names and all(n.startswith("org_apache_kafka_producer_") for n in pushed_names), pushed_names
         type_lines = re.findall(r"^# TYPE (\S+) ", text, re.M)

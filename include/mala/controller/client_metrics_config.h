@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,10 +37,13 @@ inline constexpr std::string_view client_metrics_match_attributes[] = {
 // The longest attribute value a `match` pattern is tried on; a longer one does not match.
 inline constexpr size_t client_metrics_max_matched_length = 1024;
 
+// A compiled `match` pattern (a std::regex, kept out of this header).
+struct compiled_client_metrics_pattern;
+
 // One `match` entry's pattern: its text as configured, and the compiled form.
 struct client_metrics_pattern {
   std::string text;
-  std::shared_ptr<const std::regex> regex;
+  std::shared_ptr<const compiled_client_metrics_pattern> regex;
 };
 
 struct client_metrics_subscription {

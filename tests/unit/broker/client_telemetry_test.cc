@@ -22,16 +22,32 @@ metadata::metadata_image with_subscription(const std::string& name, metadata::co
   return image;
 }
 
-otlp_number_point sum_point(std::string name, double value, otlp_temporality temporality) {
-  otlp_number_point p;
-  p.metric = std::move(name);
-  p.kind = otlp_metric_kind::sum;
-  p.monotonic = true;
-  p.temporality = temporality;
-  p.value = value;
-  p.attributes = {{"topic", "t"}};
-  return p;
-}
+// Metrics with one point each, as encode_otlp_metrics takes them.
+struct payload {
+  std::vector<protocol::otlp_metric> metrics;
+  std::vector<otlp_number_point> points;
+
+  payload& add(std::string name, otlp_metric_kind kind, double value,
+               std::vector<protocol::otlp_attribute> attributes = {},
+               otlp_temporality temporality = otlp_temporality::cumulative, std::string description = "") {
+    protocol::otlp_metric m;
+    m.name = std::move(name);
+    m.kind = kind;
+    m.monotonic = kind == otlp_metric_kind::sum;
+    m.temporality = kind == otlp_metric_kind::sum ? temporality : otlp_temporality::unspecified;
+    m.description = std::move(description);
+    otlp_number_point p;
+    p.metric = metrics.size();
+    p.value = value;
+    p.attributes = std::move(attributes);
+    metrics.push_back(std::move(m));
+    points.push_back(std::move(p));
+    return *this;
+  }
+  std::vector<uint8_t> encode(const std::vector<protocol::otlp_attribute>& resource = {}) const {
+    return protocol::encode_otlp_metrics(resource, metrics, points);
+  }
+};
 
 protocol::push_telemetry_request push_of(const protocol::get_telemetry_subscriptions_response& subscription,
                                          std::vector<uint8_t> metrics, int8_t compression = 0) {
@@ -58,16 +74,15 @@ TEST(client_telemetry, subscribes_a_matching_client_and_shows_what_it_pushes) {
   EXPECT_FALSE(sub.delta_temporality);
 
   // The first push right after the subscription is taken whatever the interval; zstd-compressed.
-  otlp_number_point gauge;
-  gauge.metric = "org.apache.kafka.producer.record-send.rate";
-  gauge.value = 2.5;
-  gauge.description = "sends per second";
-  gauge.attributes = {{"node.id", "1"}};
-  const auto payload = protocol::encode_otlp_metrics(
-      {{"client_rack", "r1"}},
-      {sum_point("org.apache.kafka.producer.record.send.total", 10, otlp_temporality::cumulative), gauge});
+  const auto first =
+      payload{}
+          .add("org.apache.kafka.producer.record.send.total", otlp_metric_kind::sum, 10, {{"topic", "t"}})
+          .add("org.apache.kafka.producer.record-send.rate", otlp_metric_kind::gauge, 2.5, {{"node.id", "1"}},
+               otlp_temporality::unspecified, "sends per second")
+          .add("org.apache.kafka.consumer.fetch.total", otlp_metric_kind::sum, 1)  // not asked for
+          .encode({{"client_rack", "r1"}});
   auto pushed =
-      telemetry.push(image, push_of(sub, protocol::compress(protocol::compression_codec::zstd, payload), 4),
+      telemetry.push(image, push_of(sub, protocol::compress(protocol::compression_codec::zstd, first), 4),
                      java_client, t0 + 10);
   EXPECT_EQ(pushed.error_code, 0);
   std::string text;
@@ -86,17 +101,22 @@ TEST(client_telemetry, subscribes_a_matching_client_and_shows_what_it_pushes) {
                       labels + ",node_id=\"1\"} 2.5\n"),
             std::string::npos)
       << text;
-  EXPECT_EQ(telemetry.series_count(), 2u);
+  EXPECT_EQ(telemetry.series_count(), 2u);  // the consumer metric was not asked for
+  EXPECT_EQ(text.find("consumer"), std::string::npos) << text;
 
   // A push before the interval is throttled; after it, the cumulative sum replaces the value.
-  EXPECT_EQ(telemetry.push(image, push_of(sub, payload), java_client, t0 + 500).error_code,
+  EXPECT_EQ(telemetry.push(image, push_of(sub, first), java_client, t0 + 500).error_code,
             to_wire(error_code::throttling_quota_exceeded));
-  const auto later = protocol::encode_otlp_metrics(
-      {}, {sum_point("org.apache.kafka.producer.record.send.total", 25, otlp_temporality::cumulative)});
+  const auto later =
+      payload{}
+          .add("org.apache.kafka.producer.record.send.total", otlp_metric_kind::sum, 25, {{"topic", "t"}})
+          .encode();
   EXPECT_EQ(telemetry.push(image, push_of(sub, later), java_client, t0 + 1100).error_code, 0);
   // Delta sums add up.
-  const auto delta = protocol::encode_otlp_metrics(
-      {}, {sum_point("org.apache.kafka.producer.bytes.total", 5, otlp_temporality::delta)});
+  const auto delta = payload{}
+                         .add("org.apache.kafka.producer.bytes.total", otlp_metric_kind::sum, 5,
+                              {{"topic", "t"}}, otlp_temporality::delta)
+                         .encode();
   EXPECT_EQ(telemetry.push(image, push_of(sub, delta), java_client, t0 + 2200).error_code, 0);
   EXPECT_EQ(telemetry.push(image, push_of(sub, delta), java_client, t0 + 3300).error_code, 0);
   text.clear();
@@ -197,23 +217,64 @@ TEST(client_telemetry, bounds_instances_and_series) {
   options.max_series_per_instance = 3;
   client_telemetry telemetry(options);
   const auto image = with_subscription("s", {{"metrics", "*"}, {"interval.ms", "1000"}});
-  std::vector<otlp_number_point> points;
-  for (int i = 0; i < 5; ++i) {
-    otlp_number_point p;
-    p.metric = "m" + std::to_string(i);
-    p.value = i;
-    points.push_back(p);
-  }
+  payload points;
+  for (int i = 0; i < 5; ++i) points.add("m" + std::to_string(i), otlp_metric_kind::gauge, i);
   auto sub = telemetry.get_subscriptions(image, uuid{}, java_client, t0);
-  EXPECT_EQ(
-      telemetry.push(image, push_of(sub, protocol::encode_otlp_metrics({}, points)), java_client, t0 + 1)
-          .error_code,
-      0);
+  EXPECT_EQ(telemetry.push(image, push_of(sub, points.encode()), java_client, t0 + 1).error_code, 0);
   EXPECT_EQ(telemetry.series_count(), 3u);  // the rest are dropped
   telemetry.get_subscriptions(image, uuid{}, java_client, t0 + 2);
   telemetry.get_subscriptions(image, uuid{}, java_client, t0 + 3);
   EXPECT_EQ(telemetry.instance_count(), 2u);  // the least recently seen went
   EXPECT_EQ(telemetry.series_count(), 0u);
+}
+
+TEST(client_telemetry, bounds_the_bytes_an_instance_stores) {
+  client_telemetry_options options;
+  options.max_bytes_per_instance = 2000;
+  client_telemetry telemetry(options);
+  const auto image = with_subscription("s", {{"metrics", "*"}, {"interval.ms", "1000"}});
+  auto sub = telemetry.get_subscriptions(image, uuid{}, java_client, t0);
+  // A large resource attribute is cut at 512 bytes; series stop once the instance's bytes are spent.
+  payload points;
+  for (int i = 0; i < 20; ++i) points.add("m" + std::to_string(i), otlp_metric_kind::gauge, i);
+  EXPECT_EQ(
+      telemetry
+          .push(image, push_of(sub, points.encode({{"big", std::string(4000, 'x')}})), java_client, t0 + 1)
+          .error_code,
+      0);
+  EXPECT_GT(telemetry.series_count(), 0u);
+  EXPECT_LT(telemetry.series_count(), 5u);
+  std::string text;
+  telemetry.append_prometheus(text, t0 + 2);
+  EXPECT_NE(text.find("big=\"" + std::string(512, 'x') + "\""), std::string::npos);
+  EXPECT_EQ(text.find(std::string(513, 'x')), std::string::npos);
+}
+
+TEST(client_telemetry, names_labels_and_values_are_made_safe_for_the_text_format) {
+  client_telemetry telemetry;
+  const auto image = with_subscription("s", {{"metrics", "*"}, {"interval.ms", "1000"}});
+  telemetry_client odd = java_client;
+  odd.client_id = "a\"b\\c\nd\xff";  // quote, backslash, newline, a byte that is not UTF-8
+  auto sub = telemetry.get_subscriptions(image, uuid{}, odd, t0);
+  const auto pushed =
+      payload{}
+          .add("9lives-rate", otlp_metric_kind::gauge, 1, {{"1st.key", "v"}, {"__name__", "x"}})
+          .add("kafka_server_brokertopicmetrics_messagesin_total", otlp_metric_kind::sum, 7)
+          .add("process_cpu_seconds", otlp_metric_kind::gauge, 7)
+          .add("x", otlp_metric_kind::sum, 3)
+          .add("x_total", otlp_metric_kind::gauge, 4)  // the same name as a gauge: dropped
+          .encode();
+  ASSERT_EQ(telemetry.push(image, push_of(sub, pushed), odd, t0 + 1).error_code, 0);
+  std::string text;
+  telemetry.append_prometheus(text, t0 + 2);
+  EXPECT_NE(text.find("# TYPE _9lives_rate gauge\n_9lives_rate{"), std::string::npos) << text;
+  EXPECT_NE(text.find("client_id=\"a\\\"b\\\\c\\nd\xef\xbf\xbd\""), std::string::npos) << text;
+  EXPECT_NE(text.find(",_1st_key=\"v\"}"), std::string::npos) << text;  // __name__ left out
+  EXPECT_EQ(text.find("kafka_"), std::string::npos) << text;  // the node's own names are not pushed into
+  EXPECT_EQ(text.find("process_"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE x_total counter\nx_total{"), std::string::npos) << text;
+  EXPECT_NE(text.find("} 3\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("} 4\n"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -5,20 +5,33 @@
 namespace mala::protocol {
 namespace {
 
-otlp_number_point point(std::string name, otlp_metric_kind kind, double value,
-                        std::vector<otlp_attribute> attributes = {}) {
-  otlp_number_point p;
-  p.metric = std::move(name);
-  p.kind = kind;
-  p.value = value;
-  p.attributes = std::move(attributes);
-  p.time_unix_nano = 1700000000000000000ULL;
-  if (kind == otlp_metric_kind::sum) {
-    p.monotonic = true;
-    p.temporality = otlp_temporality::cumulative;
+// Metrics and their points, one point per metric, as encode_otlp_metrics takes them.
+struct payload {
+  std::vector<otlp_metric> metrics;
+  std::vector<otlp_number_point> points;
+
+  payload& add(std::string name, otlp_metric_kind kind, double value,
+               std::vector<otlp_attribute> attributes = {}) {
+    otlp_metric m;
+    m.name = std::move(name);
+    m.kind = kind;
+    if (kind == otlp_metric_kind::sum) {
+      m.monotonic = true;
+      m.temporality = otlp_temporality::cumulative;
+    }
+    otlp_number_point p;
+    p.metric = metrics.size();
+    p.value = value;
+    p.attributes = std::move(attributes);
+    p.time_unix_nano = 1700000000000000000ULL;
+    metrics.push_back(std::move(m));
+    points.push_back(std::move(p));
+    return *this;
   }
-  return p;
-}
+  std::vector<uint8_t> encode(const std::vector<otlp_attribute>& resource = {}) const {
+    return encode_otlp_metrics(resource, metrics, points);
+  }
+};
 
 // Protobuf bytes built field by field, for shapes the encoder does not write.
 struct pb {
@@ -63,27 +76,23 @@ pb metrics_data_of(const pb& metric, const pb& resource = {}) {
 
 TEST(otlp_metrics, decodes_what_the_encoder_writes) {
   const std::vector<otlp_attribute> resource{{"client_rack", "r1"}};
-  const std::vector<otlp_number_point> points{
-      point("org.apache.kafka.producer.record.send.total", otlp_metric_kind::sum, 42, {{"topic", "t"}}),
-      point("org.apache.kafka.producer.record.send.rate", otlp_metric_kind::gauge, 1.5,
-            {{"node_id", "1"}, {"topic", "t"}}),
-  };
-  const auto bytes = encode_otlp_metrics(resource, points);
-  auto decoded = decode_otlp_metrics(bytes);
+  payload in;
+  in.add("org.apache.kafka.producer.record.send.total", otlp_metric_kind::sum, 42, {{"topic", "t"}});
+  in.add("org.apache.kafka.producer.record.send.rate", otlp_metric_kind::gauge, 1.5,
+         {{"node_id", "1"}, {"topic", "t"}});
+  auto decoded = decode_otlp_metrics(in.encode(resource));
   ASSERT_TRUE(decoded.ok()) << decoded.error().message;
   ASSERT_EQ(decoded->resources.size(), 1u);
   EXPECT_EQ(decoded->resources[0], resource);
+  EXPECT_EQ(decoded->metrics, in.metrics);
   ASSERT_EQ(decoded->points.size(), 2u);
-  EXPECT_EQ(decoded->points[0].metric, "org.apache.kafka.producer.record.send.total");
-  EXPECT_EQ(decoded->points[0].kind, otlp_metric_kind::sum);
-  EXPECT_TRUE(decoded->points[0].monotonic);
-  EXPECT_EQ(decoded->points[0].temporality, otlp_temporality::cumulative);
-  EXPECT_EQ(decoded->points[0].value, 42);
-  EXPECT_EQ(decoded->points[0].attributes, points[0].attributes);
-  EXPECT_EQ(decoded->points[0].time_unix_nano, points[0].time_unix_nano);
-  EXPECT_EQ(decoded->points[1].kind, otlp_metric_kind::gauge);
-  EXPECT_EQ(decoded->points[1].value, 1.5);
-  EXPECT_EQ(decoded->points[1].attributes, points[1].attributes);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(decoded->points[i].metric, i);
+    EXPECT_EQ(decoded->points[i].resource, 0u);
+    EXPECT_EQ(decoded->points[i].value, in.points[i].value);
+    EXPECT_EQ(decoded->points[i].attributes, in.points[i].attributes);
+    EXPECT_EQ(decoded->points[i].time_unix_nano, in.points[i].time_unix_nano);
+  }
   EXPECT_EQ(decoded->skipped_points, 0u);
 }
 
@@ -113,14 +122,31 @@ TEST(otlp_metrics, reads_fields_in_any_order_and_every_value_kind) {
   auto decoded = decode_otlp_metrics(metrics_data_of(metric).bytes);
   ASSERT_TRUE(decoded.ok()) << decoded.error().message;
   ASSERT_EQ(decoded->points.size(), 1u);
+  ASSERT_EQ(decoded->metrics.size(), 1u);
   const auto& p = decoded->points[0];
-  EXPECT_EQ(p.metric, "m.total");
-  EXPECT_EQ(p.description, "a count");
-  EXPECT_EQ(p.temporality, otlp_temporality::delta);
-  EXPECT_TRUE(p.monotonic);
+  const auto& m = decoded->metrics[0];
+  EXPECT_EQ(m.name, "m.total");
+  EXPECT_EQ(m.description, "a count");
+  EXPECT_EQ(m.temporality, otlp_temporality::delta);
+  EXPECT_TRUE(m.monotonic);
   EXPECT_EQ(p.value, -3);
   const std::vector<otlp_attribute> expected{{"node.id", "-7"}, {"b", "true"}, {"raw", "01ff"}};
   EXPECT_EQ(p.attributes, expected);  // the array attribute is left out
+
+  // A point without a value, and one flagged FLAG_NO_RECORDED_VALUE: skipped.
+  pb empty_dp;
+  empty_dp.fixed64(3, 1);
+  pb flagged_dp;
+  flagged_dp.fixed64(4, 0).number(8, 1);
+  pb gauge;
+  gauge.message(1, empty_dp).message(1, flagged_dp);
+  pb gmetric;
+  gmetric.text(1, "g").message(5, gauge);
+  decoded = decode_otlp_metrics(metrics_data_of(gmetric).bytes);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_TRUE(decoded->points.empty());
+  EXPECT_TRUE(decoded->metrics.empty());
+  EXPECT_EQ(decoded->skipped_points, 2u);
 
   pb hdp;
   hdp.fixed64(3, 1);
@@ -135,7 +161,7 @@ TEST(otlp_metrics, reads_fields_in_any_order_and_every_value_kind) {
 }
 
 TEST(otlp_metrics, refuses_malformed_payloads) {
-  const auto good = encode_otlp_metrics({}, {point("m", otlp_metric_kind::gauge, 1)});
+  const auto good = payload{}.add("m", otlp_metric_kind::gauge, 1).encode();
   // Every cut of a valid payload is malformed or a shorter valid one; none crashes.
   for (size_t n = 0; n < good.size(); ++n) {
     auto r = decode_otlp_metrics(std::span(good).first(n));
@@ -154,6 +180,10 @@ TEST(otlp_metrics, refuses_malformed_payloads) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, error_code::invalid_record);
   }
+  // A string that is not UTF-8.
+  EXPECT_FALSE(decode_otlp_metrics(payload{}.add("bad\xff", otlp_metric_kind::gauge, 1).encode()).ok());
+  EXPECT_FALSE(
+      decode_otlp_metrics(payload{}.add("m", otlp_metric_kind::gauge, 1, {{"k", "\xc0\x80"}}).encode()).ok());
   // A value of the wrong wire type.
   pb dp;
   dp.number(4, 1);  // as_double as a varint
@@ -164,28 +194,60 @@ TEST(otlp_metrics, refuses_malformed_payloads) {
   EXPECT_FALSE(decode_otlp_metrics(metrics_data_of(metric).bytes).ok());
 }
 
-TEST(otlp_metrics, bounds_points_attributes_and_strings) {
-  std::vector<otlp_number_point> many;
-  for (int i = 0; i < 11; ++i) many.push_back(point("m" + std::to_string(i), otlp_metric_kind::gauge, i));
+TEST(otlp_metrics, bounds_points_resources_attributes_and_strings) {
+  payload many;
+  for (int i = 0; i < 11; ++i) many.add("m" + std::to_string(i), otlp_metric_kind::gauge, i);
   otlp_limits limits;
   limits.max_points = 10;
-  EXPECT_FALSE(decode_otlp_metrics(encode_otlp_metrics({}, many), limits).ok());
+  EXPECT_FALSE(decode_otlp_metrics(many.encode(), limits).ok());
   limits.max_points = 11;
-  EXPECT_TRUE(decode_otlp_metrics(encode_otlp_metrics({}, many), limits).ok());
+  EXPECT_TRUE(decode_otlp_metrics(many.encode(), limits).ok());
 
   std::vector<otlp_attribute> attributes;
   for (int i = 0; i < 5; ++i) attributes.push_back({"k" + std::to_string(i), "v"});
   limits.max_attributes = 4;
-  EXPECT_FALSE(decode_otlp_metrics(encode_otlp_metrics(attributes, {}), limits).ok());
-  EXPECT_FALSE(decode_otlp_metrics(
-                   encode_otlp_metrics({}, {point("m", otlp_metric_kind::gauge, 1, attributes)}), limits)
-                   .ok());
+  EXPECT_FALSE(decode_otlp_metrics(payload{}.encode(attributes), limits).ok());
+  EXPECT_FALSE(
+      decode_otlp_metrics(payload{}.add("m", otlp_metric_kind::gauge, 1, attributes).encode(), limits).ok());
 
   limits = {};
   limits.max_string_bytes = 8;
   EXPECT_FALSE(
-      decode_otlp_metrics(encode_otlp_metrics({}, {point("a.long.name", otlp_metric_kind::gauge, 1)}), limits)
-          .ok());
+      decode_otlp_metrics(payload{}.add("a.long.name", otlp_metric_kind::gauge, 1).encode(), limits).ok());
+
+  // Resources: each ResourceMetrics counts.
+  pb rm;
+  rm.message(1, pb{});
+  pb data;
+  for (int i = 0; i < 3; ++i) data.message(1, rm);
+  limits = {};
+  limits.max_resources = 2;
+  EXPECT_FALSE(decode_otlp_metrics(data.bytes, limits).ok());
+  limits.max_resources = 3;
+  EXPECT_TRUE(decode_otlp_metrics(data.bytes, limits).ok());
+
+  // Many points of one metric keep its name once.
+  pb dp;
+  dp.fixed64(4, 0);
+  pb gauge;
+  for (int i = 0; i < 100; ++i) gauge.message(1, dp);
+  pb metric;
+  metric.text(1, std::string(4000, 'n')).message(5, gauge);
+  auto decoded = decode_otlp_metrics(metrics_data_of(metric).bytes);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->points.size(), 100u);
+  EXPECT_EQ(decoded->metrics.size(), 1u);
+}
+
+TEST(otlp_metrics, utf8_is_checked_strictly) {
+  EXPECT_TRUE(valid_utf8(""));
+  EXPECT_TRUE(valid_utf8("plain"));
+  EXPECT_TRUE(valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(valid_utf8("\xc3"));              // truncated
+  EXPECT_FALSE(valid_utf8("\xc0\xaf"));          // overlong
+  EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  EXPECT_FALSE(valid_utf8("\x80"));              // a lone continuation byte
 }
 
 }  // namespace
