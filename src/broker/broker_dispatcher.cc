@@ -11,6 +11,7 @@
 #include <asio/io_context.hpp>
 
 #include "handlers/api_versions.h"
+#include "handlers/data_path.h"
 #include "mala/broker/broker_metrics.h"
 #include "mala/broker/client_quota_manager.h"
 #include "mala/broker/refused_requests.h"
@@ -106,7 +107,10 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
   if (outcome.what == handler_outcome::kind::no_response && !ctx.close_reason.empty()) {
     co_return net::dispatch_result::close(std::move(ctx.close_reason));
   }
+  const bool quota_charged = outcome.quota_charged;
   net::dispatch_result result = frame_response(*entry, header, flexible, std::move(outcome));
+  if (quota_charged && result.what == net::dispatch_result::action::respond)
+    result.record_send_time = handlers::request_quota_send_recorder(ctx);
   // The copy path, for connections that cannot send file ranges themselves: the records are read into the
   // response here. Their length is already encoded, so a range that cannot be read whole closes the
   // connection, as it would on the zero-copy path.

@@ -141,16 +141,19 @@ asio::awaitable<handler_outcome> run(request_context& ctx, protocol::wire_reader
   bool quota_exempt = controller_only_handler<H>;
   if constexpr (with_request_quota_exemption<H>)
     quota_exempt = quota_exempt || H::exempt_from_request_quota(req, version);
+  handler_outcome out;
   if constexpr (async_handler<H>) {
     std::optional<typename H::response> resp = co_await H::handle_async(ctx, std::move(req), version);
     if (!quota_exempt) apply_request_quota(ctx, resp ? &*resp : nullptr);
     if (!resp) co_return handler_outcome{handler_outcome::kind::no_response, {}, {}};
-    co_return encode_response(*resp, version);
+    out = encode_response(*resp, version);
   } else {
     auto resp = H::handle(ctx, req, version);
     if (!quota_exempt) apply_request_quota(ctx, &resp);
-    co_return encode_response(resp, version);
+    out = encode_response(resp, version);
   }
+  out.quota_charged = !quota_exempt;
+  co_return out;
 }
 
 template <typename H>

@@ -605,6 +605,11 @@ struct kafka_server::impl {
     state->response_ready.notify();
   }
 
+  static asio::awaitable<send_failure> send(connection_state& state, const dispatch_result& result) {
+    if (state.tls) co_return co_await send_response_tls(*state.tls, result);
+    co_return co_await send_response(state.socket, result);
+  }
+
   // Writes the responses in request order as their dispatches complete; closes the connection when a result
   // says so, a send fails, or the reader stopped and everything read is answered.
   asio::awaitable<void> write_responses(std::shared_ptr<connection_state> state) {
@@ -623,10 +628,21 @@ struct kafka_server::impl {
       }
       if (result.what == dispatch_result::action::respond) {
         send_failure failure;
-        if (state->tls) {
-          failure = co_await send_response_tls(*state->tls, result);
+        if (result.record_send_time) {
+          // Charged to the client's request quota: sent on a metered executor (as start_next runs the
+          // request), its thread time handed back.
+          auto meter = std::make_shared<request_meter>();
+          const auto& executor = state->socket.get_executor();
+          if (const auto* own = executor.target<asio::io_context::executor_type>()) {
+            failure = co_await asio::co_spawn(metered_executor(*own, meter), send(*state, result),
+                                              asio::use_awaitable);
+          } else {
+            failure = co_await asio::co_spawn(metered_executor(executor, meter), send(*state, result),
+                                              asio::use_awaitable);
+          }
+          result.record_send_time(meter->elapsed_ns());
         } else {
-          failure = co_await send_response(state->socket, result);
+          failure = co_await send(*state, result);
         }
         if (failure.what == send_failure::kind::file) {
           log->warn("closing connection {} from {}: response not sent whole: {}", state->info.id,

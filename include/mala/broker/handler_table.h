@@ -31,6 +31,9 @@ struct handler_outcome {
   std::vector<uint8_t> body;           // encoded response body (no header), without the file ranges' bytes
   protocol::decode_status status{};    // why the request was rejected, for bad_request
   std::vector<body_file_range> files;  // in body order
+  // The request counts toward the client's request quota (not exempt): so does sending its response
+  // (net::dispatch_result::record_send_time).
+  bool quota_charged = false;
 };
 
 // Every handler runs as a coroutine on the connection's shard: one that needs another shard's state (a

@@ -87,6 +87,11 @@ struct dispatch_result {
   // reads why before the connection goes).
   bool close_after_response = false;
   bool logged = false;  // the dispatcher logged the reason itself (rate-limited): the server logs it at debug
+  // Set when sending the response counts toward the client's request quota (Kafka's network-thread time,
+  // ClientRequestQuotaManager.recordNoThrottle): the server then sends it on a metered executor
+  // (request_meter.h) and calls this on the connection's shard with the thread time the send took (a TLS
+  // connection's encryption included; time waiting for the socket is not).
+  std::function<void(int64_t send_ns)> record_send_time;
 
   static dispatch_result respond_with(std::vector<uint8_t> bytes) {
     return {action::respond, std::move(bytes), {}, {}};

@@ -50,6 +50,19 @@ int32_t record_request_quota(request_context& ctx) {
   return record_client_quota(ctx, client_quota_type::request, percentage);
 }
 
+std::function<void(int64_t send_ns)> request_quota_send_recorder(const request_context& ctx) {
+  auto* quotas = ctx.services.quotas;
+  if (!net::current_request_meter() || !quotas) return {};
+  if (is_controller_listener(ctx.services, ctx.connection.listener_name)) return {};
+  auto image = ctx.services.metadata->current();
+  if (image->client_quotas.empty()) return {};
+  return [quotas, image = std::move(image), user = ctx.connection.principal_name,
+          client_id = quota_client_id(ctx)](int64_t send_ns) {
+    quotas->record(image->client_quotas, client_quota_type::request, user, client_id,
+                   static_cast<double>(send_ns) * 100.0 / 1e9);
+  };
+}
+
 std::optional<double> client_quota_max_in_window(const request_context& ctx, client_quota_type type) {
   auto* quotas = ctx.services.quotas;
   if (!quotas) return std::nullopt;

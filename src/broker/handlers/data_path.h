@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +72,10 @@ int32_t record_client_quota(request_context& ctx, client_quota_type type, double
 // connection is muted for the throttle (at most one quota window), which is returned. 0 without a meter (not
 // on a connection), on a controller listener, or without a request quota.
 int32_t record_request_quota(request_context& ctx);
+// What sending the response costs goes to the same quota group without throttling this request (Kafka's
+// network-thread time, ClientRequestQuotaManager.recordNoThrottle): the recorder to put in the response's
+// dispatch_result::record_send_time, or an empty function where record_request_quota records nothing.
+std::function<void(int64_t send_ns)> request_quota_send_recorder(const request_context& ctx);
 // Kafka's getMaxValueInQuotaWindow for the connection's quota group: the most a response may carry without a
 // certain throttle; nullopt without a quota.
 std::optional<double> client_quota_max_in_window(const request_context& ctx, client_quota_type type);

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "mala/broker/broker_dispatcher.h"
+#include "mala/broker/client_quota_manager.h"
 #include "mala/broker/client_telemetry.h"
 #include "mala/broker/controller_channel.h"
 #include "mala/broker/handler_table.h"
 #include "mala/broker/refused_requests.h"
+#include "mala/common/config.h"
+#include "mala/net/request_meter.h"
 #include "mala/protocol/messages/alter_configs_response.h"
 #include "mala/protocol/messages/api_versions_request.h"
 #include "mala/protocol/messages/api_versions_response.h"
@@ -110,6 +113,44 @@ TEST_F(dispatcher_test, api_versions_lists_the_handler_table) {
   api_versions_response with_telemetry;
   ASSERT_EQ(with_telemetry.decode(again, 3), decode_status::ok);
   EXPECT_EQ(with_telemetry.api_keys.size(), table.entries().size());
+}
+
+// Kafka's network-thread time: a request charged to a request quota has its response's send charged too
+// (recordNoThrottle), through the recorder the dispatcher puts in the result; none without a meter.
+TEST_F(dispatcher_test, a_request_under_a_request_quota_charges_its_send_too) {
+  client_quota_manager quotas;
+  services.quotas = &quotas;
+  // A configuration that names the controller listener: PLAINTEXT is a client listener (without one every
+  // listener counts as the controller's, which request quotas exempt).
+  auto config = node_config::load_from_string(
+      "node.id: 1\nprocess.roles: broker,controller\nlisteners: PLAINTEXT://:9092,CONTROLLER://:9093\n"
+      "controller.listener.names: CONTROLLER\n"
+      "listener.security.protocol.map: PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+      "controller.quorum.voters: 1@localhost:9093\nlog.dirs: /tmp/unused\n",
+      config_format::yaml, {});
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  services.config = &config.value();
+  auto image = std::make_shared<metadata::metadata_image>(*cache.current());
+  metadata::client_quota_map map;
+  map[{{"client-id", "unit-test"}}]["request_percentage"] = 1;
+  image->client_quotas.entities = std::make_shared<const metadata::client_quota_map>(std::move(map));
+  cache.publish(image);
+  metadata_request req;
+  EXPECT_FALSE(send(frame(3, 12, req)).record_send_time) << "no meter: no request quota applies";
+
+  net::request_meter meter;
+  net::dispatch_result result;
+  {
+    net::request_meter_scope scope(&meter);
+    result = send(frame(3, 12, req));
+  }
+  ASSERT_EQ(result.what, net::dispatch_result::action::respond);
+  ASSERT_TRUE(result.record_send_time);
+  // 5 s of thread time sending: the client's next request finds its quota (1 %) spent.
+  result.record_send_time(5'000'000'000);
+  const auto next =
+      quotas.record(image->client_quotas, client_quota_type::request, "ANONYMOUS", "unit-test", 0);
+  EXPECT_GT(next.throttle_ms, 0);
 }
 
 TEST_F(dispatcher_test, api_versions_rejects_invalid_client_software_name) {

@@ -180,6 +180,37 @@ TEST_F(server_test, plain_response_is_size_prefixed) {
   EXPECT_TRUE(_dispatcher.saw_zero_copy) << "plaintext connections send file ranges themselves";
 }
 
+// A response whose send counts toward a request quota (Kafka's network-thread time): sent whole on a metered
+// executor, and its thread time handed back once it is out.
+TEST_F(server_test, a_metered_send_reports_its_thread_time) {
+  std::atomic<int64_t> recorded{-1};
+  auto file = std::make_shared<temp_file>(300'000);
+  _dispatcher.respond = [&recorded, &file] {
+    std::vector<response_piece> pieces;
+    pieces.emplace_back(std::vector<uint8_t>(1 << 20, 7));
+    pieces.emplace_back(range_of(file, 0, 300'000));
+    auto result = dispatch_result::respond_with(std::move(pieces));
+    result.record_send_time = [&recorded](int64_t ns) { recorded = ns; };
+    return result;
+  };
+  const int fd = connect_client(16 * 1024);  // a small buffer: the send waits on the socket, uncharged
+  send_request(fd);
+  auto read = read_response(fd, 4096);
+  ASSERT_EQ(read.declared_size, (1 << 20) + 300'000);
+  ASSERT_FALSE(read.closed_early);
+  EXPECT_EQ(std::vector<uint8_t>(read.payload.begin(), read.payload.begin() + (1 << 20)),
+            std::vector<uint8_t>(1 << 20, 7));
+  EXPECT_EQ(std::vector<uint8_t>(read.payload.begin() + (1 << 20), read.payload.end()),
+            file->bytes(0, 300'000));
+  for (int i = 0; i < 500 && recorded < 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GT(recorded.load(), 0);
+  // The connection still serves: a second request is answered.
+  _dispatcher.respond = [] { return dispatch_result::respond_with(text("again")); };
+  send_request(fd);
+  EXPECT_EQ(read_response(fd).payload, text("again"));
+  ::close(fd);
+}
+
 // A bound endpoint refuses connections until start() (a broker's listeners before it has caught up with the
 // metadata); after stop(), start() opens nothing.
 TEST(server_bind_test, bound_endpoint_refuses_until_started) {
