@@ -23,6 +23,10 @@
 //	    --seconds D --drain D --group G --stat-pid PID]
 //	    the OpenMessaging Benchmark's workload shape (omb.go): producers and a consumer group at the same time,
 //	    publish and end-to-end latency histograms, at a fixed rate or as fast as the producers can.
+//	franzload connect --bootstrap B --topic T --connections N --workers W --mechanism SCRAM-SHA-256|SCRAM-SHA-512|none
+//	    [--user U --password P]
+//	    connection set-up (connect.go): N new clients, W at a time, each connecting, authenticating, asking for
+//	    metadata once and closing. --topic is not used.
 package main
 
 import (
@@ -190,7 +194,7 @@ func consume(ctx context.Context, bootstrap, topic string) (result, error) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: franzload produce|consume|rawproduce|rawfetch|omb --bootstrap B --topic T ...")
+		fmt.Fprintln(os.Stderr, "usage: franzload produce|consume|rawproduce|rawfetch|omb|connect --bootstrap B --topic T ...")
 		os.Exit(2)
 	}
 	mode := os.Args[1]
@@ -210,6 +214,11 @@ func main() {
 	drain := fs.Duration("drain", 60*time.Second, "omb: how long the consumers may take to read the rest")
 	group := fs.String("group", "omb", "omb: consumer group")
 	statPID := fs.Int("stat-pid", 0, "omb: a process (the broker) whose CPU during the window is reported")
+	connections := fs.Int("connections", 1000, "connect: connections to set up")
+	workers := fs.Int("workers", 4, "connect: set-ups at a time")
+	mechanism := fs.String("mechanism", "SCRAM-SHA-256", "connect: SCRAM-SHA-256, SCRAM-SHA-512 or none")
+	user := fs.String("user", "", "connect: SASL user")
+	password := fs.String("password", "", "connect: SASL password")
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
 	if err := fs.Parse(os.Args[2:]); err != nil || *bootstrap == "" || *topic == "" {
 		fmt.Fprintln(os.Stderr, "--bootstrap and --topic are required")
@@ -226,6 +235,12 @@ func main() {
 		finish(rawProduce(ctx, *bootstrap, *topic, *records, *size, *batchBytes, *conns, *acks))
 	case "rawfetch":
 		finish(rawFetch(ctx, *bootstrap, *topic))
+	case "connect":
+		r, err := connect(ctx, *bootstrap, *mechanism, *user, *password, *connections, *workers)
+		if err != nil {
+			r.Error = err.Error()
+		}
+		printAndExit(r, err)
 	case "omb":
 		r, err := omb(ctx, ombConfig{bootstrap: *bootstrap, topic: *topic, group: *group, producers: *producers,
 			consumers: *consumers, size: *size, rate: *rate, warmup: *warmup, measure: *seconds, drain: *drain,
