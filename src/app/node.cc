@@ -16,7 +16,9 @@
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "mala/broker/cordoned_log_dirs.h"
 #include "mala/common/current_shard.h"
+#include "mala/controller/feature_control.h"
 #include "mala/controller/raft_metadata_log.h"
 #include "subsystem_options.h"
 
@@ -425,6 +427,19 @@ void node::open_broker() {
   _incarnation_id = lifecycle_options.registration.incarnation_id;
   lifecycle_options.applied_metadata_offset = [this] { return _loader->applied_offset(); };
   lifecycle_options.finalized_features = [this] { return _loader->image()->finalized_features; };
+  lifecycle_options.cordoned_log_dirs = [this, log_dir_ids]() -> std::optional<std::vector<uuid>> {
+    const auto image = _loader->image();
+    if (image->feature_level(std::string(controller::metadata_version_feature)) <
+        controller::cordoned_log_dirs_metadata_version)
+      return std::nullopt;
+    std::vector<uuid> ids;
+    for (const auto& dir : broker::cordoned_log_dirs(_config, *image, _config.node_id())) {
+      const auto& dirs = _config.log_dirs();
+      const auto at = std::find(dirs.begin(), dirs.end(), dir) - dirs.begin();
+      if (static_cast<size_t>(at) < log_dir_ids.size()) ids.push_back(log_dir_ids[static_cast<size_t>(at)]);
+    }
+    return ids;
+  };
   _lifecycle = std::make_unique<broker::broker_lifecycle>(_shards->context(0), *_controller_link,
                                                           std::move(lifecycle_options));
 

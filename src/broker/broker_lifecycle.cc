@@ -16,7 +16,7 @@ namespace mala::broker {
 namespace {
 // Versions sent: the newest each side of a Kafka 4.x cluster speaks.
 constexpr int16_t registration_version = 4;
-constexpr int16_t heartbeat_version = 1;
+constexpr int16_t heartbeat_version = 2;  // v2: CordonedLogDirs (KIP-1066)
 }  // namespace
 
 std::string unsupported_finalized_features(const protocol::broker_registration_request& registration,
@@ -113,6 +113,8 @@ asio::awaitable<std::optional<bool>> broker_lifecycle::heartbeat_once(bool want_
   req.current_metadata_offset = _options.applied_metadata_offset ? _options.applied_metadata_offset() : 0;
   req.want_fence = false;
   req.want_shut_down = want_shut_down;
+  // BrokerLifecycleManager: the cordoned dirs only once the broker caught up (null before: not yet known).
+  if (_state->caught_up && _options.cordoned_log_dirs) req.cordoned_log_dirs = _options.cordoned_log_dirs();
   auto clock = _options.clock_ms;
   auto answer = co_await _channel.call<handler::response>(
       req, heartbeat_version, true,

@@ -466,6 +466,25 @@ std::optional<config_error> node_config_loader::validate_cross_keys(
       if (!seen.insert(d).second) return error("log.dirs", "log.dirs lists the directory " + d + " twice");
     }
   }
+  // KIP-1066 (KafkaConfig.validateCordonedLogDirs): the cordoned dirs are log dirs, or "*" alone.
+  if (auto cordoned = config.get_list("cordoned.log.dirs"); cordoned && !cordoned->empty()) {
+    const bool all = std::find(cordoned->begin(), cordoned->end(), "*") != cordoned->end();
+    if (all && cordoned->size() > 1)
+      return error("cordoned.log.dirs",
+                   "When cordoned.log.dirs is set to *, it must not contain other values");
+    std::string missing;
+    for (const auto& d : *cordoned) {
+      if (all || std::find(config._log_dirs.begin(), config._log_dirs.end(), d) != config._log_dirs.end())
+        continue;
+      missing += (missing.empty() ? "" : ",") + d;
+    }
+    if (!missing.empty()) {
+      return error(
+          "cordoned.log.dirs",
+          "All entries in cordoned.log.dirs must be present in log.dirs or log.dir. Missing entries : " +
+              missing);
+    }
+  }
   if (config.log_retention_ms() == 0) {
     const char* key = config.get_long("log.retention.ms")       ? "log.retention.ms"
                       : config.get_int("log.retention.minutes") ? "log.retention.minutes"

@@ -195,6 +195,10 @@ std::vector<config_key> build_table() {
     // --- Topics and logs
     {.name = "log.dirs", .type = list, .importance = high,
      .doc = "Comma-separated directories where log data is stored; log.dir when unset."},
+    {.name = "cordoned.log.dirs", .type = list, .default_value = "", .importance = medium,
+     .doc = "A comma-separated list of the directories that are cordoned. Entries in this list must be entries in "
+             "log.dirs or log.dir configuration. This can also be set to * to cordon all log directories "
+             "(KIP-1066: no new replica is placed on a broker whose log dirs are all cordoned)."},
     {.name = "log.dir", .type = string, .default_value = "/tmp/mala-logs", .importance = high,
      .doc = "The directory where log data is kept (supplemental to log.dirs)."},
     {.name = "num.partitions", .type = int32, .default_value = "1", .min = 1, .importance = medium,

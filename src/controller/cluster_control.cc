@@ -21,10 +21,18 @@ bool is_active_broker(const metadata_image& image, int32_t id) {
   return it != image.brokers.end() && !it->second.fenced && !it->second.in_controlled_shutdown;
 }
 
+bool has_uncordoned_dirs(const metadata::broker_registration& broker) {
+  if (broker.log_dirs.empty() || !broker.cordoned_log_dirs) return true;
+  const auto& cordoned = *broker.cordoned_log_dirs;
+  return std::any_of(broker.log_dirs.begin(), broker.log_dirs.end(), [&cordoned](const uuid& dir) {
+    return std::find(cordoned.begin(), cordoned.end(), dir) == cordoned.end();
+  });
+}
+
 std::vector<placement_broker> usable_brokers(const metadata_image& image) {
   std::vector<placement_broker> out;
   for (const auto& [id, b] : image.brokers) {
-    if (!b.fenced && !b.in_controlled_shutdown) out.push_back({id, b.rack});
+    if (!b.fenced && !b.in_controlled_shutdown && has_uncordoned_dirs(b)) out.push_back({id, b.rack});
   }
   return out;
 }
@@ -202,6 +210,28 @@ protocol::broker_heartbeat_response cluster_control::broker_heartbeat(
       case broker_control_state::controlled_shutdown:
         _replication.append_controlled_shutdown_records(image, id, epoch, records);
         break;
+    }
+  }
+  // KIP-1066 (ReplicationControlManager.handleDirectoriesCordoned): the broker's cordoned log dirs, recorded
+  // when they changed or were never recorded; only from metadata.version 4.3-IV0.
+  if (request.cordoned_log_dirs &&
+      image.feature_level(std::string(metadata_version_feature)) >= cordoned_log_dirs_metadata_version) {
+    const auto& stored = broker->second.cordoned_log_dirs;
+    const auto& sent = *request.cordoned_log_dirs;
+    const auto as_set = [](const std::vector<uuid>& dirs) {
+      std::vector<std::array<uint8_t, 16>> out;
+      for (const auto& d : dirs) out.push_back(d.bytes);
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+      return out;
+    };
+    if (!stored || as_set(*stored) != as_set(sent)) {
+      protocol::broker_registration_change_record change;
+      change.broker_id = id;
+      change.broker_epoch = epoch;
+      change.cordoned_log_dirs = sent;
+      records.push_back(versioned(std::move(change), broker_registration_change_cordoned_version));
+      subsystem_logger("controller")->info("broker {} cordoned log dirs: {}", id, sent.size());
     }
   }
   if (auto st = _writer.write(records); !st.ok()) {

@@ -7,6 +7,7 @@
 #include "mala/common/config.h"
 #include "mala/common/tls_settings.h"
 #include "mala/controller/client_metrics_config.h"
+#include "mala/controller/feature_control.h"
 #include "mala/controller/topic_names.h"
 
 namespace mala::controller {
@@ -160,6 +161,9 @@ constexpr dynamic_broker_property dynamic_broker_properties[] = {
     {"num.replica.fetchers", true},
 };
 
+// KIP-1066's cordoned log dirs: dynamic, per broker only (its paths are the broker's own).
+constexpr std::string_view cordoned_log_dirs_property = "cordoned.log.dirs";
+
 const dynamic_broker_property* find_dynamic_broker_property(std::string_view name) {
   for (const auto& p : dynamic_broker_properties)
     if (p.name == name) return &p;
@@ -237,6 +241,11 @@ api_error configuration_control::validate_broker_configs(const std::string& reso
   std::vector<std::string> per_broker_only;
   for (const auto& [name, value] : props) {
     if (find_dynamic_broker_property(name) || find_broker_quota_property(name)) continue;
+    // KIP-1066: per broker only (DynamicBrokerConfig.PerBrokerConfigs).
+    if (name == cordoned_log_dirs_property) {
+      if (resource_name.empty()) per_broker_only.push_back(name);
+      continue;
+    }
     // An SSL listener's key and trust stores (Kafka's reconfigurable SSL configs), per broker only: the files
     // are the broker's own.
     if (auto listener_key = parse_listener_ssl_key(name);
@@ -260,6 +269,26 @@ api_error configuration_control::validate_broker_configs(const std::string& reso
     if (!key) continue;
     if (auto st = validate_config_value(*key, value); !st.ok())
       return error_of(error_code::invalid_request, st.message);
+  }
+  if (auto it = props.find(std::string(cordoned_log_dirs_property)); it != props.end()) {
+    // ConfigurationControlManager: only from metadata.version 4.3-IV0; ValidList.anyNonDuplicateValues; "*"
+    // alone.
+    if (_writer.image()->feature_level(std::string(metadata_version_feature)) <
+        cordoned_log_dirs_metadata_version) {
+      return error_of(error_code::invalid_config,
+                      "The cordoned.log.dirs configuration value cannot be set because it requires "
+                      "metadata.version >= 4.3-IV0");
+    }
+    const auto dirs = parse_config_list(it->second);
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      if (std::find(dirs.begin(), dirs.begin() + static_cast<std::ptrdiff_t>(i), dirs[i]) !=
+          dirs.begin() + static_cast<std::ptrdiff_t>(i))
+        return error_of(error_code::invalid_request,
+                        "Configuration 'cordoned.log.dirs' values must not be duplicated.");
+    }
+    if (dirs.size() > 1 && std::find(dirs.begin(), dirs.end(), "*") != dirs.end())
+      return error_of(error_code::invalid_request,
+                      "When cordoned.log.dirs is set to *, it must not contain other values");
   }
   // Thread pools may at most halve or double per change, measured against the value in effect on this node.
   const metadata::metadata_image& image = *_writer.image();

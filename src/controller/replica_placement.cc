@@ -60,13 +60,15 @@ result<std::vector<std::vector<int32_t>>> place_replicas(std::span<const placeme
   size_t rack_count = 0;
   const std::vector<arranged_broker> arranged = arrange(brokers, rack_count);
   if (arranged.empty())
-    return status::error(error_code::invalid_replication_factor, "All brokers are currently fenced.");
+    return status::error(error_code::invalid_replication_factor,
+                         "All brokers are currently fenced, or have all their log directories cordoned.");
   const size_t n = arranged.size();
   if (static_cast<size_t>(replication_factor) > n) {
     return status::error(error_code::invalid_replication_factor,
                          "The target replication factor of " + std::to_string(replication_factor) +
                              " cannot be reached because only " + std::to_string(n) +
-                             " broker(s) are registered.");
+                             " broker(s) are registered or some brokers have all their log directories "
+                             "cordoned.");
   }
   if (partitions <= 0) {
     return status::error(error_code::invalid_partitions,

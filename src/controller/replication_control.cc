@@ -515,8 +515,12 @@ protocol::alter_partition_reassignments_response replication_control::alter_part
         if (target.empty()) problem = "The replica list is empty.";
         for (int32_t r : target) {
           if (contains(seen, r)) problem = "Duplicate replica " + std::to_string(r) + ".";
-          if (image->brokers.find(r) == image->brokers.end()) {
+          if (auto b = image->brokers.find(r); b == image->brokers.end()) {
             problem = "Replica " + std::to_string(r) + " is not a registered broker.";
+          } else if (!has_uncordoned_dirs(b->second)) {
+            // KIP-1066: the whole target, replicas kept included (Kafka 4.4's changePartitionReassignment).
+            problem = "The manual partition assignment includes broker " + std::to_string(r) +
+                      ", but all its log directories are cordoned.";
           }
           seen.push_back(r);
         }

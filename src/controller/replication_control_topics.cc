@@ -54,10 +54,16 @@ api_error check_manual_assignment(const metadata_image& image, const std::vector
   std::vector<int32_t> sorted = replicas;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) {
-    if (!image.brokers.contains(sorted[i])) {
+    const auto broker = image.brokers.find(sorted[i]);
+    if (broker == image.brokers.end()) {
       return error_of(error_code::invalid_replica_assignment,
                       "The manual partition assignment includes broker " + std::to_string(sorted[i]) +
                           ", but no such broker is registered.");
+    }
+    if (!has_uncordoned_dirs(broker->second)) {
+      return error_of(error_code::invalid_replica_assignment,
+                      "The manual partition assignment includes broker " + std::to_string(sorted[i]) +
+                          ", but all its log directories are cordoned.");
     }
     if (i > 0 && sorted[i] == sorted[i - 1]) {
       return error_of(error_code::invalid_replica_assignment,

@@ -54,7 +54,6 @@ OLDER_THAN_REFERENCE: dict[str, tuple[int, str]] = {
     "ApiVersions": (4, "v5 (KIP-1242) ClusterId/NodeId check and REBOOTSTRAP_REQUIRED not built"),
     "AlterPartitionReassignments": (0, "v1 AllowReplicationFactorChange not built"),
     "DescribeCluster": (1, "v2 (KIP-1073) IncludeFencedBrokers / fenced broker list not built"),
-    "BrokerHeartbeat": (1, "v2 CordonedLogDirs (KIP-1066) not built"),
     "ConsumerGroupDescribe": (0, "v1 MemberType (KIP-1099) not built"),
     "TxnOffsetCommit": (5, "v6 topic ids (KIP-1319) not built"),
 }

@@ -35,6 +35,10 @@ struct broker_lifecycle_options {
   // The finalized feature levels this node has applied (to name the feature when a registration is refused
   // with UNSUPPORTED_VERSION, whose answer carries no message).
   std::function<std::map<std::string, int16_t>()> finalized_features;
+  // KIP-1066: the ids of the log dirs cordoned now (cordoned_log_dirs.h), sent in every heartbeat once the
+  // broker has caught up; nullopt while metadata.version is below 4.3-IV0 (nothing is sent). Unset: never
+  // sent.
+  std::function<std::optional<std::vector<uuid>>()> cordoned_log_dirs;
 };
 
 // Why a registration with `registration`'s feature ranges is refused for the finalized levels: for each

@@ -29,7 +29,10 @@ class replication_control;
 
 // ClusterControlManager.isActive: registered, unfenced and not in controlled shutdown.
 bool is_active_broker(const metadata::metadata_image& image, int32_t id);
-// The active brokers with their racks: where new replicas may be placed.
+// KIP-1066 (BrokerRegistration.hasUncordonedDirs): whether some log dir of the broker is not cordoned; true
+// for a broker that registered no dirs or whose cordoned dirs were never recorded.
+bool has_uncordoned_dirs(const metadata::broker_registration& broker);
+// The active brokers with their racks that have a log dir not cordoned: where new replicas may be placed.
 std::vector<placement_broker> usable_brokers(const metadata::metadata_image& image);
 // ClusterControlManager.defaultDir (KIP-858): a broker with one log dir gets its new replicas there; one with
 // several leaves the choice to the broker (UNASSIGNED); one that registered none predates directory ids

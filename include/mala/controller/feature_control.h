@@ -37,7 +37,8 @@ inline constexpr std::string_view kraft_version_feature = "kraft.version";
 // The level an empty log is bootstrapped with, and the newest Mala supports: what `kafka-storage format`
 // writes by default in the newest Kafka release, 4.4 (MetadataVersion.LATEST_PRODUCTION = IBP_4_4_IV2,
 // feature level 33). What the levels past 4.0 gate, and Mala: 4.3-IV0 (30) KIP-1066 cordoned log dirs
-// (RegisterBrokerRecord v4 / BrokerRegistrationChangeRecord v3: read, kept and written back); 4.4-IV0 (31)
+// (RegisterBrokerRecord v4 / BrokerRegistrationChangeRecord v3; brokers send them in heartbeats v2 and fully
+// cordoned brokers get no new replicas); 4.4-IV0 (31)
 // only share.version 2 (share groups' dead-letter queues); 4.4-IV1 (32) KIP-1276 CIDR ACL hosts
 // (metadata/acl_host.h); 4.4-IV2 (33) KIP-1312 UnregisterControllerRecord (applied; the UnregisterController
 // API is not served). Records are written at the versions Kafka reads at every level Mala supports
@@ -46,6 +47,10 @@ inline constexpr int16_t bootstrap_metadata_version = 33;
 // MetadataVersion.MINIMUM_VERSION in Kafka 4.x (IBP_3_3_IV3): the oldest level a 4.x broker supports. Used as
 // the lower bound for a registration that names no metadata.version range.
 inline constexpr int16_t minimum_metadata_version = 7;
+// MetadataVersion.IBP_4_3_IV0: from this level brokers send their cordoned log dirs (KIP-1066) and the
+// controller records them (BrokerRegistrationChangeRecord v3).
+inline constexpr int16_t cordoned_log_dirs_metadata_version = 30;
+inline constexpr int16_t broker_registration_change_cordoned_version = 3;
 // MetadataVersion.IBP_3_7_IV0: from this level controllers register (ControllerRegistration, KIP-919).
 inline constexpr int16_t controller_registration_metadata_version = 15;
 

@@ -1,6 +1,7 @@
-// BrokerHeartbeat (key 63, v0-v1): served by the active controller on its CONTROLLER listener (a broker's
-// broker_lifecycle sends it through the controller channel, forwarded like any controller-bound request).
-// A node that is not the active controller answers NOT_CONTROLLER, and the broker looks for the leader again.
+// BrokerHeartbeat (key 63, v0-v2; v2 carries the cordoned log dirs, KIP-1066): served by the active
+// controller on its CONTROLLER listener (a broker's broker_lifecycle sends it through the controller channel,
+// forwarded like any controller-bound request). A node that is not the active controller answers
+// NOT_CONTROLLER, and the broker looks for the leader again.
 #pragma once
 
 #include <optional>
@@ -22,7 +23,7 @@ struct broker_heartbeat_handler {
   using response = protocol::broker_heartbeat_response;
   static constexpr int16_t api_key = 63;
   static constexpr int16_t min_version = 0;
-  static constexpr int16_t max_version = 1;
+  static constexpr int16_t max_version = 2;
   static constexpr bool controller_only = true;
 
   static asio::awaitable<std::optional<response>> handle_async(request_context& ctx, request req,

@@ -2,6 +2,7 @@
 
 #include "handlers/authorization.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -9,6 +10,7 @@
 #include <system_error>
 
 #include "handlers/admin_common.h"
+#include "mala/broker/cordoned_log_dirs.h"
 #include "mala/net/coroutine_frame_warning.h"
 #include "mala/replication/replica_manager.h"
 
@@ -23,11 +25,13 @@ int64_t file_system_bytes(uintmax_t bytes) {
              : static_cast<int64_t>(bytes);
 }
 
-describe_log_dirs_handler::response describe(const std::vector<replication::log_dir_description>& dirs) {
+describe_log_dirs_handler::response describe(const std::vector<replication::log_dir_description>& dirs,
+                                             const std::vector<std::string>& cordoned) {
   describe_log_dirs_handler::response resp;
   for (const auto& dir : dirs) {
     auto& result = resp.results.emplace_back();
     result.log_dir = dir.path;
+    result.is_cordoned = std::find(cordoned.begin(), cordoned.end(), dir.path) != cordoned.end();  // v5
     if (!dir.online) {
       result.error_code = to_wire(error_code::kafka_storage_error);
       continue;
@@ -85,7 +89,10 @@ asio::awaitable<std::optional<describe_log_dirs_handler::response>> describe_log
       per_shard.push_back(co_await services.shards->invoke_on(shard, std::move(measure)));
     }
   }
-  co_return describe(replication::merge_log_dirs(std::move(per_shard)));
+  std::vector<std::string> cordoned;
+  if (services.config && services.metadata)
+    cordoned = cordoned_log_dirs(*services.config, *services.metadata->current(), services.node_id);
+  co_return describe(replication::merge_log_dirs(std::move(per_shard)), cordoned);
 }
 
 }  // namespace mala::broker::handlers

@@ -88,6 +88,20 @@ TEST(config_test, embedded_default_is_a_working_single_node) {
   EXPECT_NE(embedded_default_config().find("node.id: 1"), std::string_view::npos);
 }
 
+// KIP-1066 (KafkaConfig.validateCordonedLogDirs): entries of log.dirs, or "*" alone.
+TEST(config_test, cordoned_log_dirs_are_log_dirs_or_all) {
+  EXPECT_EQ(load_ok(base_yaml, {"cordoned.log.dirs=/tmp/mala-test"}).get_list("cordoned.log.dirs"),
+            std::optional(std::vector<std::string>{"/tmp/mala-test"}));
+  load_ok(base_yaml, {"cordoned.log.dirs=*"});
+  auto missing = load_error(base_yaml, {"cordoned.log.dirs=/tmp/mala-test,/elsewhere,/x"});
+  EXPECT_EQ(missing.key, "cordoned.log.dirs");
+  EXPECT_EQ(missing.message,
+            "All entries in cordoned.log.dirs must be present in log.dirs or log.dir. Missing entries : "
+            "/elsewhere,/x");
+  auto star = load_error(base_yaml, {"cordoned.log.dirs=*,/tmp/mala-test"});
+  EXPECT_EQ(star.message, "When cordoned.log.dirs is set to *, it must not contain other values");
+}
+
 TEST(config_test, cluster_files_load) {
   for (int n = 1; n <= 3; ++n) {
     fs::path path =

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "image_writer.h"
+#include "mala/controller/feature_control.h"
 #include "mala/controller/replication_control.h"
 
 namespace mala::controller {
@@ -119,6 +120,64 @@ TEST_F(cluster_control_test, a_caught_up_heartbeat_unfences_and_a_silent_broker_
   EXPECT_FALSE(_writer.image()->brokers.at(1).fenced);
   _cluster.fence_stale_brokers(1101);
   EXPECT_TRUE(_writer.image()->brokers.at(1).fenced);
+}
+
+// KIP-1066: a heartbeat's cordoned log dirs are recorded (BrokerRegistrationChangeRecord v3) when they change
+// or were never recorded, from metadata.version 4.3-IV0; a broker whose dirs are all cordoned gets no new
+// replicas.
+TEST_F(cluster_control_test, cordoned_log_dirs_are_recorded_and_keep_the_broker_out_of_placement) {
+  auto cordon = [this](int32_t id, int64_t epoch, std::optional<std::vector<uuid>> dirs) {
+    protocol::broker_heartbeat_request request;
+    request.broker_id = id;
+    request.broker_epoch = epoch;
+    request.current_metadata_offset = epoch;
+    request.cordoned_log_dirs = std::move(dirs);
+    return _cluster.broker_heartbeat(request, 0);
+  };
+  const auto reg1 = test_registration(1);
+  const auto reg2 = test_registration(2);
+  auto e1 = _cluster.register_broker(reg1, -1, 0);
+  auto e2 = _cluster.register_broker(reg2, -1, 0);
+  ASSERT_TRUE(e1.ok() && e2.ok());
+  heartbeat(1, *e1, 0, *e1);
+  heartbeat(2, *e2, 0, *e2);
+  ASSERT_EQ(usable_brokers(*_writer.image()).size(), 2u);
+
+  // Below metadata.version 4.3-IV0 the field is ignored.
+  protocol::feature_level_record older;
+  older.name = "metadata.version";
+  older.feature_level = cordoned_log_dirs_metadata_version - 1;
+  ASSERT_TRUE(_writer.write({versioned(older, record_v0)}).ok());
+  size_t batches = _writer.batches.size();
+  cordon(2, *e2, reg2.log_dirs);
+  EXPECT_EQ(_writer.batches.size(), batches);
+  EXPECT_FALSE(_writer.image()->brokers.at(2).cordoned_log_dirs);
+
+  protocol::feature_level_record mv;
+  mv.name = "metadata.version";
+  mv.feature_level = cordoned_log_dirs_metadata_version;
+  ASSERT_TRUE(_writer.write({versioned(mv, record_v0)}).ok());
+  // Never recorded: an empty list is recorded too.
+  cordon(1, *e1, std::vector<uuid>{});
+  ASSERT_TRUE(_writer.image()->brokers.at(1).cordoned_log_dirs);
+  EXPECT_TRUE(_writer.image()->brokers.at(1).cordoned_log_dirs->empty());
+  EXPECT_TRUE(has_uncordoned_dirs(_writer.image()->brokers.at(1)));
+
+  cordon(2, *e2, reg2.log_dirs);
+  EXPECT_EQ(_writer.image()->brokers.at(2).cordoned_log_dirs, std::optional(reg2.log_dirs));
+  EXPECT_FALSE(has_uncordoned_dirs(_writer.image()->brokers.at(2)));
+  const auto usable = usable_brokers(*_writer.image());
+  ASSERT_EQ(usable.size(), 1u);
+  EXPECT_EQ(usable[0].id, 1);
+  // The same dirs again, or no field (not known yet), write nothing.
+  batches = _writer.batches.size();
+  cordon(2, *e2, reg2.log_dirs);
+  cordon(2, *e2, std::nullopt);
+  EXPECT_EQ(_writer.batches.size(), batches);
+  // Uncordoned: placed on again.
+  cordon(2, *e2, std::vector<uuid>{});
+  EXPECT_TRUE(has_uncordoned_dirs(_writer.image()->brokers.at(2)));
+  EXPECT_EQ(usable_brokers(*_writer.image()).size(), 2u);
 }
 
 TEST_F(cluster_control_test, a_live_session_refuses_another_incarnation) {

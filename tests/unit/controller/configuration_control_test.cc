@@ -235,6 +235,33 @@ TEST_F(configuration_control_test, client_metrics_subscriptions_are_stored_and_c
   EXPECT_EQ(_writer.image()->find_configs(metadata::config_resource_type::client_metrics, "sub"), nullptr);
 }
 
+// KIP-1066: cordoned.log.dirs is dynamic per broker only, a list without repeats, "*" alone.
+TEST_F(configuration_control_test, cordoned_log_dirs_are_per_broker) {
+  protocol::feature_level_record mv;
+  mv.name = "metadata.version";
+  mv.feature_level = 33;
+  ASSERT_TRUE(_writer.write({versioned(mv, record_v0)}).ok());
+  auto alter = [this](const std::string& broker, const std::string& value) {
+    incremental_request request;
+    request.resources.push_back(
+        incremental_resource(config_resource_broker, broker, {{"cordoned.log.dirs", config_op_set, value}}));
+    return _configs.incremental_alter_configs(request).responses.at(0);
+  };
+  EXPECT_EQ(alter("2", "*").error_code, 0);
+  EXPECT_EQ(
+      _writer.image()->find_configs(metadata::config_resource_type::broker, "2")->at("cordoned.log.dirs"),
+      "*");
+  const auto cluster = alter("", "*");
+  EXPECT_EQ(cluster.error_code, to_wire(error_code::invalid_request));
+  EXPECT_EQ(cluster.error_message,
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            "Set(cordoned.log.dirs)");
+  EXPECT_EQ(alter("2", "/a,/a").error_message,
+            "Configuration 'cordoned.log.dirs' values must not be duplicated.");
+  EXPECT_EQ(alter("2", "*,/a").error_message,
+            "When cordoned.log.dirs is set to *, it must not contain other values");
+}
+
 // An SSL listener's key and trust stores change per broker (Kafka's reconfigurable SSL configs); not at the
 // cluster default, and not the listener's other TLS settings.
 TEST_F(configuration_control_test, listener_key_stores_are_dynamic_per_broker) {

@@ -696,7 +696,7 @@ TEST_F(quorum_controller_test, create_topic_count_errors) {
   EXPECT_EQ(
       rf3.error_message,
       "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be reached "
-      "because only 1 broker(s) are registered.");
+      "because only 1 broker(s) are registered or some brokers have all their log directories cordoned.");
   expect_no_write(batches, offset);
   EXPECT_TRUE(image().topics.empty());
 }
@@ -706,7 +706,8 @@ TEST_F(quorum_controller_test, no_usable_broker) {
   auto r = create_one(new_topic("t", 1, 1));
   EXPECT_EQ(r.error_code, 38);
   EXPECT_EQ(r.error_message,
-            "Unable to replicate the partition 1 time(s): All brokers are currently fenced.");
+            "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all "
+            "their log directories cordoned.");
 }
 
 TEST_F(quorum_controller_test, fenced_brokers_do_not_count_as_live) {
@@ -727,7 +728,7 @@ TEST_F(quorum_controller_test, fenced_brokers_do_not_count_as_live) {
   EXPECT_EQ(
       rf2.error_message,
       "Unable to replicate the partition 2 time(s): The target replication factor of 2 cannot be reached "
-      "because only 1 broker(s) are registered.");
+      "because only 1 broker(s) are registered or some brokers have all their log directories cordoned.");
   auto only_fenced = create_one(manual_topic("m", {{2}}));
   EXPECT_EQ(only_fenced.error_code, 39);  // INVALID_REPLICA_ASSIGNMENT
   EXPECT_EQ(

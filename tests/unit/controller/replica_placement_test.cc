@@ -131,13 +131,15 @@ TEST(replica_placement, kafka_errors) {
   auto none = place_replicas({}, 1, 1, 1);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error().code, error_code::invalid_replication_factor);
-  EXPECT_EQ(none.error().message, "All brokers are currently fenced.");
+  EXPECT_EQ(none.error().message,
+            "All brokers are currently fenced, or have all their log directories cordoned.");
 
   auto too_few = place_replicas(brokers({1, 2, 3}), 1, 4, 1);
   ASSERT_FALSE(too_few.ok());
   EXPECT_EQ(too_few.error().code, error_code::invalid_replication_factor);
   EXPECT_EQ(too_few.error().message,
-            "The target replication factor of 4 cannot be reached because only 3 broker(s) are registered.");
+            "The target replication factor of 4 cannot be reached because only 3 broker(s) are registered or "
+            "some brokers have all their log directories cordoned.");
 
   auto no_partitions = place_replicas(brokers({1}), 0, 1, 1);
   ASSERT_FALSE(no_partitions.ok());
