@@ -438,6 +438,32 @@ def create_topics_once_serving(broker, names, partitions, timeout=120.0):
             time.sleep(0.5)
 
 
+def session_median(sessions, broker, row, field):
+    """A single-node comparison's median of `field` in `row` over the sessions of `broker` ("mala" or "kafka");
+    None when no session has it (compare_tls.py, compare_sasl.py)."""
+    vals = [s["rows"][row][field] for s in sessions if s["broker"] == broker and row in s["rows"]
+            and s["rows"][row].get(field) is not None]
+    return statistics.median(vals) if vals else None
+
+
+class RatioTable:
+    """A Markdown table of Mala against Kafka: one row per figure, fn(broker) giving each side, and their ratio."""
+
+    def __init__(self, default_fmt="{:.2f}"):
+        self.lines = ["| Row | Mala | Kafka | Mala/Kafka |", "| --- | ---: | ---: | ---: |"]
+        self.default_fmt = default_fmt
+
+    def row(self, label, fn, fmt=None):
+        fmt = fmt or self.default_fmt
+        m, k = fn("mala"), fn("kafka")
+        ratio = f"{m / k:.2f}x" if m is not None and k else ""
+        show = (lambda v: fmt.format(v) if v is not None else "")
+        self.lines.append(f"| {label} | {show(m)} | {show(k)} | {ratio} |")
+
+    def text(self):
+        return "\n".join(self.lines)
+
+
 def save_and_print(results, args, work, render):
     """Writes a single-node comparison's raw results (--json, else the run's work dir) and prints its table."""
     out = Path(args.json) if args.json else work / "results.json"

@@ -24,7 +24,6 @@ Needs what compare.py needs (the Kafka jars, a JDK, confluent-kafka for the user
 import argparse
 import datetime
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -127,21 +126,11 @@ def run_session(env, broker_cls, round_no, prof):
     return {"broker": broker_cls.name, "round": round_no, "rows": rows}
 
 
-def median_of(sessions, broker, row, field):
-    vals = [s["rows"][row][field] for s in sessions if s["broker"] == broker and row in s["rows"]
-            and s["rows"][row].get(field) is not None]
-    return statistics.median(vals) if vals else None
-
-
 def render(results):
     sessions = results["sessions"]
-    lines = ["| Row | Mala | Kafka | Mala/Kafka |", "| --- | ---: | ---: | ---: |"]
-
-    def row(label, fn, fmt="{:.0f}"):
-        m, k = fn("mala"), fn("kafka")
-        ratio = f"{m / k:.2f}x" if m is not None and k else ""
-        show = (lambda v: fmt.format(v) if v is not None else "")
-        lines.append(f"| {label} | {show(m)} | {show(k)} | {ratio} |")
+    table = compare.RatioTable("{:.0f}")
+    row = table.row
+    median_of = compare.session_median
 
     for mechanism in MECHANISMS:
         label = "PLAINTEXT, no SASL" if mechanism == "none" else f"SASL_PLAINTEXT {mechanism}"
@@ -150,7 +139,7 @@ def render(results):
             lambda b, m=mechanism: median_of(sessions, b, m, "broker_cpu_ms_per_1000"), "{:.1f}")
         row(f"{label}: client CPU ms per 1,000 set-ups",
             lambda b, m=mechanism: median_of(sessions, b, m, "client_cpu_ms_per_1000"), "{:.1f}")
-    return "\n".join(lines)
+    return table.text()
 
 
 def main():

@@ -24,7 +24,6 @@ openssl.
 import argparse
 import datetime
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -164,21 +163,11 @@ def run_session(env, broker_cls, round_no, prof, pki, work):
     return {"broker": broker_cls.name, "round": round_no, "rows": rows}
 
 
-def median_of(sessions, broker, row, field):
-    vals = [s["rows"][row][field] for s in sessions if s["broker"] == broker and row in s["rows"]
-            and s["rows"][row].get(field) is not None]
-    return statistics.median(vals) if vals else None
-
-
 def render(results):
     sessions = results["sessions"]
-    lines = ["| Row | Mala | Kafka | Mala/Kafka |", "| --- | ---: | ---: | ---: |"]
-
-    def row(label, fn, fmt="{:.2f}"):
-        m, k = fn("mala"), fn("kafka")
-        ratio = f"{m / k:.2f}x" if m is not None and k else ""
-        show = (lambda v: fmt.format(v) if v is not None else "")
-        lines.append(f"| {label} | {show(m)} | {show(k)} | {ratio} |")
+    table = compare.RatioTable("{:.2f}")
+    row = table.row
+    median_of = compare.session_median
 
     for kind in ("produce", "consume"):
         for proto in ("plain", "ssl"):
@@ -195,7 +184,7 @@ def render(results):
     for q in ("p50_ms", "p99_ms", "p999_ms"):
         row(f"produce over SSL at {results['profile']['latency_rate']} records/s: {q.replace('_ms', '')} (ms)",
             lambda b, f=q: median_of(sessions, b, "latency_ssl", f), "{:.1f}")
-    return "\n".join(lines)
+    return table.text()
 
 
 def main():

@@ -52,8 +52,8 @@ struct broker_registration {
   bool in_controlled_shutdown = false;
   std::vector<uuid> log_dirs;  // KIP-858 directory ids, RegisterBrokerRecord v3+
   // KIP-1066: the log dirs the operator cordoned (no new replicas placed there); RegisterBrokerRecord v4+ and
-  // BrokerRegistrationChangeRecord v3+. Null when no record carried the field. Mala places replicas by broker:
-  // one whose dirs are all cordoned gets none (controller::has_uncordoned_dirs).
+  // BrokerRegistrationChangeRecord v3+. Null when no record carried the field. Mala places replicas by
+  // broker: one whose dirs are all cordoned gets none (controller::has_uncordoned_dirs).
   std::optional<std::vector<uuid>> cordoned_log_dirs;
   std::map<std::string, supported_feature> supported_features;
 
