@@ -4,7 +4,8 @@ controller records them, and then, as in Apache Kafka 4.4: kafka-topics cannot c
 (INVALID_REPLICATION_FACTOR, with Kafka's message), topics of factor 2 are placed on nodes 1 and 2 only, a manual
 assignment or a reassignment naming node 3 is refused (INVALID_REPLICA_ASSIGNMENT), the partitions node 3 already
 hosts are untouched, and DescribeLogDirs v5 says the dir is cordoned. The key is per broker only (refused at the
-cluster default). Deleting it makes node 3 usable again.
+cluster default), and a broker refuses a dir that is not one of its log dirs. Deleting it makes node 3 usable
+again.
 """
 
 import json
@@ -32,6 +33,8 @@ def test_a_cordoned_broker_gets_no_new_replicas(fast_cluster):
         (CONFIGS_TOOL, "--bootstrap-server", c.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
          "--add-config", "cordoned.log.dirs=*"),
         (CONFIGS_TOOL, "--bootstrap-server", c.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "3",
+         "--add-config", "cordoned.log.dirs=/not-a-log-dir"),
+        (CONFIGS_TOOL, "--bootstrap-server", c.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "3",
          "--add-config", "cordoned.log.dirs=*"),
         (CONFIGS_TOOL, "--bootstrap-server", c.bootstrap, "--describe", "--entity-type", "brokers", "--entity-name",
          "3"),
@@ -39,8 +42,12 @@ def test_a_cordoned_broker_gets_no_new_replicas(fast_cluster):
     assert outs[0]["exit"] != 0
     assert ("Cannot update these configs at default cluster level, broker id must be specified: "
             "Set(cordoned.log.dirs)") in outs[0]["stdout"] + outs[0]["stderr"], outs[0]
-    step_ok(outs[1])
-    assert "cordoned.log.dirs=*" in step_ok(outs[2])
+    # The broker checks its own log dirs (kafka-configs sends a broker's resource to that broker).
+    assert outs[1]["exit"] != 0
+    assert ("Invalid entry in cordoned.log.dirs: /not-a-log-dir. All cordoned log dirs must be entries of log.dirs "
+            "or log.dir.") in outs[1]["stdout"] + outs[1]["stderr"], outs[1]
+    step_ok(outs[2])
+    assert "cordoned.log.dirs=*" in step_ok(outs[3])
 
     # Node 3's next heartbeat (every 2 s at most) carries its cordoned dir; until then placement may still use it
     # (each try names a new topic, so that one created before the cordon took effect does not fail the next).
