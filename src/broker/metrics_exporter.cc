@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "mala/broker/client_telemetry.h"
+#include "mala/broker/cordoned_log_dirs.h"
 #include "mala/broker/handler_table.h"
 #include "mala/controller/quorum_controller.h"
 #include "mala/coordinator/group_coordinator.h"
@@ -373,6 +375,21 @@ asio::awaitable<std::string> metrics_exporter::scrape() {
   out.family("kafka_log_logflushstats_logflushrateandtimems", "Milliseconds each log flush's fsyncs took.",
              gauge_type::histogram);
   out.histogram("kafka_log_logflushstats_logflushrateandtimems", {}, _counters.log_flush_time().snapshot());
+
+  // --- kafka.log:type=LogManager: KIP-1066's cordoned log dirs (cordoned.log.dirs)
+  if (_options.broker_role && _services.config) {
+    const auto cordoned = cordoned_log_dirs(*_services.config, image, _services.node_id);
+    out.family("kafka_log_logmanager_cordonedlogdirectorycount", "Log dirs of this node that are cordoned.",
+               gauge_type::gauge);
+    out.sample("kafka_log_logmanager_cordonedlogdirectorycount", {}, static_cast<uint64_t>(cordoned.size()));
+    out.family("kafka_log_logmanager_logdirectorycordoned", "1 when the log dir is cordoned, else 0.",
+               gauge_type::gauge);
+    for (const auto& dir : _services.config->log_dirs()) {
+      const bool is_cordoned = std::find(cordoned.begin(), cordoned.end(), dir) != cordoned.end();
+      out.sample("kafka_log_logmanager_logdirectorycordoned", {{"logDirectory", dir}},
+                 static_cast<uint64_t>(is_cordoned ? 1 : 0));
+    }
+  }
 
   // --- kafka.server:type=KafkaServer,name=BrokerState (3 = RUNNING, 1 = STARTING)
   const bool ready = !_options.ready || _options.ready();

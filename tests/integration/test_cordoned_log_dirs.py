@@ -3,16 +3,49 @@ cordoned.log.dirs=*` cordons every log dir of node 3 of a 3-node cluster. Its he
 controller records them, and then, as in Apache Kafka 4.4: kafka-topics cannot create a topic of replication factor 3
 (INVALID_REPLICATION_FACTOR, with Kafka's message), topics of factor 2 are placed on nodes 1 and 2 only, a manual
 assignment or a reassignment naming node 3 is refused (INVALID_REPLICA_ASSIGNMENT), the partitions node 3 already
-hosts are untouched, and DescribeLogDirs v5 says the dir is cordoned. The key is per broker only (refused at the
+hosts are untouched, DescribeLogDirs v5 says the dir is cordoned, and node 3's metrics endpoint counts it
+(kafka_log_logmanager_cordonedlogdirectorycount). The key is per broker only (refused at the
 cluster default), and a broker refuses a dir that is not one of its log dirs. Deleting it makes node 3 usable
 again.
 """
 
 import json
 
+import pytest
+
+from cluster import Cluster
 from real_clients import CONFIGS_TOOL, TOPICS_TOOL, java_json, rdkafka_produce, step_ok, tool_batch
-from test_replication_failover import create_replicated_topic, partition_view
-from test_replication_throttles import REASSIGN_TOOL, fast_cluster  # noqa: F401 (fixture)
+from test_metrics import http_get, with_metrics_ports
+from test_replication_failover import FAST_FAILOVER, create_replicated_topic, partition_view
+from test_replication_throttles import REASSIGN_TOOL
+
+
+@pytest.fixture
+def metered_cluster(request, tmp_path):
+    """3 nodes with fast heartbeats and a metrics endpoint each; {node id: metrics port} on `metrics_ports`."""
+    c = Cluster(tmp_path, size=3, extra_config=FAST_FAILOVER)
+    c.metrics_ports = with_metrics_ports(c)
+    c.start_all()
+    c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
+    yield c
+    died, codes = c.close()
+    test_failed = any(getattr(getattr(request.node, f"rep_{w}", None), "failed", False) for w in ("setup", "call"))
+    failures = [f"node-{i}: died during the test" for i in died]
+    failures += [f"node-{i}: exit code {code} after SIGTERM" for i, code in codes.items() if code != 0]
+    if failures or test_failed:
+        print(c.logs())
+    if failures:
+        pytest.fail("; ".join(failures))
+
+
+def cordoned_gauge(c, node):
+    """kafka_log_logmanager_cordonedlogdirectorycount on `node`'s metrics endpoint."""
+    status, text = http_get(c.metrics_ports[node], "/metrics")
+    assert status == 200
+    for line in text.splitlines():
+        if line.startswith("kafka_log_logmanager_cordonedlogdirectorycount "):
+            return float(line.split()[1])
+    return None
 
 
 def create(c, topic, *args):
@@ -23,8 +56,8 @@ def replicas_of(c, topic, partitions):
     return [partition_view(c, topic, p)["replicas"] for p in range(partitions)]
 
 
-def test_a_cordoned_broker_gets_no_new_replicas(fast_cluster):
-    c = fast_cluster
+def test_a_cordoned_broker_gets_no_new_replicas(metered_cluster):
+    c = metered_cluster
     # A topic on all three nodes before the cordon: it stays as it is.
     create_replicated_topic(c, "before", 2, min_isr=1)
     rdkafka_produce(c.bootstrap, "before", [(f"k{i}", f"v{i}") for i in range(50)], acks="all")
@@ -48,6 +81,9 @@ def test_a_cordoned_broker_gets_no_new_replicas(fast_cluster):
             "or log.dir.") in outs[1]["stdout"] + outs[1]["stderr"], outs[1]
     step_ok(outs[2])
     assert "cordoned.log.dirs=*" in step_ok(outs[3])
+    # Kafka's LogManager gauge, once node 3 applied the config.
+    c.wait_until(lambda: cordoned_gauge(c, 3) == 1, timeout=15, what="node 3's cordoned log dir gauge at 1")
+    assert cordoned_gauge(c, 1) == 0
 
     # Node 3's next heartbeat (every 2 s at most) carries its cordoned dir; until then placement may still use it
     # (each try names a new topic, so that one created before the cordon took effect does not fail the next).
