@@ -464,6 +464,33 @@ class RatioTable:
         return "\n".join(self.lines)
 
 
+def add_listener(broker, protocol, settings=()):
+    """Adds a listener named after its security protocol (SSL, SASL_PLAINTEXT) on a port of its own to `broker`'s
+    server.properties, listed and advertised after PLAINTEXT, with `settings` (property lines) appended; returns
+    the port (compare_tls.py, compare_sasl.py)."""
+    port = free_port({broker.port, broker.controller_port})
+    text = broker.config_path.read_text()
+    text = text.replace(f"listeners=PLAINTEXT://127.0.0.1:{broker.port},",
+                        f"listeners=PLAINTEXT://127.0.0.1:{broker.port},{protocol}://127.0.0.1:{port},")
+    text = text.replace(f"advertised.listeners=PLAINTEXT://127.0.0.1:{broker.port}",
+                        f"advertised.listeners=PLAINTEXT://127.0.0.1:{broker.port},{protocol}://127.0.0.1:{port}")
+    text = text.replace("listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                        f"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{protocol}:{protocol}")
+    text += "\n".join([*settings, ""])
+    broker.config_path.write_text(text)
+    return port
+
+
+def alternating_sessions(classes, rounds, run_session):
+    """run_session(cls, round) for every broker class each round, their order reversed every other round (so that
+    neither always runs first on a machine that warms up or slows down); the sessions in run order."""
+    sessions = []
+    for r in range(rounds):
+        for cls in (classes if r % 2 == 0 else list(reversed(classes))):
+            sessions.append(run_session(cls, r))
+    return sessions
+
+
 def save_and_print(results, args, work, render):
     """Writes a single-node comparison's raw results (--json, else the run's work dir) and prints its table."""
     out = Path(args.json) if args.json else work / "results.json"

@@ -48,24 +48,11 @@ def with_sasl_listener(base):
     class Sasl(base):
         def __init__(self, env, tag):
             super().__init__(env, tag)
-            self.sasl_port = compare.free_port({self.port, self.controller_port})
-            text = self.config_path.read_text()
-            text = text.replace(f"listeners=PLAINTEXT://127.0.0.1:{self.port},",
-                                f"listeners=PLAINTEXT://127.0.0.1:{self.port},"
-                                f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},")
-            text = text.replace(f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port},"
-                                f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
-            text = text.replace("listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
-                                "SASL_PLAINTEXT:SASL_PLAINTEXT")
-            text += "\n".join([
+            self.sasl_port = compare.add_listener(self, "SASL_PLAINTEXT", [
                 "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
                 f"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config={SCRAM_MODULE} required;",
                 f"listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config={SCRAM_MODULE} required;",
-                "",
             ])
-            self.config_path.write_text(text)
 
         @property
         def sasl_bootstrap(self):
@@ -163,11 +150,7 @@ def main():
         return 2
     env.build_franz_load()
     classes = [with_sasl_listener(compare.MalaBroker), with_sasl_listener(compare.KafkaBroker)]
-    sessions = []
-    for r in range(prof["rounds"]):
-        order = classes if r % 2 == 0 else list(reversed(classes))
-        for cls in order:
-            sessions.append(run_session(env, cls, r, prof))
+    sessions = compare.alternating_sessions(classes, prof["rounds"], lambda cls, r: run_session(env, cls, r, prof))
     results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "profile": prof,
                "kafka_version": env.kafka_version(), "sessions": sessions}
     compare.save_and_print(results, args, work, render)

@@ -66,24 +66,13 @@ def with_ssl_listener(base, pki):
     class Tls(base):
         def __init__(self, env, tag):
             super().__init__(env, tag)
-            self.ssl_port = compare.free_port({self.port, self.controller_port})
-            text = self.config_path.read_text()
-            text = text.replace(f"listeners=PLAINTEXT://127.0.0.1:{self.port},",
-                                f"listeners=PLAINTEXT://127.0.0.1:{self.port},SSL://127.0.0.1:{self.ssl_port},")
-            text = text.replace(f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port},"
-                                f"SSL://127.0.0.1:{self.ssl_port}")
-            text = text.replace("listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL")
-            text += "\n".join([
+            self.ssl_port = compare.add_listener(self, "SSL", [
                 "ssl.keystore.type=PEM",
                 f"ssl.keystore.location={keystore}",
                 f"ssl.enabled.protocols={PROTOCOL}",
                 f"ssl.protocol={PROTOCOL}",
                 f"ssl.cipher.suites={CIPHER}",
-                "",
             ])
-            self.config_path.write_text(text)
 
         @property
         def ssl_bootstrap(self):
@@ -209,11 +198,8 @@ def main():
         return 2
     pki = make_pki(work)
     classes = [with_ssl_listener(compare.MalaBroker, pki), with_ssl_listener(compare.KafkaBroker, pki)]
-    sessions = []
-    for r in range(prof["rounds"]):
-        order = classes if r % 2 == 0 else list(reversed(classes))
-        for cls in order:
-            sessions.append(run_session(env, cls, r, prof, pki, work))
+    sessions = compare.alternating_sessions(classes, prof["rounds"],
+                                            lambda cls, r: run_session(env, cls, r, prof, pki, work))
     results = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "profile": prof,
                "kafka_version": env.kafka_version(), "protocol": PROTOCOL, "cipher": CIPHER, "sessions": sessions}
     compare.save_and_print(results, args, work, render)

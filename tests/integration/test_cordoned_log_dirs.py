@@ -13,29 +13,18 @@ import json
 
 import pytest
 
-from cluster import Cluster
 from real_clients import CONFIGS_TOOL, TOPICS_TOOL, java_json, rdkafka_produce, step_ok, tool_batch
 from test_metrics import http_get, with_metrics_ports
-from test_replication_failover import FAST_FAILOVER, create_replicated_topic, partition_view
+from test_replication_failover import _fast, create_replicated_topic, partition_view
 from test_replication_throttles import REASSIGN_TOOL
 
 
 @pytest.fixture
 def metered_cluster(request, tmp_path):
     """3 nodes with fast heartbeats and a metrics endpoint each; {node id: metrics port} on `metrics_ports`."""
-    c = Cluster(tmp_path, size=3, extra_config=FAST_FAILOVER)
-    c.metrics_ports = with_metrics_ports(c)
-    c.start_all()
-    c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
-    yield c
-    died, codes = c.close()
-    test_failed = any(getattr(getattr(request.node, f"rep_{w}", None), "failed", False) for w in ("setup", "call"))
-    failures = [f"node-{i}: died during the test" for i in died]
-    failures += [f"node-{i}: exit code {code} after SIGTERM" for i, code in codes.items() if code != 0]
-    if failures or test_failed:
-        print(c.logs())
-    if failures:
-        pytest.fail("; ".join(failures))
+    def with_ports(c):
+        c.metrics_ports = with_metrics_ports(c)
+    yield from _fast(request, tmp_path, prepare=with_ports)
 
 
 def cordoned_gauge(c, node):

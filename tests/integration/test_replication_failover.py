@@ -28,8 +28,11 @@ FAST_FAILOVER = {
 }
 
 
-def _fast(request, tmp_path, size=3, broker_only=()):
+def _fast(request, tmp_path, size=3, broker_only=(), prepare=None):
+    """A started cluster with FAST_FAILOVER; `prepare(cluster)` runs before the nodes start (more config)."""
     c = Cluster(tmp_path, size=size, extra_config=FAST_FAILOVER, broker_only=broker_only)
+    if prepare:
+        prepare(c)
     c.start_all()
     c.wait_until(c.agreed_leader, timeout=20, what="a quorum leader all three nodes agree on")
     yield c
