@@ -750,8 +750,10 @@ void replica::handle_fetch_request(int32_t from, int64_t correlation_id, const f
 
   response.records = read_whole_writes(request.fetch_offset);
   if (response.records.empty() && may_park && request.max_wait_ms > 0 &&
-      p.sent_high_watermark >= _high_watermark) {
-    // Long poll: answered when entries arrive, the high watermark moves, or the wait ends.
+      p.sent_high_watermark >= _high_watermark && request.high_watermark >= _high_watermark) {
+    // Long poll: answered when entries arrive, the high watermark moves, or the wait ends. A replica that
+    // has not been sent the high watermark, or says (Fetch v18, KIP-1166) it has an older one, is answered
+    // now, as KafkaRaftClient's isHighWatermarkUpdated.
     _parked_fetches.push_back({from, correlation_id, request, _now_ms + request.max_wait_ms});
     return;
   }
@@ -1013,7 +1015,7 @@ void replica::send_fetch(int32_t destination) {
                                      _log.last_fetched_epoch(), _now_ms + _config.request_timeout_ms};
   send(destination, correlation_id,
        fetch_request{_config.node_id, _epoch, _log.end_offset(), _log.last_fetched_epoch(),
-                     _config.fetch_max_wait_ms, _config.directory_id});
+                     _config.fetch_max_wait_ms, _config.directory_id, _high_watermark});
 }
 
 void replica::send_fetch_snapshot(int32_t destination) {

@@ -212,6 +212,7 @@ result<encoded_request> encode_raft_request(const raft_message& m, int32_t local
     part.last_fetched_epoch = f->last_fetched_epoch;
     part.partition_max_bytes = raft_fetch_max_bytes;
     part.replica_directory_id = f->replica_directory_id;
+    part.high_watermark = f->high_watermark;
     protocol::fetch_request::fetch_topic topic;
     topic.topic = metadata_topic;
     topic.topic_id = metadata_topic_id();
@@ -378,6 +379,7 @@ result<raft_message_body> from_protocol(const protocol::fetch_request& request, 
   out.last_fetched_epoch = part.last_fetched_epoch;
   out.max_wait_ms = request.max_wait_ms;
   if (api_version >= 17) out.replica_directory_id = part.replica_directory_id;
+  if (api_version >= 18) out.high_watermark = part.high_watermark;
   return raft_message_body{out};
 }
 

@@ -127,6 +127,14 @@ class ApacheKafkaNode:
         except FileNotFoundError:
             return ""
 
+    def kill(self):
+        """kill -9: no controlled shutdown, nothing flushed."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        if self._log:
+            self._log.close()
+
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

@@ -15,23 +15,18 @@ does not implement: Mala's broker does not register and its log names both featu
 downgrade that lets it; and a data dir Mala formatted itself opens under Kafka.
 """
 
-import hashlib
 import re
-import signal
-import subprocess
 import time
-from pathlib import Path
 
-import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-                                   ConfigResource, NewTopic, ResourcePatternType, ResourceType,
-                                   ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ConfigResource,
+                                   NewTopic, ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
 
 from apache_kafka import ApacheKafkaCluster, ApacheKafkaNode
-from conftest import MALA_BIN, port_accepts
+from conftest import port_accepts
+from in_place import (FEATURE_TOOL, THREE_NODES, MalaOnDir, admin_call, commit, committed, contents, digest,
+                      in_sync_everywhere, produce)
 
-FEATURE_TOOL = "org.apache.kafka.tools.FeatureCommand"  # kafka-features.sh
 DUMP_TOOL = "org.apache.kafka.tools.DumpLogSegments"  # kafka-dump-log.sh
 AUTHORIZER = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -39,116 +34,6 @@ AUTHORIZER = {
     "super.users": "User:ANONYMOUS",
     "group.initial.rebalance.delay.ms": "0",
 }
-
-
-class MalaOnDir:
-    """Mala started with a server.properties file (the one Kafka ran with), logging to a file beside it."""
-
-    def __init__(self, config_path: Path, port: int):
-        self.config_path = config_path
-        self.port = port
-        self.log_path = config_path.parent / "mala.log"
-        self.proc = None
-
-    def start(self, wait_serving=True, timeout=60):
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([str(MALA_BIN), "--config", str(self.config_path)], stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
-        if wait_serving:
-            self.start_wait(timeout)
-        return self
-
-    def start_wait(self, timeout=60):
-        deadline = time.monotonic() + timeout
-        while not port_accepts(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"Mala did not serve on {self.port} (exit {self.proc.poll()}):\n{self.log_tail()}")
-            time.sleep(0.1)
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def log_tail(self, lines=40) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                code = self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                pytest.fail(f"Mala did not stop on SIGTERM:\n{self.log_tail()}")
-            assert code == 0, f"Mala exited with {code} after SIGTERM:\n{self.log_tail()}"
-        self._log.close()
-
-
-def admin(bootstrap):
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-
-
-def admin_call(bootstrap, method, *args):
-    """Calls an AdminClient method and waits for every future it returns (the client must outlive them)."""
-    client = admin(bootstrap)
-    result = getattr(client, method)(*args)
-    futures = result.values() if isinstance(result, dict) else [result]
-    return [f.result(timeout=30) for f in futures]
-
-
-def produce(bootstrap, topic, count, start):
-    """Keyed records from an idempotent acks=all producer; returns nothing, fails on any undelivered record."""
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "log_level": 0,
-                  "linger.ms": 5})
-    for i in range(start, start + count):
-        p.produce(topic, key=f"k{i % 700}".encode(), value=f"value-{i}".encode(),
-                  on_delivery=lambda err, msg: err and errors.append(err))
-    assert p.flush(60) == 0 and not errors, errors[:3]
-
-
-def contents(bootstrap, topic, partitions):
-    """Every record of the topic as (partition, offset, key, value), read from offset 0."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-                  "enable.auto.commit": False, "log_level": 0})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out, idle = [], 0
-    while idle < 6:
-        msgs = c.consume(500, timeout=1)
-        if not msgs:
-            idle += 1
-            continue
-        idle = 0
-        for m in msgs:
-            assert not m.error(), m.error()
-            out.append((m.partition(), m.offset(), m.key(), m.value()))
-    c.close()
-    return sorted(out)
-
-
-def commit(bootstrap, group, topic, offset):
-    """Commits `offset` for partition 0, retrying while the coordinator loads or moves (a broker just started)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            c.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
-            break
-        except KafkaException as e:
-            if not e.args[0].retriable() and e.args[0].code() not in (
-                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR,
-                    KafkaError.COORDINATOR_NOT_AVAILABLE):
-                raise
-            assert time.monotonic() < deadline, e
-            time.sleep(0.5)
-    c.close()
-
-
-def committed(bootstrap, group, topic):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
-    [tp] = c.committed([TopicPartition(topic, 0)], timeout=20)
-    c.close()
-    return tp.offset
 
 
 def acls(bootstrap):
@@ -166,10 +51,6 @@ def scram_users(bootstrap):
     [described] = admin_call(bootstrap, "describe_user_scram_credentials")
     return {user: sorted((i.mechanism.name, i.iterations) for i in d.scram_credential_infos)
             for user, d in described.items()}
-
-
-def digest(records):
-    return hashlib.sha256(repr(records).encode()).hexdigest()
 
 
 def test_kafka_to_mala_and_back_on_one_node(tmp_path):
@@ -301,25 +182,6 @@ def test_a_data_dir_mala_formatted_opens_under_kafka(tmp_path):
         raise
     finally:
         kafka.stop()
-
-
-THREE_NODES = {
-    "default.replication.factor": "3", "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
-    "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
-    "group.initial.rebalance.delay.ms": "0",
-}
-
-
-def in_sync_everywhere(bootstrap, topic, replicas):
-    """Waits until every partition of the topic has a leader and `replicas` in-sync replicas."""
-    deadline = time.monotonic() + 60
-    while True:
-        md = admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
-        if md.error is None and md.partitions and all(
-                p.leader >= 0 and len(p.isrs) == replicas for p in md.partitions.values()):
-            return
-        assert time.monotonic() < deadline, {p.id: (p.leader, p.isrs) for p in md.partitions.values()}
-        time.sleep(0.5)
 
 
 def test_three_kafka_nodes_to_three_mala_nodes_and_back(tmp_path):

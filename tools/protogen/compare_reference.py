@@ -44,8 +44,6 @@ from proto_model import Field, Message, VersionRange  # noqa: E402
 # version Mala does not serve, e.g. `Name v0-12` where v13 uses topic ids, matches Mala's `Name v0+`).
 # A definition whose newest version is `unstable-latest` serves the version below it.
 OLDER_THAN_REFERENCE: dict[str, tuple[int, str]] = {
-    "Fetch": (17, "v18 (KIP-1166) HighWatermark in replica fetch requests not built"),
-    "ListOffsets": (10, "v11 (KIP-1023) EARLIEST_PENDING_UPLOAD (-6) timestamp: no tiered storage"),
     "Metadata": (12, "v13 top-level ErrorCode (REBOOTSTRAP_REQUIRED): 0 would do on the wire, but "
                   "it is on every client's path: a change of its own, with its tests"),
     "OffsetCommit": (9, "v10 topic ids instead of names (KIP-848) not built"),

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <variant>
@@ -109,6 +110,10 @@ struct fetch_request {
   int32_t last_fetched_epoch = 0;
   int32_t max_wait_ms = 0;
   uuid replica_directory_id;  // Fetch v17 ReplicaDirectoryId (KIP-853 ReplicaKey); zero when unknown
+  // Fetch v18 HighWatermark (KIP-1166): the high watermark the replica knows; int64 max when not sent (older
+  // versions). A leader answers at once, without waiting for entries, a replica whose high watermark is
+  // behind.
+  int64_t high_watermark = std::numeric_limits<int64_t>::max();
 };
 
 struct epoch_end_offset {  // FetchResponse.DivergingEpoch; -1/-1 when absent

@@ -1,7 +1,7 @@
 // One controller's Raft replica running for real: the deterministic state machine (replica.h) on the node's
 // home shard, its log the partition __cluster_metadata-0 on storage (partition_raft_log), its vote and epoch
 // in the quorum-state file, and its messages carried as Kafka's own RPCs (Vote v2, BeginQuorumEpoch v1,
-// EndQuorumEpoch v1, Fetch v17; rpc_codec.h) to the other voters' CONTROLLER listeners through a
+// EndQuorumEpoch v1, Fetch v18; rpc_codec.h) to the other voters' CONTROLLER listeners through a
 // net::peer_client. Kafka's KafkaRaftClient with its RaftManager.
 //
 // The node ticks the replica every few milliseconds, hands it every inbound request and every answer to

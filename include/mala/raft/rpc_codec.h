@@ -1,5 +1,5 @@
 // The Raft messages (messages.h) as Kafka's KRaft RPCs for the one partition __cluster_metadata-0: Vote,
-// BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v17 and FetchSnapshot v1 (KIP-630), through the generated
+// BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v18 and FetchSnapshot v1 (KIP-630), through the generated
 // protocol structs.
 //
 // Client side: encode_raft_request() builds a request body, decode_raft_response() reads the answer.
@@ -75,7 +75,7 @@ inline constexpr int16_t fetch_snapshot_api_key = protocol::fetch_snapshot_reque
 inline constexpr int16_t vote_api_version = protocol::vote_request::max_version;
 inline constexpr int16_t begin_quorum_epoch_api_version = 1;
 inline constexpr int16_t end_quorum_epoch_api_version = 1;
-inline constexpr int16_t fetch_api_version = 17;
+inline constexpr int16_t fetch_api_version = 18;
 inline constexpr int16_t fetch_snapshot_api_version = 1;
 
 // KafkaRaftClient.MAX_FETCH_SIZE_BYTES: the Fetch MaxBytes a KRaft replica asks for (8 MiB).

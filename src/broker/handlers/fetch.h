@@ -1,4 +1,4 @@
-// Fetch (key 1), v4-17, as Apache Kafka 4.x's KafkaApis.handleFetchRequest and ReplicaManager.fetchMessages
+// Fetch (key 1), v4-18, as Apache Kafka 4.x's KafkaApis.handleFetchRequest and ReplicaManager.fetchMessages
 // answer it:
 // - fetch sessions (KIP-227) through broker::fetch_session_cache: full and incremental fetches, session
 // errors
@@ -21,7 +21,9 @@
 //   changes) until min_bytes are readable or max_wait_ms passed, then reads again;
 // - every partition answer carries high_watermark, last_stable_offset and log_start_offset (-1 in error
 //   answers, as Kafka's), aborted_transactions an empty list for read_committed and null otherwise (no
-//   transactions yet).
+//   transactions yet);
+// - a follower's v18 HighWatermark (KIP-1166) is read and not used: Kafka 4.4 uses it only on the Raft quorum
+//   (its ReplicaManager ignores it), and Kafka's followers send v18 from metadata.version 4.1-IV1 on.
 // The records are not copied: each partition's records field is a range of its segment file
 // (records_view::external), which the server sends with sendfile(2) on plaintext connections, as Kafka sends
 // FileRecords with FileChannel.transferTo; the dispatcher reads them into memory for connections that cannot
@@ -63,7 +65,7 @@ struct fetch_handler {
   using response = fetch_reply;
   static constexpr int16_t api_key = 1;
   static constexpr int16_t min_version = 4;
-  static constexpr int16_t max_version = 17;
+  static constexpr int16_t max_version = 18;
 
   // A follower's fetch is exempt from request quotas, as Kafka's (replication is not throttled by them).
   static bool exempt_from_request_quota(const request& req, int16_t version) {

@@ -16,12 +16,13 @@ namespace {
 
 using partition_response = protocol::list_offsets_response::list_offsets_partition_response;
 
-// ListOffsetsRequest.LATEST_TIERED_TIMESTAMP (KIP-1005).
+// ListOffsetsRequest.LATEST_TIERED_TIMESTAMP (KIP-1005) and EARLIEST_PENDING_UPLOAD_TIMESTAMP (KIP-1023).
 constexpr int64_t latest_tiered_timestamp = -5;
+constexpr int64_t earliest_pending_upload_timestamp = -6;
 
 // ReplicaManager.isListOffsetsTimestampUnsupported: each special timestamp needs the request version that
-// introduced it (max timestamp v7, KIP-734; earliest local v8 and latest tiered v9, KIP-405/KIP-1005), and no
-// other negative timestamp exists.
+// introduced it (max timestamp v7, KIP-734; earliest local v8 and latest tiered v9, KIP-405/KIP-1005;
+// earliest pending upload v11, KIP-1023), and no other negative timestamp exists.
 bool timestamp_unsupported(int64_t timestamp, int16_t version) {
   if (timestamp >= 0) return false;
   switch (timestamp) {
@@ -34,6 +35,8 @@ bool timestamp_unsupported(int64_t timestamp, int16_t version) {
       return version < 8;
     case latest_tiered_timestamp:
       return version < 9;
+    case earliest_pending_upload_timestamp:
+      return version < 11;
     default:
       return true;
   }
@@ -71,8 +74,9 @@ std::vector<std::pair<size_t, partition_response>> look_up_on_shard(
     }
     std::optional<int32_t> epoch;
     if (l.current_leader_epoch >= 0) epoch = l.current_leader_epoch;
-    if (l.timestamp == latest_tiered_timestamp) {
-      // Without tiered storage Kafka answers no offset, with leader epoch -1; the leader checks still apply.
+    if (l.timestamp == latest_tiered_timestamp || l.timestamp == earliest_pending_upload_timestamp) {
+      // Without tiered storage Kafka answers no offset, with leader epoch -1, for both (UnifiedLog's
+      // fetchEarliestPendingUploadOffset when remote storage is off); the leader checks still apply.
       auto checked = (*hosted)->list_offset(replication::latest_timestamp, isolation, epoch);
       if (!checked && checked.error().code != error_code::offset_not_available) {
         out.emplace_back(l.slot, error_response(l.partition, checked.error().code));

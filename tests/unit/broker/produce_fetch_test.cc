@@ -503,6 +503,13 @@ TEST_P(produce_fetch_test, list_offsets_specials_and_timestamps) {
   EXPECT_EQ(list_offset("orders", -4, 7).error_code, 35);
   EXPECT_EQ(list_offset("orders", -5, 8).error_code, 35);
   EXPECT_EQ(list_offset("orders", -6, 10).error_code, 35);
+  // Earliest pending upload (v11, KIP-1023): no offset without tiered storage, as latest tiered.
+  auto pending = list_offset("orders", -6, 11);
+  EXPECT_EQ(pending.error_code, 0);
+  EXPECT_EQ(pending.offset, -1);
+  EXPECT_EQ(pending.timestamp, -1);
+  EXPECT_EQ(pending.leader_epoch, -1);
+  EXPECT_EQ(list_offset("orders", -7, 11).error_code, 35);
 
   EXPECT_EQ(list_offset("orders", -1, 10, 2).error_code, 74);  // FENCED_LEADER_EPOCH
   EXPECT_EQ(list_offset("orders", -1, 10, 4).error_code, 75);  // UNKNOWN_LEADER_EPOCH
@@ -517,8 +524,8 @@ TEST_P(produce_fetch_test, list_offsets_specials_and_timestamps) {
   req.replica_id = -2;
   auto& t = req.topics.emplace_back();
   t.name = "replicated";
-  t.partitions.push_back({0, -1, -1, 1});
-  t.partitions.push_back({0, -1, -1, 1});  // the same partition twice: INVALID_REQUEST for both
+  t.partitions.push_back({0, -1, -1});
+  t.partitions.push_back({0, -1, -1});  // the same partition twice: INVALID_REQUEST for both
   auto resp = decode<list_offsets_response>(send(frame(2, 10, req)), 10);
   EXPECT_EQ(resp.topics[0].partitions[0].error_code, 42);
   req.topics[0].partitions.pop_back();

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <vector>
 
 #include "mala/raft/log.h"
@@ -103,6 +104,25 @@ TEST(raft_snapshots, create_snapshot_only_of_the_committed_prefix) {
   EXPECT_EQ(l.log.start_offset(), 4);
   EXPECT_FALSE(l.raft.create_snapshot({3, 1}, payload));  // before the entries held
   EXPECT_TRUE(l.raft.create_snapshot({6, 1}, payload));
+}
+
+// KIP-1166 (Fetch v18): a caught-up fetch is parked until entries arrive or the high watermark moves, unless
+// the replica says its high watermark is behind the leader's (KafkaRaftClient's isHighWatermarkUpdated).
+TEST(raft_replication, a_fetch_from_a_replica_behind_the_high_watermark_is_answered_at_once) {
+  single_leader l;
+  ASSERT_EQ(l.raft.high_watermark(), 6);
+  auto answers = [&](int64_t replica_high_watermark) {
+    fetch_request request{2, 1, 6, 1, 500};
+    request.high_watermark = replica_high_watermark;
+    l.raft.on_message(2, raft_message{9, request});
+    return sent<fetch_response>(l.raft.take_effects()).size();
+  };
+  const int64_t not_sent = std::numeric_limits<int64_t>::max();  // Fetch v17 and older
+  EXPECT_EQ(answers(not_sent), 1u);  // the first fetch: the replica has not been sent the high watermark
+  EXPECT_EQ(answers(not_sent), 0u);  // parked
+  EXPECT_EQ(answers(6), 0u);         // parked: the replica has the leader's high watermark
+  EXPECT_EQ(answers(5), 1u);         // answered: the replica says its high watermark is behind
+  EXPECT_EQ(answers(-1), 1u);        // not known yet
 }
 
 TEST(raft_snapshots, the_leader_answers_a_fetch_below_its_log_start_with_its_snapshot) {

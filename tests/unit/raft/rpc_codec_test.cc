@@ -5,6 +5,7 @@
 // Fetch's SnapshotId.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -118,16 +119,18 @@ TEST(rpc_codec, end_quorum_epoch_request_round_trip) {
 }
 
 TEST(rpc_codec, fetch_request_round_trip) {
-  auto enc = encode_raft_request(raft_message{1, fetch_request{2, 9, 1000, 8, 500}}, 2, cluster);
+  fetch_request request{2, 9, 1000, 8, 500};
+  request.high_watermark = 990;
+  auto enc = encode_raft_request(raft_message{1, request}, 2, cluster);
   ASSERT_TRUE(enc.ok());
   EXPECT_EQ(enc->api_key, 1);
-  EXPECT_EQ(enc->api_version, 17);
-  auto p = decode_as<protocol::fetch_request>(enc->body, 17);
+  EXPECT_EQ(enc->api_version, 18);
+  auto p = decode_as<protocol::fetch_request>(enc->body, 18);
   EXPECT_EQ(p.replica_state.replica_id, 2);
   EXPECT_EQ(p.max_bytes, raft_fetch_max_bytes);
   ASSERT_EQ(p.topics.size(), 1u);
   EXPECT_EQ(p.topics[0].topic_id, metadata_topic_id());
-  auto back = from_protocol(p, 17, cluster);
+  auto back = from_protocol(p, 18, cluster);
   ASSERT_TRUE(back.ok());
   const auto& got = std::get<fetch_request>(*back);
   EXPECT_EQ(got.replica_id, 2);
@@ -135,6 +138,11 @@ TEST(rpc_codec, fetch_request_round_trip) {
   EXPECT_EQ(got.fetch_offset, 1000);
   EXPECT_EQ(got.last_fetched_epoch, 8);
   EXPECT_EQ(got.max_wait_ms, 500);
+  EXPECT_EQ(got.high_watermark, 990);  // v18 (KIP-1166)
+  // A v17 fetch (Kafka before 4.1) carries no high watermark: never treated as behind.
+  auto v17 = from_protocol(p, 17, cluster);
+  ASSERT_TRUE(v17.ok());
+  EXPECT_EQ(std::get<fetch_request>(*v17).high_watermark, std::numeric_limits<int64_t>::max());
 }
 
 TEST(rpc_codec, responses_are_not_requests) {

@@ -1,0 +1,186 @@
+"""A mixed Kafka/Mala cluster and a rolling migration both ways (issue 24): a 3-node Apache Kafka 4.4 cluster (the
+Maven Central jars, apache_kafka.py; combined mode, one static quorum, replication factor 3, min ISR 2) becomes a
+Mala cluster one node at a time, each node stopped with SIGTERM and Mala started on its data dir with its own
+server.properties, and then goes back to Kafka the same way. Every step leaves a mixed cluster: Kafka and Mala
+nodes in one Raft quorum (either may lead it and be the active controller) and in one ISR (either may lead a
+partition, the other following it). Each way the middle node is killed with kill -9 instead, so its partitions
+fail over to a Kafka and a Mala node. Throughout, an idempotent acks=all producer writes numbered records and a
+consumer group reads and commits them: no record is lost or written twice, no delivery fails, and the clients
+see no error but transient ones (closed connections, a coordinator that moved)."""
+
+import re
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import NewTopic
+
+from apache_kafka import ApacheKafkaCluster
+from in_place import FEATURE_TOOL, THREE_NODES, MalaOnDir, admin, admin_call, contents, in_sync_everywhere
+
+QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"  # kafka-metadata-quorum.sh
+TOPIC = "orders"
+PARTITIONS = 6
+# What a client may see while one node of three restarts: a closed connection, a leader that moved. Nothing fatal.
+TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT}
+
+
+class SteadyProducer(threading.Thread):
+    """An idempotent acks=all producer writing numbered records (value = the number) at about `rate` a second until
+    stopped; keeps each acknowledged number, each failed delivery and each error the client reports."""
+
+    def __init__(self, bootstrap, rate=300):
+        super().__init__(daemon=True)
+        self.rate = rate
+        self.acked, self.failed, self.client_errors = set(), [], []
+        self.sent = 0
+        self._halt = threading.Event()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                   "linger.ms": 5, "log_level": 0, "error_cb": self.client_errors.append})
+
+    def _delivered(self, err, msg):
+        if err:
+            self.failed.append(err)
+        else:
+            self.acked.add(int(msg.value()))
+
+    def run(self):
+        while not self._halt.is_set():
+            for _ in range(self.rate // 10):
+                self._producer.produce(TOPIC, key=f"k{self.sent % 997}".encode(), value=str(self.sent).encode(),
+                                       on_delivery=self._delivered)
+                self.sent += 1
+            self._producer.poll(0.1)
+
+    def finish(self):
+        self._halt.set()
+        self.join(30)
+        remaining = self._producer.flush(120)
+        assert remaining == 0, f"{remaining} records never acknowledged"
+
+
+class CommittingReader(threading.Thread):
+    """A consumer in group `audit` that reads the topic and commits what it read after every batch."""
+
+    def __init__(self, bootstrap):
+        super().__init__(daemon=True)
+        self.read, self.client_errors = 0, []
+        self._halt = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "audit", "auto.offset.reset": "earliest",
+                                   "enable.auto.commit": False, "log_level": 0, "error_cb": self.client_errors.append})
+
+    def run(self):
+        self._consumer.subscribe([TOPIC])
+        while not self._halt.is_set():
+            msgs = self._consumer.consume(200, timeout=0.5)
+            good = [m for m in msgs if not m.error()]
+            self.client_errors.extend(m.error() for m in msgs if m.error())
+            self.read += len(good)
+            if good:
+                try:
+                    self._consumer.commit(asynchronous=False)
+                except Exception as e:  # a coordinator that moves answers NOT_COORDINATOR; the next batch commits
+                    self.client_errors.append(e.args[0])
+        self._consumer.close()
+
+    def finish(self):
+        self._halt.set()
+        self.join(60)
+
+
+def fully_replicated(bootstrap):
+    in_sync_everywhere(bootstrap, TOPIC, 3)
+    in_sync_everywhere(bootstrap, "__consumer_offsets", 3)
+
+
+def census(kafka, bootstrap, mala_ids):
+    """Who leads in the cluster now: ("mala" or "kafka" for the Raft quorum's leader, and the set of
+    (partition leader's kind, in-sync follower's kind) pairs over the topic and __consumer_offsets)."""
+    kind = lambda node_id: "mala" if node_id in mala_ids else "kafka"  # noqa: E731
+    status = kafka.nodes[0].tool(QUORUM_TOOL, "--bootstrap-server", bootstrap, "describe", "--status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    raft_leader = int(re.search(r"LeaderId:\s+(\d+)", status.stdout).group(1))
+    pairs = set()
+    md = admin(bootstrap).list_topics(timeout=10)
+    for topic in (TOPIC, "__consumer_offsets"):
+        for p in md.topics[topic].partitions.values():
+            pairs |= {(kind(p.leader), kind(r)) for r in p.isrs if r != p.leader}
+    return kind(raft_leader), pairs
+
+
+def under_load(seconds, producer):
+    start = producer.sent
+    time.sleep(seconds)
+    assert producer.sent > start, "the producer stopped"
+
+
+def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
+    kafka = ApacheKafkaCluster(tmp_path, 3, extra_config=THREE_NODES).start()
+    bs = kafka.bootstrap
+    malas = {}
+    producer = reader = None
+    try:
+        admin_call(bs, "create_topics", [NewTopic(TOPIC, PARTITIONS, 3)])
+        # Kafka 4.4 finalizes two features Mala does not implement; an operator turns them off first.
+        down = kafka.nodes[0].tool(FEATURE_TOOL, "--bootstrap-server", bs, "downgrade", "--feature",
+                                   "share.version=0", "--feature", "streams.version=0")
+        assert down.returncode == 0, down.stdout + down.stderr
+        producer, reader = SteadyProducer(bs), CommittingReader(bs)
+        producer.start()
+        reader.start()
+        under_load(5, producer)
+        fully_replicated(bs)
+
+        # Each way, the middle node does not stop cleanly: kill -9, then the other broker on its dir. Its
+        # partitions fail over to the two others, one Kafka and one Mala.
+        mixed = []
+        for node in reversed(kafka.nodes):  # Kafka -> Mala, node 3 first
+            node.kill() if node.node_id == 2 else node.stop()
+            malas[node.node_id] = MalaOnDir(node.config_path, node.port).start()
+            fully_replicated(bs)
+            under_load(5, producer)
+            if len(malas) < 3:
+                mixed.append(census(kafka, bs, set(malas)))
+        for node in kafka.nodes:  # Mala -> Kafka, node 1 first
+            mala = malas.pop(node.node_id)
+            mala.kill() if node.node_id == 2 else mala.stop()
+            node.launch()
+            node.wait_serving()
+            fully_replicated(bs)
+            under_load(5, producer)
+            if malas:
+                mixed.append(census(kafka, bs, set(malas)))
+        print("mixed cluster census:", mixed)
+        # Both kinds led the Raft quorum with the other following, and both led partitions with the other in
+        # the ISR (the steps make each all but certain: a Kafka leader when the first Mala joins, a Mala leader
+        # when the first Kafka comes back, and node 2's partitions failing over to node 1 and node 3).
+        assert {raft_leader for raft_leader, _ in mixed} == {"kafka", "mala"}, mixed
+        assert {("kafka", "mala"), ("mala", "kafka")} <= set().union(*(pairs for _, pairs in mixed)), mixed
+
+        reader.finish()
+        producer.finish()
+        assert not producer.failed, producer.failed[:5]
+        unexpected = [e for e in producer.client_errors + reader.client_errors
+                      if e.fatal() or e.code() not in TRANSIENT | {KafkaError.NOT_COORDINATOR,
+                                                                  KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                                                  KafkaError.REBALANCE_IN_PROGRESS}]
+        assert not unexpected, unexpected[:5]
+        records = contents(bs, TOPIC, PARTITIONS)
+        numbers = [int(value) for _, _, _, value in records]
+        assert len(numbers) == len(set(numbers)), "a record was written twice"
+        assert producer.acked <= set(numbers), f"{len(producer.acked - set(numbers))} acknowledged records lost"
+        assert len(producer.acked) == producer.sent
+        assert reader.read >= len(numbers) // 2
+    except BaseException:
+        for m in malas.values():
+            print(f"--- mala {m.config_path.parent.name}\n{m.log_tail(60)}")
+        for n in kafka.nodes:
+            print(f"--- {n.dir.name}\n{n.log_tail(30)}")
+        raise
+    finally:
+        for th in (reader, producer):
+            if th and th.is_alive():
+                th._halt.set()
+        for m in malas.values():
+            m.stop()
+        kafka.stop()
