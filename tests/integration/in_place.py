@@ -34,6 +34,10 @@ class MalaOnDir:
             self.start_wait(timeout)
         return self
 
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
     def start_wait(self, timeout=60):
         deadline = time.monotonic() + timeout
         while not port_accepts(self.port):

@@ -6,14 +6,16 @@ nodes in one Raft quorum (either may lead it and be the active controller) and i
 partition, the other following it). Each way the middle node is killed with kill -9 instead, so its partitions
 fail over to a Kafka and a Mala node. Throughout, an idempotent acks=all producer writes numbered records and a
 consumer group reads and commits them: no record is lost or written twice, no delivery fails, and the clients
-see no error but transient ones (closed connections, a coordinator that moved)."""
+see no error but transient ones (closed connections, a coordinator that moved). At each mixed step, topics,
+configs and transactions go through one kind of node and are checked through the other: a topic created and
+configured, two transactions committed and one aborted across its partitions, read back read_committed."""
 
 import re
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from apache_kafka import ApacheKafkaCluster
 from in_place import FEATURE_TOOL, THREE_NODES, MalaOnDir, admin, admin_call, contents, in_sync_everywhere
@@ -108,6 +110,37 @@ def census(kafka, bootstrap, mala_ids):
     return kind(raft_leader), pairs
 
 
+def admin_and_transactions_across(writer, reader, name):
+    """Through node `writer` (one kind): creates topic `name` (3 partitions, 3 replicas) and sets a config, then
+    commits two transactions and aborts one between them across its partitions. Through node `reader` (the other
+    kind): the topic is in sync with the config, and a read_committed consumer reads the committed records only."""
+    admin_call(writer, "create_topics", [NewTopic(name, 3, 3)])
+    in_sync_everywhere(reader, name, 3)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    admin_call(writer, "incremental_alter_configs", [resource])
+    [described] = admin_call(reader, "describe_configs", [ConfigResource(ConfigResource.Type.TOPIC, name)])
+    assert described["retention.ms"].value == "3600000"
+
+    producer = Producer({"bootstrap.servers": writer, "transactional.id": f"{name}-writer", "log_level": 0})
+    producer.init_transactions(60)
+    for outcome in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for i in range(30):
+            producer.produce(name, partition=i % 3, value=f"{outcome}-{i}".encode())
+        getattr(producer, f"{outcome}_transaction")(60)
+    consumer = Consumer({"bootstrap.servers": reader, "group.id": f"{name}-reader", "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "log_level": 0})
+    consumer.assign([TopicPartition(name, p, 0) for p in range(3)])
+    values, idle = [], 0
+    while idle < 4:
+        msgs = consumer.consume(100, timeout=1)
+        idle = 0 if msgs else idle + 1
+        values += [m.value().decode() for m in msgs if not m.error()]
+    consumer.close()
+    assert sorted(values) == sorted([f"commit-{i}" for i in range(30)] * 2), values[:10]
+
+
 def under_load(seconds, producer):
     start = producer.sent
     time.sleep(seconds)
@@ -141,6 +174,10 @@ def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
             under_load(5, producer)
             if len(malas) < 3:
                 mixed.append(census(kafka, bs, set(malas)))
+                kafka_node = next(n for n in kafka.nodes if n.node_id not in malas)
+                # Through a Mala node while Kafka leads the quorum: Mala forwards to Kafka's controller.
+                admin_and_transactions_across(malas[node.node_id].bootstrap, kafka_node.bootstrap,
+                                              f"to-mala-{len(malas)}")
         for node in kafka.nodes:  # Mala -> Kafka, node 1 first
             mala = malas.pop(node.node_id)
             mala.kill() if node.node_id == 2 else mala.stop()
@@ -150,6 +187,9 @@ def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
             under_load(5, producer)
             if malas:
                 mixed.append(census(kafka, bs, set(malas)))
+                mala = next(iter(malas.values()))
+                # Through the Kafka node (Mala leads the quorum after the first step back).
+                admin_and_transactions_across(node.bootstrap, mala.bootstrap, f"to-kafka-{len(malas)}")
         print("mixed cluster census:", mixed)
         # Both kinds led the Raft quorum with the other following, and both led partitions with the other in
         # the ISR (the steps make each all but certain: a Kafka leader when the first Mala joins, a Mala leader
@@ -165,6 +205,7 @@ def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
                                                                   KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                                                                   KafkaError.REBALANCE_IN_PROGRESS}]
         assert not unexpected, unexpected[:5]
+        in_sync_everywhere(bs, "__transaction_state", 3)
         records = contents(bs, TOPIC, PARTITIONS)
         numbers = [int(value) for _, _, _, value in records]
         assert len(numbers) == len(set(numbers)), "a record was written twice"
