@@ -442,6 +442,21 @@ void node::open_broker() {
   };
   _lifecycle = std::make_unique<broker::broker_lifecycle>(_shards->context(0), *_controller_link,
                                                           std::move(lifecycle_options));
+  broker::directory_assignments_options assignment_options;
+  assignment_options.broker_id = _config.node_id();
+  assignment_options.broker_epoch = [this] { return _lifecycle->broker_epoch(); };
+  assignment_options.image = [this] { return _loader->image(); };
+  assignment_options.hosted = [this, log_dir_ids] {
+    broker::hosted_log_dirs hosted;
+    const auto& dirs = _config.log_dirs();
+    for (auto& [tp, path] : _logs->log_dir_of_partitions()) {
+      const auto at = static_cast<size_t>(std::find(dirs.begin(), dirs.end(), path.string()) - dirs.begin());
+      if (at < log_dir_ids.size()) hosted.emplace(tp, log_dir_ids[at]);
+    }
+    return hosted;
+  };
+  _directory_assignments = std::make_unique<broker::directory_assignments>(
+      _shards->context(0), *_controller_link, std::move(assignment_options));
 
   // Follower replicas fetch from their leaders; leaders change their ISRs through AlterPartition: one
   // fetcher and one ISR manager per shard, each for the replicas of its shard.
@@ -641,6 +656,7 @@ status node::start() {
   // 6. The broker side: registration and heartbeats, follower fetching, ISR changes.
   if (_controller_registration) _controller_registration->start();
   if (_lifecycle) _lifecycle->start();
+  if (_directory_assignments) _directory_assignments->start();
   for (auto& f : _fetchers) f->start();
   for (auto& m : _isr_changes) m->start();
   // 7. The shard threads.
@@ -675,6 +691,7 @@ asio::awaitable<void> node::stop() {
   if (_transactions) _transactions->stop();
   _controller_work_timer->cancel();
   if (_lifecycle) _lifecycle->stop();
+  if (_directory_assignments) _directory_assignments->stop();
   if (_controller_registration) _controller_registration->stop();
   // Each shard's fetcher and ISR manager stop on their shard, before any shard's loop ends.
   for (size_t shard = 0; shard < _fetchers.size(); ++shard) {
@@ -711,6 +728,7 @@ status node::close() {
   if (_transactions) _transactions->set_local_services(nullptr);
   _transactions.reset();
   if (_lifecycle) _broker_epoch = _lifecycle->broker_epoch();
+  _directory_assignments.reset();
   _lifecycle.reset();
   _controller_registration.reset();
   // The high watermarks are checkpointed while the replicas still exist; then the replicas stop before their

@@ -43,6 +43,7 @@
 #include "mala/broker/authorizer.h"
 #include "mala/broker/broker_dispatcher.h"
 #include "mala/broker/broker_lifecycle.h"
+#include "mala/broker/directory_assignments.h"
 #include "mala/broker/broker_metrics.h"
 #include "mala/broker/client_quota_manager.h"
 #include "mala/broker/client_telemetry.h"
@@ -156,6 +157,8 @@ class node {
   std::unique_ptr<broker::group_coordinator_driver> _groups;
   std::unique_ptr<broker::transaction_coordinator_driver> _transactions;
   std::unique_ptr<broker::broker_lifecycle> _lifecycle;
+  // KIP-858: tells the controller which log dir holds each hosted replica (AssignReplicasToDirs).
+  std::unique_ptr<broker::directory_assignments> _directory_assignments;
   // A controller's own registration (ControllerRegistration); null without the controller role.
   std::unique_ptr<broker::controller_registration_manager> _controller_registration;
   // One of each per shard (index: shard), for the replicas that shard owns.

@@ -9,6 +9,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "handlers/controller_registration.h"
+#include "mala/common/exponential_backoff.h"
 #include "mala/common/logging.h"
 #include "mala/controller/feature_control.h"
 #include "mala/controller/quorum_controller.h"
@@ -66,7 +67,7 @@ asio::awaitable<bool> controller_registration_manager::register_once() {
 
 asio::awaitable<void> controller_registration_manager::run(controller_registration_manager* self,
                                                            std::shared_ptr<state> st) {
-  int32_t backoff_ms = 100;
+  exponential_backoff backoff(100, self->_options.max_backoff_ms);
   while (!st->stopped) {
     int32_t wait = self->_options.check_interval_ms;
     const auto image = self->_options.image ? self->_options.image() : nullptr;
@@ -77,10 +78,9 @@ asio::awaitable<void> controller_registration_manager::run(controller_registrati
       const bool accepted = co_await self->register_once();
       if (st->stopped) co_return;
       if (accepted) {
-        backoff_ms = 100;
+        backoff.reset();
       } else {
-        wait = backoff_ms;
-        backoff_ms = std::min(backoff_ms * 2, self->_options.max_backoff_ms);
+        wait = static_cast<int32_t>(backoff.after_failure());
       }
     }
     self->_timer.expires_after(std::chrono::milliseconds(wait));

@@ -13,6 +13,7 @@
 #include "handlers/allocate_producer_ids.h"
 #include "handlers/alter_configs.h"
 #include "handlers/alter_partition.h"
+#include "handlers/assign_replicas_to_dirs.h"
 #include "handlers/api_versions.h"
 #include "handlers/begin_quorum_epoch.h"
 #include "handlers/broker_heartbeat.h"
@@ -232,6 +233,7 @@ handler_table::handler_table() {
       entry<handlers::broker_heartbeat_handler>("BrokerHeartbeat"),
       entry<handlers::allocate_producer_ids_handler>("AllocateProducerIds"),
       entry<handlers::alter_partition_handler>("AlterPartition"),
+      entry<handlers::assign_replicas_to_dirs_handler>("AssignReplicasToDirs"),
       entry<handlers::elect_leaders_handler>("ElectLeaders"),
       entry<handlers::alter_partition_reassignments_handler>("AlterPartitionReassignments"),
       entry<handlers::list_partition_reassignments_handler>("ListPartitionReassignments"),

@@ -164,6 +164,11 @@ protocol::alter_partition_response quorum_controller::alter_partition(
   return _state->replication.alter_partition(request, version);
 }
 
+protocol::assign_replicas_to_dirs_response quorum_controller::assign_replicas_to_dirs(
+    const protocol::assign_replicas_to_dirs_request& request) {
+  return _state->replication.assign_replicas_to_dirs(request);
+}
+
 protocol::controller_registration_response quorum_controller::register_controller(
     const protocol::controller_registration_request& request) {
   protocol::controller_registration_response resp;

@@ -10,6 +10,7 @@
 #include "mala/common/logging.h"
 #include "mala/controller/cluster_control.h"
 #include "mala/controller/configuration_control.h"
+#include "mala/controller/feature_control.h"
 #include "mala/controller/partition_change.h"
 #include "mala/metadata/metadata_delta.h"
 
@@ -396,6 +397,82 @@ protocol::alter_partition_response replication_control::alter_partition(
 // ElectLeaders (ReplicationControlManager.electLeaders): a preferred election moves leadership to the first
 // replica when it is in sync and alive; an unclean one elects a leader for a leaderless partition, from
 // outside the ISR if it must.
+
+protocol::assign_replicas_to_dirs_response replication_control::assign_replicas_to_dirs(
+    const protocol::assign_replicas_to_dirs_request& request) {
+  const metadata::metadata_image_ptr image = _writer.image();
+  protocol::assign_replicas_to_dirs_response response;
+  if (image->feature_level(std::string(metadata_version_feature)) < directory_assignment_metadata_version) {
+    response.error_code = to_wire(error_code::unsupported_version);
+    return response;
+  }
+  auto broker = image->brokers.find(request.broker_id);
+  if (broker == image->brokers.end() || broker->second.epoch != request.broker_epoch) {
+    response.error_code = to_wire(error_code::stale_broker_epoch);
+    return response;
+  }
+  const std::vector<uuid>& online_dirs = broker->second.log_dirs;
+  record_list records;
+  std::set<std::pair<std::string, int32_t>> in_offline_dirs;
+  for (const auto& dir : request.directories) {
+    const bool offline = std::find(online_dirs.begin(), online_dirs.end(), dir.id) == online_dirs.end();
+    auto& out_dir = response.directories.emplace_back();
+    out_dir.id = dir.id;
+    for (const auto& topic_data : dir.topics) {
+      const metadata::topic_metadata* topic = image->find_topic(topic_data.topic_id);
+      auto& out_topic = out_dir.topics.emplace_back();
+      out_topic.topic_id = topic_data.topic_id;
+      for (const auto& part : topic_data.partitions) {
+        auto& out = out_topic.partitions.emplace_back();
+        out.partition_index = part.partition_index;
+        if (!topic) {
+          out.error_code = to_wire(error_code::unknown_topic_id);
+          continue;
+        }
+        if (part.partition_index < 0 || part.partition_index >= static_cast<int32_t>(topic->partitions.size())) {
+          out.error_code = to_wire(error_code::unknown_topic_or_partition);
+          continue;
+        }
+        const metadata::partition_state& p = topic->partitions[static_cast<size_t>(part.partition_index)];
+        auto replica = std::find(p.replicas.begin(), p.replicas.end(), request.broker_id);
+        if (replica == p.replicas.end()) {
+          out.error_code = to_wire(error_code::not_leader_or_follower);
+          continue;
+        }
+        // PartitionChangeBuilder.setDirectory: the replica's entry of Directories, written when it changes.
+        std::vector<uuid> directories = p.directories;
+        directories.resize(p.replicas.size(), metadata::directory_unassigned);
+        uuid& entry = directories[static_cast<size_t>(replica - p.replicas.begin())];
+        if (!(entry == dir.id)) {
+          entry = dir.id;
+          protocol::partition_change_record record;
+          record.topic_id = topic->id;
+          record.partition_id = p.partition;
+          record.directories = std::move(directories);
+          records.push_back(versioned(std::move(record), partition_change_record_version));
+        }
+        if (offline) in_offline_dirs.emplace(topic->name, p.partition);
+      }
+    }
+  }
+  // A replica in a dir the broker does not have online cannot serve: it leaves the ISR and its leadership
+  // moves (generateLeaderAndIsrUpdates "offline-dir-assignment").
+  if (!in_offline_dirs.empty()) {
+    for (const auto& [name, topic] : image->topics) {
+      for (const auto& p : topic.partitions) {
+        if (!in_offline_dirs.contains({name, p.partition})) continue;
+        if (auto change = leader_and_isr_change(*image, _options, name, topic.id, p, {request.broker_id},
+                                                metadata::no_leader, metadata::no_leader))
+          records.push_back(versioned(std::move(*change), partition_change_record_version));
+      }
+    }
+  }
+  if (auto st = _writer.write(records); !st.ok()) {
+    response.error_code = to_wire(write_failure_code(st));
+    response.directories.clear();
+  }
+  return response;
+}
 
 protocol::elect_leaders_response replication_control::elect_leaders(
     const protocol::elect_leaders_request& request, int16_t version) {

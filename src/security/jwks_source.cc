@@ -18,6 +18,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "mala/common/exponential_backoff.h"
 #include "mala/common/logging.h"
 
 namespace mala::security {
@@ -306,7 +307,7 @@ void jwks_source::request_refresh(const std::string& kid) {
 
 void jwks_source::run() {
   auto log = subsystem_logger("security");
-  int64_t backoff = _options.retry_backoff_ms;
+  exponential_backoff backoff(_options.retry_backoff_ms, _options.retry_backoff_max_ms);
   int64_t wait_ms = _options.refresh_ms;
   while (true) {
     {
@@ -324,12 +325,11 @@ void jwks_source::run() {
         _keys = std::make_shared<const json_web_key_set>(std::move(*fresh));
       }
       log->info("JWKS of {} refreshed: {} key(s)", _options.url, count);
-      backoff = _options.retry_backoff_ms;
+      backoff.reset();
       wait_ms = _options.refresh_ms;
     } else {
       log->warn("JWKS refresh failed, the keys in hand stay: {}", fresh.error().message);
-      wait_ms = backoff;
-      backoff = std::min(backoff * 2, _options.retry_backoff_max_ms);
+      wait_ms = backoff.after_failure();
     }
   }
 }

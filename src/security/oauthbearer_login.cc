@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "mala/common/exponential_backoff.h"
 #include "mala/common/json.h"
 #include "mala/common/logging.h"
 #include "mala/security/jwks_source.h"
@@ -240,7 +241,7 @@ class retrieving_login final : public login_base {
 
   void run() {
     auto log = subsystem_logger("security");
-    int64_t backoff = _settings.retry_backoff_ms;
+    exponential_backoff backoff(_settings.retry_backoff_ms, _settings.retry_backoff_max_ms);
     int64_t last_retrieval_ms = wall_ms();  // start() got the first token
     std::unique_lock lock(_mutex);
     while (!_stopping) {
@@ -261,15 +262,15 @@ class retrieving_login final : public login_base {
       if (_stopping) break;
       if (fresh.ok()) {
         _token = std::move(*fresh);
-        backoff = _settings.retry_backoff_ms;
+        backoff.reset();
         log->info("listener {}: OAUTHBEARER token refreshed, valid until {} ms since the epoch",
                   _settings.listener, _token->expires_at_ms);
         continue;
       }
+      const int64_t wait_ms = backoff.after_failure();
       log->warn("listener {}: cannot refresh the node's OAUTHBEARER token: {}; trying again in {} ms",
-                _settings.listener, fresh.error().message, backoff);
-      _wake.wait_for(lock, std::chrono::milliseconds(backoff));
-      backoff = std::min(backoff * 2, _settings.retry_backoff_max_ms);
+                _settings.listener, fresh.error().message, wait_ms);
+      _wake.wait_for(lock, std::chrono::milliseconds(wait_ms));
     }
   }
 

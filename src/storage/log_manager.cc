@@ -634,6 +634,15 @@ std::vector<topic_partition> log_manager::partitions() const {
   return out;
 }
 
+std::map<topic_partition, std::filesystem::path> log_manager::log_dir_of_partitions() const {
+  std::lock_guard guard(_impl->mutex);
+  std::map<topic_partition, std::filesystem::path> out;
+  for (const auto& [tp, entry] : _impl->logs) {
+    if (_impl->dirs[entry.dir].online) out.emplace(tp, _impl->dirs[entry.dir].path);
+  }
+  return out;
+}
+
 result<partition_log*> log_manager::create(const topic_partition& tp, const uuid& topic_id,
                                            const log_config& config) {
   std::lock_guard guard(_impl->mutex);

@@ -37,9 +37,10 @@ def kafka_cluster_id() -> str:
 
 class ApacheKafkaNode:
     def __init__(self, work_dir: Path, extra_config=None, node_id=1, port=None, controller_port=None, voters=None,
-                 cluster_id=None):
+                 cluster_id=None, log_dirs=1):
         """One combined-mode node; alone by default, or node `node_id` of the quorum `voters`
-        ("id@host:port,...") formatted with `cluster_id` (ApacheKafkaCluster)."""
+        ("id@host:port,...") formatted with `cluster_id` (ApacheKafkaCluster). `log_dirs` log dirs: data (which
+        also holds the metadata log), then data-2, data-3..."""
         self.dir = work_dir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.node_id = node_id
@@ -56,7 +57,8 @@ class ApacheKafkaNode:
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": str(work_dir / "data"),
+            "log.dirs": ",".join([str(work_dir / "data")] +
+                                 [str(work_dir / f"data-{i}") for i in range(2, log_dirs + 1)]),
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
@@ -64,6 +66,7 @@ class ApacheKafkaNode:
             "share.coordinator.state.topic.min.isr": "1",
         }
         config.update(extra_config or {})
+        self.log_dirs = config["log.dirs"]
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
         self.proc = None
         self._log = None
@@ -150,12 +153,12 @@ class ApacheKafkaNode:
 class ApacheKafkaCluster:
     """`size` combined-mode Kafka nodes (ids 1..size) in one static quorum, formatted with one cluster id."""
 
-    def __init__(self, work_dir: Path, size=3, extra_config=None):
+    def __init__(self, work_dir: Path, size=3, extra_config=None, log_dirs=1):
         ports = [(free_port(), free_port()) for _ in range(size)]
         voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
         cluster_id = kafka_cluster_id()
         self.nodes = [ApacheKafkaNode(work_dir / f"kafka-{i + 1}", extra_config, node_id=i + 1, port=p,
-                                      controller_port=c, voters=voters, cluster_id=cluster_id)
+                                      controller_port=c, voters=voters, cluster_id=cluster_id, log_dirs=log_dirs)
                       for i, (p, c) in enumerate(ports)]
 
     @property

@@ -8,7 +8,9 @@ fail over to a Kafka and a Mala node. Throughout, an idempotent acks=all produce
 consumer group reads and commits them: no record is lost or written twice, no delivery fails, and the clients
 see no error but transient ones (closed connections, a coordinator that moved). At each mixed step, topics,
 configs and transactions go through one kind of node and are checked through the other: a topic created and
-configured, two transactions committed and one aborted across its partitions, read back read_committed."""
+configured, two transactions committed and one aborted across its partitions, read back read_committed. Every
+node has two log dirs: the new topic's replicas are assigned to their dirs (AssignReplicasToDirs, KIP-858) by
+each kind of broker through the other kind's controller."""
 
 import re
 import threading
@@ -19,6 +21,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from apache_kafka import ApacheKafkaCluster
 from in_place import FEATURE_TOOL, THREE_NODES, MalaOnDir, admin, admin_call, contents, in_sync_everywhere
+from test_log_dir_assignment import assigned
 
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"  # kafka-metadata-quorum.sh
 TOPIC = "orders"
@@ -141,6 +144,17 @@ def admin_and_transactions_across(writer, reader, name):
     assert sorted(values) == sorted([f"commit-{i}" for i in range(30)] * 2), values[:10]
 
 
+def wait_assigned(kafka, topic):
+    """Waits until the metadata log names, for every replica of the topic, the log dir its files are in: the
+    brokers' AssignReplicasToDirs (KIP-858) went through whichever kind of controller is active."""
+    log_dirs = {n.node_id: n.log_dirs for n in kafka.nodes}
+    metadata_dir = kafka.nodes[0].dir / "data" / "__cluster_metadata-0"
+    deadline = time.monotonic() + 60
+    while not assigned(log_dirs, metadata_dir, topic):
+        assert time.monotonic() < deadline, f"{topic}: replicas not assigned to their log dirs"
+        time.sleep(2)
+
+
 def under_load(seconds, producer):
     start = producer.sent
     time.sleep(seconds)
@@ -148,7 +162,7 @@ def under_load(seconds, producer):
 
 
 def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
-    kafka = ApacheKafkaCluster(tmp_path, 3, extra_config=THREE_NODES).start()
+    kafka = ApacheKafkaCluster(tmp_path, 3, extra_config=THREE_NODES, log_dirs=2).start()
     bs = kafka.bootstrap
     malas = {}
     producer = reader = None
@@ -178,6 +192,7 @@ def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
                 # Through a Mala node while Kafka leads the quorum: Mala forwards to Kafka's controller.
                 admin_and_transactions_across(malas[node.node_id].bootstrap, kafka_node.bootstrap,
                                               f"to-mala-{len(malas)}")
+                wait_assigned(kafka, f"to-mala-{len(malas)}")
         for node in kafka.nodes:  # Mala -> Kafka, node 1 first
             mala = malas.pop(node.node_id)
             mala.kill() if node.node_id == 2 else mala.stop()
@@ -190,6 +205,7 @@ def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
                 mala = next(iter(malas.values()))
                 # Through the Kafka node (Mala leads the quorum after the first step back).
                 admin_and_transactions_across(node.bootstrap, mala.bootstrap, f"to-kafka-{len(malas)}")
+                wait_assigned(kafka, f"to-kafka-{len(malas)}")
         print("mixed cluster census:", mixed)
         # Both kinds led the Raft quorum with the other following, and both led partitions with the other in
         # the ISR (the steps make each all but certain: a Kafka leader when the first Mala joins, a Mala leader

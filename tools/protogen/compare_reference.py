@@ -123,6 +123,7 @@ API_MINIMUMS: dict[int, tuple[str, int, str]] = {
     70: ("ControllerRegistration", 0, "none"),
     71: ("GetTelemetrySubscriptions", 0, "none"),
     72: ("PushTelemetry", 0, "none"),
+    73: ("AssignReplicasToDirs", 0, "none"),
     74: ("ListConfigResources", 0, "none"),
     75: ("DescribeTopicPartitions", 0, "none"),
     80: ("AddRaftVoter", 0, "none"),

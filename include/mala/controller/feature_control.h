@@ -53,6 +53,9 @@ inline constexpr int16_t cordoned_log_dirs_metadata_version = 30;
 inline constexpr int16_t broker_registration_change_cordoned_version = 3;
 // MetadataVersion.IBP_3_7_IV0: from this level controllers register (ControllerRegistration, KIP-919).
 inline constexpr int16_t controller_registration_metadata_version = 15;
+// MetadataVersion.IBP_3_7_IV2: from this level brokers tell the controller which log dir holds each replica
+// (AssignReplicasToDirs, KIP-858).
+inline constexpr int16_t directory_assignment_metadata_version = 17;
 
 struct implemented_feature {
   std::string_view name;

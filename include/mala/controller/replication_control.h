@@ -20,6 +20,8 @@
 #include "mala/protocol/messages/alter_partition_reassignments_response.h"
 #include "mala/protocol/messages/alter_partition_request.h"
 #include "mala/protocol/messages/alter_partition_response.h"
+#include "mala/protocol/messages/assign_replicas_to_dirs_request.h"
+#include "mala/protocol/messages/assign_replicas_to_dirs_response.h"
 #include "mala/protocol/messages/create_partitions_request.h"
 #include "mala/protocol/messages/create_partitions_response.h"
 #include "mala/protocol/messages/create_topics_request.h"
@@ -57,6 +59,8 @@ class replication_control {
       const protocol::list_partition_reassignments_request& request) const;
 
   // Periodic work of the active controller.
+  protocol::assign_replicas_to_dirs_response assign_replicas_to_dirs(
+      const protocol::assign_replicas_to_dirs_request& request);
   void elect_unclean_leaders();
   void maybe_rebalance_leaders(int64_t now_ms);
 

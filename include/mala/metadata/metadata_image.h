@@ -209,9 +209,6 @@ class metadata_image {
   acl_set acls;
   // Delegation tokens by token id (DelegationTokenRecord / RemoveDelegationTokenRecord).
   std::map<std::string, delegation_token_entry> delegation_tokens;
-  // ZkMigrationStateRecord's state (Kafka's ZkMigrationState: 0 NONE, 1 MIGRATION, 2 PRE_MIGRATION,
-  // 3 POST_MIGRATION, 4 UNINITIALIZED); -1 when no record set it. A KRaft-born cluster has NONE or none.
-  int8_t zk_migration_state = -1;
   // Offset and leader epoch of the last metadata log record applied; -1 for images not built from the log.
   int64_t metadata_offset = -1;
   int32_t metadata_epoch = -1;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "image_writer.h"
 #include "mala/controller/cluster_control.h"
 
@@ -107,6 +109,84 @@ TEST_F(replication_control_test, alter_partition_shrinks_the_isr) {
             to_wire(error_code::invalid_update_version));
   request.broker_epoch = -5;
   EXPECT_EQ(_replication.alter_partition(request, 3).error_code, to_wire(error_code::stale_broker_epoch));
+}
+
+// KIP-858: a broker names the log dir of its replicas; the controller records it in Directories, and a dir the
+// broker did not register (offline) also takes the broker out of the ISR.
+TEST_F(replication_control_test, assign_replicas_to_dirs_records_the_directory) {
+  create("t", 2, 3);
+  const auto image = _writer.image();
+  const uuid topic_id = image->find_topic("t")->id;
+  const int32_t broker = partition("t", 0).replicas.at(1);  // a follower
+  const uuid dir = image->brokers.at(broker).log_dirs.at(0);
+  auto request_for = [&](const uuid& to_dir, std::vector<int32_t> partitions) {
+    protocol::assign_replicas_to_dirs_request request;
+    request.broker_id = broker;
+    request.broker_epoch = _epochs[broker];
+    auto& d = request.directories.emplace_back();
+    d.id = to_dir;
+    auto& t = d.topics.emplace_back();
+    t.topic_id = topic_id;
+    for (int32_t p : partitions) t.partitions.emplace_back().partition_index = p;
+    return request;
+  };
+  auto directory_of = [&](int32_t p) {
+    const auto& state = partition("t", p);
+    const auto at = std::find(state.replicas.begin(), state.replicas.end(), broker) - state.replicas.begin();
+    return state.directories.at(static_cast<size_t>(at));
+  };
+
+  // A broker registered with one dir has it recorded at creation (the controller's defaultDir): assigning it
+  // again writes nothing.
+  EXPECT_EQ(directory_of(0), dir);
+  const auto epoch_before = partition("t", 0).partition_epoch;
+  auto response = _replication.assign_replicas_to_dirs(request_for(dir, {0, 1, 7}));
+  EXPECT_EQ(response.error_code, 0);
+  const auto& answers = response.directories.at(0).topics.at(0).partitions;
+  ASSERT_EQ(answers.size(), 3u);
+  EXPECT_EQ(answers[0].error_code, 0);
+  EXPECT_EQ(answers[1].error_code, 0);
+  EXPECT_EQ(answers[2].error_code, to_wire(error_code::unknown_topic_or_partition));
+  EXPECT_EQ(partition("t", 0).partition_epoch, epoch_before);
+
+  // A dir the broker did not register (offline): recorded, and the broker leaves the ISR.
+  const uuid unknown_dir = uuid::random();
+  EXPECT_EQ(_replication.assign_replicas_to_dirs(request_for(unknown_dir, {0})).error_code, 0);
+  EXPECT_EQ(directory_of(0), unknown_dir);
+  EXPECT_GT(partition("t", 0).partition_epoch, epoch_before);
+  EXPECT_EQ(std::count(partition("t", 0).isr.begin(), partition("t", 0).isr.end(), broker), 0);
+  EXPECT_EQ(directory_of(1), dir);  // the other partition is untouched
+  EXPECT_EQ(partition("t", 1).isr.size(), 3u);
+  // Back in its registered dir: recorded again, the ISR left to the leader (AlterPartition expands it).
+  const auto epoch_moved = partition("t", 0).partition_epoch;
+  EXPECT_EQ(_replication.assign_replicas_to_dirs(request_for(dir, {0})).error_code, 0);
+  EXPECT_EQ(directory_of(0), dir);
+  EXPECT_EQ(partition("t", 0).partition_epoch, epoch_moved + 1);
+
+  auto unknown_topic = request_for(dir, {0});
+  unknown_topic.directories[0].topics[0].topic_id = uuid::random();
+  EXPECT_EQ(_replication.assign_replicas_to_dirs(unknown_topic).directories[0].topics[0].partitions[0].error_code,
+            to_wire(error_code::unknown_topic_id));
+  auto stale = request_for(dir, {0});
+  stale.broker_epoch = -5;
+  EXPECT_EQ(_replication.assign_replicas_to_dirs(stale).error_code, to_wire(error_code::stale_broker_epoch));
+}
+
+// A replica of another broker is not this broker's to assign.
+TEST_F(replication_control_test, assign_replicas_to_dirs_refuses_a_partition_the_broker_does_not_replicate) {
+  create("one", 1, 1);
+  const int32_t owner = partition("one", 0).replicas.at(0);
+  const int32_t other = owner == 1 ? 2 : 1;
+  protocol::assign_replicas_to_dirs_request request;
+  request.broker_id = other;
+  request.broker_epoch = _epochs[other];
+  auto& d = request.directories.emplace_back();
+  d.id = _writer.image()->brokers.at(other).log_dirs.at(0);
+  auto& t = d.topics.emplace_back();
+  t.topic_id = _writer.image()->find_topic("one")->id;
+  t.partitions.emplace_back().partition_index = 0;
+  EXPECT_EQ(_replication.assign_replicas_to_dirs(request).directories[0].topics[0].partitions[0].error_code,
+            to_wire(error_code::not_leader_or_follower));
 }
 
 TEST_F(replication_control_test, fencing_moves_leadership_within_the_isr) {
