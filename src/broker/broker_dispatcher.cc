@@ -95,6 +95,12 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
   }
 
   request_context ctx{header, connection, _services, request, {}, &order};
+  // The envelope's own ordering point covers the request inside it: that one gets a private one.
+  ctx.dispatch_inner = [this](net::connection_info& inner_connection,
+                              std::span<uint8_t> inner) -> asio::awaitable<net::dispatch_result> {
+    net::ordering_point inner_order;
+    co_return co_await dispatch(inner_connection, inner, inner_order);
+  };
   const auto started = std::chrono::steady_clock::now();
   handler_outcome outcome = co_await entry->handle(ctx, r, header.api_version);
   if (_services.metrics) {

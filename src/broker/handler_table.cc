@@ -13,8 +13,8 @@
 #include "handlers/allocate_producer_ids.h"
 #include "handlers/alter_configs.h"
 #include "handlers/alter_partition.h"
-#include "handlers/assign_replicas_to_dirs.h"
 #include "handlers/api_versions.h"
+#include "handlers/assign_replicas_to_dirs.h"
 #include "handlers/begin_quorum_epoch.h"
 #include "handlers/broker_heartbeat.h"
 #include "handlers/broker_registration.h"
@@ -40,6 +40,7 @@
 #include "handlers/elect_leaders.h"
 #include "handlers/end_quorum_epoch.h"
 #include "handlers/end_txn.h"
+#include "handlers/envelope.h"
 #include "handlers/fetch.h"
 #include "handlers/fetch_snapshot.h"
 #include "handlers/find_coordinator.h"
@@ -234,6 +235,7 @@ handler_table::handler_table() {
       entry<handlers::allocate_producer_ids_handler>("AllocateProducerIds"),
       entry<handlers::alter_partition_handler>("AlterPartition"),
       entry<handlers::assign_replicas_to_dirs_handler>("AssignReplicasToDirs"),
+      entry<handlers::envelope_handler>("Envelope"),
       entry<handlers::elect_leaders_handler>("ElectLeaders"),
       entry<handlers::alter_partition_reassignments_handler>("AlterPartitionReassignments"),
       entry<handlers::list_partition_reassignments_handler>("ListPartitionReassignments"),

@@ -98,11 +98,13 @@ def fully_replicated(bootstrap):
     in_sync_everywhere(bootstrap, "__consumer_offsets", 3)
 
 
-def census(kafka, bootstrap, mala_ids):
+def census(kafka, bootstrap, mala_ids, through):
     """Who leads in the cluster now: ("mala" or "kafka" for the Raft quorum's leader, and the set of
-    (partition leader's kind, in-sync follower's kind) pairs over the topic and __consumer_offsets)."""
+    (partition leader's kind, in-sync follower's kind) pairs over the topic and __consumer_offsets). The quorum
+    is described through node `through` alone, which forwards DescribeQuorum to the active controller (a Kafka
+    broker in an Envelope)."""
     kind = lambda node_id: "mala" if node_id in mala_ids else "kafka"  # noqa: E731
-    status = kafka.nodes[0].tool(QUORUM_TOOL, "--bootstrap-server", bootstrap, "describe", "--status")
+    status = kafka.nodes[0].tool(QUORUM_TOOL, "--bootstrap-server", through, "describe", "--status")
     assert status.returncode == 0, status.stdout + status.stderr
     raft_leader = int(re.search(r"LeaderId:\s+(\d+)", status.stdout).group(1))
     pairs = set()
@@ -187,7 +189,7 @@ def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
             fully_replicated(bs)
             under_load(5, producer)
             if len(malas) < 3:
-                mixed.append(census(kafka, bs, set(malas)))
+                mixed.append(census(kafka, bs, set(malas), malas[node.node_id].bootstrap))
                 kafka_node = next(n for n in kafka.nodes if n.node_id not in malas)
                 # Through a Mala node while Kafka leads the quorum: Mala forwards to Kafka's controller.
                 admin_and_transactions_across(malas[node.node_id].bootstrap, kafka_node.bootstrap,
@@ -201,7 +203,7 @@ def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
             fully_replicated(bs)
             under_load(5, producer)
             if malas:
-                mixed.append(census(kafka, bs, set(malas)))
+                mixed.append(census(kafka, bs, set(malas), node.bootstrap))
                 mala = next(iter(malas.values()))
                 # Through the Kafka node (Mala leads the quorum after the first step back).
                 admin_and_transactions_across(node.bootstrap, mala.bootstrap, f"to-kafka-{len(malas)}")

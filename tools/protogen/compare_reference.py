@@ -109,6 +109,7 @@ API_MINIMUMS: dict[int, tuple[str, int, str]] = {
     55: ("DescribeQuorum", 0, "none"),
     56: ("AlterPartition", 2, "none"),
     57: ("UpdateFeatures", 0, "none"),
+    58: ("Envelope", 0, "none"),
     59: ("FetchSnapshot", 0, "none"),
     60: ("DescribeCluster", 0, "none"),
     61: ("DescribeProducers", 0, "none"),

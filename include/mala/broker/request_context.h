@@ -170,6 +170,12 @@ struct request_context {
   net::ordering_point* ordering = nullptr;
   // Set by Fetch when a follower sent it: counted as FetchFollower in the request metrics, as Kafka does.
   bool replica_fetch = false;
+  // Runs a whole request (header and body) as if it came on `connection`, and returns its framed answer: how
+  // Envelope serves the request a broker forwarded for its client. Set by the broker dispatcher; null in unit
+  // tests of single handlers.
+  std::function<asio::awaitable<net::dispatch_result>(net::connection_info& connection,
+                                                      std::span<uint8_t> request)>
+      dispatch_inner = {};
 
   // Lets the connection start its next request: everything of this request whose order matters (appends,
   // reads) is done, what is left is waiting (acks=all replication, a Fetch's min_bytes). Called on the

@@ -1,0 +1,87 @@
+#include "handlers/envelope.h"
+
+#include <arpa/inet.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "handlers/authorization.h"
+#include "mala/common/logging.h"
+#include "mala/net/coroutine_frame_warning.h"
+#include "mala/protocol/wire.h"
+
+namespace mala::broker::handlers {
+
+std::optional<forwarded_principal> decode_forwarded_principal(std::span<const uint8_t> bytes) {
+  protocol::wire_reader r(bytes);
+  if (r.read_int16() != 0) return std::nullopt;  // DefaultPrincipalData's only version
+  forwarded_principal principal;
+  principal.type = r.read_string(true);
+  principal.name = r.read_string(true);
+  r.read_bool();  // TokenAuthenticated: Mala issues no delegation tokens
+  const uint32_t tags = r.read_tag_count();
+  for (uint32_t i = 0; i < tags && r.ok(); ++i) {
+    r.read_uvarint();
+    r.skip(r.read_uvarint());
+  }
+  if (!r.ok() || r.remaining() != 0 || principal.type.empty()) return std::nullopt;
+  return principal;
+}
+
+namespace {
+
+// ClientHostAddress: the client's IPv4 or IPv6 address, 4 or 16 bytes (InetAddress.getAddress).
+std::string host_of(const std::vector<uint8_t>& address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.size() == 4 && inet_ntop(AF_INET, address.data(), text, sizeof text)) return text;
+  if (address.size() == 16 && inet_ntop(AF_INET6, address.data(), text, sizeof text)) return text;
+  return {};
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<envelope_handler::response>> envelope_handler::handle_async(
+    request_context& ctx, request req, int16_t /*version*/) {
+  response resp;
+  resp.response_data = std::nullopt;
+  auto fail = [&](error_code code, std::string_view why) {
+    subsystem_logger("broker")->info("Envelope from {} ({}) refused with {}: {}", ctx.connection.peer,
+                                     ctx.connection.principal_name, to_wire(code), why);
+    resp.error_code = to_wire(code);
+    return resp;
+  };
+  if (!authorized_cluster(ctx, acl_operation::cluster_action))
+    co_return fail(error_code::cluster_authorization_failed, "no CLUSTER_ACTION on the cluster");
+  const auto principal =
+      req.request_principal ? decode_forwarded_principal(*req.request_principal) : std::nullopt;
+  if (!principal)
+    co_return fail(error_code::principal_deserialization_failure, "unreadable RequestPrincipal");
+  const std::string host = host_of(req.client_host_address);
+  if (host.empty()) co_return fail(error_code::invalid_request, "ClientHostAddress is not an IP address");
+  // The inner header: api key first. Nested envelopes are not forwarded requests (Kafka refuses them too).
+  protocol::wire_reader header(req.request_data);
+  const int16_t inner_api_key = header.read_int16();
+  if (!header.ok()) co_return fail(error_code::invalid_request, "RequestData holds no request header");
+  if (inner_api_key == api_key) co_return fail(error_code::invalid_request, "an Envelope inside an Envelope");
+  if (!ctx.dispatch_inner)
+    co_return fail(error_code::invalid_request, "no dispatcher for forwarded requests");
+
+  net::connection_info client = ctx.connection;
+  client.principal_type = principal->type;
+  client.principal_name = principal->name;
+  client.peer = host + ":0";
+  net::dispatch_result inner = co_await ctx.dispatch_inner(client, req.request_data);
+  if (inner.what != net::dispatch_result::action::respond) {
+    co_return fail(error_code::invalid_request,
+                   inner.what == net::dispatch_result::action::close ? inner.close_reason : "no response");
+  }
+  if (!inner.pieces.empty()) {
+    if (auto st = inner.materialize(); !st.ok()) co_return fail(error_code::unknown_server_error, st.message);
+  }
+  resp.error_code = 0;
+  resp.response_data = std::move(inner.response);
+  co_return resp;
+}
+
+}  // namespace mala::broker::handlers
