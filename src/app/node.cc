@@ -447,11 +447,10 @@ void node::open_broker() {
   assignment_options.broker_epoch = [this] { return _lifecycle->broker_epoch(); };
   assignment_options.image = [this] { return _loader->image(); };
   assignment_options.hosted = [this, log_dir_ids] {
+    // The log manager's dirs are log.dirs in order, as log_dir_ids.
     broker::hosted_log_dirs hosted;
-    const auto& dirs = _config.log_dirs();
-    for (auto& [tp, path] : _logs->log_dir_of_partitions()) {
-      const auto at = static_cast<size_t>(std::find(dirs.begin(), dirs.end(), path.string()) - dirs.begin());
-      if (at < log_dir_ids.size()) hosted.emplace(tp, log_dir_ids[at]);
+    for (auto& [tp, index] : _logs->log_dir_index_of_partitions()) {
+      if (index < log_dir_ids.size()) hosted.emplace(tp, log_dir_ids[index]);
     }
     return hosted;
   };

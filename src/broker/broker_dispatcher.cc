@@ -87,6 +87,27 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
                                                           header.correlation_id, connection.principal_name));
     }
   }
+  co_return co_await serve(connection, request, r, header, *entry, flexible, order);
+}
+
+asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch_forwarded(net::connection_info& connection,
+                                                                            std::span<uint8_t> request) {
+  protocol::wire_reader r(request);
+  protocol::request_header header;
+  const handler_entry* entry = nullptr;
+  bool flexible = false;
+  if (auto early = parse_header(connection, request, r, header, entry, flexible)) co_return std::move(*early);
+  net::ordering_point order;  // the envelope's own ordering point covers the request inside it
+  co_return co_await serve(connection, request, r, header, *entry, flexible, order);
+}
+
+asio::awaitable<net::dispatch_result> broker_dispatcher::serve(net::connection_info& connection,
+                                                               std::span<uint8_t> request,
+                                                               protocol::wire_reader& r,
+                                                               const protocol::request_header& header,
+                                                               const handler_entry& handler, bool flexible,
+                                                               net::ordering_point& order) {
+  const handler_entry* entry = &handler;
   // Kafka serves the KRaft and broker-lifecycle RPCs on controller listeners only; elsewhere the API does not
   // exist, and an unknown API closes the connection.
   if (entry->controller_only && !is_controller_listener(_services, connection.listener_name)) {
@@ -95,11 +116,8 @@ asio::awaitable<net::dispatch_result> broker_dispatcher::dispatch(net::connectio
   }
 
   request_context ctx{header, connection, _services, request, {}, &order};
-  // The envelope's own ordering point covers the request inside it: that one gets a private one.
-  ctx.dispatch_inner = [this](net::connection_info& inner_connection,
-                              std::span<uint8_t> inner) -> asio::awaitable<net::dispatch_result> {
-    net::ordering_point inner_order;
-    co_return co_await dispatch(inner_connection, inner, inner_order);
+  ctx.dispatch_inner = [this](net::connection_info& inner_connection, std::span<uint8_t> inner) {
+    return dispatch_forwarded(inner_connection, inner);
   };
   const auto started = std::chrono::steady_clock::now();
   handler_outcome outcome = co_await entry->handle(ctx, r, header.api_version);

@@ -12,6 +12,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "handlers/assign_replicas_to_dirs.h"
+#include "mala/common/exponential_backoff.h"
 #include "mala/common/logging.h"
 #include "mala/controller/feature_control.h"
 #include "mala/controller/quorum_controller.h"
@@ -41,12 +42,14 @@ std::optional<protocol::assign_replicas_to_dirs_request> directory_assignment_re
   for (const auto& [tp, dir] : hosted) {
     if (count == max_assignments_per_request) break;
     const metadata::topic_metadata* topic = image.find_topic(tp.topic);
-    if (!topic || tp.partition < 0 || tp.partition >= static_cast<int32_t>(topic->partitions.size())) continue;
+    if (!topic || tp.partition < 0 || tp.partition >= static_cast<int32_t>(topic->partitions.size()))
+      continue;
     const metadata::partition_state& p = topic->partitions[static_cast<size_t>(tp.partition)];
     auto replica = std::find(p.replicas.begin(), p.replicas.end(), broker_id);
     if (replica == p.replicas.end()) continue;  // being removed from this broker
     const auto index = static_cast<size_t>(replica - p.replicas.begin());
-    const uuid recorded = index < p.directories.size() ? p.directories[index] : metadata::directory_unassigned;
+    const uuid recorded =
+        index < p.directories.size() ? p.directories[index] : metadata::directory_unassigned;
     if (recorded == dir) continue;
     dir_topics& in_dir = changed[dir.to_string()];
     in_dir.dir = dir;
@@ -92,44 +95,60 @@ void directory_assignments::stop() {
   _timer.cancel();
 }
 
-asio::awaitable<void> directory_assignments::send_once() {
+asio::awaitable<bool> directory_assignments::send_once() {
   using handler = handlers::assign_replicas_to_dirs_handler;
   const int64_t epoch = _options.broker_epoch ? _options.broker_epoch() : -1;
   const auto image = _options.image ? _options.image() : nullptr;
-  if (epoch < 0 || !image || !_options.hosted) co_return;
+  if (epoch < 0 || !image || !_options.hosted) co_return true;
   auto request = directory_assignment_request(*image, _options.broker_id, epoch, _options.hosted());
-  if (!request) co_return;
+  if (!request) co_return true;
   const handler::request& req = *request;
   auto answer = co_await _channel.call<handler::response>(
       req, 0, true, [&req](controller::quorum_controller& c) { return c.assign_replicas_to_dirs(req); });
   auto log = subsystem_logger("broker");
   if (!answer.ok()) {
     log->debug("directory assignments not sent yet (no controller answer)");
-    co_return;
+    co_return false;
   }
   if (answer.response->error_code != 0) {
-    log->info("directory assignments refused with error {}; trying again", answer.response->error_code);
-    co_return;
+    log->debug("directory assignments refused with error {}; trying again", answer.response->error_code);
+    co_return false;
   }
   size_t assigned = 0;
+  size_t refused = 0;
+  int16_t first_error = 0;
   for (const auto& d : answer.response->directories)
     for (const auto& t : d.topics)
       for (const auto& p : t.partitions) {
         if (p.error_code == 0) {
           ++assigned;
-        } else {
-          log->info("directory assignment of a partition of topic {} (partition {}) refused with error {}",
-                    t.topic_id.to_string(), p.partition_index, p.error_code);
+        } else if (refused++ == 0) {
+          first_error = p.error_code;
         }
       }
-  log->info("{} replica(s) assigned to their log dirs (AssignReplicasToDirs)", assigned);
+  if (assigned > 0) log->info("{} replica(s) assigned to their log dirs (AssignReplicasToDirs)", assigned);
+  if (refused > 0) {
+    log->debug("{} directory assignment(s) refused (the first with error {}); trying again", refused,
+               first_error);
+    co_return false;
+  }
+  co_return true;
 }
 
 asio::awaitable<void> directory_assignments::run(directory_assignments* self, std::shared_ptr<state> st) {
+  // A refusal that lasts (a controller whose metadata lags, a partition being deleted) is asked again less
+  // and less often, up to every 10 s, as Kafka's AssignmentsManager backs off.
+  exponential_backoff backoff(self->_options.interval_ms, 10'000);
   while (!st->stopped) {
-    co_await self->send_once();
+    const bool done = co_await self->send_once();
     if (st->stopped) co_return;
-    self->_timer.expires_after(std::chrono::milliseconds(self->_options.interval_ms));
+    int64_t wait_ms = self->_options.interval_ms;
+    if (done) {
+      backoff.reset();
+    } else {
+      wait_ms = backoff.after_failure();
+    }
+    self->_timer.expires_after(std::chrono::milliseconds(wait_ms));
     std::error_code ec;
     co_await self->_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }

@@ -411,11 +411,19 @@ protocol::assign_replicas_to_dirs_response replication_control::assign_replicas_
     response.error_code = to_wire(error_code::stale_broker_epoch);
     return response;
   }
+  // DirectoryId.isOnline: UNASSIGNED and MIGRATING count as online, LOST as offline, and so does every dir of
+  // a broker registered without dirs (before metadata.version 3.7-IV2, KAFKA-16162); otherwise a registered
+  // dir.
   const std::vector<uuid>& online_dirs = broker->second.log_dirs;
+  auto is_online = [&online_dirs](const uuid& dir) {
+    if (dir == metadata::directory_unassigned || dir == metadata::directory_migrating) return true;
+    if (dir == metadata::directory_lost) return false;
+    return online_dirs.empty() || std::find(online_dirs.begin(), online_dirs.end(), dir) != online_dirs.end();
+  };
   record_list records;
   std::set<std::pair<std::string, int32_t>> in_offline_dirs;
   for (const auto& dir : request.directories) {
-    const bool offline = std::find(online_dirs.begin(), online_dirs.end(), dir.id) == online_dirs.end();
+    const bool offline = !is_online(dir.id);
     auto& out_dir = response.directories.emplace_back();
     out_dir.id = dir.id;
     for (const auto& topic_data : dir.topics) {
@@ -429,7 +437,8 @@ protocol::assign_replicas_to_dirs_response replication_control::assign_replicas_
           out.error_code = to_wire(error_code::unknown_topic_id);
           continue;
         }
-        if (part.partition_index < 0 || part.partition_index >= static_cast<int32_t>(topic->partitions.size())) {
+        if (part.partition_index < 0 ||
+            part.partition_index >= static_cast<int32_t>(topic->partitions.size())) {
           out.error_code = to_wire(error_code::unknown_topic_or_partition);
           continue;
         }

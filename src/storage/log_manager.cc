@@ -634,11 +634,11 @@ std::vector<topic_partition> log_manager::partitions() const {
   return out;
 }
 
-std::map<topic_partition, std::filesystem::path> log_manager::log_dir_of_partitions() const {
+std::map<topic_partition, size_t> log_manager::log_dir_index_of_partitions() const {
   std::lock_guard guard(_impl->mutex);
-  std::map<topic_partition, std::filesystem::path> out;
+  std::map<topic_partition, size_t> out;
   for (const auto& [tp, entry] : _impl->logs) {
-    if (_impl->dirs[entry.dir].online) out.emplace(tp, _impl->dirs[entry.dir].path);
+    if (_impl->dirs[entry.dir].online) out.emplace(tp, entry.dir);
   }
   return out;
 }

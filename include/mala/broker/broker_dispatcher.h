@@ -32,6 +32,17 @@ class broker_dispatcher final : public net::request_dispatcher {
                                                    std::span<const uint8_t> request, protocol::wire_reader& r,
                                                    protocol::request_header& header,
                                                    const handler_entry*& entry, bool& flexible) const;
+  // A parsed request, authenticated (the connection's SASL exchange is done): the handler run and its answer
+  // framed.
+  asio::awaitable<net::dispatch_result> serve(net::connection_info& connection, std::span<uint8_t> request,
+                                              protocol::wire_reader& r,
+                                              const protocol::request_header& header,
+                                              const handler_entry& entry, bool flexible,
+                                              net::ordering_point& order);
+  // A request another broker forwarded in an Envelope (request_context::dispatch_inner): `connection` carries
+  // the client's principal; the forwarding broker's connection authenticated already, so no SASL step.
+  asio::awaitable<net::dispatch_result> dispatch_forwarded(net::connection_info& connection,
+                                                           std::span<uint8_t> request);
   net::dispatch_result frame_response(const handler_entry& entry, const protocol::request_header& header,
                                       bool flexible, handler_outcome outcome) const;
   // SASL listeners (sasl_authenticator.h): the connection's authenticator, made on its first request; null on

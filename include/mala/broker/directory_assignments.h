@@ -3,8 +3,8 @@
 // metadata holds for them go to the active controller in one AssignReplicasToDirs (at most
 // `max_assignments_per_request`), through the controller channel, once the broker is registered and
 // metadata.version is 3.7-IV2 or later. Nothing is queued: each round compares the metadata with the logs
-// again, so a refused or lost request is simply made again at the next round, and an assignment the
-// controller recorded is not sent twice.
+// again, so a refused or lost request is simply made again (after a growing backoff, up to 10 s), and an
+// assignment the controller recorded is not sent twice.
 //
 // Threads: the home shard only (shard 0), like the controller channel.
 #pragma once
@@ -44,11 +44,13 @@ inline constexpr size_t max_assignments_per_request = 2250;
 // The request for the hosted replicas whose dir differs from the image's Directories entry for this broker
 // (nullopt: none differs, or the metadata.version has no directory assignment).
 std::optional<protocol::assign_replicas_to_dirs_request> directory_assignment_request(
-    const metadata::metadata_image& image, int32_t broker_id, int64_t broker_epoch, const hosted_log_dirs& hosted);
+    const metadata::metadata_image& image, int32_t broker_id, int64_t broker_epoch,
+    const hosted_log_dirs& hosted);
 
 class directory_assignments {
  public:
-  directory_assignments(asio::io_context& io, controller_channel& channel, directory_assignments_options options);
+  directory_assignments(asio::io_context& io, controller_channel& channel,
+                        directory_assignments_options options);
   ~directory_assignments();
   void start();
   void stop();
@@ -58,7 +60,8 @@ class directory_assignments {
     bool stopped = false;
   };
   static asio::awaitable<void> run(directory_assignments* self, std::shared_ptr<state> st);
-  asio::awaitable<void> send_once();
+  // Whether nothing is left to send (sent and accepted, or nothing differs).
+  asio::awaitable<bool> send_once();
 
   asio::io_context& _io;
   controller_channel& _channel;

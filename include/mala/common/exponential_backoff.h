@@ -1,6 +1,6 @@
-// A doubling retry delay, as Kafka's clients and managers retry a failed call without jitter: `initial_ms` after
-// the first failure, twice the previous delay after each further one, never more than `max_ms`, and back to
-// `initial_ms` once a call succeeds.
+// A doubling retry delay, as Kafka's clients and managers retry a failed call without jitter: `initial_ms`
+// (at least 1 ms) after the first failure, twice the previous delay after each further one, never more than
+// `max_ms`, and back to `initial_ms` once a call succeeds.
 //
 // Threads: a plain value; its owner's thread only.
 #pragma once
@@ -13,12 +13,14 @@ namespace mala {
 class exponential_backoff {
  public:
   exponential_backoff(int64_t initial_ms, int64_t max_ms)
-      : _initial_ms(initial_ms), _max_ms(std::max(initial_ms, max_ms)), _next_ms(initial_ms) {}
+      : _initial_ms(std::max<int64_t>(initial_ms, 1)),
+        _max_ms(std::max(_initial_ms, max_ms)),
+        _next_ms(_initial_ms) {}
 
   // The delay before retrying after a failure; the next failure waits twice as long (up to the maximum).
   int64_t after_failure() {
     const int64_t wait = _next_ms;
-    _next_ms = std::min(_next_ms * 2, _max_ms);
+    _next_ms = _next_ms > _max_ms / 2 ? _max_ms : _next_ms * 2;
     return wait;
   }
 

@@ -61,8 +61,9 @@ class log_manager {
 
   partition_log* get(const topic_partition& tp) const;
   std::vector<topic_partition> partitions() const;
-  // The log dir (as configured) holding each partition, for the partitions of online dirs. Any thread.
-  std::map<topic_partition, std::filesystem::path> log_dir_of_partitions() const;
+  // The log dir holding each partition, as its index in log_manager_options::dirs, for the partitions of
+  // online dirs. Any thread.
+  std::map<topic_partition, size_t> log_dir_index_of_partitions() const;
   // Creates the partition's log in the online dir holding the fewest partitions (or returns the existing
   // one).
   result<partition_log*> create(const topic_partition& tp, const uuid& topic_id, const log_config& config);

@@ -31,6 +31,37 @@ std::optional<forwarded_principal> decode_forwarded_principal(std::span<const ui
 
 namespace {
 
+// ApiKeys' forwardable APIs (Kafka 4.x): the admin requests a broker forwards to the controller. Anything
+// else inside an Envelope is refused, as EnvelopeUtils refuses it.
+bool forwardable(int16_t api_key) {
+  switch (api_key) {
+    case 19:  // CreateTopics
+    case 20:  // DeleteTopics
+    case 30:  // CreateAcls
+    case 31:  // DeleteAcls
+    case 33:  // AlterConfigs
+    case 37:  // CreatePartitions
+    case 38:  // CreateDelegationToken
+    case 39:  // RenewDelegationToken
+    case 40:  // ExpireDelegationToken
+    case 43:  // ElectLeaders
+    case 44:  // IncrementalAlterConfigs
+    case 45:  // AlterPartitionReassignments
+    case 46:  // ListPartitionReassignments
+    case 49:  // AlterClientQuotas
+    case 51:  // AlterUserScramCredentials
+    case 55:  // DescribeQuorum
+    case 57:  // UpdateFeatures
+    case 64:  // UnregisterBroker
+    case 67:  // AllocateProducerIds
+    case 80:  // AddRaftVoter
+    case 81:  // RemoveRaftVoter
+      return true;
+    default:
+      return false;
+  }
+}
+
 // ClientHostAddress: the client's IPv4 or IPv6 address, 4 or 16 bytes (InetAddress.getAddress).
 std::string host_of(const std::vector<uint8_t>& address) {
   char text[INET6_ADDRSTRLEN] = {};
@@ -59,11 +90,14 @@ asio::awaitable<std::optional<envelope_handler::response>> envelope_handler::han
     co_return fail(error_code::principal_deserialization_failure, "unreadable RequestPrincipal");
   const std::string host = host_of(req.client_host_address);
   if (host.empty()) co_return fail(error_code::invalid_request, "ClientHostAddress is not an IP address");
-  // The inner header: api key first. Nested envelopes are not forwarded requests (Kafka refuses them too).
+  // The inner header: api key first. Only the admin APIs a broker forwards (never an Envelope again).
   protocol::wire_reader header(req.request_data);
   const int16_t inner_api_key = header.read_int16();
   if (!header.ok()) co_return fail(error_code::invalid_request, "RequestData holds no request header");
-  if (inner_api_key == api_key) co_return fail(error_code::invalid_request, "an Envelope inside an Envelope");
+  if (!forwardable(inner_api_key)) {
+    co_return fail(error_code::invalid_request,
+                   "API " + std::to_string(inner_api_key) + " is not one a broker forwards");
+  }
   if (!ctx.dispatch_inner)
     co_return fail(error_code::invalid_request, "no dispatcher for forwarded requests");
 
@@ -71,9 +105,12 @@ asio::awaitable<std::optional<envelope_handler::response>> envelope_handler::han
   client.principal_type = principal->type;
   client.principal_name = principal->name;
   client.peer = host + ":0";
+  client.authentication.reset();  // the forwarding broker's SASL state is not the client's
   net::dispatch_result inner = co_await ctx.dispatch_inner(client, req.request_data);
   if (inner.what != net::dispatch_result::action::respond) {
-    co_return fail(error_code::invalid_request,
+    // A version or body Mala cannot read: Kafka answers UNSUPPORTED_VERSION, and the forwarding broker
+    // closes its client's connection so that it negotiates versions again.
+    co_return fail(error_code::unsupported_version,
                    inner.what == net::dispatch_result::action::close ? inner.close_reason : "no response");
   }
   if (!inner.pieces.empty()) {

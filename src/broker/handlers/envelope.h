@@ -3,10 +3,11 @@
 // DefaultPrincipalData v0) and address. Served on controller listeners, as Kafka's
 // ControllerApis.handleEnvelopeRequest: CLUSTER_ACTION on the cluster for the forwarding broker
 // (CLUSTER_AUTHORIZATION_FAILED), PRINCIPAL_DESERIALIZATION_FAILURE for a principal that cannot be read,
-// INVALID_REQUEST for an inner request that cannot be parsed or is itself an Envelope; otherwise the inner
-// request runs as if its client had sent it on this listener (authorized as that principal) and its answer,
-// header included, is the envelope's ResponseData. In a cluster of Kafka and Mala nodes this is how a Kafka
-// broker's CreateTopics, configs, ACLs or DescribeQuorum reach a Mala controller.
+// INVALID_REQUEST for an inner API that is not one a broker forwards (Kafka's forwardable admin APIs, never
+// an Envelope), UNSUPPORTED_VERSION for an inner request Mala cannot read; otherwise the inner request runs
+// as if its client had sent it on this listener (authorized as that principal) and its answer, header
+// included, is the envelope's ResponseData. In a cluster of Kafka and Mala nodes this is how a Kafka broker's
+// CreateTopics, configs, ACLs or DescribeQuorum reach a Mala controller.
 #pragma once
 
 #include <optional>

@@ -111,8 +111,8 @@ TEST_F(replication_control_test, alter_partition_shrinks_the_isr) {
   EXPECT_EQ(_replication.alter_partition(request, 3).error_code, to_wire(error_code::stale_broker_epoch));
 }
 
-// KIP-858: a broker names the log dir of its replicas; the controller records it in Directories, and a dir the
-// broker did not register (offline) also takes the broker out of the ISR.
+// KIP-858: a broker names the log dir of its replicas; the controller records it in Directories, and a dir
+// the broker did not register (offline) also takes the broker out of the ISR.
 TEST_F(replication_control_test, assign_replicas_to_dirs_records_the_directory) {
   create("t", 2, 3);
   const auto image = _writer.image();
@@ -157,6 +157,11 @@ TEST_F(replication_control_test, assign_replicas_to_dirs_records_the_directory) 
   EXPECT_EQ(std::count(partition("t", 0).isr.begin(), partition("t", 0).isr.end(), broker), 0);
   EXPECT_EQ(directory_of(1), dir);  // the other partition is untouched
   EXPECT_EQ(partition("t", 1).isr.size(), 3u);
+  // UNASSIGNED counts as online (DirectoryId.isOnline): recorded, the ISR kept.
+  EXPECT_EQ(_replication.assign_replicas_to_dirs(request_for(metadata::directory_unassigned, {1})).error_code,
+            0);
+  EXPECT_EQ(directory_of(1), metadata::directory_unassigned);
+  EXPECT_EQ(partition("t", 1).isr.size(), 3u);
   // Back in its registered dir: recorded again, the ISR left to the leader (AlterPartition expands it).
   const auto epoch_moved = partition("t", 0).partition_epoch;
   EXPECT_EQ(_replication.assign_replicas_to_dirs(request_for(dir, {0})).error_code, 0);
@@ -165,8 +170,9 @@ TEST_F(replication_control_test, assign_replicas_to_dirs_records_the_directory) 
 
   auto unknown_topic = request_for(dir, {0});
   unknown_topic.directories[0].topics[0].topic_id = uuid::random();
-  EXPECT_EQ(_replication.assign_replicas_to_dirs(unknown_topic).directories[0].topics[0].partitions[0].error_code,
-            to_wire(error_code::unknown_topic_id));
+  EXPECT_EQ(
+      _replication.assign_replicas_to_dirs(unknown_topic).directories[0].topics[0].partitions[0].error_code,
+      to_wire(error_code::unknown_topic_id));
   auto stale = request_for(dir, {0});
   stale.broker_epoch = -5;
   EXPECT_EQ(_replication.assign_replicas_to_dirs(stale).error_code, to_wire(error_code::stale_broker_epoch));
