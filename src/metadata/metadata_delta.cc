@@ -498,8 +498,8 @@ status metadata_delta::apply_record(const protocol::remove_delegation_token_reco
   return status::success();
 }
 
-// A ZooKeeper migration's state (a log from Kafka 3.x may hold one) means nothing without ZooKeeper: Kafka 4.x's
-// MetadataDelta replays ZkMigrationStateRecord as a no-op, and so does Mala.
+// A ZooKeeper migration's state (a log from Kafka 3.x may hold one) means nothing without ZooKeeper:
+// Kafka 4.x's MetadataDelta replays ZkMigrationStateRecord as a no-op, and so does Mala.
 status metadata_delta::apply_record(const protocol::zk_migration_state_record&) {
   return status::success();
 }

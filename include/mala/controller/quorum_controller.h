@@ -37,10 +37,10 @@
 #include "mala/protocol/messages/alter_partition_reassignments_response.h"
 #include "mala/protocol/messages/alter_partition_request.h"
 #include "mala/protocol/messages/alter_partition_response.h"
-#include "mala/protocol/messages/assign_replicas_to_dirs_request.h"
-#include "mala/protocol/messages/assign_replicas_to_dirs_response.h"
 #include "mala/protocol/messages/alter_user_scram_credentials_request.h"
 #include "mala/protocol/messages/alter_user_scram_credentials_response.h"
+#include "mala/protocol/messages/assign_replicas_to_dirs_request.h"
+#include "mala/protocol/messages/assign_replicas_to_dirs_response.h"
 #include "mala/protocol/messages/broker_heartbeat_request.h"
 #include "mala/protocol/messages/broker_heartbeat_response.h"
 #include "mala/protocol/messages/controller_registration_request.h"
@@ -167,8 +167,8 @@ class quorum_controller {
   protocol::alter_partition_response alter_partition(const protocol::alter_partition_request& request,
                                                      int16_t version);
 
-  // AssignReplicasToDirs (KIP-858, ReplicationControlManager.handleAssignReplicasToDirs): a broker tells which
-  // of its log dirs holds each of its replicas. UNSUPPORTED_VERSION below metadata.version 3.7-IV2,
+  // AssignReplicasToDirs (KIP-858, ReplicationControlManager.handleAssignReplicasToDirs): a broker tells
+  // which of its log dirs holds each of its replicas. UNSUPPORTED_VERSION below metadata.version 3.7-IV2,
   // STALE_BROKER_EPOCH for a broker epoch that is not the registered one; per partition UNKNOWN_TOPIC_ID,
   // UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (not one of its replicas). Each replica whose dir
   // changes gets a PartitionChangeRecord with the new Directories; a dir that is not one of the broker's

@@ -1,7 +1,7 @@
-// AssignReplicasToDirs (key 73, v0, KIP-858): a broker with several log dirs tells the active controller which
-// dir holds each of its replicas, and the controller records it in the partitions' Directories. Served on the
-// CONTROLLER listener (CLUSTER_ACTION; brokers send it there, through the controller channel); a node that is
-// not the active controller answers NOT_CONTROLLER.
+// AssignReplicasToDirs (key 73, v0, KIP-858): a broker with several log dirs tells the active controller
+// which dir holds each of its replicas, and the controller records it in the partitions' Directories. Served
+// on the CONTROLLER listener (CLUSTER_ACTION; brokers send it there, through the controller channel); a node
+// that is not the active controller answers NOT_CONTROLLER.
 #pragma once
 
 #include <optional>

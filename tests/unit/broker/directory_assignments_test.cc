@@ -1,6 +1,7 @@
-// directory_assignment_request: the hosted replicas whose log dir differs from the metadata's Directories entry
-// for this broker, grouped by dir and topic; nothing below metadata.version 3.7-IV2, nothing for a partition
-// this broker does not replicate or a topic the metadata does not know, at most 2250 assignments at a time.
+// directory_assignment_request: the hosted replicas whose log dir differs from the metadata's Directories
+// entry for this broker, grouped by dir and topic; nothing below metadata.version 3.7-IV2, nothing for a
+// partition this broker does not replicate or a topic the metadata does not know, at most 2250 assignments at
+// a time.
 #include "mala/broker/directory_assignments.h"
 
 #include <gtest/gtest.h>
@@ -39,8 +40,8 @@ TEST(directory_assignments, only_replicas_whose_dir_differs_are_sent) {
   const uuid dir_a = uuid::random();
   const uuid dir_b = uuid::random();
   auto image = image_with(dir_a, 3);
-  hosted_log_dirs hosted{{{"orders", 0}, dir_a}, {{"orders", 1}, dir_b}, {{"orders", 2}, dir_b},
-                         {{"gone", 0}, dir_b}};
+  hosted_log_dirs hosted{
+      {{"orders", 0}, dir_a}, {{"orders", 1}, dir_b}, {{"orders", 2}, dir_b}, {{"gone", 0}, dir_b}};
   auto request = directory_assignment_request(image, self, 77, hosted);
   ASSERT_TRUE(request);
   EXPECT_EQ(request->broker_id, self);
