@@ -178,10 +178,22 @@ void node::open_replicas() {
     run_on_owner(tp, std::move(fn));
   });
   _logs->set_offline_listener(
-      [this](const std::filesystem::path&, const std::vector<storage::topic_partition>& partitions) {
+      [this](const std::filesystem::path& dir, const std::vector<storage::topic_partition>& partitions) {
         for (const auto& tp : partitions) {
           run_on_owner(tp, [this, tp] { _replicas[_placement.shard_of(tp)]->mark_offline({tp}); });
         }
+        // KIP-858: the controller hears of it in the next heartbeat, moves the dir's leaderships and takes
+        // its replicas out of the ISRs.
+        const auto& dirs = _config.log_dirs();
+        const auto at = static_cast<size_t>(
+            std::find_if(dirs.begin(), dirs.end(),
+                         [&dir](const std::string& d) { return std::filesystem::path(d) == dir; }) -
+            dirs.begin());
+        if (at >= dirs.size() || at >= _dirs.dirs.size()) return;
+        const uuid id = _dirs.dirs[at].directory_id;
+        asio::post(_shards->context(0), [this, id] {
+          if (_lifecycle) _lifecycle->report_offline_log_dir(id);
+        });
       });
   _publisher = std::make_unique<broker::metadata_publisher>(_config.node_id(), replicas_by_shard(),
                                                             _placement, _shards.get(), _metadata,
@@ -440,6 +452,10 @@ void node::open_broker() {
     }
     return ids;
   };
+  lifecycle_options.on_unreported_dir_failure = [this](const std::string& reason) {
+    _log->critical("shutting down: {} within log.dir.failure.timeout.ms", reason);
+    asio::co_spawn(_shards->context(0), stop(), asio::detached);
+  };
   _lifecycle = std::make_unique<broker::broker_lifecycle>(_shards->context(0), *_controller_link,
                                                           std::move(lifecycle_options));
   broker::directory_assignments_options assignment_options;
@@ -667,8 +683,9 @@ status node::start() {
 
 // The stop sequence, on shard 0.
 asio::awaitable<void> node::stop() {
-  // /health/ready says no from now on, so that a load balancer stops sending clients here.
-  _shards_stopping.store(true, std::memory_order_release);
+  // /health/ready says no from now on, so that a load balancer stops sending clients here. The sequence
+  // runs once (a signal may come while a failed log dir's deadline already stops the node).
+  if (_shards_stopping.exchange(true, std::memory_order_acq_rel)) co_return;
   _serving.store(false, std::memory_order_release);
   // 1. Controlled shutdown (KIP-631 WantShutDown): the controller moves this broker's leaderships away.
   if (_lifecycle) co_await _lifecycle->controlled_shutdown(controlled_shutdown_timeout_ms);

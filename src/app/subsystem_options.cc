@@ -170,6 +170,7 @@ broker::broker_lifecycle_options broker_lifecycle_options_from(const node_config
   // controller can tell a clean restart from an unclean one.
   reg.previous_broker_epoch = previous_broker_epoch;
   options.heartbeat_interval_ms = config.get_int("broker.heartbeat.interval.ms").value_or(2000);
+  options.log_dir_failure_timeout_ms = config.get_int("log.dir.failure.timeout.ms").value_or(30000);
   options.clock_ms = wall_clock_ms;
   return options;
 }

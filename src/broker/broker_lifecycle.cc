@@ -1,6 +1,8 @@
 #include "mala/broker/broker_lifecycle.h"
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -115,6 +117,7 @@ asio::awaitable<std::optional<bool>> broker_lifecycle::heartbeat_once(bool want_
   req.want_shut_down = want_shut_down;
   // BrokerLifecycleManager: the cordoned dirs only once the broker caught up (null before: not yet known).
   if (_state->caught_up && _options.cordoned_log_dirs) req.cordoned_log_dirs = _options.cordoned_log_dirs();
+  for (const auto& [dir, reported] : _state->offline_dirs) req.offline_log_dirs.push_back(dir);
   auto clock = _options.clock_ms;
   auto answer = co_await _channel.call<handler::response>(
       req, heartbeat_version, true,
@@ -129,6 +132,10 @@ asio::awaitable<std::optional<bool>> broker_lifecycle::heartbeat_once(bool want_
     co_return std::nullopt;
   }
   if (resp.error_code != 0) co_return std::nullopt;
+  for (auto& [dir, reported] : _state->offline_dirs) {
+    if (std::find(req.offline_log_dirs.begin(), req.offline_log_dirs.end(), dir) != req.offline_log_dirs.end())
+      reported = true;
+  }
   if (_state->fenced != resp.is_fenced) {
     subsystem_logger("broker")->info("broker {} is {}", req.broker_id,
                                      resp.is_fenced ? "fenced" : "unfenced");
@@ -144,6 +151,7 @@ asio::awaitable<std::optional<bool>> broker_lifecycle::heartbeat_once(bool want_
 
 asio::awaitable<void> broker_lifecycle::run(broker_lifecycle* self, std::shared_ptr<state> st) {
   while (!st->stopped) {
+    st->heartbeat_now = false;  // a dir failing from here on asks for the heartbeat after this one
     if (!st->shutting_down) {
       if (st->epoch < 0) {
         const bool registered = co_await self->register_once();
@@ -155,11 +163,37 @@ asio::awaitable<void> broker_lifecycle::run(broker_lifecycle* self, std::shared_
       }
     }
     if (st->stopped) co_return;
+    if (st->heartbeat_now) continue;
     const int32_t wait = st->epoch < 0 ? 500 : (st->fenced ? 250 : self->_options.heartbeat_interval_ms);
     self->_timer.expires_after(std::chrono::milliseconds(wait));
     std::error_code ec;
     co_await self->_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
+}
+
+void broker_lifecycle::report_offline_log_dir(const uuid& dir) {
+  auto& dirs = _state->offline_dirs;
+  if (std::any_of(dirs.begin(), dirs.end(), [&dir](const auto& d) { return d.first == dir; })) return;
+  dirs.emplace_back(dir, false);
+  subsystem_logger("broker")->warn("log dir {} failed: telling the controller in the next heartbeat",
+                                   dir.to_string());
+  // BrokerLifecycleManager: the next heartbeat goes now (after the one in flight, if any).
+  _state->heartbeat_now = true;
+  _timer.cancel();
+  // OfflineDirBrokerFailureEvent: a controller that never hears of the failure would keep this broker leading
+  // replicas it can no longer serve; the broker stops instead so that they move.
+  auto deadline = std::make_shared<asio::steady_timer>(_io);
+  deadline->expires_after(std::chrono::milliseconds(_options.log_dir_failure_timeout_ms));
+  deadline->async_wait([deadline, st = _state, dir, fail = _options.on_unreported_dir_failure](
+                           const std::error_code& ec) {
+    if (ec || st->stopped || !fail) return;
+    for (const auto& [d, reported] : st->offline_dirs) {
+      if (d == dir && !reported) {
+        fail("could not tell the controller that log dir " + dir.to_string() + " failed");
+        return;
+      }
+    }
+  });
 }
 
 asio::awaitable<void> broker_lifecycle::controlled_shutdown(int32_t timeout_ms) {

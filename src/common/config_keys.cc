@@ -65,6 +65,9 @@ std::vector<config_key> build_table() {
      .importance = high, .doc = "Maximum backoff before starting a new election (exponential backoff)."},
     {.name = "broker.heartbeat.interval.ms", .type = int32, .default_value = "2000", .importance = medium,
      .doc = "Milliseconds between broker heartbeats to the controller."},
+    {.name = "log.dir.failure.timeout.ms", .type = int64, .default_value = "30000", .min = 1, .importance = low,
+     .doc = "If the broker is unable to successfully communicate to the controller that some log directory has "
+            "failed for longer than this time, the broker will fail and shut down."},
     {.name = "broker.session.timeout.ms", .type = int32, .default_value = "9000", .importance = medium,
      .doc = "Milliseconds a broker lease lasts without a heartbeat before the broker is fenced."},
     {.name = "metadata.log.dir", .type = string, .importance = high,

@@ -234,6 +234,11 @@ protocol::broker_heartbeat_response cluster_control::broker_heartbeat(
       subsystem_logger("controller")->info("broker {} cordoned log dirs: {}", id, sent.size());
     }
   }
+  // KIP-858 (handleDirectoriesOffline): the dirs the broker reports failed, from metadata.version 3.7-IV2.
+  if (!request.offline_log_dirs.empty() &&
+      image.feature_level(std::string(metadata_version_feature)) >= directory_assignment_metadata_version) {
+    _replication.append_directories_offline(image, id, epoch, request.offline_log_dirs, records);
+  }
   if (auto st = _writer.write(records); !st.ok()) {
     // The heartbeat still counts for the session; the state stays as it was.
     _sessions.touch(id, now_ms, request.current_metadata_offset, broker->second.fenced);

@@ -61,7 +61,9 @@ partition_change_request change_request_for(const metadata_image& image, const c
   partition_change_request request;
   request.topic_id = topic_id;
   request.target_isr = p.isr;
-  request.acceptable_leader = [&image](int32_t r) { return is_active_broker(image, r); };
+  request.acceptable_leader = [&image, &p](int32_t r) {
+    return is_active_broker(image, r) && !image.replica_in_offline_dir(p, r);
+  };
   request.min_insync_replicas = effective_min_isr(rules, p);
   if (rules.unclean_leader_election) request.election = election_type::unclean;
   return request;
@@ -106,7 +108,8 @@ std::optional<protocol::partition_change_record> leader_and_isr_change(
   };
   std::erase_if(request.target_isr, removed);
   request.acceptable_leader = [&](int32_t r) {
-    return !removed(r) && (r == broker_to_add || is_active_broker(image, r));
+    return !removed(r) && (r == broker_to_add || is_active_broker(image, r)) &&
+           !image.replica_in_offline_dir(p, r);
   };
   if (broker_with_unclean_shutdown != metadata::no_leader) {
     request.unclean_shutdown_replicas.push_back(broker_with_unclean_shutdown);
@@ -215,6 +218,44 @@ void replication_control::append_unclean_shutdown_records(const metadata_image& 
         return p.replicas.size() > 1 && (contains(p.isr, id) || contains(p.eligible_leader_replicas, id));
       },
       records, id);
+}
+
+void replication_control::append_directories_offline(const metadata_image& image, int32_t id, int64_t epoch,
+                                                     const std::vector<uuid>& offline_dirs,
+                                                     record_list& records) const {
+  auto broker = image.brokers.find(id);
+  if (broker == image.brokers.end()) return;
+  const auto reported = [&offline_dirs](const uuid& dir) {
+    return std::find(offline_dirs.begin(), offline_dirs.end(), dir) != offline_dirs.end();
+  };
+  std::vector<uuid> newly_offline;
+  std::vector<uuid> still_online;
+  for (const auto& dir : broker->second.log_dirs) (reported(dir) ? newly_offline : still_online).push_back(dir);
+  if (newly_offline.empty()) return;
+  append_leader_and_isr_changes(
+      image, {id}, metadata::no_leader,
+      [&](const metadata::partition_state& p) {
+        const auto at = std::find(p.replicas.begin(), p.replicas.end(), id);
+        const auto index = static_cast<size_t>(at - p.replicas.begin());
+        return at != p.replicas.end() && index < p.directories.size() &&
+               std::find(newly_offline.begin(), newly_offline.end(), p.directories[index]) !=
+                   newly_offline.end();
+      },
+      records, metadata::no_leader);
+  // An empty LogDirs means "no change" to every reader: a broker whose dirs all failed keeps them listed and
+  // its replicas simply stay out of the ISRs (each later heartbeat finds nothing more to change).
+  if (!still_online.empty()) {
+    auto change = registration_change(id, epoch);
+    change.log_dirs = still_online;
+    records.push_back(versioned(std::move(change), broker_registration_change_log_dirs_version));
+    std::vector<std::string> offline_names;
+    std::vector<std::string> online_names;
+    for (const auto& dir : newly_offline) offline_names.push_back(dir.to_string());
+    for (const auto& dir : still_online) online_names.push_back(dir.to_string());
+    subsystem_logger("controller")
+        ->warn("Directories {} in broker {} marked offline, remaining directories: {}",
+               fmt::join(offline_names, ","), id, fmt::join(online_names, ","));
+  }
 }
 
 // handleBrokerUnregistered: generateLeaderAndIsrUpdates removing the broker over the partitions whose ISR
@@ -411,19 +452,10 @@ protocol::assign_replicas_to_dirs_response replication_control::assign_replicas_
     response.error_code = to_wire(error_code::stale_broker_epoch);
     return response;
   }
-  // DirectoryId.isOnline: UNASSIGNED and MIGRATING count as online, LOST as offline, and so does every dir of
-  // a broker registered without dirs (before metadata.version 3.7-IV2, KAFKA-16162); otherwise a registered
-  // dir.
-  const std::vector<uuid>& online_dirs = broker->second.log_dirs;
-  auto is_online = [&online_dirs](const uuid& dir) {
-    if (dir == metadata::directory_unassigned || dir == metadata::directory_migrating) return true;
-    if (dir == metadata::directory_lost) return false;
-    return online_dirs.empty() || std::find(online_dirs.begin(), online_dirs.end(), dir) != online_dirs.end();
-  };
   record_list records;
   std::set<std::pair<std::string, int32_t>> in_offline_dirs;
   for (const auto& dir : request.directories) {
-    const bool offline = !is_online(dir.id);
+    const bool offline = !broker->second.has_online_dir(dir.id);
     auto& out_dir = response.directories.emplace_back();
     out_dir.id = dir.id;
     for (const auto& topic_data : dir.topics) {

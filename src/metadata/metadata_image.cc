@@ -1,5 +1,9 @@
 #include "mala/metadata/metadata_image.h"
 
+#include <algorithm>
+
+#include "mala/metadata/metadata_delta.h"
+
 namespace mala::metadata {
 
 const broker_endpoint* broker_registration::endpoint_for(const std::string& listener_name) const {
@@ -27,6 +31,20 @@ const topic_metadata* metadata_image::find_topic(const uuid& id) const {
 bool metadata_image::broker_alive(int32_t id) const {
   auto it = brokers.find(id);
   return it != brokers.end() && !it->second.fenced;
+}
+
+bool broker_registration::has_online_dir(const uuid& dir) const {
+  if (dir == directory_unassigned || dir == directory_migrating) return true;
+  if (dir == directory_lost) return false;
+  return log_dirs.empty() || std::find(log_dirs.begin(), log_dirs.end(), dir) != log_dirs.end();
+}
+
+bool metadata_image::replica_in_offline_dir(const partition_state& p, int32_t id) const {
+  const auto at = std::find(p.replicas.begin(), p.replicas.end(), id);
+  const auto index = static_cast<size_t>(at - p.replicas.begin());
+  if (at == p.replicas.end() || index >= p.directories.size()) return false;
+  auto broker = brokers.find(id);
+  return broker != brokers.end() && !broker->second.has_online_dir(p.directories[index]);
 }
 
 const config_map* metadata_image::find_configs(config_resource_type type, const std::string& name) const {

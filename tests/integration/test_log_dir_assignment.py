@@ -4,15 +4,19 @@ LogManager places them), and each broker tells the active controller which dir h
 (AssignReplicasToDirs): the partitions' Directories in the metadata log, as Apache Kafka's own kafka-dump-log
 decodes them, name the dir id (meta.properties directory.id) of the dir each replica's files are in. A node
 restarted keeps them. (test_kafka_mala_rolling_migration.py runs Kafka and Mala nodes with two dirs each in one
-cluster: each kind's controller records the other's assignments.)"""
+cluster: each kind's controller records the other's assignments.) A dir that fails (a tmpfs that fills up) is
+reported in the node's heartbeats (OfflineLogDirs): the controller moves the leaderships of the replicas in it
+while the node keeps leading from its other dir, and no acknowledged record is lost."""
 
 import json
+import subprocess
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from real_clients import DUMP_LOG_TOOL, step_ok, tool_batch
-from test_replication_failover import _fast, create_replicated_topic
+from real_clients import DUMP_LOG_TOOL, LOG_DIRS_TOOL, rdkafka_consume, step_ok, tool_batch
+from test_replication_failover import KeyedLoad, _fast, create_replicated_topic, high_watermark
 
 TOPIC = "spread"
 PARTITIONS = 8
@@ -120,3 +124,88 @@ def test_each_replica_is_recorded_in_the_dir_holding_it(jbod_cluster):
     create_replicated_topic(c, TOPIC, PARTITIONS)  # waits for full ISRs again
     assert actual_dirs(mala_log_dirs(c), TOPIC) == actual
     wait_assigned(c, TOPIC)
+
+
+@pytest.fixture
+def jbod_cluster_with_a_tmpfs_dir(request, tmp_path):
+    """jbod_cluster, node 2's second dir a 48 MiB tmpfs (skips where mounting is not allowed)."""
+    mounted = []
+
+    def prepare(c):
+        two_log_dirs(c)
+        mount_point = c.node(2).log_dir / "disk-b"
+        mount_point.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount_point)],
+                                capture_output=True, text=True, timeout=30)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+        mounted.append(mount_point)
+
+    try:
+        yield from _fast(request, tmp_path, prepare=prepare)
+    finally:
+        for m in mounted:
+            subprocess.run(["umount", "-l", str(m)], capture_output=True, timeout=30)
+
+
+def test_a_failed_dir_moves_its_leaderships_while_the_node_keeps_serving_its_other_dir(
+        jbod_cluster_with_a_tmpfs_dir):
+    """KIP-858: node 2 leads every partition; half of them sit in its tmpfs dir. Under an idempotent acks=all
+    load the tmpfs fills up: node 2 takes that dir offline, tells the controller in its next heartbeat
+    (OfflineLogDirs), and the controller moves those partitions' leaderships to nodes 1 and 3 and takes node 2
+    out of their ISRs, leaving the dir out of node 2's registration. Node 2 stays unfenced and keeps leading the
+    partitions of its healthy dir; kafka-log-dirs shows the failed dir with KAFKA_STORAGE_ERROR; every
+    acknowledged record is read back exactly once."""
+    c = jbod_cluster_with_a_tmpfs_dir
+    topic = "failing-dir"
+    partitions = 8
+    create_replicated_topic(c, topic, partitions, assignment=[[2, 1, 3]] * partitions)
+    wait_assigned(c, topic)
+    tmpfs = c.node(2).log_dir / "disk-b"
+    tmpfs_id = dir_ids(c.node(2).config["log.dirs"])[str(tmpfs)]
+    actual = actual_dirs(mala_log_dirs(c), topic)
+    in_tmpfs = sorted(p for p in range(partitions) if actual[(p, 2)] == tmpfs_id)
+    healthy = sorted(set(range(partitions)) - set(in_tmpfs))
+    assert in_tmpfs and healthy, actual
+
+    load = KeyedLoad(c.bootstrap, topic)
+    load.start()
+    try:
+        c.wait_until(lambda: len(load.acked) > 300, timeout=30, what="acknowledgements before the dir fails")
+        # Fill the tmpfs: node 2's next write there fails with ENOSPC.
+        subprocess.run(["dd", "if=/dev/zero", f"of={tmpfs / 'filler'}", "bs=1M"], capture_output=True, timeout=60)
+
+        def moved():
+            t = c.rdkafka_metadata(1, topic=topic).topics[topic]
+            failed_moved = all(t.partitions[p].leader in (1, 3) and 2 not in t.partitions[p].isrs
+                               for p in in_tmpfs)
+            return failed_moved or None
+        c.wait_until(moved, timeout=40, interval=0.5, what="the failed dir's leaderships moved off node 2")
+        before = len(load.acked)
+        c.wait_until(lambda: len(load.acked) > before + 300, timeout=40, what="acknowledgements after the move")
+    finally:
+        remaining = load.stop()
+    assert remaining == 0 and not load.errors, f"{remaining} unacknowledged, errors {load.errors[:5]}"
+
+    t = c.rdkafka_metadata(1, topic=topic).topics[topic]
+    for p in healthy:  # node 2 still leads from its healthy dir, with a full ISR
+        assert t.partitions[p].leader == 2 and len(t.partitions[p].isrs) == 3, (p, t.partitions[p])
+    logs = c.logs(tail_lines=100000)
+    assert "marked offline, remaining directories" in logs
+    assert f"log dir {tmpfs_id}" in logs or "telling the controller" in logs
+    described = step_ok(tool_batch((LOG_DIRS_TOOL, "--bootstrap-server", c.bootstrap, "--describe",
+                                    "--broker-list", "2"))[0])
+    report = json.loads(next(line for line in described.splitlines() if line.startswith("{")))
+    by_dir = {d["logDir"]: d for b in report["brokers"] for d in b["logDirs"]}
+    assert by_dir[str(tmpfs)]["error"] == "org.apache.kafka.common.errors.KafkaStorageException", by_dir[str(tmpfs)]
+    assert by_dir[str(c.node(2).log_dir / "disk-a")]["error"] is None
+
+    ends = {p: high_watermark(c.bootstrap, topic, p) for p in range(partitions)}
+    consumed = rdkafka_consume(c.bootstrap, topic, {p: 0 for p in range(partitions)}, timeout=90)
+    assert all(sum(1 for x in consumed if x[0] == p) >= ends[p] for p in ends)
+    count = defaultdict(int)
+    for _, _, _, v in consumed:
+        count[v] += 1
+    missing = [a for a in load.acked if count[a[3]] == 0]
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:5]}"
+    assert not [v for v, n in count.items() if n > 1], "records read twice"

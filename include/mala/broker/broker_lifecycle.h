@@ -39,6 +39,10 @@ struct broker_lifecycle_options {
   // broker has caught up; nullopt while metadata.version is below 4.3-IV0 (nothing is sent). Unset: never
   // sent.
   std::function<std::optional<std::vector<uuid>>()> cordoned_log_dirs;
+  // KIP-858: how long a failed log dir may go unreported to the controller before the broker gives up and
+  // stops (log.dir.failure.timeout.ms), and what stopping means (set by the node; unset: nothing happens).
+  int64_t log_dir_failure_timeout_ms = 30000;
+  std::function<void(const std::string& reason)> on_unreported_dir_failure;
 };
 
 // Why a registration with `registration`'s feature ranges is refused for the finalized levels: for each
@@ -61,6 +65,11 @@ class broker_lifecycle {
   // metadata log (Kafka's initialCatchUpFuture: its broker listeners open then). Set before start().
   void set_on_caught_up(std::function<void()> callback) { _on_caught_up = std::move(callback); }
 
+  // KIP-858 (BrokerLifecycleManager.propagateDirectoryFailure), on shard 0: log dir `dir` failed. Every
+  // heartbeat from now on lists it in OfflineLogDirs, and the next one goes at once; when none carrying it
+  // is answered within log_dir_failure_timeout_ms, on_unreported_dir_failure runs.
+  void report_offline_log_dir(const uuid& dir);
+
   int64_t broker_epoch() const { return _state->epoch; }
   bool fenced() const { return _state->fenced; }
 
@@ -71,6 +80,9 @@ class broker_lifecycle {
     bool stopped = false;
     bool shutting_down = false;
     bool caught_up = false;
+    bool heartbeat_now = false;  // skip the wait before the next heartbeat
+    // The failed log dirs, each with whether a heartbeat carrying it was answered.
+    std::vector<std::pair<uuid, bool>> offline_dirs;
   };
   static asio::awaitable<void> run(broker_lifecycle* self, std::shared_ptr<state> st);
   asio::awaitable<bool> register_once();

@@ -50,6 +50,8 @@ inline constexpr int16_t minimum_metadata_version = 7;
 // MetadataVersion.IBP_4_3_IV0: from this level brokers send their cordoned log dirs (KIP-1066) and the
 // controller records them (BrokerRegistrationChangeRecord v3).
 inline constexpr int16_t cordoned_log_dirs_metadata_version = 30;
+// BrokerRegistrationChangeRecord v2 (KIP-858): LogDirs, the dirs a broker has online.
+inline constexpr int16_t broker_registration_change_log_dirs_version = 2;
 inline constexpr int16_t broker_registration_change_cordoned_version = 3;
 // MetadataVersion.IBP_3_7_IV0: from this level controllers register (ControllerRegistration, KIP-919).
 inline constexpr int16_t controller_registration_metadata_version = 15;

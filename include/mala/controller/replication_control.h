@@ -87,6 +87,12 @@ class replication_control {
   // fencing) and the partitions whose ELR holds it are changed the same way, then UnregisterBrokerRecord.
   void append_unregister_records(const metadata::metadata_image& image, int32_t id, int64_t epoch,
                                  record_list& records) const;
+  // KIP-858 (handleDirectoriesOffline): of the dirs a broker reports offline in its heartbeat, those its
+  // registration still lists lose their replicas (the broker leaves their ISRs, their leaderships move), then
+  // a BrokerRegistrationChangeRecord lists the dirs left online. Nothing when every reported dir is known
+  // offline already.
+  void append_directories_offline(const metadata::metadata_image& image, int32_t id, int64_t epoch,
+                                  const std::vector<uuid>& offline_dirs, record_list& records) const;
   // KIP-966: a change of min.insync.replicas (of a topic, or a broker or cluster default) in `records`
   // empties the ELR and last known ELR of the partitions it may concern
   // (getPartitionElrUpdatesForConfigChanges): they were chosen against the old minimum.

@@ -58,6 +58,10 @@ struct broker_registration {
   std::map<std::string, supported_feature> supported_features;
 
   const broker_endpoint* endpoint_for(const std::string& listener_name) const;
+  // KIP-858 (BrokerRegistration.hasOnlineDir, DirectoryId.isOnline): UNASSIGNED and MIGRATING count as online,
+  // LOST as offline, and so does every dir of a broker registered without dirs (before metadata.version
+  // 3.7-IV2, KAFKA-16162); otherwise a dir is online when log_dirs lists it (a failed dir leaves the list).
+  bool has_online_dir(const uuid& dir) const;
   friend bool operator==(const broker_registration&, const broker_registration&) = default;
 };
 
@@ -216,6 +220,9 @@ class metadata_image {
   const topic_metadata* find_topic(const std::string& name) const;
   const topic_metadata* find_topic(const uuid& id) const;
   bool broker_alive(int32_t id) const;
+  // KIP-858: whether replica `id` of `p` sits in a dir its broker does not have online (KRaftMetadataCache's
+  // isReplicaInOfflineDir); false for a replica without a Directories entry or of a broker not registered.
+  bool replica_in_offline_dir(const partition_state& p, int32_t id) const;
   // The configs set for a resource, or nullptr when none are.
   const config_map* find_configs(config_resource_type type, const std::string& name) const;
   const scram_credential_entry* find_scram_credential(const std::string& user, int8_t mechanism) const;

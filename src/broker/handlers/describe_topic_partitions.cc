@@ -31,10 +31,12 @@ partition_t describe_partition(const request_context& ctx, const metadata::metad
                                const metadata::topic_metadata& topic, const metadata::partition_state& p) {
   const std::string& listener = ctx.connection.listener_name;
   // KRaftMetadataCache.isReplicaOffline: unregistered or fenced broker, no endpoint on this listener, or (for
-  // this node) a replica whose log dir is offline.
+  // this node) a replica whose log dir is offline, or one whose dir its broker reported failed (KIP-858).
   auto offline = [&](int32_t replica) {
     auto it = image.brokers.find(replica);
-    if (it == image.brokers.end() || it->second.fenced || !it->second.endpoint_for(listener)) return true;
+    if (it == image.brokers.end() || it->second.fenced || !it->second.endpoint_for(listener) ||
+        image.replica_in_offline_dir(p, replica))
+      return true;
     return replica == ctx.services.node_id && ctx.services.local_replica_offline &&
            ctx.services.local_replica_offline(topic.name, p.partition);
   };

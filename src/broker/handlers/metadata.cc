@@ -31,10 +31,10 @@ void add_topic(const request_context& ctx, const metadata::metadata_image& image
                const metadata::topic_metadata& topic, int16_t version, bool include_ops,
                metadata_handler::response& out) {
   const int32_t self = ctx.services.node_id;
-  auto offline = [&](int32_t replica, int32_t partition) {
-    if (!image.broker_alive(replica)) return true;
+  auto offline = [&](int32_t replica, const metadata::partition_state& p) {
+    if (!image.broker_alive(replica) || image.replica_in_offline_dir(p, replica)) return true;
     return replica == self && ctx.services.local_replica_offline &&
-           ctx.services.local_replica_offline(topic.name, partition);
+           ctx.services.local_replica_offline(topic.name, p.partition);
   };
   auto& t = out.topics.emplace_back();
   t.error_code = to_wire(error_code::none);
@@ -52,10 +52,10 @@ void add_topic(const request_context& ctx, const metadata::metadata_image& image
     part.replica_nodes = p.replicas;
     part.isr_nodes = p.isr;
     for (int32_t r : p.replicas)
-      if (offline(r, p.partition)) part.offline_replicas.push_back(r);
+      if (offline(r, p)) part.offline_replicas.push_back(r);
     // Kafka answers LEADER_NOT_AVAILABLE for a partition without a live leader (v0+), and still lists it; a
     // leader whose log is offline cannot serve.
-    const bool leader_ok = p.leader >= 0 && !offline(p.leader, p.partition);
+    const bool leader_ok = p.leader >= 0 && !offline(p.leader, p);
     if (!leader_ok) part.leader_id = -1;
     part.error_code = to_wire(leader_ok ? error_code::none : error_code::leader_not_available);
   }

@@ -195,6 +195,77 @@ TEST_F(replication_control_test, assign_replicas_to_dirs_refuses_a_partition_the
             to_wire(error_code::not_leader_or_follower));
 }
 
+// KIP-858 (handleDirectoriesOffline): a heartbeat reporting a failed dir takes the broker out of the ISRs of
+// the replicas recorded in that dir and moves their leaderships; the registration keeps the other dirs, and
+// replicas there are untouched. The broker may not lead from the failed dir again.
+TEST_F(replication_control_test, a_dir_reported_offline_in_a_heartbeat_moves_its_replicas_leaderships) {
+  // Broker 4 registers two dirs and takes the leadership of a topic placed on it.
+  auto registration = test_registration(4);
+  const uuid failing = uuid::random();
+  const uuid healthy = uuid::random();
+  registration.log_dirs = {failing, healthy};
+  auto epoch = _cluster.register_broker(registration, -1, 0);
+  ASSERT_TRUE(epoch.ok()) << epoch.error().message;
+  protocol::broker_heartbeat_request heartbeat;
+  heartbeat.broker_id = 4;
+  heartbeat.broker_epoch = *epoch;
+  heartbeat.current_metadata_offset = *epoch;
+  ASSERT_FALSE(_cluster.broker_heartbeat(heartbeat, 0).is_fenced);
+  protocol::create_topics_request request;
+  auto& t = request.topics.emplace_back();
+  t.name = "jbod";
+  t.num_partitions = -1;
+  t.replication_factor = -1;
+  for (int32_t p = 0; p < 2; ++p) {
+    auto& a = t.assignments.emplace_back();
+    a.partition_index = p;
+    a.broker_ids = {4, 1, 2};
+  }
+  ASSERT_EQ(_replication.create_topics(request).topics.at(0).error_code, 0);
+  // Partition 0 in the dir that fails, partition 1 in the other.
+  protocol::assign_replicas_to_dirs_request assign;
+  assign.broker_id = 4;
+  assign.broker_epoch = *epoch;
+  for (auto [dir, p] : {std::pair{failing, 0}, std::pair{healthy, 1}}) {
+    auto& d = assign.directories.emplace_back();
+    d.id = dir;
+    auto& at = d.topics.emplace_back();
+    at.topic_id = _writer.image()->find_topic("jbod")->id;
+    at.partitions.emplace_back().partition_index = p;
+  }
+  ASSERT_EQ(_replication.assign_replicas_to_dirs(assign).error_code, 0);
+  ASSERT_EQ(partition("jbod", 0).leader, 4);
+  ASSERT_EQ(partition("jbod", 1).leader, 4);
+
+  heartbeat.offline_log_dirs = {failing};
+  ASSERT_EQ(_cluster.broker_heartbeat(heartbeat, 0).error_code, 0);
+  const auto image = _writer.image();
+  EXPECT_EQ(image->brokers.at(4).log_dirs, std::vector<uuid>{healthy});
+  EXPECT_FALSE(image->brokers.at(4).fenced);
+  EXPECT_EQ(partition("jbod", 0).leader, 1);
+  EXPECT_EQ(partition("jbod", 0).isr, (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(image->replica_in_offline_dir(partition("jbod", 0), 4));
+  EXPECT_EQ(partition("jbod", 1).leader, 4);
+  EXPECT_EQ(partition("jbod", 1).isr.size(), 3u);
+  EXPECT_FALSE(image->replica_in_offline_dir(partition("jbod", 1), 4));
+
+  // Reported again: nothing more is written.
+  const int64_t end = _writer.next_offset();
+  ASSERT_EQ(_cluster.broker_heartbeat(heartbeat, 0).error_code, 0);
+  EXPECT_EQ(_writer.next_offset(), end);
+
+  // A preferred election does not hand the partition back to the replica in the failed dir, even were it in
+  // the ISR.
+  protocol::elect_leaders_request elect;
+  elect.election_type = 0;
+  elect.topic_partitions.emplace();
+  auto& et = elect.topic_partitions->emplace_back();
+  et.topic = "jbod";
+  et.partitions = {0};
+  _replication.elect_leaders(elect, 1);
+  EXPECT_EQ(partition("jbod", 0).leader, 1);
+}
+
 TEST_F(replication_control_test, fencing_moves_leadership_within_the_isr) {
   create("t", 1, 3);
   const auto before = partition("t", 0);
