@@ -674,6 +674,8 @@ status node::start() {
   if (_directory_assignments) _directory_assignments->start();
   for (auto& f : _fetchers) f->start();
   for (auto& m : _isr_changes) m->start();
+  for (size_t shard = 0; shard < _replicas.size(); ++shard)
+    asio::co_spawn(_shards->context(shard), copy_future_logs(shard), asio::detached);
   // 7. The shard threads.
   std::signal(SIGPIPE, SIG_IGN);
   _shards->start();
@@ -682,6 +684,19 @@ status node::start() {
 }
 
 // The stop sequence, on shard 0.
+asio::awaitable<void> node::copy_future_logs(size_t shard) {
+  // A slice per turn bounds how long the shard is busy copying; while moves remain it comes back at once.
+  constexpr int64_t slice_bytes = 4 << 20;
+  asio::steady_timer pause(_shards->context(shard));
+  while (!_shards_stopping.load(std::memory_order_acquire)) {
+    auto& replicas = *_replicas[shard];
+    const bool more = replicas.moving() && replicas.copy_to_future_logs(slice_bytes);
+    pause.expires_after(std::chrono::milliseconds(more ? 1 : 100));
+    std::error_code ec;
+    co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
 asio::awaitable<void> node::stop() {
   // /health/ready says no from now on, so that a load balancer stops sending clients here. The sequence
   // runs once (a signal may come while a failed log dir's deadline already stops the node).

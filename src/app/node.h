@@ -110,6 +110,9 @@ class node {
 
   status start();
   asio::awaitable<void> stop();
+  // KIP-113: the shard's replicas moving between log dirs copy their logs a slice at a time
+  // (replica_manager::copy_to_future_logs) until the node stops.
+  asio::awaitable<void> copy_future_logs(size_t shard);
   status close();
 
   void publish(const metadata::metadata_image_ptr& image);

@@ -32,6 +32,7 @@
 #include "handlers/describe_cluster.h"
 #include "handlers/describe_configs.h"
 #include "handlers/describe_groups.h"
+#include "handlers/alter_replica_log_dirs.h"
 #include "handlers/describe_log_dirs.h"
 #include "handlers/describe_producers.h"
 #include "handlers/describe_quorum.h"
@@ -216,6 +217,7 @@ handler_table::handler_table() {
       entry<handlers::describe_acls_handler>("DescribeAcls"),
       entry<handlers::create_acls_handler>("CreateAcls"),
       entry<handlers::delete_acls_handler>("DeleteAcls"),
+      entry<handlers::alter_replica_log_dirs_handler>("AlterReplicaLogDirs"),
       entry<handlers::describe_log_dirs_handler>("DescribeLogDirs"),
       entry<handlers::create_partitions_handler>("CreatePartitions"),
       entry<handlers::incremental_alter_configs_handler>("IncrementalAlterConfigs"),

@@ -64,10 +64,13 @@ partition::partition(storage::partition_log* log, uuid topic_id, partition_optio
   if (!_load_status.ok()) subsystem_logger("replication")->error("{}", _load_status.message);
   high_watermark_changed();
   _last_producer_expiry_check_ms = now_ms();
-  // Kafka snapshots the producer state at every segment roll (UnifiedLog.roll), so that a restart replays at
-  // most the active segment. Not fsynced here, on the shard: the log syncs it with the flush the roll makes
-  // due (KAFKA-15046's asynchronous producer snapshot flush; a snapshot lost in a crash is rebuilt from the
-  // log).
+  listen_to_rolls();
+}
+
+// Kafka snapshots the producer state at every segment roll (UnifiedLog.roll), so that a restart replays at
+// most the active segment. Not fsynced here, on the shard: the log syncs it with the flush the roll makes due
+// (KAFKA-15046's asynchronous producer snapshot flush; a snapshot lost in a crash is rebuilt from the log).
+void partition::listen_to_rolls() {
   _log->set_roll_listener([weak = std::weak_ptr<storage::producer_state_manager>(_producers),
                            tp = topic_partition()](int64_t base) -> std::optional<std::filesystem::path> {
     auto producers = weak.lock();
@@ -81,6 +84,17 @@ partition::partition(storage::partition_log* log, uuid topic_id, partition_optio
     }
     return *written;
   });
+}
+
+status partition::replace_log(storage::partition_log* log) {
+  _log->set_roll_listener({});
+  _log = log;
+  listen_to_rolls();
+  if (!_producers) return status::success();
+  if (auto st = _producers->move_to(_log->dir()); !st.ok()) return st;
+  auto written = _producers->take_snapshot(_log->log_end_offset(), storage::file_sync::later);
+  if (!written.ok()) return written.error();
+  return status::success();
 }
 
 // The log outlives the partition; its roll listener holds the producer state weakly and goes quiet.

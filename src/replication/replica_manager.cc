@@ -79,6 +79,7 @@ status replica_manager::remove_partition(const storage::topic_partition& tp, boo
     return status::error(error_code::unknown_topic_or_partition,
                          tp.topic + "-" + std::to_string(tp.partition) + " is not hosted here");
   }
+  _moves.erase(tp);  // its future log goes with the log (or stays for the next load to remove)
   it->second->stop();
   if (!delete_log) {
     if (auto st = it->second->close(); !st.ok()) {
@@ -173,12 +174,23 @@ std::vector<log_dir_description> replica_manager::describe_log_dirs(
     if (!log) continue;
     by_dir[absolute_path(log->dir().parent_path())][tp.topic][tp.partition] = log->size_bytes();
   }
+  std::map<std::string, std::map<std::string, std::map<int32_t, log_dir_description::future_log>>> futures;
+  for (const auto& [tp, move] : _moves) {
+    if (wanted && !wanted->count(tp)) continue;
+    if (owned && !owned(tp)) continue;
+    const auto* future = _logs.get_future(tp);
+    const auto* log = _logs.get(tp);
+    if (!future || !log) continue;
+    futures[absolute_path(future->dir().parent_path())][tp.topic][tp.partition] = {
+        future->size_bytes(), std::max<int64_t>(0, log->log_end_offset() - future->log_end_offset())};
+  }
   std::vector<log_dir_description> out;
   for (const auto& dir : _logs.dirs()) {
     auto& d = out.emplace_back();
     d.path = absolute_path(dir.path);
     d.online = dir.online;
     if (auto it = by_dir.find(d.path); it != by_dir.end()) d.log_sizes = it->second;
+    if (auto it = futures.find(d.path); it != futures.end()) d.future_logs = it->second;
   }
   return out;
 }
@@ -194,6 +206,7 @@ std::vector<log_dir_description> merge_log_dirs(std::vector<std::vector<log_dir_
       }
       it->online = it->online && dir.online;
       for (auto& [topic, sizes] : dir.log_sizes) it->log_sizes[topic].merge(sizes);
+      for (auto& [topic, logs] : dir.future_logs) it->future_logs[topic].merge(logs);
     }
   }
   return out;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -61,6 +62,17 @@ fs::path normalize_dir(const fs::path& dir) {
   if (!normal.has_filename() && normal.has_parent_path() && normal != normal.root_path())
     normal = normal.parent_path();
   return normal;
+}
+
+// An empty file made durable with its directory entry.
+status create_synced_marker(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return detail::io_error("cannot create", path, errno);
+  const int synced = detail::sync_file(fd, path);
+  const int error = errno;
+  ::close(fd);
+  if (synced != 0) return detail::io_error("cannot sync", path, error);
+  return detail::fsync_dir(path.parent_path());
 }
 
 // Kafka's name for a partition dir waiting for deletion: "<topic>-<partition>.<uuid, 32 hex digits>-delete",
@@ -233,6 +245,10 @@ struct log_manager::impl {
   mutable std::recursive_mutex mutex;
   std::vector<dir_state> dirs;
   std::map<topic_partition, log_entry> logs;
+  // KIP-113: the future logs of replicas moving to another dir (AlterReplicaLogDirs), and the dirs asked for
+  // replicas not created yet (used by their create()).
+  std::map<topic_partition, log_entry> futures;
+  std::map<topic_partition, size_t> preferred_dirs;
   // replication-offset-checkpoint as found at start-up: each partition's last checkpointed high watermark.
   std::map<topic_partition, int64_t> checkpointed_high_watermarks;
   // Logs of dirs taken offline, closed: kept alive until the manager goes so that the partition_log pointers
@@ -294,6 +310,26 @@ struct log_manager::impl {
       retired.push_back(std::move(it->second.log));
       it = logs.erase(it);
     }
+    // Moves into the dir stop (their future logs are released like its logs), and so do moves out of it:
+    // their future logs stay on disk until the next load removes them (the owning shard may be appending).
+    for (auto it = futures.begin(); it != futures.end();) {
+      if (it->second.dir == d || std::find(stopped.begin(), stopped.end(), it->first) != stopped.end()) {
+        partition_log* stopping = it->second.log.get();
+        auto stop = [stopping, reason] {
+          stopping->mark_offline(reason);
+          (void)stopping->close();
+        };
+        if (run_on_owner) {
+          run_on_owner(it->first, std::move(stop));
+        } else {
+          stop();
+        }
+        retired.push_back(std::move(it->second.log));
+        it = futures.erase(it);
+      } else {
+        ++it;
+      }
+    }
     {
       std::lock_guard lock(offline_mutex);
       offline.insert(stopped.begin(), stopped.end());
@@ -303,6 +339,28 @@ struct log_manager::impl {
     log->error("Log dir {} is offline ({} partitions stop being served): {}", dir.path.string(),
                stopped.size(), error);
     if (auto listener = offline_listener) listener(dir.path, stopped);
+  }
+
+  // Closes a future log and deletes its dir in the background (errors closing do not matter).
+  status remove_future(const topic_partition& tp) {
+    auto it = futures.find(tp);
+    if (it == futures.end()) return status::success();
+    const size_t d = it->second.dir;
+    auto doomed = std::move(it->second.log);
+    futures.erase(it);
+    const auto from = doomed->dir();
+    (void)doomed->close(file_sync::later);  // its data is thrown away
+    retired.push_back(std::move(doomed));  // the owning shard may still hold it until it hears
+    if (!dirs[d].online) return status::success();
+    const auto to = dirs[d].path / delete_dir_name(tp);
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      auto error = detail::io_error("cannot rename " + from.string() + " to", to, errno);
+      take_offline(d, error.message);
+      return error;
+    }
+    log->info("Future log of {} in {} removed", partition_dir_name(tp.topic, tp.partition), dirs[d].path.string());
+    deleter.enqueue(to, d);
+    return status::success();
   }
 
   // An I/O error inside one of the dir's logs takes the whole dir offline (Kafka's LogDirFailureChannel).
@@ -382,6 +440,17 @@ status log_manager::impl::load() {
     int32_t leftover_deletions = 0;
   };
   std::vector<dir_load> loads(dirs.size());
+  // The partitions with a log of their own in some dir: a future log of one of them is a move a stop
+  // interrupted, and goes; a future log without one is the log a stop caught half-way through its swap (the
+  // current one already renamed for deletion), and becomes the partition's log.
+  std::set<topic_partition> current_logs;
+  for (const auto& dir : dirs) {
+    std::error_code list_ec;
+    for (fs::directory_iterator it(dir.path, list_ec); !list_ec && it != fs::directory_iterator();
+         it.increment(list_ec)) {
+      if (auto tp = parse_partition_dir_name(it->path().filename().string())) current_logs.insert(*tp);
+    }
+  }
 
   for (size_t d = 0; d < dirs.size(); ++d) {
     auto& dir = dirs[d];
@@ -455,7 +524,34 @@ status log_manager::impl::load() {
         ++load.leftover_deletions;
         continue;
       }
+      auto path = it->path();
       auto tp = parse_partition_dir_name(name);
+      if (auto moving = parse_suffixed_partition_dir_name(name, future_dir_suffix)) {
+        if (current_logs.contains(*moving)) {
+          log->info("Removing {}: the move of {} to {} was interrupted (AlterReplicaLogDirs starts it over)",
+                    name, partition_dir_name(moving->topic, moving->partition), dir.path.string());
+          deleter.enqueue(path);
+          continue;
+        }
+        std::error_code marker_ec;
+        if (!fs::exists(path / swap_ready_file, marker_ec)) {
+          log->info("Removing {}: a copy of {} a stop cut short", name,
+                    partition_dir_name(moving->topic, moving->partition));
+          deleter.enqueue(path);
+          continue;
+        }
+        auto canonical = dir.path / partition_dir_name(moving->topic, moving->partition);
+        if (::rename(path.c_str(), canonical.c_str()) != 0) {
+          take_offline(d, detail::io_error("cannot rename " + path.string() + " to", canonical, errno).message);
+          break;
+        }
+        log->warn("{} becomes the log of {}: a stop interrupted its swap with the log it replaced", name,
+                  partition_dir_name(moving->topic, moving->partition));
+        ::unlink((canonical / swap_ready_file).c_str());
+        current_logs.insert(*moving);
+        tp = moving;
+        path = canonical;
+      }
       if (!tp) {
         log->debug("Ignoring {} in log dir {}: not a <topic>-<partition> directory", name, dir.path.string());
         continue;
@@ -465,7 +561,7 @@ status log_manager::impl::load() {
       if (tp->topic == metadata_topic_dir_name) continue;
       load_job job;
       job.tp = *tp;
-      job.path = it->path();
+      job.path = path;
       // Resolved here, on the caller's thread: the callback need not be thread-safe.
       job.config = options.topic_config ? options.topic_config(tp->topic) : options.defaults;
       if (auto rp = recovery_points.find(*tp); rp != recovery_points.end())
@@ -482,6 +578,7 @@ status log_manager::impl::load() {
       take_offline(d, "cannot list log dir " + dir.path.string() + ": " + ec.message());
       continue;
     }
+    if (!dir.online) load.jobs.clear();  // a future log's rename failed
   }
 
   std::vector<size_t> sizes;
@@ -675,6 +772,13 @@ result<partition_log*> log_manager::create(const topic_partition& tp, const uuid
   }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  // A dir AlterReplicaLogDirs asked for before the replica came goes first.
+  if (auto preferred = m.preferred_dirs.find(tp); preferred != m.preferred_dirs.end()) {
+    const size_t wanted = preferred->second;
+    m.preferred_dirs.erase(preferred);
+    auto at = std::find_if(candidates.begin(), candidates.end(), [wanted](const auto& c) { return c.second == wanted; });
+    if (at != candidates.end()) std::rotate(candidates.begin(), at, at + 1);
+  }
 
   status last = status::error(
       error_code::kafka_storage_error,
@@ -721,6 +825,8 @@ status log_manager::remove(const topic_partition& tp) {
     }
     return status::success();  // nothing to delete: topic deletion is replayed idempotently
   }
+  (void)m.remove_future(tp);
+  m.preferred_dirs.erase(tp);
   auto d = it->second.dir;
   auto log = std::move(it->second.log);
   m.logs.erase(it);
@@ -742,6 +848,164 @@ status log_manager::remove(const topic_partition& tp) {
   // (settle_removals), before it deletes the files.
   m.deleter.enqueue(to, d);
   return status::success();
+}
+
+std::optional<size_t> log_manager::dir_index(const fs::path& dir) const {
+  std::lock_guard guard(_impl->mutex);
+  return _impl->find_dir(dir);
+}
+
+std::optional<size_t> log_manager::dir_index_of(const topic_partition& tp) const {
+  std::lock_guard guard(_impl->mutex);
+  auto it = _impl->logs.find(tp);
+  if (it == _impl->logs.end()) return std::nullopt;
+  return it->second.dir;
+}
+
+std::optional<size_t> log_manager::future_dir_index_of(const topic_partition& tp) const {
+  std::lock_guard guard(_impl->mutex);
+  auto it = _impl->futures.find(tp);
+  if (it == _impl->futures.end()) return std::nullopt;
+  return it->second.dir;
+}
+
+bool log_manager::dir_online(size_t index) const {
+  std::lock_guard guard(_impl->mutex);
+  return index < _impl->dirs.size() && _impl->dirs[index].online;
+}
+
+void log_manager::set_preferred_dir(const topic_partition& tp, size_t index) {
+  std::lock_guard guard(_impl->mutex);
+  if (index < _impl->dirs.size()) _impl->preferred_dirs[tp] = index;
+}
+
+result<partition_log*> log_manager::create_future(const topic_partition& tp, size_t index,
+                                                  const log_config& config) {
+  std::lock_guard guard(_impl->mutex);
+  auto& m = *_impl;
+  if (m.shut_down) return status::error(error_code::kafka_storage_error, "log manager is shut down");
+  auto current = m.logs.find(tp);
+  if (current == m.logs.end() || index >= m.dirs.size() || current->second.dir == index) {
+    return status::error(error_code::replica_not_available,
+                         partition_dir_name(tp.topic, tp.partition) + " has no log in another dir to move");
+  }
+  if (!m.dirs[index].online) {
+    return status::error(error_code::kafka_storage_error,
+                         "log dir " + m.dirs[index].path.string() + " is offline");
+  }
+  if (auto future = m.futures.find(tp); future != m.futures.end()) {
+    if (future->second.dir == index) return future->second.log.get();
+    m.remove_future(tp);
+  }
+  log_open_options open_options;
+  if (auto stored = read_partition_metadata(current->second.log->dir()); stored.ok() && stored->has_value())
+    open_options.topic_id = **stored;
+  open_options.clock_ms = m.options.clock_ms;
+  open_options.worker = m.worker;
+  auto name = delete_dir_name(tp);  // <topic>-<partition>.<uuid>-delete: the same unique part
+  name.replace(name.size() - delete_dir_suffix.size(), delete_dir_suffix.size(), future_dir_suffix);
+  auto path = m.dirs[index].path / name;
+  auto opened = partition_log::open(path, tp, config, open_options);
+  if (!opened.ok()) {
+    if (opened.error().code == error_code::kafka_storage_error)
+      m.take_offline(index, "cannot create " + path.string() + ": " + opened.error().message);
+    return opened.error();
+  }
+  auto* raw = opened->get();
+  m.watch(*raw, index);
+  m.futures[tp] = impl::log_entry{std::move(*opened), index};
+  m.log->info("Created future log for {} in {} (moving it from {})", partition_dir_name(tp.topic, tp.partition),
+              m.dirs[index].path.string(), m.dirs[current->second.dir].path.string());
+  return raw;
+}
+
+partition_log* log_manager::get_future(const topic_partition& tp) const {
+  std::lock_guard guard(_impl->mutex);
+  auto it = _impl->futures.find(tp);
+  return it == _impl->futures.end() ? nullptr : it->second.log.get();
+}
+
+status log_manager::remove_future(const topic_partition& tp) {
+  std::lock_guard guard(_impl->mutex);
+  return _impl->remove_future(tp);
+}
+
+result<partition_log*> log_manager::promote_future(const topic_partition& tp) {
+  std::lock_guard guard(_impl->mutex);
+  auto& m = *_impl;
+  auto current = m.logs.find(tp);
+  auto future = m.futures.find(tp);
+  if (current == m.logs.end() || future == m.futures.end()) {
+    return status::error(error_code::replica_not_available,
+                         partition_dir_name(tp.topic, tp.partition) + " has no future log to swap in");
+  }
+  const size_t from = current->second.dir;
+  const size_t to = future->second.dir;
+  auto& moved = *future->second.log;
+  if (auto st = moved.close(); !st.ok()) {
+    m.remove_future(tp);
+    return st;
+  }
+  const int64_t recovery_point = moved.recovery_point();
+  const int64_t log_start_offset = moved.log_start_offset();
+  const auto future_path = moved.dir();
+  auto& replaced = *current->second.log;
+  if (auto st = replaced.close(); !st.ok()) {
+    m.remove_future(tp);
+    return st;
+  }
+  const auto replaced_path = replaced.dir();
+  // Kept (closed) for the pointers still held to them; the partition takes the new log at once.
+  m.retired.push_back(std::move(current->second.log));
+  m.retired.push_back(std::move(future->second.log));
+  m.logs.erase(current);
+  m.futures.erase(future);
+  --m.dirs[from].partitions;
+
+  // The future log is complete: marked so (synced), then the replaced log goes first. A stop between the
+  // renames leaves the marked future log alone, which the next load makes the partition's log (two
+  // <topic>-<partition> dirs would refuse to load); an unmarked one is a copy cut short, and goes.
+  if (auto st = create_synced_marker(future_path / swap_ready_file); !st.ok()) {
+    m.take_offline(to, st.message);
+    return st;
+  }
+  const auto deleted = m.dirs[from].path / delete_dir_name(tp);
+  if (::rename(replaced_path.c_str(), deleted.c_str()) != 0) {
+    auto error = detail::io_error("cannot rename " + replaced_path.string() + " to", deleted, errno);
+    m.take_offline(from, error.message);
+    return error;
+  }
+  m.deleter.enqueue(deleted, from);
+  const auto canonical = m.dirs[to].path / partition_dir_name(tp.topic, tp.partition);
+  if (::rename(future_path.c_str(), canonical.c_str()) != 0) {
+    auto error = detail::io_error("cannot rename " + future_path.string() + " to", canonical, errno);
+    m.take_offline(to, error.message);
+    return error;
+  }
+  if (auto synced = detail::fsync_dir(m.dirs[to].path); !synced.ok()) {
+    m.take_offline(to, synced.message);
+    return synced;
+  }
+  log_open_options open_options;
+  open_options.recovery_point = recovery_point;
+  open_options.log_start_offset = log_start_offset;
+  open_options.clean_shutdown = true;  // closed just now, everything synced
+  open_options.clock_ms = m.options.clock_ms;
+  open_options.worker = m.worker;
+  auto opened = partition_log::open(canonical, tp, m.options.defaults, open_options);
+  if (!opened.ok()) {
+    m.take_offline(to, "cannot open " + canonical.string() + ": " + opened.error().message);
+    return opened.error();
+  }
+  ::unlink((canonical / swap_ready_file).c_str());
+  auto* raw = opened->get();
+  raw->update_config(replaced.config());
+  m.watch(*raw, to);
+  m.logs[tp] = impl::log_entry{std::move(*opened), to};
+  ++m.dirs[to].partitions;
+  m.log->info("The future log of {} replaced its log: moved from {} to {}",
+              partition_dir_name(tp.topic, tp.partition), m.dirs[from].path.string(), m.dirs[to].path.string());
+  return raw;
 }
 
 status log_manager::checkpoint_recovery_points() {
@@ -819,6 +1083,12 @@ status log_manager::shutdown(int64_t broker_epoch) {
     if (m.shut_down) return status::success();
     m.shut_down = true;
     m.log->info("Shutting down the log manager");
+    // A move not finished is left on disk; the next load removes it (the move starts over when asked again).
+    for (auto& [tp, entry] : m.futures) {
+      (void)entry.log->close(file_sync::later);
+      m.retired.push_back(std::move(entry.log));
+    }
+    m.futures.clear();
 
     // Flush and close in parallel per dir, like the log loading.
     std::vector<std::vector<std::pair<topic_partition, partition_log*>>> by_dir(m.dirs.size());

@@ -208,6 +208,13 @@ status partition_log::replace_with_cleaned(cleaned_log& cleaned) {
   // The log may have changed while the round ran off the shard: every replaced segment must still be here
   // with the size the round read, and nothing may lie between them.
   for (const auto& g : cleaned.groups) {
+    // A round over the files of a log that moved to another log dir since (AlterReplicaLogDirs): its
+    // segments are not this log's, whatever their offsets.
+    if (g.segment && std::filesystem::path(g.segment->log_path()).parent_path().lexically_normal() !=
+                         std::filesystem::path(m.dir).lexically_normal()) {
+      return status::error(error_code::unknown_server_error,
+                           describe(m.tp) + ": the log moved during cleaning; the round is discarded");
+    }
     auto it = m.segments.find(g.replaced_bases.front());
     for (size_t i = 0; i < g.replaced_bases.size(); ++i, ++it) {
       if (it == m.segments.end() || it->first != g.replaced_bases[i] ||

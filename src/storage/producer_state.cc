@@ -590,6 +590,15 @@ void producer_state_manager::on_log_start_offset_incremented(int64_t log_start_o
   _last_snapshot_offset = latest_snapshot_offset().value_or(log_start_offset);
 }
 
+status producer_state_manager::move_to(const fs::path& dir) {
+  auto listed = open(dir, _config);
+  if (!listed) return listed.error();
+  _dir = dir.string();
+  _snapshots = std::move((*listed)->_snapshots);
+  _last_snapshot_offset = latest_snapshot_offset().value_or(0);
+  return status::success();
+}
+
 result<std::optional<std::filesystem::path>> producer_state_manager::take_snapshot(int64_t offset,
                                                                                    file_sync sync) {
   // Kafka's roll: the new segment's base offset may be ahead of the state's end (it equals the log end

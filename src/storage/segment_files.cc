@@ -1,5 +1,6 @@
 #include "mala/storage/segment_files.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 
@@ -55,6 +56,20 @@ std::optional<topic_partition> parse_partition_dir_name(std::string_view name) {
   auto partition = parse_digits<int32_t>(name.substr(dash + 1));
   if (!partition) return std::nullopt;
   return topic_partition{std::string(name.substr(0, dash)), *partition};
+}
+
+std::optional<topic_partition> parse_suffixed_partition_dir_name(std::string_view name, std::string_view suffix) {
+  constexpr size_t unique_length = 32;
+  if (!name.ends_with(suffix) || name.size() < suffix.size() + unique_length + 1) return std::nullopt;
+  name.remove_suffix(suffix.size());
+  const auto unique = name.substr(name.size() - unique_length);
+  if (!std::all_of(unique.begin(), unique.end(),
+                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    return std::nullopt;
+  name.remove_suffix(unique_length);
+  if (!name.ends_with('.')) return std::nullopt;
+  name.remove_suffix(1);
+  return parse_partition_dir_name(name);
 }
 
 }  // namespace mala::storage

@@ -6,7 +6,8 @@ decodes them, name the dir id (meta.properties directory.id) of the dir each rep
 restarted keeps them. (test_kafka_mala_rolling_migration.py runs Kafka and Mala nodes with two dirs each in one
 cluster: each kind's controller records the other's assignments.) A dir that fails (a tmpfs that fills up) is
 reported in the node's heartbeats (OfflineLogDirs): the controller moves the leaderships of the replicas in it
-while the node keeps leading from its other dir, and no acknowledged record is lost."""
+while the node keeps leading from its other dir, and no acknowledged record is lost. kafka-reassign-partitions
+with log dirs moves a replica between a node's dirs under load (AlterReplicaLogDirs, KIP-113)."""
 
 import json
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from real_clients import DUMP_LOG_TOOL, LOG_DIRS_TOOL, rdkafka_consume, step_ok, tool_batch
+from real_clients import DUMP_LOG_TOOL, LOG_DIRS_TOOL, rdkafka_consume, rdkafka_produce, step_ok, tool_batch
 from test_replication_failover import KeyedLoad, _fast, create_replicated_topic, high_watermark
 
 TOPIC = "spread"
@@ -206,6 +207,67 @@ def test_a_failed_dir_moves_its_leaderships_while_the_node_keeps_serving_its_oth
     count = defaultdict(int)
     for _, _, _, v in consumed:
         count[v] += 1
+    missing = [a for a in load.acked if count[a[3]] == 0]
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:5]}"
+    assert not [v for v, n in count.items() if n > 1], "records read twice"
+
+
+REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
+
+
+def test_kafka_reassign_partitions_moves_a_replica_to_another_log_dir_under_load(jbod_cluster):
+    """KIP-113: kafka-reassign-partitions --execute with log_dirs moves the leader's replica of a partition
+    holding about 24 MB to its node's other dir (AlterReplicaLogDirs) while an idempotent acks=all producer
+    keeps writing to it: the node copies the log to a future log and swaps it in; --verify reports the replica
+    move complete; the files are in the new dir only, the metadata names it (AssignReplicasToDirs), and every
+    record, old and new, is read back exactly once."""
+    c = jbod_cluster
+    topic = "moving-dirs"
+    create_replicated_topic(c, topic, 1, assignment=[[1, 2, 3]])
+    value = "x" * 1000
+    rdkafka_produce(c.bootstrap, topic, [(f"k{i}", f"{i}:{value}") for i in range(24000)], acks="all",
+                    **{"linger.ms": 20, "batch.size": 262144})
+    wait_assigned(c, topic)
+    node1_dirs = c.node(1).config["log.dirs"].split(",")
+    ids = dir_ids(c.node(1).config["log.dirs"])
+    before = actual_dirs(mala_log_dirs(c), topic)[(0, 1)]
+    source = next(d for d in node1_dirs if ids[d] == before)
+    target = next(d for d in node1_dirs if ids[d] != before)
+
+    load = KeyedLoad(c.bootstrap, topic)
+    load.start()
+    try:
+        c.wait_until(lambda: len(load.acked) > 200, timeout=30, what="acknowledgements before the move")
+        plan = c.work_dir / "log-dirs.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [1, 2, 3], "log_dirs": [target, "any", "any"]}]}))
+        out = step_ok(tool_batch((REASSIGN_TOOL, "--bootstrap-server", c.bootstrap, "--reassignment-json-file",
+                                  str(plan), "--execute"))[0])
+        print(out)
+        assert f"Successfully started moving log directory to {target} for replica {topic}-0 with broker 1" in out
+
+        def verified():
+            text = tool_batch((REASSIGN_TOOL, "--bootstrap-server", c.bootstrap, "--reassignment-json-file",
+                               str(plan), "--verify"))[0]["stdout"]
+            return text if f"Reassignment of replica {topic}-0-1 completed successfully." in text else None
+        print(c.wait_until(verified, timeout=90, interval=2, what="the replica move reported complete"))
+        before_more = len(load.acked)
+        c.wait_until(lambda: len(load.acked) > before_more + 200, timeout=30, what="acknowledgements after the move")
+    finally:
+        remaining = load.stop()
+    assert remaining == 0 and not load.errors, f"{remaining} unacknowledged, errors {load.errors[:5]}"
+
+    assert not (Path(source) / f"{topic}-0").exists()
+    assert (Path(target) / f"{topic}-0").is_dir()
+    assert actual_dirs(mala_log_dirs(c), topic)[(0, 1)] == ids[target]
+    wait_assigned(c, topic)
+    assert "log moved to" in c.logs(tail_lines=100000)
+
+    consumed = rdkafka_consume(c.bootstrap, topic, {0: 0}, timeout=120)
+    count = defaultdict(int)
+    for _, _, _, v in consumed:
+        count[v] += 1
+    assert all(count[f"{i}:{value}"] == 1 for i in range(24000)), "records written before the move lost or doubled"
     missing = [a for a in load.acked if count[a[3]] == 0]
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:5]}"
     assert not [v for v, n in count.items() if n > 1], "records read twice"

@@ -90,6 +90,7 @@ API_MINIMUMS: dict[int, tuple[str, int, str]] = {
     31: ("DeleteAcls", 1, "none"),
     32: ("DescribeConfigs", 1, "none"),
     33: ("AlterConfigs", 0, "none"),
+    34: ("AlterReplicaLogDirs", 1, "none"),
     35: ("DescribeLogDirs", 1, "none"),
     36: ("SaslAuthenticate", 0, "none"),
     37: ("CreatePartitions", 0, "none"),

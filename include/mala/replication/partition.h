@@ -221,6 +221,10 @@ class partition {
   const uuid& topic_id() const { return _topic_id; }
   storage::partition_log& log() { return *_log; }
   const storage::partition_log& log() const { return *_log; }
+  // KIP-113: the log moved to another log dir (storage::log_manager::promote_future) and `log`, holding the
+  // same batches, replaces it. The replica's state and its producer state in memory go on; the producer
+  // state's snapshots are in the new dir from now on, starting with one at the log end offset.
+  status replace_log(storage::partition_log* log);
   // Whether the producer state could be loaded when the partition was created (KAFKA_STORAGE_ERROR if not:
   // the replica must not serve, and appends fail).
   const status& load_status() const { return _load_status; }
@@ -394,6 +398,8 @@ class partition {
   int64_t bound_offset(fetch_bound bound) const;
   // Recompute the high watermark (leader); true if it moved.
   bool maybe_increment_high_watermark(int64_t now_ms);
+  // Kafka snapshots the producer state at every segment roll: the log's roll listener.
+  void listen_to_rolls();
   void set_high_watermark(int64_t offset);
   // The producer state hears of every high watermark move (unreplicated transactions end there).
   void high_watermark_changed();

@@ -25,6 +25,7 @@
 #include "mala/replication/partition.h"
 #include "mala/storage/log_config.h"
 #include "mala/storage/log_manager.h"
+#include "mala/storage/producer_state.h"
 
 namespace mala::replication {
 
@@ -57,6 +58,13 @@ struct log_dir_description {
   std::string path;
   bool online = true;
   std::map<std::string, std::map<int32_t, int64_t>> log_sizes;
+  // KIP-113: the future logs in the dir (replicas moving into it), by topic and partition: size, and how
+  // far behind the partition's log they are (DescribeLogDirs' IsFutureKey and OffsetLag).
+  struct future_log {
+    int64_t size = 0;
+    int64_t offset_lag = 0;
+  };
+  std::map<std::string, std::map<int32_t, future_log>> future_logs;
 };
 
 // The log dirs as several shards described them: one entry per dir, the partitions of all of them.
@@ -119,7 +127,28 @@ class replica_manager {
       const std::function<bool(const topic_partition&)>& owned = {}) const;
   int shard() const { return _options.shard; }
 
+  // KIP-113 (AlterReplicaLogDirs, log_dir_moves.cc), on the owning shard: moves the partition's log to log
+  // dir `dir` as Kafka's ReplicaManager.alterReplicaLogDirs does. NONE when the log is there already (a move
+  // elsewhere is cancelled), or the move started or goes on; LOG_DIR_NOT_FOUND for a path that is not one
+  // of log.dirs; REPLICA_NOT_AVAILABLE for a partition not hosted here (its log will be created in that dir
+  // when it comes); KAFKA_STORAGE_ERROR for an offline dir or replica.
+  error_code alter_log_dir(const storage::topic_partition& tp, const std::filesystem::path& dir);
+  // Kafka's ReplicaAlterLogDirsThread: copies up to `max_bytes` of batches from each moving partition's log
+  // to its future log (following the log's truncations and log start offset), and swaps in each future log
+  // that caught up (storage::log_manager::promote_future, partition::replace_log). Returns whether moves
+  // remain.
+  bool copy_to_future_logs(int64_t max_bytes);
+  bool moving() const { return !_moves.empty(); }
+
  private:
+  struct log_move {
+    // The future log's producer state: its aborted transactions go to the future log's .txnindex.
+    std::unique_ptr<storage::producer_state_manager> producers;
+  };
+  void cancel_move(const storage::topic_partition& tp);
+  // One partition's step of copy_to_future_logs; true when the move is over (swapped in or given up).
+  bool copy_to_future_log(const storage::topic_partition& tp, log_move& move, int64_t& budget);
+
   // Aborts when called on a shard other than this manager's (a partition touched from the wrong thread).
   void check_shard() const;
 
@@ -128,6 +157,7 @@ class replica_manager {
   std::map<storage::topic_partition, std::unique_ptr<partition>> _partitions;             // ordered: listings
   std::unordered_map<storage::topic_partition, partition*, topic_partition_hash> _index;  // lookups
   uint64_t _generation = 0;
+  std::map<storage::topic_partition, log_move> _moves;
 };
 
 }  // namespace mala::replication

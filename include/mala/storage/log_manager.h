@@ -68,8 +68,34 @@ class log_manager {
   // one).
   result<partition_log*> create(const topic_partition& tp, const uuid& topic_id, const log_config& config);
   // Closes the log, renames its directory to <topic>-<partition>.<uuid>-delete and removes it in the
-  // background.
+  // background (its future log too, if it has one).
   status remove(const topic_partition& tp);
+
+  // KIP-113 (AlterReplicaLogDirs): moving a partition's log to another of the node's log dirs, as Kafka's
+  // LogManager does it with a "future" log that the owning shard fills with the current log's batches.
+  // The index of `dir` among the log dirs (compared normalized), nullopt when it is not one of them.
+  std::optional<size_t> dir_index(const std::filesystem::path& dir) const;
+  // The index of the dir holding the partition's log / its future log.
+  std::optional<size_t> dir_index_of(const topic_partition& tp) const;
+  std::optional<size_t> future_dir_index_of(const topic_partition& tp) const;
+  bool dir_online(size_t index) const;
+  // Where create() puts the partition's log when it comes (Kafka's maybeUpdatePreferredLogDir: a move asked
+  // for before the replica exists); used once.
+  void set_preferred_dir(const topic_partition& tp, size_t index);
+  // An empty log in <dir>/<topic>-<partition>.<uuid>-future with the current log's topic id, or the future
+  // log already there; a future log in another dir is removed first. Only for a partition with a log of its
+  // own in another online dir. KAFKA_STORAGE_ERROR when it cannot be created (the dir goes offline).
+  result<partition_log*> create_future(const topic_partition& tp, size_t index, const log_config& config);
+  partition_log* get_future(const topic_partition& tp) const;
+  // Closes the future log and deletes it in the background (the move is cancelled).
+  status remove_future(const topic_partition& tp);
+  // The future log caught up: it becomes the partition's log (Kafka's replaceCurrentWithFutureLog). Both
+  // logs are closed with their data synced, the current one's dir is renamed -delete (removed in the
+  // background), the future's renamed <topic>-<partition>, and the log is opened there again. The returned
+  // log replaces both: pointers to them stay valid (closed) but must not be used. A failed rename or open
+  // takes its dir offline; then the partition has no log here until the node restarts (the next load
+  // finishes the swap from the files).
+  result<partition_log*> promote_future(const topic_partition& tp);
 
   status checkpoint_recovery_points();
   status checkpoint_log_start_offsets();

@@ -251,6 +251,10 @@ class producer_state_manager {
   // unreplicated transactions that ended below it are forgotten.
   void on_log_start_offset_incremented(int64_t log_start_offset);
 
+  // KIP-113: the partition's log moved to `dir` (a move between log dirs). The state in memory is kept; the
+  // snapshots are those in the new dir from now on.
+  status move_to(const std::filesystem::path& dir);
+
   // Segment roll (before on_append of the batches that start the new segment, offset = the new segment's base
   // offset) and clean close (offset = the log end offset): writes <offset>.snapshot atomically unless a
   // snapshot at or above the offset exists, and deletes all but the newest producer_snapshots_retained

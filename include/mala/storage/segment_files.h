@@ -25,6 +25,9 @@ inline constexpr std::string_view replication_offset_checkpoint_file = "replicat
 inline constexpr std::string_view log_start_offset_checkpoint_file = "log-start-offset-checkpoint";
 inline constexpr std::string_view clean_shutdown_file = ".kafka_cleanshutdown";
 inline constexpr std::string_view delete_dir_suffix = "-delete";  // <topic>-<partition>.<uuid>-delete
+inline constexpr std::string_view future_dir_suffix = "-future";  // <topic>-<partition>.<uuid>-future
+// In a future log's dir once it holds everything and is being swapped in (Mala's; removed after the swap).
+inline constexpr std::string_view swap_ready_file = "mala-swap-ready";
 
 inline constexpr int32_t offset_index_entry_size = 8;  // relative offset u32 BE, file position u32 BE
 inline constexpr int32_t time_index_entry_size = 12;   // timestamp i64 BE, relative offset u32 BE
@@ -47,5 +50,8 @@ struct topic_partition {
   friend auto operator<=>(const topic_partition&, const topic_partition&) = default;
 };
 std::optional<topic_partition> parse_partition_dir_name(std::string_view name);
+// "<topic>-<partition>.<32 hex digits><suffix>" (a future or deleted partition dir, Kafka's
+// LocalLog.logFutureDirName / logDeleteDirName): its partition, or nullopt if `name` is not one.
+std::optional<topic_partition> parse_suffixed_partition_dir_name(std::string_view name, std::string_view suffix);
 
 }  // namespace mala::storage

@@ -56,6 +56,20 @@ describe_log_dirs_handler::response describe(const std::vector<replication::log_
         p.is_future_key = false;
       }
     }
+    // KIP-113: a replica moving into this dir (AlterReplicaLogDirs), listed under its topic.
+    for (const auto& [topic, logs] : dir.future_logs) {
+      auto at = std::find_if(result.topics.begin(), result.topics.end(),
+                             [&topic](const auto& t) { return t.name == topic; });
+      auto& t = at != result.topics.end() ? *at : result.topics.emplace_back();
+      t.name = topic;
+      for (const auto& [partition, future] : logs) {
+        auto& p = t.partitions.emplace_back();
+        p.partition_index = partition;
+        p.partition_size = future.size;
+        p.offset_lag = future.offset_lag;
+        p.is_future_key = true;
+      }
+    }
   }
   return resp;
 }

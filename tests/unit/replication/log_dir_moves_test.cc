@@ -1,0 +1,227 @@
+// KIP-113: a replica's log moved to another log dir of the node (replica_manager::alter_log_dir and
+// copy_to_future_logs over a real log manager with two dirs): the copy follows appends made while it runs,
+// the swap keeps every batch and the replica's state, the old dir is emptied, and a stop in the middle of a
+// move or of a swap leaves what the next load can use.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "mala/replication/replica_manager.h"
+#include "mala/storage/segment_files.h"
+#include "replication_test_util.h"
+
+namespace mala::replication {
+namespace {
+
+using testing::make_batch;
+namespace fs = std::filesystem;
+
+constexpr int32_t self = 1;
+
+class log_dir_moves_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    _root = fs::temp_directory_path() / ("mala-log-dir-moves-" + std::to_string(std::random_device{}()));
+    fs::create_directories(_root);
+    open_logs();
+  }
+  void TearDown() override {
+    _logs.reset();
+    fs::remove_all(_root);
+  }
+  void open_logs() {
+    storage::log_manager_options o;
+    o.dirs = {_root / "a", _root / "b"};
+    o.clock_ms = [this] { return _now; };
+    auto opened = storage::log_manager::open(std::move(o));
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    _logs = std::move(*opened);
+  }
+  replica_manager_options options() {
+    replica_manager_options o;
+    o.local_replica_id = self;
+    o.clock_ms = [this] { return _now; };
+    return o;
+  }
+  static partition_leadership leader_of(const std::string& topic, int32_t partition) {
+    partition_leadership l;
+    l.topic = topic;
+    l.partition = partition;
+    l.topic_id = topic_id;
+    l.state = partition_state{self, 1, 1, {self}, {self}, 1};
+    return l;
+  }
+  // Every record offset the log holds, read back batch by batch.
+  static int64_t bytes_of(storage::partition_log& log) {
+    auto read = log.read(log.log_start_offset(), 64 << 20, log.log_end_offset(), true);
+    EXPECT_TRUE(read.ok());
+    return read.ok() && read->data ? read->data->size : 0;
+  }
+  fs::path dir(const char* name) const { return _root / name; }
+
+  static inline const uuid topic_id = uuid::random();
+  fs::path _root;
+  int64_t _now = testing::start_ms;
+  std::unique_ptr<storage::log_manager> _logs;
+};
+
+TEST_F(log_dir_moves_test, a_log_moves_with_the_batches_appended_during_the_copy) {
+  replica_manager m(*_logs, options());
+  const storage::topic_partition tp{"orders", 0};
+  ASSERT_TRUE(m.apply_leadership(leader_of("orders", 0)).ok());
+  auto* p = m.get(tp);
+  ASSERT_NE(p, nullptr);
+  for (int i = 0; i < 20; ++i) {
+    auto batch = make_batch(5);
+    ASSERT_TRUE(p->append(batch, 1).ok());
+  }
+  const size_t from = *_logs->dir_index_of(tp);
+  const fs::path target = dir(from == 0 ? "b" : "a");
+
+  EXPECT_EQ(m.alter_log_dir(tp, _root / "c"), error_code::log_dir_not_found);
+  EXPECT_EQ(m.alter_log_dir(tp, dir(from == 0 ? "a" : "b")), error_code::none);  // already there
+  EXPECT_FALSE(m.moving());
+  ASSERT_EQ(m.alter_log_dir(tp, target), error_code::none);
+  EXPECT_TRUE(m.moving());
+  EXPECT_EQ(m.alter_log_dir(tp, target), error_code::none);  // the same move goes on
+
+  // DescribeLogDirs lists the future replica in the target dir with its lag.
+  auto described = m.describe_log_dirs(std::nullopt);
+  const auto& future_dir = described[from == 0 ? 1 : 0];
+  ASSERT_EQ(future_dir.future_logs.count("orders"), 1u);
+  EXPECT_EQ(future_dir.future_logs.at("orders").at(0).offset_lag, 100);
+
+  // A small slice at a time, with appends in between.
+  EXPECT_TRUE(m.copy_to_future_logs(200));
+  for (int i = 0; i < 3; ++i) {
+    auto batch = make_batch(2);
+    ASSERT_TRUE(p->append(batch, 1).ok());
+  }
+  EXPECT_EQ(m.get(tp), p);
+  int turns = 0;
+  while (m.copy_to_future_logs(200) && ++turns < 1000) {
+  }
+  EXPECT_FALSE(m.moving());
+  EXPECT_EQ(_logs->dir_index_of(tp), from == 0 ? 1u : 0u);
+  EXPECT_EQ(&p->log(), _logs->get(tp));
+  EXPECT_EQ(p->log().dir(), target / "orders-0");
+  EXPECT_EQ(p->log_end_offset(), 106);
+  EXPECT_FALSE(fs::exists(dir(from == 0 ? "a" : "b") / "orders-0"));
+  EXPECT_FALSE(fs::exists(target / "orders-0" / storage::swap_ready_file));
+  EXPECT_GT(bytes_of(p->log()), 0);
+  auto read = p->log().read(0, 64 << 20, p->log_end_offset(), true);
+  ASSERT_TRUE(read.ok() && read->data);
+
+  // The replica serves on from the new dir.
+  auto batch = make_batch(1);
+  auto appended = p->append(batch, 1);
+  ASSERT_TRUE(appended.ok()) << appended.error().message;
+  EXPECT_EQ(p->log_end_offset(), 107);
+}
+
+TEST_F(log_dir_moves_test, a_large_log_moves_in_slices) {
+  replica_manager m(*_logs, options());
+  const storage::topic_partition tp{"orders", 0};
+  ASSERT_TRUE(m.apply_leadership(leader_of("orders", 0)).ok());
+  auto* p = m.get(tp);
+  protocol::record_batch_builder builder;
+  const std::string value(1000, 'x');
+  for (int i = 0; i < 300; ++i) {
+    protocol::record_batch_builder b;
+    for (int r = 0; r < 100; ++r)
+      b.add(testing::start_ms, std::nullopt,
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(value.data()), value.size()));
+    auto batch = b.build();
+    ASSERT_TRUE(p->append(batch, 1).ok());
+  }
+  ASSERT_EQ(m.alter_log_dir(tp, dir(*_logs->dir_index_of(tp) == 0 ? "b" : "a")), error_code::none);
+  int turns = 0;
+  while (m.copy_to_future_logs(4 << 20) && ++turns < 100) {
+    auto batch = make_batch(3);
+    ASSERT_TRUE(p->append(batch, 1).ok());
+  }
+  EXPECT_FALSE(m.moving());
+  EXPECT_GT(turns, 3);
+  EXPECT_EQ(p->log_end_offset(), 30000 + 3 * turns);
+}
+
+TEST_F(log_dir_moves_test, a_replica_not_hosted_yet_is_created_in_the_dir_asked_for) {
+  replica_manager m(*_logs, options());
+  // Both dirs empty: without a preference the first one would be chosen.
+  EXPECT_EQ(m.alter_log_dir({"later", 0}, dir("b")), error_code::replica_not_available);
+  ASSERT_TRUE(m.apply_leadership(leader_of("later", 0)).ok());
+  EXPECT_EQ(_logs->dir_index_of({"later", 0}), 1u);
+}
+
+TEST_F(log_dir_moves_test, a_truncation_during_the_move_is_followed) {
+  replica_manager m(*_logs, options());
+  const storage::topic_partition tp{"orders", 0};
+  ASSERT_TRUE(m.apply_leadership(leader_of("orders", 0)).ok());
+  auto* p = m.get(tp);
+  for (int i = 0; i < 10; ++i) {
+    auto batch = make_batch(3);
+    ASSERT_TRUE(p->append(batch, 1).ok());
+  }
+  const size_t from = *_logs->dir_index_of(tp);
+  ASSERT_EQ(m.alter_log_dir(tp, dir(from == 0 ? "b" : "a")), error_code::none);
+  EXPECT_TRUE(m.copy_to_future_logs(300));  // a few batches copied, then the log loses its tail
+  ASSERT_GT(_logs->get_future(tp)->log_end_offset(), 6);
+  partition_leadership follower = leader_of("orders", 0);
+  follower.state.leader = 2;
+  follower.state.leader_epoch = 2;
+  follower.state.partition_epoch = 2;
+  follower.state.replicas = {self, 2};
+  follower.state.isr = {self, 2};
+  ASSERT_TRUE(m.apply_leadership(follower).ok());
+  ASSERT_TRUE(p->truncate_to(6).ok());
+  while (m.copy_to_future_logs(1 << 20)) {
+  }
+  EXPECT_EQ(_logs->dir_index_of(tp), from == 0 ? 1u : 0u);
+  EXPECT_EQ(p->log_end_offset(), 6);
+  EXPECT_EQ(p->log().log_end_offset(), 6);
+}
+
+TEST_F(log_dir_moves_test, a_stop_leaves_a_move_to_start_over_and_a_swap_to_finish) {
+  const storage::topic_partition tp{"orders", 0};
+  {
+    replica_manager m(*_logs, options());
+    ASSERT_TRUE(m.apply_leadership(leader_of("orders", 0)).ok());
+    auto batch = make_batch(4);
+    ASSERT_TRUE(m.get(tp)->append(batch, 1).ok());
+    ASSERT_EQ(m.alter_log_dir(tp, dir(*_logs->dir_index_of(tp) == 0 ? "b" : "a")), error_code::none);
+    ASSERT_TRUE(m.remove_partition(tp, false).ok());
+  }
+  const size_t from = *_logs->dir_index_of(tp);
+  ASSERT_TRUE(_logs->shutdown().ok());
+  _logs.reset();
+  // A move the stop interrupted: the future log is removed at the next load, the log stays where it was.
+  open_logs();
+  EXPECT_EQ(_logs->dir_index_of(tp), from);
+  EXPECT_EQ(_logs->get(tp)->log_end_offset(), 4);
+
+  // A stop between a swap's renames: the marked future log is all there is, and becomes the log.
+  const size_t to = from == 0 ? 1 : 0;
+  auto future = _logs->create_future(tp, to, _logs->get(tp)->config());
+  ASSERT_TRUE(future.ok());
+  auto* current = _logs->get(tp);
+  auto read = current->read(0, 1 << 20, current->log_end_offset(), true);
+  ASSERT_TRUE(read.ok() && read->data);
+  auto bytes = read->data->file->read(read->data->position, read->data->size);
+  ASSERT_TRUE(bytes.ok());
+  ASSERT_TRUE((*future)->append_as_follower(*bytes).ok());
+  const fs::path future_path = (*future)->dir();
+  const fs::path current_path = current->dir();
+  ASSERT_TRUE(_logs->shutdown().ok());
+  _logs.reset();
+  std::ofstream(future_path / storage::swap_ready_file).close();
+  fs::rename(current_path, current_path.parent_path() / "orders-0.0123456789abcdef0123456789abcdef-delete");
+  open_logs();
+  EXPECT_EQ(_logs->dir_index_of(tp), to);
+  EXPECT_EQ(_logs->get(tp)->log_end_offset(), 4);
+  EXPECT_FALSE(fs::exists(future_path));
+}
+
+}  // namespace
+}  // namespace mala::replication
