@@ -350,6 +350,7 @@ status node::open_quorum(const quorum_bootstrap& bootstrap) {
   raft_options.client = _controller_client;
   raft_options.initial_voters = std::move(initial.value());
   raft_options.directory_id = _metadata_dir_id;
+  raft_options.config.local_voter = local_voter(_config, _metadata_dir_id);
   auto opened_raft = raft::raft_node::open(_shards->context(0), std::move(raft_options));
   if (!opened_raft) {
     return status::error(opened_raft.error().code,

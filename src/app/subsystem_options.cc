@@ -90,6 +90,35 @@ result<std::optional<std::vector<raft::voter_info>>> initial_voters(
   return std::optional<std::vector<raft::voter_info>>(std::move(parsed.value()));
 }
 
+std::optional<raft::voter_info> local_voter(const node_config& config, const uuid& metadata_dir_id) {
+  if (!config.has_role("controller") || config.controller_listener_names().empty()) return std::nullopt;
+  const std::string& name = config.controller_listener_names().front();
+  raft::voter_info self;
+  self.id = config.node_id();
+  self.directory_id = metadata_dir_id;
+  self.listener_name = name;
+  // A static quorum (kraft.version 0): the endpoint controller.quorum.voters gives this node.
+  if (!config.quorum_voters().empty()) {
+    for (const auto& v : config.quorum_voters()) {
+      if (v.id != self.id) continue;
+      self.endpoint = {v.host, v.port};
+      return self;
+    }
+    return std::nullopt;
+  }
+  // The advertised endpoint of the controller listener, else its bound one when it names a host: a
+  // wildcard or empty host is no address for the other voters, and nothing is sent then.
+  for (const auto* listeners : {&config.advertised_listeners(), &config.listeners()}) {
+    for (const auto& l : *listeners) {
+      if (l.name != name) continue;
+      if (l.host.empty() || l.host == "0.0.0.0" || l.host == "::" || l.host == "[::]") return std::nullopt;
+      self.endpoint = {l.host, l.port};
+      return self;
+    }
+  }
+  return std::nullopt;
+}
+
 replication::replica_manager_options replica_manager_options_from(const node_config& config) {
   replication::replica_manager_options options;
   options.local_replica_id = config.node_id();

@@ -52,6 +52,10 @@ result<std::optional<std::vector<raft::voter_info>>> initial_voters(
     const uuid& metadata_dir_id);
 
 // Without checkpointed_high_watermark, which reads the node's logs.
+// KIP-853: this node's voter-set entry as it should be (raft_config::local_voter): its first controller
+// listener, advertised or bound, with a concrete host (a static quorum: its controller.quorum.voters entry);
+// nullopt for a broker or a wildcard host.
+std::optional<raft::voter_info> local_voter(const node_config& config, const uuid& metadata_dir_id);
 replication::replica_manager_options replica_manager_options_from(const node_config& config);
 // Every node runs a Raft replica of the metadata quorum; a single voter elects itself at once.
 raft::raft_node_options raft_node_options_from(const node_config& config, const std::string& cluster_id);

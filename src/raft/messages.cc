@@ -54,6 +54,14 @@ std::string describe(const raft_message& message) {
                 m.snapshot_id ? fmt::format(" snapshot {}@{}", m.snapshot_id->offset, m.snapshot_id->epoch)
                               : std::string());
           },
+          [](const update_voter_request& m) {
+            return fmt::format("UpdateRaftVoter(voter {} epoch {} {}://{}:{})", m.voter_id, m.current_leader_epoch,
+                               m.listener_name, m.host, m.port);
+          },
+          [](const update_voter_response& m) {
+            return fmt::format("UpdateRaftVoterResponse({} leader {} epoch {})", error_name(m.error_code),
+                               m.current_leader.leader_id, m.current_leader.leader_epoch);
+          },
           [](const fetch_snapshot_request& m) {
             return fmt::format("FetchSnapshot(replica {} epoch {} snapshot {}@{} position {} max {})",
                                m.replica_id, m.current_leader_epoch, m.snapshot_id.offset,

@@ -38,7 +38,8 @@ bool is_response(const raft_message_body& body) {
          std::holds_alternative<begin_quorum_epoch_response>(body) ||
          std::holds_alternative<end_quorum_epoch_response>(body) ||
          std::holds_alternative<fetch_response>(body) ||
-         std::holds_alternative<fetch_snapshot_response>(body);
+         std::holds_alternative<fetch_snapshot_response>(body) ||
+         std::holds_alternative<update_voter_response>(body);
 }
 
 // The answer to `request` when the replica gave none in time.

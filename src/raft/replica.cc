@@ -127,6 +127,10 @@ void replica::tick(int64_t now_ms) {
         break;
       }
       if (_fetch_in_flight && _now_ms >= _fetch_in_flight->deadline_ms) _fetch_in_flight.reset();
+      if (_is_voter && _now_ms >= _update_voter_deadline_ms) {
+        maybe_send_update_voter();
+        _update_voter_deadline_ms = _now_ms + 3 * static_cast<int64_t>(_config.fetch_timeout_ms);
+      }
       maybe_send_fetch();
       break;
     case role::leader: {
@@ -200,6 +204,11 @@ void replica::on_message(int32_t from, const raft_message& message) {
           [&](const fetch_response& m) { handle_fetch_response(from, correlation_id, m); },
           [&](const fetch_snapshot_request& m) { handle_fetch_snapshot_request(from, correlation_id, m); },
           [&](const fetch_snapshot_response& m) { handle_fetch_snapshot_response(from, correlation_id, m); },
+          // Served by the glue (raft_node::update_voter), never through here.
+          [&](const update_voter_request&) {},
+          // An answer changes nothing here: the entry is checked again after the next period, and a new
+          // leader or epoch reaches this replica through its Fetch answers.
+          [&](const update_voter_response&) {},
       },
       message.body);
 }
@@ -280,8 +289,12 @@ int64_t replica::next_deadline_ms() const {
     case role::prospective:
     case role::candidate:
       return _backoff_until_ms >= 0 ? _backoff_until_ms : _election_deadline_ms;
-    case role::follower:
-      return std::min(_fetch_deadline_ms, _fetch_in_flight ? _fetch_in_flight->deadline_ms : _next_fetch_ms);
+    case role::follower: {
+      int64_t next =
+          std::min(_fetch_deadline_ms, _fetch_in_flight ? _fetch_in_flight->deadline_ms : _next_fetch_ms);
+      if (_is_voter && _config.local_voter) next = std::min(next, _update_voter_deadline_ms);
+      return next;
+    }
     case role::leader: {
       if (_resign_requested) return _now_ms;
       int64_t next = check_quorum_deadline_ms();
@@ -431,7 +444,41 @@ void replica::become_follower(int32_t epoch, int32_t leader_id) {
   _snapshot_download.reset();
   _next_fetch_ms = _now_ms;
   _fetch_deadline_ms = _now_ms + _config.fetch_timeout_ms;
+  // FollowerState: a few rounds of Fetch before the first check of the voter's own entry.
+  _update_voter_deadline_ms = _now_ms + 3 * static_cast<int64_t>(_config.fetch_timeout_ms);
   maybe_send_fetch();
+}
+
+void replica::maybe_send_update_voter() {
+  if (!_config.local_voter || _leader_id < 0) return;
+  const voter_info& wanted = *_config.local_voter;
+  uuid directory_id = _config.directory_id;
+  if (const auto* voters = voter_set()) {
+    // kraft.version 1: only an entry that differs from what this node is now.
+    const auto own =
+        std::find_if(voters->begin(), voters->end(), [&](const voter_info& v) { return is_own_key(v); });
+    if (own == voters->end()) return;
+    if (own->listener_name == wanted.listener_name && own->endpoint.host == wanted.endpoint.host &&
+        own->endpoint.port == wanted.endpoint.port)
+      return;
+    if (!own->directory_id.is_zero()) directory_id = own->directory_id;
+  } else {
+    // kraft.version 0 (Kafka 4.4): once per epoch, the leader learning the voter's directory id and range
+    // (Mala's leader refuses it at kraft.version 0; the answer changes nothing).
+    if (_update_voter_sent_epoch == _epoch) return;
+    _update_voter_sent_epoch = _epoch;
+  }
+  if (directory_id.is_zero()) return;
+  update_voter_request request;
+  request.current_leader_epoch = _epoch;
+  request.voter_id = _config.node_id;
+  request.voter_directory_id = directory_id;
+  request.listener_name = wanted.listener_name;
+  request.host = wanted.endpoint.host;
+  request.port = wanted.endpoint.port;
+  request.min_kraft_version = 0;
+  request.max_kraft_version = _config.max_kraft_version;
+  send(_leader_id, new_correlation_id(), std::move(request));
 }
 
 void replica::become_resigned(std::vector<int32_t> preferred_successors) {

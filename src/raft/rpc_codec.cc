@@ -236,6 +236,22 @@ result<encoded_request> encode_raft_request(const raft_message& m, int32_t local
     return encoded_request{fetch_snapshot_api_key, fetch_snapshot_api_version, 2, 1,
                            encode_body(p, fetch_snapshot_api_version)};
   }
+  if (const auto* u = std::get_if<update_voter_request>(&m.body)) {
+    // KafkaRaftClient.buildUpdateVoterRequest: the voter's key, listener and kraft.version range.
+    protocol::update_raft_voter_request p;
+    p.cluster_id = cluster_id;
+    p.current_leader_epoch = u->current_leader_epoch;
+    p.voter_id = u->voter_id;
+    p.voter_directory_id = u->voter_directory_id;
+    auto& listener = p.listeners.emplace_back();
+    listener.name = u->listener_name;
+    listener.host = u->host;
+    listener.port = static_cast<uint16_t>(u->port);
+    p.kraft_version_feature.min_supported_version = u->min_kraft_version;
+    p.kraft_version_feature.max_supported_version = u->max_kraft_version;
+    return encoded_request{update_voter_api_key, update_voter_api_version, 2, 1,
+                           encode_body(p, update_voter_api_version)};
+  }
   return status::error(error_code::invalid_request, "not a request: " + describe(m));
 }
 
@@ -323,6 +339,12 @@ result<raft_message_body> decode_raft_response(int16_t api_key, int16_t api_vers
     }
     out.current_leader = {part.current_leader.leader_id, part.current_leader.leader_epoch};
     return raft_message_body{std::move(out)};
+  }
+  if (api_key == update_voter_api_key) {
+    auto r = decode_body<protocol::update_raft_voter_response>(body, api_version, "UpdateRaftVoterResponse");
+    if (!r.ok()) return r.error();
+    return raft_message_body{update_voter_response{
+        to_error(r->error_code), {r->current_leader.leader_id, r->current_leader.leader_epoch}}};
   }
   return status::error(error_code::invalid_request, "not a Raft API key: " + std::to_string(api_key));
 }

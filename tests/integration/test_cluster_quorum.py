@@ -756,6 +756,43 @@ def test_standalone_controller_and_a_broker_from_bootstrap_servers(tmp_path):
         assert sorted(consumed) == sorted(produced), (consumed, produced)
 
 
+def test_a_voter_restarted_on_another_controller_port_updates_its_entry(tmp_path):
+    """KIP-853 (KafkaRaftClient.pollFollowerAsVoter): a voter of a dynamic quorum restarted with its CONTROLLER
+    listener on another port finds its entry in the voter set stale once it follows the leader, and sends
+    UpdateRaftVoter; the leader writes the new endpoint into the voter set, which kafka-metadata-quorum shows on
+    every node, and the quorum goes on (a topic is created, the voter still counts)."""
+    from cluster import own_cluster
+    from conftest import free_port
+
+    with own_cluster(tmp_path, size=3, initial_controllers=INITIAL_CONTROLLERS) as c:
+        c.start_all()
+        leader, _, _ = c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=30,
+                                    what="a leader of the three voters")
+        victim = 3 if leader != 3 else 1  # a voter formatted with a directory id
+        n = c.node(victim)
+        c.stop(victim)
+        old_port, n.controller_port = n.controller_port, free_port()
+        n.config["listeners"] = [f"PLAINTEXT://127.0.0.1:{n.port}", f"CONTROLLER://127.0.0.1:{n.controller_port}"]
+        c.start(victim, wait=False)
+        c.wait_serving(victim, timeout=40)
+
+        def updated():
+            status = parse_quorum_status(quorum_tool(c, [(leader, "--status")])[0])
+            return status if status["CurrentVoters"].get(victim) == [
+                f"CONTROLLER://127.0.0.1:{n.controller_port}"] else None
+        status = c.wait_until(updated, timeout=60, interval=2, what=f"voter {victim}'s new endpoint in the set")
+        print(f"voter {victim} moved from controller port {old_port} to {n.controller_port}: {status}")
+        other = next(i for i in (1, 2, 3) if i not in (leader, victim))
+        assert parse_quorum_status(quorum_tool(c, [(other, "--status")])[0])["CurrentVoters"][victim] == [
+            f"CONTROLLER://127.0.0.1:{n.controller_port}"]
+        # The leader down: the moved voter is reachable at its new port and helps elect the next one.
+        c.kill(leader)
+        c.wait_until(lambda: c.agreed_leader(ids=[victim, other]), timeout=30,
+                     what=f"voters {victim} and {other} electing a leader")
+        create_topic_retrying(c.bootstrap_of(victim), "after-the-move", partitions=1, replication_factor=2,
+                              timeout=30)
+
+
 def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
     """KIP-853 voter changes with Kafka's own tool: voters 1-3 formatted with --initial-controllers; node 4, a
     fourth broker + controller started with neither --initial-controllers nor --standalone, observes the quorum.

@@ -39,6 +39,12 @@
 //     size                          .Size (the whole snapshot's bytes)
 //     position                      .Position (of this chunk)
 //     bytes                         .UnalignedRecords (the chunk)
+//   update_voter_request          UpdateRaftVoterRequest (KIP-853), a voter following the leader:
+//     current_leader_epoch          CurrentLeaderEpoch
+//     voter_id, voter_directory_id  VoterId, VoterDirectoryId
+//     listener_name, host, port     Listeners (its controller listener)
+//     min/max_kraft_version         KRaftVersionFeature
+//   update_voter_response         UpdateRaftVoterResponse: ErrorCode, CurrentLeader {LeaderId, LeaderEpoch}
 //
 // `raft_message::correlation_id` is the request header's CorrelationId: a response echoes its request's.
 // Kafka's ClusterId, topic name and partition index are the glue's business (one partition, one cluster).
@@ -161,10 +167,26 @@ struct fetch_snapshot_response {
   leader_id_and_epoch current_leader;
 };
 
+struct update_voter_request {
+  int32_t current_leader_epoch = 0;
+  int32_t voter_id = -1;
+  uuid voter_directory_id;
+  std::string listener_name;
+  std::string host;
+  int32_t port = 0;
+  int16_t min_kraft_version = 0;
+  int16_t max_kraft_version = 0;
+};
+
+struct update_voter_response {
+  mala::error_code error_code = mala::error_code::none;
+  leader_id_and_epoch current_leader;
+};
+
 using raft_message_body =
     std::variant<vote_request, vote_response, begin_quorum_epoch_request, begin_quorum_epoch_response,
                  end_quorum_epoch_request, end_quorum_epoch_response, fetch_request, fetch_response,
-                 fetch_snapshot_request, fetch_snapshot_response>;
+                 fetch_snapshot_request, fetch_snapshot_response, update_voter_request, update_voter_response>;
 
 struct raft_message {
   int64_t correlation_id = 0;

@@ -133,6 +133,12 @@ struct raft_config {
   // voters (kraft.version 0).
   std::optional<std::vector<voter_info>> voter_set;
   uuid directory_id;  // the metadata log dir's directory.id: this node's ReplicaKey with node_id
+  // KIP-853: this node's entry as the voter set should hold it (its default controller listener). A voter
+  // following the leader whose entry differs sends UpdateRaftVoter every 3 fetch timeouts until it matches
+  // (KafkaRaftClient.pollFollowerAsVoter); with static voters (kraft.version 0) it sends one per epoch, so
+  // that a Kafka 4.4 leader learns its directory id and kraft.version range. nullopt: never sent.
+  std::optional<voter_info> local_voter;
+  int16_t max_kraft_version = 1;  // the kraft.version range this node supports: 0 to this
 };
 
 // The destination id of the i-th bootstrap server (Kafka's QuorumConfig gives them negative ids from -2; -1
@@ -352,6 +358,8 @@ class replica {
   void maybe_send_fetch();
   void send_fetch(int32_t destination);
   void send_fetch_snapshot(int32_t destination);
+  // Follower voter: UpdateRaftVoter to the leader when its entry in the voter set is not local_voter.
+  void maybe_send_update_voter();
   // The snapshot the leader answers `request` with instead of records or a divergence, if any (`end`: the
   // leader's end_offset_for_epoch of the request's last fetched epoch).
   std::optional<offset_and_epoch> snapshot_for_fetch(const fetch_request& request,
@@ -447,6 +455,8 @@ class replica {
   // follower / observer
   int64_t _fetch_deadline_ms = 0;
   int64_t _next_fetch_ms = 0;
+  int64_t _update_voter_deadline_ms = 0;  // follower: the next check of its own voter-set entry
+  int32_t _update_voter_sent_epoch = -1;  // static voters: the epoch whose leader was sent one
   bool _has_fetched = false;      // a successful Fetch from this leader in this epoch
   bool _leader_resigned = false;  // EndQuorumEpoch or NOT_LEADER_OR_FOLLOWER from it
   std::optional<fetch_in_flight> _fetch_in_flight;

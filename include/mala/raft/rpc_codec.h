@@ -54,6 +54,8 @@
 #include "mala/protocol/messages/fetch_response.h"
 #include "mala/protocol/messages/fetch_snapshot_request.h"
 #include "mala/protocol/messages/fetch_snapshot_response.h"
+#include "mala/protocol/messages/update_raft_voter_request.h"
+#include "mala/protocol/messages/update_raft_voter_response.h"
 #include "mala/protocol/messages/vote_request.h"
 #include "mala/protocol/messages/vote_response.h"
 #include "mala/raft/messages.h"
@@ -77,6 +79,8 @@ inline constexpr int16_t begin_quorum_epoch_api_version = 1;
 inline constexpr int16_t end_quorum_epoch_api_version = 1;
 inline constexpr int16_t fetch_api_version = 18;
 inline constexpr int16_t fetch_snapshot_api_version = 1;
+inline constexpr int16_t update_voter_api_key = protocol::update_raft_voter_request::api_key;
+inline constexpr int16_t update_voter_api_version = 0;
 
 // KafkaRaftClient.MAX_FETCH_SIZE_BYTES: the Fetch MaxBytes a KRaft replica asks for (8 MiB).
 inline constexpr int32_t raft_fetch_max_bytes = 8 * 1024 * 1024;
@@ -96,7 +100,7 @@ struct encoded_request {
   std::vector<uint8_t> body;
 };
 
-// The body of one of the five requests. invalid_request for a response message; unsupported_version for a
+// The body of one of the six requests. invalid_request for a response message; unsupported_version for a
 // pre-vote while VoteRequest v2 is not defined (see above).
 result<encoded_request> encode_raft_request(const raft_message& m, int32_t local_id,
                                             const std::string& cluster_id,

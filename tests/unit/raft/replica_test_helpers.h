@@ -94,7 +94,14 @@ struct manual_net {
     in_flight m = std::move(queue.front());
     queue.pop_front();
     if (members.count(m.to) && link(m.from, m.to)) {
-      members.at(m.to)->raft->on_message(m.from, m.message);
+      if (const auto* u = std::get_if<update_voter_request>(&m.message.body)) {
+        // The glue serves UpdateRaftVoter through replica::update_voter (the broker handler).
+        voter_info v{u->voter_id, u->voter_directory_id, u->listener_name, {u->host, u->port}};
+        members.at(m.to)->raft->update_voter(m.message.correlation_id, u->current_leader_epoch, v,
+                                             u->min_kraft_version, u->max_kraft_version);
+      } else {
+        members.at(m.to)->raft->on_message(m.from, m.message);
+      }
       collect(m.to);
     }
     return true;

@@ -208,6 +208,57 @@ TEST(raft_voter_changes, a_voter_updates_its_endpoint) {
   }
 }
 
+// KafkaRaftClient.pollFollowerAsVoter: a voter whose entry in the voter set is not what it is now (restarted
+// on another port) sends UpdateRaftVoter to the leader after three fetch timeouts, and every replica ends up
+// with its new endpoint; one whose entry matches sends none.
+TEST(raft_voter_changes, a_voter_restarted_on_another_endpoint_updates_its_own_entry) {
+  manual_net net;
+  voter_info moved = voter(3);
+  moved.endpoint = {"node-3-new", 29093};
+  for (int32_t id : {1, 2, 3}) {
+    auto config = dynamic_config(id, voters_of({1, 2, 3}));
+    config.local_voter = id == 3 ? moved : voter(id);
+    net.add(std::move(config), {}, std::nullopt);
+  }
+  int64_t now = 0;
+  auto advance = [&](int64_t ms) {
+    for (int64_t end = now + ms; now < end;) {
+      now += 50;
+      for (int32_t id : {1, 2, 3}) net.tick(id, now);
+      net.run();
+    }
+  };
+  int updates = 0;
+  auto count_updates = [&] {
+    for (const auto& m : net.queue) updates += std::holds_alternative<update_voter_request>(m.message.body);
+  };
+  for (int i = 0; i < 400; ++i) {
+    now += 50;
+    for (int32_t id : {1, 2, 3}) net.tick(id, now);
+    count_updates();
+    net.run();
+  }
+  advance(1000);
+  EXPECT_GE(updates, 1);
+  for (int32_t id : {1, 2, 3}) {
+    const auto* set = net[id].voter_set();
+    ASSERT_NE(set, nullptr);
+    const auto it = std::find_if(set->begin(), set->end(), [](const voter_info& v) { return v.id == 3; });
+    ASSERT_NE(it, set->end());
+    EXPECT_EQ(it->endpoint.host, "node-3-new") << "node " << id;
+    EXPECT_EQ(it->endpoint.port, 29093) << "node " << id;
+  }
+  // Now that every entry matches, no voter sends another.
+  updates = 0;
+  for (int i = 0; i < 400; ++i) {
+    now += 50;
+    for (int32_t id : {1, 2, 3}) net.tick(id, now);
+    count_updates();
+    net.run();
+  }
+  EXPECT_EQ(updates, 0);
+}
+
 TEST(raft_voter_changes, static_voters_refuse_changes) {
   manual_net net;
   net.add(test::config_for(1, {1}), {}, std::nullopt);
