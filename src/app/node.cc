@@ -198,6 +198,12 @@ void node::open_replicas() {
   _publisher = std::make_unique<broker::metadata_publisher>(_config.node_id(), replicas_by_shard(),
                                                             _placement, _shards.get(), _metadata,
                                                             static_property_lookup(_config), _logs.get());
+  {
+    std::vector<uuid> log_dir_ids;  // only log.dirs (a separate metadata.log.dir is last in _dirs.dirs)
+    for (size_t i = 0; i < _config.log_dirs().size() && i < _dirs.dirs.size(); ++i)
+      log_dir_ids.push_back(_dirs.dirs[i].directory_id);
+    _publisher->set_log_dir_ids(std::move(log_dir_ids));
+  }
   // The group coordinator follows the images the replicas were given (its __consumer_offsets replicas exist).
   _publisher->set_published_listener([this](const metadata::metadata_image_ptr& image) {
     if (_groups) _groups->on_metadata(*image);

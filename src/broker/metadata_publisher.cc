@@ -391,13 +391,22 @@ void metadata_publisher::publish_latest() {
       replication::topic_partition tp;
       uuid topic_id;
       replication::log_config config;
+      std::optional<size_t> dir;  // the log dir the metadata names for this replica
     };
     std::vector<missing_log> missing;
     for (const auto& hosted : by_shard) {
       for (const auto& h : hosted) {
         replication::topic_partition tp{*h.topic, h.state->partition};
         if (_attempted.count(tp) || _logs->get(tp) || _logs->is_offline(tp)) continue;
-        missing.push_back({std::move(tp), h.metadata->id, *h.log_config});
+        std::optional<size_t> dir;
+        const auto& p = *h.state;
+        const auto self = static_cast<size_t>(std::find(p.replicas.begin(), p.replicas.end(), _node_id) -
+                                              p.replicas.begin());
+        if (self < p.directories.size()) {
+          const auto named = std::find(_log_dir_ids.begin(), _log_dir_ids.end(), p.directories[self]);
+          if (named != _log_dir_ids.end()) dir = static_cast<size_t>(named - _log_dir_ids.begin());
+        }
+        missing.push_back({std::move(tp), h.metadata->id, *h.log_config, dir});
       }
     }
     _attempted.clear();
@@ -416,6 +425,7 @@ void metadata_publisher::publish_latest() {
         for (const auto& m : missing) {
           if (!alive->load()) return;
           // Failures are reported by the shard's apply, which tries once more.
+          if (m.dir) _logs->set_preferred_dir(m.tp, *m.dir);
           (void)_logs->create(m.tp, m.topic_id, m.config);
         }
         asio::post(_shards->context(0), [this, alive] {

@@ -70,6 +70,10 @@ class metadata_publisher {
   void publish(const metadata::metadata_image_ptr& image);
   // Called on the home shard with every image once it is published (the group coordinator follows it).
   void set_published_listener(std::function<void(const metadata::metadata_image_ptr&)> listener);
+  // KIP-858: the directory ids of log.dirs, in the log manager's order. A replica new to this node whose
+  // Directories entry names one of them gets its log there (Kafka's getOrCreateLog target directory). Set
+  // before the first publish.
+  void set_log_dir_ids(std::vector<uuid> ids) { _log_dir_ids = std::move(ids); }
   // Ends the log-creating thread (waits for a creation in progress); nothing is published after.
   void stop();
   // The high watermark up to which this node's controller may answer the writes it committed (its waits for
@@ -104,6 +108,7 @@ class metadata_publisher {
                               const std::vector<replication::topic_partition>& removed);
 
   int32_t _node_id;
+  std::vector<uuid> _log_dir_ids;
   std::vector<replication::replica_manager*> _replicas_by_shard;
   replication::replica_placement _placement;
   net::shard_pool* _shards;

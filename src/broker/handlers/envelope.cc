@@ -8,7 +8,9 @@
 
 #include "handlers/authorization.h"
 #include "mala/common/logging.h"
+#include "mala/controller/quorum_controller.h"
 #include "mala/net/coroutine_frame_warning.h"
+#include "mala/net/shard_pool.h"
 #include "mala/protocol/wire.h"
 
 namespace mala::broker::handlers {
@@ -100,6 +102,20 @@ asio::awaitable<std::optional<envelope_handler::response>> envelope_handler::han
   }
   if (!ctx.dispatch_inner)
     co_return fail(error_code::invalid_request, "no dispatcher for forwarded requests");
+  // Kafka answers the Envelope itself NOT_CONTROLLER when the inner answer is NOT_CONTROLLER
+  // (RequestChannel.buildResponseSend), so that the forwarding broker looks for the new active controller
+  // instead of handing the error to its client. A controller that is not the active one answers every
+  // forwardable request so; it is told at once, before the inner request runs.
+  if (auto* controller = ctx.services.controller) {
+    auto is_active = [controller] { return controller->active(); };
+    bool active = true;
+    if (ctx.services.shards) {
+      active = co_await ctx.services.shards->invoke_on(ctx.services.home_shard, std::move(is_active));
+    } else {
+      active = is_active();
+    }
+    if (!active) co_return fail(error_code::not_controller, "this controller is not the active one");
+  }
 
   net::connection_info client = ctx.connection;
   client.principal_type = principal->type;
