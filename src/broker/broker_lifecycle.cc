@@ -133,7 +133,8 @@ asio::awaitable<std::optional<bool>> broker_lifecycle::heartbeat_once(bool want_
   }
   if (resp.error_code != 0) co_return std::nullopt;
   for (auto& [dir, reported] : _state->offline_dirs) {
-    if (std::find(req.offline_log_dirs.begin(), req.offline_log_dirs.end(), dir) != req.offline_log_dirs.end())
+    if (std::find(req.offline_log_dirs.begin(), req.offline_log_dirs.end(), dir) !=
+        req.offline_log_dirs.end())
       reported = true;
   }
   if (_state->fenced != resp.is_fenced) {
@@ -184,16 +185,16 @@ void broker_lifecycle::report_offline_log_dir(const uuid& dir) {
   // replicas it can no longer serve; the broker stops instead so that they move.
   auto deadline = std::make_shared<asio::steady_timer>(_io);
   deadline->expires_after(std::chrono::milliseconds(_options.log_dir_failure_timeout_ms));
-  deadline->async_wait([deadline, st = _state, dir, fail = _options.on_unreported_dir_failure](
-                           const std::error_code& ec) {
-    if (ec || st->stopped || !fail) return;
-    for (const auto& [d, reported] : st->offline_dirs) {
-      if (d == dir && !reported) {
-        fail("could not tell the controller that log dir " + dir.to_string() + " failed");
-        return;
-      }
-    }
-  });
+  deadline->async_wait(
+      [deadline, st = _state, dir, fail = _options.on_unreported_dir_failure](const std::error_code& ec) {
+        if (ec || st->stopped || !fail) return;
+        for (const auto& [d, reported] : st->offline_dirs) {
+          if (d == dir && !reported) {
+            fail("could not tell the controller that log dir " + dir.to_string() + " failed");
+            return;
+          }
+        }
+      });
 }
 
 asio::awaitable<void> broker_lifecycle::controlled_shutdown(int32_t timeout_ms) {

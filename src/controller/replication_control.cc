@@ -230,7 +230,8 @@ void replication_control::append_directories_offline(const metadata_image& image
   };
   std::vector<uuid> newly_offline;
   std::vector<uuid> still_online;
-  for (const auto& dir : broker->second.log_dirs) (reported(dir) ? newly_offline : still_online).push_back(dir);
+  for (const auto& dir : broker->second.log_dirs)
+    (reported(dir) ? newly_offline : still_online).push_back(dir);
   if (newly_offline.empty()) return;
   append_leader_and_isr_changes(
       image, {id}, metadata::no_leader,

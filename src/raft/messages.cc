@@ -55,8 +55,8 @@ std::string describe(const raft_message& message) {
                               : std::string());
           },
           [](const update_voter_request& m) {
-            return fmt::format("UpdateRaftVoter(voter {} epoch {} {}://{}:{})", m.voter_id, m.current_leader_epoch,
-                               m.listener_name, m.host, m.port);
+            return fmt::format("UpdateRaftVoter(voter {} epoch {} {}://{}:{})", m.voter_id,
+                               m.current_leader_epoch, m.listener_name, m.host, m.port);
           },
           [](const update_voter_response& m) {
             return fmt::format("UpdateRaftVoterResponse({} leader {} epoch {})", error_name(m.error_code),

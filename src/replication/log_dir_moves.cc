@@ -30,7 +30,8 @@ constexpr int32_t copy_read_bytes = 1 << 20;
 
 }  // namespace
 
-error_code replica_manager::alter_log_dir(const storage::topic_partition& tp, const std::filesystem::path& dir) {
+error_code replica_manager::alter_log_dir(const storage::topic_partition& tp,
+                                          const std::filesystem::path& dir) {
   check_shard();
   const auto index = _logs.dir_index(dir);
   if (!index) return error_code::log_dir_not_found;
@@ -92,7 +93,8 @@ bool replica_manager::copy_to_future_logs(int64_t max_bytes) {
   return !_moves.empty();
 }
 
-bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log_move& move, int64_t& budget) {
+bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log_move& move,
+                                         int64_t& budget) {
   auto log = subsystem_logger("replication");
   partition* p = get(tp);
   storage::partition_log* future = _logs.get_future(tp);
@@ -122,8 +124,8 @@ bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log
     }
   }
   if (agreed < future->log_end_offset()) {
-    log->info("{}: the log was truncated during its move: the future log goes back to offset {}", describe(tp),
-              agreed);
+    log->info("{}: the log was truncated during its move: the future log goes back to offset {}",
+              describe(tp), agreed);
     if (auto st = future->truncate_to(agreed); !st.ok()) return give_up(st.message);
     if (auto st = move.producers->reload(*future, now); !st.ok()) return give_up(st.message);
   }
@@ -185,8 +187,8 @@ bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log
   if (auto st = p->replace_log(*replaced); !st.ok()) {
     log->warn("{}: the producer state after the move: {}", describe(tp), st.message);
   }
-  log->info("{}: log moved to {} ({} offsets up to {})", describe(tp), (*replaced)->dir().parent_path().string(),
-            end - (*replaced)->log_start_offset(), end);
+  log->info("{}: log moved to {} ({} offsets up to {})", describe(tp),
+            (*replaced)->dir().parent_path().string(), end - (*replaced)->log_start_offset(), end);
   return true;
 }
 

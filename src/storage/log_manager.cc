@@ -350,7 +350,7 @@ struct log_manager::impl {
     futures.erase(it);
     const auto from = doomed->dir();
     (void)doomed->close(file_sync::later);  // its data is thrown away
-    retired.push_back(std::move(doomed));  // the owning shard may still hold it until it hears
+    retired.push_back(std::move(doomed));   // the owning shard may still hold it until it hears
     if (!dirs[d].online) return status::success();
     const auto to = dirs[d].path / delete_dir_name(tp);
     if (::rename(from.c_str(), to.c_str()) != 0) {
@@ -358,7 +358,8 @@ struct log_manager::impl {
       take_offline(d, error.message);
       return error;
     }
-    log->info("Future log of {} in {} removed", partition_dir_name(tp.topic, tp.partition), dirs[d].path.string());
+    log->info("Future log of {} in {} removed", partition_dir_name(tp.topic, tp.partition),
+              dirs[d].path.string());
     deleter.enqueue(to, d);
     return status::success();
   }
@@ -542,7 +543,8 @@ status log_manager::impl::load() {
         }
         auto canonical = dir.path / partition_dir_name(moving->topic, moving->partition);
         if (::rename(path.c_str(), canonical.c_str()) != 0) {
-          take_offline(d, detail::io_error("cannot rename " + path.string() + " to", canonical, errno).message);
+          take_offline(d,
+                       detail::io_error("cannot rename " + path.string() + " to", canonical, errno).message);
           break;
         }
         log->warn("{} becomes the log of {}: a stop interrupted its swap with the log it replaced", name,
@@ -776,7 +778,8 @@ result<partition_log*> log_manager::create(const topic_partition& tp, const uuid
   if (auto preferred = m.preferred_dirs.find(tp); preferred != m.preferred_dirs.end()) {
     const size_t wanted = preferred->second;
     m.preferred_dirs.erase(preferred);
-    auto at = std::find_if(candidates.begin(), candidates.end(), [wanted](const auto& c) { return c.second == wanted; });
+    auto at = std::find_if(candidates.begin(), candidates.end(),
+                           [wanted](const auto& c) { return c.second == wanted; });
     if (at != candidates.end()) std::rotate(candidates.begin(), at, at + 1);
   }
 
@@ -914,8 +917,9 @@ result<partition_log*> log_manager::create_future(const topic_partition& tp, siz
   auto* raw = opened->get();
   m.watch(*raw, index);
   m.futures[tp] = impl::log_entry{std::move(*opened), index};
-  m.log->info("Created future log for {} in {} (moving it from {})", partition_dir_name(tp.topic, tp.partition),
-              m.dirs[index].path.string(), m.dirs[current->second.dir].path.string());
+  m.log->info("Created future log for {} in {} (moving it from {})",
+              partition_dir_name(tp.topic, tp.partition), m.dirs[index].path.string(),
+              m.dirs[current->second.dir].path.string());
   return raw;
 }
 
@@ -1004,7 +1008,8 @@ result<partition_log*> log_manager::promote_future(const topic_partition& tp) {
   m.logs[tp] = impl::log_entry{std::move(*opened), to};
   ++m.dirs[to].partitions;
   m.log->info("The future log of {} replaced its log: moved from {} to {}",
-              partition_dir_name(tp.topic, tp.partition), m.dirs[from].path.string(), m.dirs[to].path.string());
+              partition_dir_name(tp.topic, tp.partition), m.dirs[from].path.string(),
+              m.dirs[to].path.string());
   return raw;
 }
 

@@ -58,7 +58,8 @@ std::optional<topic_partition> parse_partition_dir_name(std::string_view name) {
   return topic_partition{std::string(name.substr(0, dash)), *partition};
 }
 
-std::optional<topic_partition> parse_suffixed_partition_dir_name(std::string_view name, std::string_view suffix) {
+std::optional<topic_partition> parse_suffixed_partition_dir_name(std::string_view name,
+                                                                 std::string_view suffix) {
   constexpr size_t unique_length = 32;
   if (!name.ends_with(suffix) || name.size() < suffix.size() + unique_length + 1) return std::nullopt;
   name.remove_suffix(suffix.size());

@@ -58,9 +58,10 @@ struct broker_registration {
   std::map<std::string, supported_feature> supported_features;
 
   const broker_endpoint* endpoint_for(const std::string& listener_name) const;
-  // KIP-858 (BrokerRegistration.hasOnlineDir, DirectoryId.isOnline): UNASSIGNED and MIGRATING count as online,
-  // LOST as offline, and so does every dir of a broker registered without dirs (before metadata.version
-  // 3.7-IV2, KAFKA-16162); otherwise a dir is online when log_dirs lists it (a failed dir leaves the list).
+  // KIP-858 (BrokerRegistration.hasOnlineDir, DirectoryId.isOnline): UNASSIGNED and MIGRATING count as
+  // online, LOST as offline, and so does every dir of a broker registered without dirs (before
+  // metadata.version 3.7-IV2, KAFKA-16162); otherwise a dir is online when log_dirs lists it (a failed dir
+  // leaves the list).
   bool has_online_dir(const uuid& dir) const;
   friend bool operator==(const broker_registration&, const broker_registration&) = default;
 };

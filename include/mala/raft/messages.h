@@ -186,7 +186,8 @@ struct update_voter_response {
 using raft_message_body =
     std::variant<vote_request, vote_response, begin_quorum_epoch_request, begin_quorum_epoch_response,
                  end_quorum_epoch_request, end_quorum_epoch_response, fetch_request, fetch_response,
-                 fetch_snapshot_request, fetch_snapshot_response, update_voter_request, update_voter_response>;
+                 fetch_snapshot_request, fetch_snapshot_response, update_voter_request,
+                 update_voter_response>;
 
 struct raft_message {
   int64_t correlation_id = 0;

@@ -457,8 +457,8 @@ class replica {
   int64_t _next_fetch_ms = 0;
   int64_t _update_voter_deadline_ms = 0;  // follower: the next check of its own voter-set entry
   int32_t _update_voter_sent_epoch = -1;  // static voters: the epoch whose leader was sent one
-  bool _has_fetched = false;      // a successful Fetch from this leader in this epoch
-  bool _leader_resigned = false;  // EndQuorumEpoch or NOT_LEADER_OR_FOLLOWER from it
+  bool _has_fetched = false;              // a successful Fetch from this leader in this epoch
+  bool _leader_resigned = false;          // EndQuorumEpoch or NOT_LEADER_OR_FOLLOWER from it
   std::optional<fetch_in_flight> _fetch_in_flight;
   std::optional<snapshot_download> _snapshot_download;  // follower: the snapshot being fetched
 

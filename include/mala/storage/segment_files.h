@@ -52,6 +52,7 @@ struct topic_partition {
 std::optional<topic_partition> parse_partition_dir_name(std::string_view name);
 // "<topic>-<partition>.<32 hex digits><suffix>" (a future or deleted partition dir, Kafka's
 // LocalLog.logFutureDirName / logDeleteDirName): its partition, or nullopt if `name` is not one.
-std::optional<topic_partition> parse_suffixed_partition_dir_name(std::string_view name, std::string_view suffix);
+std::optional<topic_partition> parse_suffixed_partition_dir_name(std::string_view name,
+                                                                 std::string_view suffix);
 
 }  // namespace mala::storage
