@@ -224,7 +224,7 @@ void node::release_commit_waits() {
 }
 
 void node::apply_replication_throttles(const metadata::metadata_image& image) {
-  if (!_leader_throttle || !_follower_throttle) return;
+  if (!_leader_throttle || !_follower_throttle || !_alter_log_dirs_throttle) return;
   const auto* node_dynamic =
       image.find_configs(metadata::config_resource_type::broker, std::to_string(_config.node_id()));
   const auto* cluster_dynamic = image.find_configs(metadata::config_resource_type::broker, "");
@@ -241,8 +241,10 @@ void node::apply_replication_throttles(const metadata::metadata_image& image) {
     }
     return std::nullopt;
   };
-  for (auto [quota, name] : {std::pair{_leader_throttle.get(), "leader.replication.throttled.rate"},
-                             std::pair{_follower_throttle.get(), "follower.replication.throttled.rate"}}) {
+  for (auto [quota, name] :
+       {std::pair{_leader_throttle.get(), "leader.replication.throttled.rate"},
+        std::pair{_follower_throttle.get(), "follower.replication.throttled.rate"},
+        std::pair{_alter_log_dirs_throttle.get(), "replica.alter.log.dirs.io.max.bytes.per.second"}}) {
     auto wanted = rate(name);
     if (wanted && (*wanted < 0 || *wanted == std::numeric_limits<int64_t>::max())) wanted.reset();
     if (quota->bound() == wanted) continue;
@@ -487,6 +489,8 @@ void node::open_broker() {
       _config.get_int("replication.quota.window.size.seconds").value_or(1) * 1000;
   _leader_throttle = std::make_unique<replication::replication_quota>(throttle_samples, throttle_window_ms);
   _follower_throttle = std::make_unique<replication::replication_quota>(throttle_samples, throttle_window_ms);
+  _alter_log_dirs_throttle =
+      std::make_unique<replication::replication_quota>(throttle_samples, throttle_window_ms);
   for (size_t shard = 0; shard < _shards->size(); ++shard) {
     auto fetcher_options = follower_fetcher_options_from(_config);
     fetcher_options.follower_throttle = _follower_throttle.get();
@@ -692,13 +696,24 @@ status node::start() {
 
 // The stop sequence, on shard 0.
 asio::awaitable<void> node::copy_future_logs(size_t shard) {
-  // A slice per turn bounds how long the shard is busy copying; while moves remain it comes back at once.
+  // A slice per turn bounds how long the shard is busy copying; while moves remain it comes back at once,
+  // unless replica.alter.log.dirs.io.max.bytes.per.second holds the copies back (a tenth of the bound a
+  // slice then).
   constexpr int64_t slice_bytes = 4 << 20;
   asio::steady_timer pause(_shards->context(shard));
   while (!_shards_stopping.load(std::memory_order_acquire)) {
     auto& replicas = *_replicas[shard];
-    const bool more = replicas.moving() && replicas.copy_to_future_logs(slice_bytes);
-    pause.expires_after(std::chrono::milliseconds(more ? 1 : 100));
+    auto* throttle = _alter_log_dirs_throttle.get();
+    const int64_t now = wall_clock_ms();
+    const bool held = throttle && throttle->exceeded(now);
+    if (replicas.moving() && !held) {
+      int64_t slice = slice_bytes;
+      if (throttle && throttle->bound()) slice = std::clamp<int64_t>(*throttle->bound() / 10, 1, slice_bytes);
+      const int64_t copied = replicas.copy_to_future_logs(slice);
+      if (throttle) throttle->record(copied, now);
+    }
+    const bool more = replicas.moving();
+    pause.expires_after(std::chrono::milliseconds(!more ? 100 : held ? 10 : 1));
     std::error_code ec;
     co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }

@@ -170,6 +170,8 @@ class node {
   // and follower.replication.throttled.rate (the fetchers), from the dynamic broker configs.
   std::unique_ptr<replication::replication_quota> _leader_throttle;
   std::unique_ptr<replication::replication_quota> _follower_throttle;
+  // KIP-113: replica.alter.log.dirs.io.max.bytes.per.second, the copies of replicas moving between log dirs.
+  std::unique_ptr<replication::replication_quota> _alter_log_dirs_throttle;
   std::vector<std::unique_ptr<replication::alter_partition_manager>> _isr_changes;
   // Step 5.
   std::unique_ptr<security::sasl_settings> _sasl;  // built before step 1

@@ -79,7 +79,30 @@ void replica_manager::cancel_move(const storage::topic_partition& tp) {
   }
 }
 
-bool replica_manager::copy_to_future_logs(int64_t max_bytes) {
+void replica_manager::resume_move(const storage::topic_partition& tp) {
+  storage::partition_log* future = _logs.get_future(tp);
+  if (!future || _moves.contains(tp)) return;
+  const auto now = _options.clock_ms ? _options.clock_ms()
+                                     : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count();
+  // Its producer state (and .txnindex) rebuilt from what it holds; the copy goes on from its end.
+  auto producers = storage::producer_state_manager::open(future->dir(), _options.producer_state);
+  if (producers) {
+    if (auto st = (*producers)->reload(*future, now); st.ok()) {
+      subsystem_logger("replication")
+          ->info("{}: resuming the move to another log dir from offset {}", describe(tp),
+                 future->log_end_offset());
+      _moves[tp] = log_move{std::move(*producers)};
+      return;
+    }
+  }
+  subsystem_logger("replication")
+      ->warn("{}: the interrupted move cannot go on: its future log goes", describe(tp));
+  (void)_logs.remove_future(tp);
+}
+
+int64_t replica_manager::copy_to_future_logs(int64_t max_bytes) {
   check_shard();
   int64_t budget = max_bytes;
   for (auto it = _moves.begin(); it != _moves.end();) {
@@ -90,7 +113,7 @@ bool replica_manager::copy_to_future_logs(int64_t max_bytes) {
       ++it;
     }
   }
-  return !_moves.empty();
+  return max_bytes - budget;
 }
 
 bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log_move& move,

@@ -63,6 +63,7 @@ result<state_change> replica_manager::apply_leadership(const partition_leadershi
     subsystem_logger("replication")
         ->info("{}-{}: replica on shard {}, log {} to {}", tp.topic, tp.partition, _options.shard,
                log.value()->log_start_offset(), log.value()->log_end_offset());
+    resume_move(tp);
   }
   // Topic configs change without a restart (segment size, retention, max.message.bytes, ...), and a log that
   // the log manager loaded at start-up was opened with the broker defaults, before the metadata named its

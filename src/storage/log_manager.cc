@@ -445,6 +445,13 @@ status log_manager::impl::load() {
   // interrupted, and goes; a future log without one is the log a stop caught half-way through its swap (the
   // current one already renamed for deletion), and becomes the partition's log.
   std::set<topic_partition> current_logs;
+  struct interrupted_move {
+    topic_partition tp;
+    fs::path path;
+    size_t dir = 0;
+    bool clean_shutdown = false;
+  };
+  std::vector<interrupted_move> interrupted_moves;
   for (const auto& dir : dirs) {
     std::error_code list_ec;
     for (fs::directory_iterator it(dir.path, list_ec); !list_ec && it != fs::directory_iterator();
@@ -529,9 +536,8 @@ status log_manager::impl::load() {
       auto tp = parse_partition_dir_name(name);
       if (auto moving = parse_suffixed_partition_dir_name(name, future_dir_suffix)) {
         if (current_logs.contains(*moving)) {
-          log->info("Removing {}: the move of {} to {} was interrupted (AlterReplicaLogDirs starts it over)",
-                    name, partition_dir_name(moving->topic, moving->partition), dir.path.string());
-          deleter.enqueue(path);
+          // A move a stop interrupted: the future log is loaded after the logs, and the copy goes on.
+          interrupted_moves.push_back({*moving, path, d, load.clean_shutdown});
           continue;
         }
         std::error_code marker_ec;
@@ -670,6 +676,33 @@ status log_manager::impl::load() {
   }
   if (!offline.empty())
     return status::error(error_code::kafka_storage_error, "every log dir is offline: " + offline);
+
+  // The future logs of interrupted moves (Kafka loads them as future logs and resumes the copy); one whose
+  // partition or dir did not load, or that does not open, goes.
+  for (const auto& move : interrupted_moves) {
+    auto current = logs.find(move.tp);
+    const bool wanted = dirs[move.dir].online && current != logs.end() && current->second.dir != move.dir;
+    std::optional<result<std::unique_ptr<partition_log>>> opened;
+    if (wanted) {
+      log_open_options open_options;
+      open_options.clean_shutdown = move.clean_shutdown;
+      open_options.clock_ms = options.clock_ms;
+      open_options.worker = worker;
+      opened.emplace(partition_log::open(
+          move.path, move.tp, options.topic_config ? options.topic_config(move.tp.topic) : options.defaults,
+          open_options));
+    }
+    if (!opened || !opened->ok()) {
+      log->info("Removing {}: the interrupted move of {} cannot go on", move.path.string(),
+                partition_dir_name(move.tp.topic, move.tp.partition));
+      deleter.enqueue(move.path);
+      continue;
+    }
+    watch(*opened->value(), move.dir);
+    log->info("Loaded the future log of {} in {} (an interrupted move goes on)",
+              partition_dir_name(move.tp.topic, move.tp.partition), dirs[move.dir].path.string());
+    futures[move.tp] = log_entry{std::move(opened->value()), move.dir};
+  }
 
   // KIP-966: an epoch is reported only when every dir, all online, stopped cleanly with the same one.
   report.previous_broker_epoch = -1;

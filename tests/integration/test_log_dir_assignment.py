@@ -216,11 +216,13 @@ REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # k
 
 
 def test_kafka_reassign_partitions_moves_a_replica_to_another_log_dir_under_load(jbod_cluster):
-    """KIP-113: kafka-reassign-partitions --execute with log_dirs moves the leader's replica of a partition
-    holding about 24 MB to its node's other dir (AlterReplicaLogDirs) while an idempotent acks=all producer
-    keeps writing to it: the node copies the log to a future log and swaps it in; --verify reports the replica
-    move complete; the files are in the new dir only, the metadata names it (AssignReplicasToDirs), and every
-    record, old and new, is read back exactly once."""
+    """KIP-113: kafka-reassign-partitions --execute with log_dirs and --replica-alter-log-dirs-throttle moves
+    the leader's replica of a partition holding about 24 MB to its node's other dir (AlterReplicaLogDirs) while
+    an idempotent acks=all producer keeps writing to it: the node copies the log to a future log at the
+    throttled rate, kafka-log-dirs shows the future replica with its lag, the node restarted in the middle goes
+    on with the copy, and the future log is swapped in; --verify reports the replica move complete; the files
+    are in the new dir only, the metadata names it (AssignReplicasToDirs), and every record, old and new, is
+    read back exactly once."""
     c = jbod_cluster
     topic = "moving-dirs"
     create_replicated_topic(c, topic, 1, assignment=[[1, 2, 3]])
@@ -242,9 +244,26 @@ def test_kafka_reassign_partitions_moves_a_replica_to_another_log_dir_under_load
         plan.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": topic, "partition": 0, "replicas": [1, 2, 3], "log_dirs": [target, "any", "any"]}]}))
         out = step_ok(tool_batch((REASSIGN_TOOL, "--bootstrap-server", c.bootstrap, "--reassignment-json-file",
-                                  str(plan), "--execute"))[0])
+                                  str(plan), "--execute", "--replica-alter-log-dirs-throttle", "2000000"))[0])
         print(out)
         assert f"Successfully started moving log directory to {target} for replica {topic}-0 with broker 1" in out
+
+        def future_replica():
+            text = step_ok(tool_batch((LOG_DIRS_TOOL, "--bootstrap-server", c.bootstrap, "--describe",
+                                       "--broker-list", "1", "--topic-list", topic))[0])
+            report = json.loads(next(line for line in text.splitlines() if line.startswith("{")))
+            for d in report["brokers"][0]["logDirs"]:
+                for p in d["partitions"]:
+                    if p["isFuture"] and d["logDir"] == target and p["offsetLag"] > 0:
+                        return p
+            return None
+        print("future replica:", c.wait_until(future_replica, timeout=30, interval=0.5,
+                                              what="the future replica in kafka-log-dirs"))
+        # The node restarts in the middle of the throttled copy: the move goes on from its future log.
+        c.stop(1)
+        c.start(1)
+        c.wait_until(lambda: "an interrupted move goes on" in c.node(1).log_text(400) or None, timeout=10,
+                     what="the future log loaded again")
 
         def verified():
             text = tool_batch((REASSIGN_TOOL, "--bootstrap-server", c.bootstrap, "--reassignment-json-file",
@@ -261,7 +280,8 @@ def test_kafka_reassign_partitions_moves_a_replica_to_another_log_dir_under_load
     assert (Path(target) / f"{topic}-0").is_dir()
     assert actual_dirs(mala_log_dirs(c), topic)[(0, 1)] == ids[target]
     wait_assigned(c, topic)
-    assert "log moved to" in c.logs(tail_lines=100000)
+    logs = c.logs(tail_lines=100000)
+    assert "log moved to" in logs and "resuming the move to another log dir" in logs
 
     consumed = rdkafka_consume(c.bootstrap, topic, {0: 0}, timeout=120)
     count = defaultdict(int)

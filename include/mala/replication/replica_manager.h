@@ -135,9 +135,9 @@ class replica_manager {
   error_code alter_log_dir(const storage::topic_partition& tp, const std::filesystem::path& dir);
   // Kafka's ReplicaAlterLogDirsThread: copies up to `max_bytes` of batches from each moving partition's log
   // to its future log (following the log's truncations and log start offset), and swaps in each future log
-  // that caught up (storage::log_manager::promote_future, partition::replace_log). Returns whether moves
-  // remain.
-  bool copy_to_future_logs(int64_t max_bytes);
+  // that caught up (storage::log_manager::promote_future, partition::replace_log). Returns the bytes copied
+  // (moving() says whether moves remain).
+  int64_t copy_to_future_logs(int64_t max_bytes);
   bool moving() const { return !_moves.empty(); }
 
  private:
@@ -146,6 +146,9 @@ class replica_manager {
     std::unique_ptr<storage::producer_state_manager> producers;
   };
   void cancel_move(const storage::topic_partition& tp);
+  // A future log the log manager loaded at start-up (a move a stop interrupted) goes on once its replica is
+  // created here (Kafka resumes it the same way).
+  void resume_move(const storage::topic_partition& tp);
   // One partition's step of copy_to_future_logs; true when the move is over (swapped in or given up).
   bool copy_to_future_log(const storage::topic_partition& tp, log_move& move, int64_t& budget);
 

@@ -83,8 +83,9 @@ class log_manager {
   // for before the replica exists); used once.
   void set_preferred_dir(const topic_partition& tp, size_t index);
   // An empty log in <dir>/<topic>-<partition>.<uuid>-future with the current log's topic id, or the future
-  // log already there; a future log in another dir is removed first. Only for a partition with a log of its
-  // own in another online dir. KAFKA_STORAGE_ERROR when it cannot be created (the dir goes offline).
+  // log already there (also one loaded at start-up: a move a stop interrupted, which the replica resumes); a
+  // future log in another dir is removed first. Only for a partition with a log of its own in another online
+  // dir. KAFKA_STORAGE_ERROR when it cannot be created (the dir goes offline).
   result<partition_log*> create_future(const topic_partition& tp, size_t index, const log_config& config);
   partition_log* get_future(const topic_partition& tp) const;
   // Closes the future log and deletes it in the background (the move is cancelled).

@@ -94,14 +94,15 @@ TEST_F(log_dir_moves_test, a_log_moves_with_the_batches_appended_during_the_copy
   EXPECT_EQ(future_dir.future_logs.at("orders").at(0).offset_lag, 100);
 
   // A small slice at a time, with appends in between.
-  EXPECT_TRUE(m.copy_to_future_logs(200));
+  EXPECT_GT(m.copy_to_future_logs(200), 0);
+  EXPECT_TRUE(m.moving());
   for (int i = 0; i < 3; ++i) {
     auto batch = make_batch(2);
     ASSERT_TRUE(p->append(batch, 1).ok());
   }
   EXPECT_EQ(m.get(tp), p);
   int turns = 0;
-  while (m.copy_to_future_logs(200) && ++turns < 1000) {
+  while (m.copy_to_future_logs(200) > 0 && m.moving() && ++turns < 1000) {
   }
   EXPECT_FALSE(m.moving());
   EXPECT_EQ(_logs->dir_index_of(tp), from == 0 ? 1u : 0u);
@@ -138,7 +139,7 @@ TEST_F(log_dir_moves_test, a_large_log_moves_in_slices) {
   }
   ASSERT_EQ(m.alter_log_dir(tp, dir(*_logs->dir_index_of(tp) == 0 ? "b" : "a")), error_code::none);
   int turns = 0;
-  while (m.copy_to_future_logs(4 << 20) && ++turns < 100) {
+  while ((m.copy_to_future_logs(4 << 20), m.moving()) && ++turns < 100) {
     auto batch = make_batch(3);
     ASSERT_TRUE(p->append(batch, 1).ok());
   }
@@ -166,7 +167,8 @@ TEST_F(log_dir_moves_test, a_truncation_during_the_move_is_followed) {
   }
   const size_t from = *_logs->dir_index_of(tp);
   ASSERT_EQ(m.alter_log_dir(tp, dir(from == 0 ? "b" : "a")), error_code::none);
-  EXPECT_TRUE(m.copy_to_future_logs(300));  // a few batches copied, then the log loses its tail
+  m.copy_to_future_logs(300);  // a few batches copied, then the log loses its tail
+  EXPECT_TRUE(m.moving());
   ASSERT_GT(_logs->get_future(tp)->log_end_offset(), 6);
   partition_leadership follower = leader_of("orders", 0);
   follower.state.leader = 2;
@@ -176,8 +178,7 @@ TEST_F(log_dir_moves_test, a_truncation_during_the_move_is_followed) {
   follower.state.isr = {self, 2};
   ASSERT_TRUE(m.apply_leadership(follower).ok());
   ASSERT_TRUE(p->truncate_to(6).ok());
-  while (m.copy_to_future_logs(1 << 20)) {
-  }
+  while (m.moving()) m.copy_to_future_logs(1 << 20);
   EXPECT_EQ(_logs->dir_index_of(tp), from == 0 ? 1u : 0u);
   EXPECT_EQ(p->log_end_offset(), 6);
   EXPECT_EQ(p->log().log_end_offset(), 6);
@@ -194,15 +195,30 @@ TEST_F(log_dir_moves_test, a_stop_leaves_a_move_to_start_over_and_a_swap_to_fini
     ASSERT_TRUE(m.remove_partition(tp, false).ok());
   }
   const size_t from = *_logs->dir_index_of(tp);
+  const size_t to = from == 0 ? 1 : 0;
   ASSERT_TRUE(_logs->shutdown().ok());
   _logs.reset();
-  // A move the stop interrupted: the future log is removed at the next load, the log stays where it was.
+  // A move the stop interrupted: the next load has the log where it was and the future log beside it, and
+  // the move goes on once the replica is created.
   open_logs();
   EXPECT_EQ(_logs->dir_index_of(tp), from);
   EXPECT_EQ(_logs->get(tp)->log_end_offset(), 4);
+  ASSERT_NE(_logs->get_future(tp), nullptr);
+  {
+    replica_manager m(*_logs, options());
+    ASSERT_TRUE(m.apply_leadership(leader_of("orders", 0)).ok());
+    EXPECT_TRUE(m.moving());
+    while (m.moving()) m.copy_to_future_logs(1 << 20);
+    EXPECT_EQ(_logs->dir_index_of(tp), to);
+    EXPECT_EQ(m.get(tp)->log_end_offset(), 4);
+    // And back, to leave the log in `from` for what follows.
+    ASSERT_EQ(m.alter_log_dir(tp, dir(from == 0 ? "a" : "b")), error_code::none);
+    while (m.moving()) m.copy_to_future_logs(1 << 20);
+    ASSERT_EQ(_logs->dir_index_of(tp), from);
+    ASSERT_TRUE(m.remove_partition(tp, false).ok());
+  }
 
   // A stop between a swap's renames: the marked future log is all there is, and becomes the log.
-  const size_t to = from == 0 ? 1 : 0;
   auto future = _logs->create_future(tp, to, _logs->get(tp)->config());
   ASSERT_TRUE(future.ok());
   auto* current = _logs->get(tp);
