@@ -57,7 +57,8 @@ describe_log_dirs_handler::response describe(const std::vector<replication::log_
       }
     }
     // KIP-113: a replica moving into this dir (AlterReplicaLogDirs), listed under its topic.
-    for (const auto& [topic, logs] : dir.future_logs) {
+    for (const auto& [topic_name, logs] : dir.future_logs) {
+      const std::string& topic = topic_name;  // a structured binding cannot be captured (C++20, clang)
       auto at = std::find_if(result.topics.begin(), result.topics.end(),
                              [&topic](const auto& t) { return t.name == topic; });
       auto& t = at != result.topics.end() ? *at : result.topics.emplace_back();
