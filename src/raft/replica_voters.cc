@@ -270,4 +270,37 @@ void replica::update_voter(int64_t request_id, int32_t leader_epoch, voter_info 
   answer(error_code::none);
 }
 
+// KafkaRaftClient.pollFollowerAsVoter's update check (every 3 fetch timeouts, from tick()).
+void replica::maybe_send_update_voter() {
+  if (!_config.local_voter || _leader_id < 0) return;
+  const voter_info& wanted = *_config.local_voter;
+  uuid directory_id = _config.directory_id;
+  if (const auto* voters = voter_set()) {
+    // kraft.version 1: only an entry that differs from what this node is now.
+    const auto own =
+        std::find_if(voters->begin(), voters->end(), [&](const voter_info& v) { return is_own_key(v); });
+    if (own == voters->end()) return;
+    if (own->listener_name == wanted.listener_name && own->endpoint.host == wanted.endpoint.host &&
+        own->endpoint.port == wanted.endpoint.port)
+      return;
+    if (!own->directory_id.is_zero()) directory_id = own->directory_id;
+  } else {
+    // kraft.version 0 (Kafka 4.4): once per epoch, the leader learning the voter's directory id and range
+    // (Mala's leader refuses it at kraft.version 0; the answer changes nothing).
+    if (_update_voter_sent_epoch == _epoch) return;
+    _update_voter_sent_epoch = _epoch;
+  }
+  if (directory_id.is_zero()) return;
+  update_voter_request request;
+  request.current_leader_epoch = _epoch;
+  request.voter_id = _config.node_id;
+  request.voter_directory_id = directory_id;
+  request.listener_name = wanted.listener_name;
+  request.host = wanted.endpoint.host;
+  request.port = wanted.endpoint.port;
+  request.min_kraft_version = 0;
+  request.max_kraft_version = _config.max_kraft_version;
+  send(_leader_id, new_correlation_id(), std::move(request));
+}
+
 }  // namespace mala::raft

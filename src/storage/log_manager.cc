@@ -289,13 +289,9 @@ struct log_manager::impl {
     dir.error = error;
     std::vector<topic_partition> stopped;
     const std::string reason = "log dir " + dir.path.string() + " is offline: " + error;
-    for (auto it = logs.begin(); it != logs.end();) {
-      if (it->second.dir != d) {
-        ++it;
-        continue;
-      }
-      // The log stops on the shard that owns it (it may be appending there right now); it stays alive in
-      // `retired` for the pointers its replica still holds.
+    // A log stops on the shard that owns it (it may be appending there right now); it stays alive in
+    // `retired` for the pointers its replica still holds.
+    auto retire = [this, &reason](std::map<topic_partition, log_entry>& from, auto it) {
       partition_log* stopping = it->second.log.get();
       auto stop = [stopping, reason] {
         stopping->mark_offline(reason);
@@ -306,26 +302,22 @@ struct log_manager::impl {
       } else {
         stop();
       }
-      stopped.push_back(it->first);
       retired.push_back(std::move(it->second.log));
-      it = logs.erase(it);
+      return from.erase(it);
+    };
+    for (auto it = logs.begin(); it != logs.end();) {
+      if (it->second.dir != d) {
+        ++it;
+        continue;
+      }
+      stopped.push_back(it->first);
+      it = retire(logs, it);
     }
     // Moves into the dir stop (their future logs are released like its logs), and so do moves out of it:
-    // their future logs stay on disk until the next load removes them (the owning shard may be appending).
+    // their future logs stay on disk for the next load (the owning shard may be appending to them now).
     for (auto it = futures.begin(); it != futures.end();) {
       if (it->second.dir == d || std::find(stopped.begin(), stopped.end(), it->first) != stopped.end()) {
-        partition_log* stopping = it->second.log.get();
-        auto stop = [stopping, reason] {
-          stopping->mark_offline(reason);
-          (void)stopping->close();
-        };
-        if (run_on_owner) {
-          run_on_owner(it->first, std::move(stop));
-        } else {
-          stop();
-        }
-        retired.push_back(std::move(it->second.log));
-        it = futures.erase(it);
+        it = retire(futures, it);
       } else {
         ++it;
       }
