@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from real_clients import DUMP_LOG_TOOL, LOG_DIRS_TOOL, rdkafka_consume, rdkafka_produce, step_ok, tool_batch
-from test_replication_failover import KeyedLoad, _fast, create_replicated_topic, high_watermark
+from test_replication_failover import KeyedLoad, _fast, create_replicated_topic, read_back_exactly_once_in_key_order
 
 TOPIC = "spread"
 PARTITIONS = 8
@@ -201,15 +201,7 @@ def test_a_failed_dir_moves_its_leaderships_while_the_node_keeps_serving_its_oth
     assert by_dir[str(tmpfs)]["error"] == "org.apache.kafka.common.errors.KafkaStorageException", by_dir[str(tmpfs)]
     assert by_dir[str(c.node(2).log_dir / "disk-a")]["error"] is None
 
-    ends = {p: high_watermark(c.bootstrap, topic, p) for p in range(partitions)}
-    consumed = rdkafka_consume(c.bootstrap, topic, {p: 0 for p in range(partitions)}, timeout=90)
-    assert all(sum(1 for x in consumed if x[0] == p) >= ends[p] for p in ends)
-    count = defaultdict(int)
-    for _, _, _, v in consumed:
-        count[v] += 1
-    missing = [a for a in load.acked if count[a[3]] == 0]
-    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:5]}"
-    assert not [v for v, n in count.items() if n > 1], "records read twice"
+    read_back_exactly_once_in_key_order(c, topic, partitions, load.acked)
 
 
 REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
