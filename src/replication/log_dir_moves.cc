@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "mala/common/logging.h"
+#include "mala/protocol/record_batch.h"
 #include "mala/replication/replica_manager.h"
 #include "mala/storage/leader_epoch_cache.h"
 
@@ -17,12 +18,6 @@ namespace {
 
 std::string describe(const storage::topic_partition& tp) {
   return tp.topic + "-" + std::to_string(tp.partition);
-}
-
-int64_t batch_base_offset(std::span<const uint8_t> bytes) {
-  int64_t base = 0;
-  for (size_t i = 0; i < 8 && i < bytes.size(); ++i) base = (base << 8) | bytes[i];
-  return base;
 }
 
 // One read of the partition's log copied into the future log: at most this much.
@@ -171,7 +166,9 @@ bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log
     if (!read->data || read->data->size == 0) break;
     auto bytes = read->data->file->read(read->data->position, read->data->size);
     if (!bytes) return give_up(bytes.error().message);
-    const int64_t base = batch_base_offset(*bytes);
+    const auto header = protocol::parse_batch_header(*bytes);
+    if (!header) return give_up("unreadable batch at offset " + std::to_string(from));
+    const int64_t base = header->base_offset;
     if (base < from) {
       // The future log starts inside this batch (a log start offset inside a batch): it takes the whole
       // batch, as a follower does, and raises its start again after.
