@@ -171,7 +171,6 @@ controller::controller_options controller_options_from(const node_config& config
   options.auto_leader_rebalance = config.get_bool("auto.leader.rebalance.enable").value_or(true);
   options.leader_imbalance_check_interval_ms =
       config.get_long("leader.imbalance.check.interval.seconds").value_or(300) * 1000;
-  options.kraft_version = config.quorum_voters().empty() ? 1 : 0;
   return options;
 }
 

@@ -130,16 +130,27 @@ result<record_list> update_features(const metadata::metadata_image& image, int32
     if (update.level > current && update.type != feature_upgrade_type::upgrade) {
       return invalid_update_version(update, "Can't downgrade to a newer version.");
     }
-    const bool fixed = feature->fixed_level >= 0 || feature->name == kraft_version_feature;
-    if (fixed) {
+    if (feature->name == kraft_version_feature) {
       if (update.level == current) continue;  // already in force: nothing to write
-      if (feature->name == kraft_version_feature) {
-        return invalid_update_version(
-            update,
-            "Mala's kraft.version follows how the quorum's voters are configured (1 with "
-            "controller.quorum.bootstrap.servers, 0 with controller.quorum.voters); it cannot be "
-            "changed with UpdateFeatures.");
+      if (update.type != feature_upgrade_type::upgrade) {
+        return invalid_update_version(update, "Can't downgrade the version of this feature.");
       }
+      // FeatureControlManager: the Raft client appends the KRaftVersionRecord and VotersRecord itself; a
+      // NoOpRecord gives the answer an offset to wait on.
+      if (!context.upgrade_kraft_version) {
+        return invalid_update_version(update, "This controller's metadata log has no quorum to upgrade.");
+      }
+      if (auto upgraded = context.upgrade_kraft_version(update.level, context.validate_only);
+          !upgraded.ok()) {
+        if (upgraded.code == error_code::invalid_update_version)
+          return invalid_update_version(update, upgraded.message);
+        return upgraded;
+      }
+      records.push_back(versioned(protocol::no_op_record{}, record_v0));
+      continue;
+    }
+    if (feature->fixed_level >= 0) {
+      if (update.level == current) continue;  // already in force: nothing to write
       return invalid_update_version(update, "Mala always has this feature on at level " +
                                                 std::to_string(current) + "; it cannot be changed.");
     }

@@ -33,6 +33,7 @@ void metadata_loader::load_latest_snapshot() {
               image.ok() ? std::string() : image.error().message);
   auto loaded = std::make_shared<metadata::metadata_image>(**image);
   loaded->controller_id = _image->controller_id;
+  loaded->kraft_version = _image->kraft_version;
   _image = std::move(loaded);
   _next_offset = id->offset;
   _bytes_since_snapshot = 0;
@@ -124,9 +125,11 @@ void metadata_loader::apply_committed() {
     }
   }
   const int32_t leader = state.leader_id();
-  if (_image->controller_id != leader) {
+  const int16_t kraft_version = _node.kraft_version();
+  if (_image->controller_id != leader || _image->kraft_version != kraft_version) {
     auto copy = std::make_shared<metadata::metadata_image>(*_image);
     copy->controller_id = leader;
+    copy->kraft_version = kraft_version;
     _image = std::move(copy);
     changed = true;
   }

@@ -206,8 +206,13 @@ protocol::update_features_response quorum_controller::update_features(
     updates.push_back(std::move(update));
   }
   protocol::update_features_response resp;
-  auto records =
-      controller::update_features(*s.current, s.options.node_id, updates, {s.options.kraft_version});
+  feature_update_context context;
+  context.kraft_version = s.log->kraft_version();
+  context.validate_only = request.validate_only;
+  context.upgrade_kraft_version = [&s](int16_t level, bool validate_only) {
+    return s.log->upgrade_kraft_version(s.log->epoch(), level, validate_only);
+  };
+  auto records = controller::update_features(*s.current, s.options.node_id, updates, context);
   status outcome = records.ok() ? status::success() : records.error();
   if (outcome.ok() && !request.validate_only) outcome = s.write(*records);
   if (!outcome.ok()) {

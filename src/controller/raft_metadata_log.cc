@@ -51,6 +51,17 @@ status raft_metadata_log::replay(int64_t from_offset, const metadata_replay_call
   return replayed.ok() ? status::success() : replayed.error();
 }
 
+int16_t raft_metadata_log::kraft_version() const {
+  return _node.kraft_version();
+}
+
+status raft_metadata_log::upgrade_kraft_version(int32_t epoch, int16_t version, bool validate_only) {
+  auto upgraded = _node.upgrade_kraft_version(epoch, version, validate_only);
+  if (!upgraded.ok() && upgraded.code == error_code::not_leader_or_follower)
+    return status::error(error_code::not_controller, upgraded.message);
+  return upgraded;
+}
+
 namespace {
 
 enum class transaction_marker { none, begin, end, abort };

@@ -454,14 +454,24 @@ result<std::unique_ptr<raft_node>> raft_node::open(asio::io_context& io, raft_no
     subsystem_logger("raft")->info("the metadata log is not new: the initial voters given are not used");
   }
   std::optional<std::vector<voter_info>> voter_set;
-  if (options.config.voters.empty()) {
-    if (auto latest = (*log)->latest_snapshot()) {
-      auto payload = (*log)->read_snapshot(*latest);
-      if (!payload) return status::error(error_code::kafka_storage_error, "cannot read the latest snapshot");
-      auto found = voter_set_in_snapshot(*payload);
-      if (!found.ok()) return found.error();
-      voter_set = std::move(*found);
-    }
+  if (auto latest = (*log)->latest_snapshot()) {
+    auto payload = (*log)->read_snapshot(*latest);
+    if (!payload) return status::error(error_code::kafka_storage_error, "cannot read the latest snapshot");
+    auto found = voter_set_in_snapshot(*payload);
+    if (!found.ok()) return found.error();
+    voter_set = std::move(*found);
+  }
+  if (voter_set && !options.config.voters.empty()) {
+    // A static quorum upgraded to kraft.version 1 (replica::upgrade_kraft_version) before this snapshot: the
+    // voter set in the log rules from then on, as in Kafka (controller.quorum.voters is only where it
+    // started). Its endpoints stay known for the voters it names.
+    subsystem_logger("raft")->info(
+        "the metadata log holds a voter set (kraft.version 1): controller.quorum.voters no longer names the "
+        "voters");
+    options.config.voters.clear();
+    options.config.voter_set = *voter_set;
+    for (const auto& v : *voter_set) options.config.voters.push_back(v.id);
+  } else if (options.config.voters.empty()) {
     if (voter_set) {
       for (const auto& v : *voter_set) options.config.voters.push_back(v.id);
     }
@@ -575,6 +585,18 @@ std::optional<voter_endpoint> raft_node::endpoint_of(int32_t node_id) const {
 std::optional<std::vector<voter_info>> raft_node::voter_set() const {
   if (const auto* voters = _impl->node.voter_set()) return *voters;
   return std::nullopt;
+}
+
+int16_t raft_node::kraft_version() const {
+  return _impl->node.kraft_version();
+}
+
+status raft_node::upgrade_kraft_version(int32_t epoch, int16_t version, bool validate_only) {
+  impl& i = *_impl;
+  i.node.tick(steady_now_ms());
+  auto upgraded = i.node.upgrade_kraft_version(epoch, version, validate_only);
+  i.step_done();
+  return upgraded;
 }
 
 std::optional<std::vector<voter_info>> raft_node::voter_set_before(int64_t offset) const {

@@ -206,9 +206,7 @@ void replica::on_message(int32_t from, const raft_message& message) {
           [&](const fetch_snapshot_response& m) { handle_fetch_snapshot_response(from, correlation_id, m); },
           // Served by the glue (raft_node::update_voter), never through here.
           [&](const update_voter_request&) {},
-          // An answer changes nothing here: the entry is checked again after the next period, and a new
-          // leader or epoch reaches this replica through its Fetch answers.
-          [&](const update_voter_response&) {},
+          [&](const update_voter_response& m) { handle_update_voter_response(m); },
       },
       message.body);
 }
@@ -271,7 +269,7 @@ void replica::delete_before_snapshot() {
   if (!latest) return;
   _log.delete_before(latest->offset);
   // The VotersRecords now gone from the log: the last of them is the voter set at its start.
-  while (_base_voter_set && !_voter_history.empty() && _voter_history.front().offset < _log.start_offset()) {
+  while (!_voter_history.empty() && _voter_history.front().offset < _log.start_offset()) {
     _base_voter_set = std::move(_voter_history.front().voters);
     _voter_history.erase(_voter_history.begin());
   }
@@ -410,6 +408,7 @@ void replica::become_leader() {
   _epoch_start_offset = _log.end_offset();
   append_to_log({log_entry{_epoch_start_offset, _epoch, entry_type::leader_change,
                            leader_change_payload(_config.node_id, _voters, _granted)}});
+  start_reported_voters();
   if (_base_voter_set && _voter_history.empty() && !_base_voter_set->empty()) {
     // Kafka's LeaderState.appendStartOfEpochControlRecords: while the voter set is only in a snapshot (the
     // bootstrap checkpoint), the leader writes it into the log, so that a replica fetching from the log's
@@ -477,6 +476,7 @@ void replica::leave_leadership() {
   }
   _parked_fetches.clear();
   _followers.clear();
+  _reported_voters.clear();
   if (_pending_voter_change) answer_voter_change(error_code::not_leader_or_follower);
 }
 
@@ -888,14 +888,16 @@ void replica::handle_fetch_snapshot_response(int32_t from, int64_t correlation_i
   if (static_cast<int64_t>(download.bytes.size()) == response.size) {
     const offset_and_epoch id = download.id;
     // KIP-853: the snapshot's voter set is the one at the new log start.
+    // A static quorum's snapshot has none (kraft.version 0), unless the quorum was upgraded before it. With a
+    // voter set in effect, a snapshot whose voters cannot be read is not installed; a static replica takes
+    // such a payload as one without voters (its state machine reads the rest).
     std::optional<std::vector<voter_info>> snapshot_voters;
-    if (_base_voter_set) {
-      auto in_snapshot = voter_set_in_snapshot(download.bytes);
-      if (!in_snapshot.ok()) {
-        abandon();
-        return;
-      }
+    auto in_snapshot = voter_set_in_snapshot(download.bytes);
+    if (in_snapshot.ok()) {
       snapshot_voters = std::move(*in_snapshot);
+    } else if (voter_set()) {
+      abandon();
+      return;
     }
     if (!_log.install_snapshot(id, download.bytes)) {
       abandon();

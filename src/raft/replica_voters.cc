@@ -10,9 +10,10 @@
 
 namespace mala::raft {
 
+// A static quorum (no voter set at the log's start) tracks VotersRecords too: the first one is its upgrade to
+// kraft.version 1 (upgrade_kraft_version, or a Kafka leader's).
 void replica::load_voter_history() {
   _voter_history.clear();
-  if (!_base_voter_set) return;
   int64_t next = _log.start_offset();
   const int64_t end = _log.end_offset();
   while (next < end) {
@@ -31,7 +32,6 @@ void replica::load_voter_history() {
 }
 
 void replica::track_voter_entries(std::span<const log_entry> entries) {
-  if (!_base_voter_set) return;
   bool changed = false;
   for (const log_entry& e : entries) {
     if (e.type != entry_type::voters) continue;
@@ -52,17 +52,17 @@ void replica::forget_voter_entries_from(int64_t offset) {
 }
 
 const std::vector<voter_info>* replica::voter_set() const {
-  if (!_base_voter_set) return nullptr;
-  return _voter_history.empty() ? &*_base_voter_set : &_voter_history.back().voters;
+  if (!_voter_history.empty()) return &_voter_history.back().voters;
+  return _base_voter_set ? &*_base_voter_set : nullptr;
 }
 
 std::optional<std::vector<voter_info>> replica::voter_set_before(int64_t offset) const {
-  if (!_base_voter_set) return std::nullopt;
-  const std::vector<voter_info>* found = &*_base_voter_set;
+  const std::vector<voter_info>* found = _base_voter_set ? &*_base_voter_set : nullptr;
   for (const voter_set_at& v : _voter_history) {
     if (v.offset >= offset) break;
     found = &v.voters;
   }
+  if (!found) return std::nullopt;
   return *found;
 }
 
@@ -161,7 +161,7 @@ std::optional<voter_change_answer> replica::voter_change_refusal(std::string_vie
     return refusal(error_code::request_timed_out,
                    "Request timed out waiting for leader to establish HWM and fence previous voter changes");
   }
-  if (!_base_voter_set) {
+  if (!voter_set()) {
     return refusal(error_code::unsupported_version, "Cluster doesn't support " + std::string(verb) +
                                                         " voter because the kraft.version feature is 0");
   }
@@ -246,6 +246,27 @@ void replica::update_voter(int64_t request_id, int32_t leader_epoch, voter_info 
   if (min_kraft_version < 0 || max_kraft_version < 0 || max_kraft_version < min_kraft_version) {
     return answer(error_code::invalid_request, "Update voter request has an invalid kraft.version range");
   }
+  if (!voter_set()) {
+    // kraft.version 0 (UpdateVoterHandler without reconfiguration): kept in memory for the upgrade.
+    if (_high_watermark <= _epoch_start_offset || _reported_voters.empty()) {
+      return answer(error_code::request_timed_out,
+                    "Request timed out waiting for leader to establish HWM and fence previous voter changes");
+    }
+    if (min_kraft_version > 0) {
+      return answer(error_code::invalid_request,
+                    "The voter's kraft.version range [" + std::to_string(min_kraft_version) + ", " +
+                        std::to_string(max_kraft_version) + "] does not support the finalized version 0");
+    }
+    const auto reported = std::find_if(_reported_voters.begin(), _reported_voters.end(),
+                                       [&](const reported_voter& r) { return r.voter.id == voter.id; });
+    if (reported == _reported_voters.end()) {
+      return answer(error_code::voter_not_found, "Cannot update voter " +
+                                                     replica_key(voter.id, voter.directory_id) +
+                                                     " in the set of voters " + ids_text(_voters));
+    }
+    *reported = reported_voter{std::move(voter), min_kraft_version, max_kraft_version};
+    return answer(error_code::none);
+  }
   if (auto refusal = voter_change_refusal("updating"))
     return answer(refusal->error, std::move(refusal->message));
   if (dynamic_kraft_version < min_kraft_version || dynamic_kraft_version > max_kraft_version) {
@@ -285,10 +306,9 @@ void replica::maybe_send_update_voter() {
       return;
     if (!own->directory_id.is_zero()) directory_id = own->directory_id;
   } else {
-    // kraft.version 0 (Kafka 4.4): once per epoch, the leader learning the voter's directory id and range
-    // (Mala's leader refuses it at kraft.version 0; the answer changes nothing).
-    if (_update_voter_sent_epoch == _epoch) return;
-    _update_voter_sent_epoch = _epoch;
+    // kraft.version 0: until this epoch's leader accepted it, so that the leader knows the voter's directory
+    // id, listener and range when kraft.version is upgraded (KafkaRaftClient.shouldSendUpdateVoteRequest).
+    if (_update_voter_accepted_epoch == _epoch) return;
   }
   if (directory_id.is_zero()) return;
   update_voter_request request;
@@ -301,6 +321,85 @@ void replica::maybe_send_update_voter() {
   request.min_kraft_version = 0;
   request.max_kraft_version = _config.max_kraft_version;
   send(_leader_id, new_correlation_id(), std::move(request));
+}
+
+void replica::handle_update_voter_response(const update_voter_response& response) {
+  if (_role != role::follower || response.current_leader.leader_epoch != _epoch) return;
+  if (response.error_code == error_code::none || response.error_code == error_code::unsupported_version)
+    _update_voter_accepted_epoch = _epoch;
+}
+
+void replica::start_reported_voters() {
+  _reported_voters.clear();
+  if (voter_set()) return;
+  for (int32_t id : _voters) {
+    reported_voter r;
+    r.voter.id = id;
+    if (id == _config.node_id) {
+      if (_config.local_voter) r.voter = *_config.local_voter;
+      r.voter.id = id;
+      r.voter.directory_id = _config.directory_id;
+      r.max_kraft_version = _config.max_kraft_version;
+    }
+    _reported_voters.push_back(std::move(r));
+  }
+}
+
+status replica::upgrade_kraft_version(int32_t epoch, int16_t version, bool validate_only) {
+  if (_role != role::leader || epoch < _epoch) {
+    return status::error(error_code::not_leader_or_follower,
+                         "Upgrade kraft version failed because the replica is not the current leader");
+  }
+  if (epoch > _epoch) {
+    return status::error(error_code::invalid_request,
+                         "Attempt to append from epoch " + std::to_string(epoch) +
+                             " which is larger than the current epoch of " + std::to_string(_epoch));
+  }
+  const int16_t current = kraft_version();
+  if (version == current) return status::success();
+  auto invalid = [](std::string message) {
+    return status::error(error_code::invalid_update_version, std::move(message));
+  };
+  const std::string from_to =
+      "kraft.version from version " + std::to_string(current) + " to " + std::to_string(version);
+  if (version < current)
+    return invalid("Invalid upgrade of " + from_to + " because the new version is a downgrade");
+  if (version > dynamic_kraft_version || _reported_voters.empty())
+    return invalid("Invalid upgrade of " + from_to);
+  // VoterSet.supportsVersion: a voter not heard from is a static voter of range [0, 0], as in Kafka.
+  for (const reported_voter& r : _reported_voters) {
+    if (version < r.min_kraft_version || version > r.max_kraft_version) {
+      const std::string why = r.voter.directory_id.is_zero()
+                                  ? "has not sent UpdateRaftVoter to this leader yet"
+                                  : "supports [" + std::to_string(r.min_kraft_version) + ", " +
+                                        std::to_string(r.max_kraft_version) + "]";
+      return invalid("Invalid upgrade of kraft.version to " + std::to_string(version) +
+                     " because not all of the voters support it (voter " + std::to_string(r.voter.id) + " " +
+                     why + ")");
+    }
+  }
+  std::vector<voter_info> voters;
+  std::string unknown;
+  for (const reported_voter& r : _reported_voters) {
+    if (r.voter.directory_id.is_zero() || r.voter.endpoint.host.empty()) {
+      unknown += (unknown.empty() ? "" : ", ") + std::to_string(r.voter.id);
+    }
+    voters.push_back(r.voter);
+  }
+  if (!unknown.empty()) {
+    return invalid("Directory id must be known for all of the voters: voter(s) " + unknown +
+                   " have not sent UpdateRaftVoter to this leader yet");
+  }
+  if (validate_only) return status::success();
+  // One write: the KRaftVersionRecord and the VotersRecord (LeaderState's control batch of the upgrade).
+  const auto records = voter_set_control_records(voters);
+  const int64_t next = _log.end_offset();
+  append_to_log({log_entry{next, _epoch, entry_type::kraft_version, records[0].value, false},
+                 log_entry{next + 1, _epoch, entry_type::voters, records[1].value, true}});
+  _reported_voters.clear();
+  complete_parked_fetches();
+  maybe_advance_high_watermark();
+  return status::success();
 }
 
 }  // namespace mala::raft

@@ -880,3 +880,84 @@ def test_kafka_metadata_quorum_adds_and_removes_controllers(tmp_path):
                      interval=0.25, what=f"node {leader} observing")
         create_topic_retrying(c.bootstrap_of(leader), "after-leader-removal", partitions=1, replication_factor=2,
                               timeout=30)
+
+
+def test_kafka_features_upgrades_a_static_quorum_to_kraft_version_1(tmp_path):
+    """KIP-853's upgrade of a static quorum (Kafka 4.1+): three voters from controller.quorum.voters run at
+    kraft.version 0, each sending UpdateRaftVoter (its directory id and listener) to the leader.
+    `kafka-features upgrade --feature kraft.version=1` makes the leader append the voter set; every node's
+    ApiVersions then finalizes kraft.version 1, `kafka-metadata-quorum describe` shows each voter's directory id,
+    and voter changes work: a voter is removed with remove-controller and added back with add-controller. A restart
+    of every node, with controller.quorum.voters still in their configs, keeps the voter set of the log."""
+    import kafka_wire
+    from cluster import own_cluster
+
+    features_tool = "org.apache.kafka.tools.FeatureCommand"  # kafka-features.sh
+    with own_cluster(tmp_path, size=3) as c:
+        c.start_all()
+        leader, _, _ = c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=30, what="a leader")
+
+        def kraft_versions():
+            return {i: kafka_wire.api_versions_features(c.nodes[i].port)[1].get("kraft.version", 0)
+                    for i in c.running_ids()}
+        assert set(kraft_versions().values()) == {0}, kraft_versions()
+        directory_ids = {i: re.search(r"^directory\.id=(\S+)$", (c.node(i).log_dir / "meta.properties").read_text(),
+                                      re.M)[1] for i in (1, 2, 3)}
+
+        # The upgrade succeeds once every voter has reported to this epoch's leader (a voter's first check comes
+        # 3 fetch timeouts after it started following); until then it is refused with INVALID_UPDATE_VERSION.
+        attempts = []
+
+        def upgraded():
+            out = tool_batch((features_tool, "--bootstrap-server", c.bootstrap_of(1), "upgrade", "--feature",
+                              "kraft.version=1"))[0]
+            attempts.append(out["stdout"] + out["stderr"])
+            return out if out["exit"] == 0 else None
+        out = c.wait_until(upgraded, timeout=60, interval=2, what="kafka-features upgrading kraft.version to 1")
+        print("kafka-features attempts:", attempts)
+        assert "kraft.version was upgraded to 1" in out["stdout"], out
+        assert all("Could not upgrade kraft.version to 1" in a and "has not sent UpdateRaftVoter" in a
+                   for a in attempts[:-1]), attempts
+        c.wait_until(lambda: set(kraft_versions().values()) == {1} or None, timeout=20, interval=0.5,
+                     what="every node finalizing kraft.version 1")
+        rows = {r["NodeId"]: r for r in parse_quorum_replication(quorum_tool(c, [(2, "--replication")])[0])}
+        assert {i: rows[i]["DirectoryId"] for i in (1, 2, 3)} == directory_ids, rows
+        status = parse_quorum_status(quorum_tool(c, [(3, "--status")])[0])
+        assert {i: status["CurrentVoters"][i] for i in (1, 2, 3)} == {
+            i: [f"CONTROLLER://127.0.0.1:{c.node(i).controller_port}"] for i in (1, 2, 3)}, status
+
+        # A voter that does not lead is removed, observes, and is added back.
+        leader, _, _ = c.agreed_leader(ids=[1, 2, 3])
+        victim = 3 if leader != 3 else 2
+        out = tool_batch((QUORUM_TOOL, "--bootstrap-server", c.bootstrap_of(1), "remove-controller",
+                          "--controller-id", str(victim), "--controller-directory-id", directory_ids[victim]))
+        assert f"Removed KRaft controller {victim}" in step_ok(out[0]), out
+        c.wait_until(lambda: victim in c.describe_quorum(leader)["observers"] or None, timeout=30, interval=0.25,
+                     what=f"node {victim} observing")
+        n = c.node(victim)
+        props = tmp_path / f"controller-{victim}.properties"
+        props.write_text("\n".join([
+            f"node.id={victim}", "process.roles=broker,controller", f"log.dirs={n.log_dir}",
+            "controller.listener.names=CONTROLLER",
+            f"listeners=PLAINTEXT://127.0.0.1:{n.port},CONTROLLER://127.0.0.1:{n.controller_port}",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT", ""]))
+        out = tool_batch((QUORUM_TOOL, "--bootstrap-server", c.bootstrap_of(1), "--command-config", str(props),
+                          "add-controller"))
+        assert f"Added controller {victim}" in step_ok(out[0]), out
+        c.wait_until(lambda: set(c.describe_quorum(leader)["voters"]) == {1, 2, 3} or None, timeout=20,
+                     interval=0.25, what="three voters again")
+
+        # Every node restarted: the voter set comes from the log, kraft.version stays 1, the quorum commits.
+        for i in (1, 2, 3):
+            c.stop(i)
+        for i in (1, 2, 3):
+            c.start(i, wait=False)
+        for i in (1, 2, 3):
+            c.wait_serving(i, timeout=40)
+        c.wait_until(lambda: c.agreed_leader(ids=[1, 2, 3]), timeout=30, what="a leader after the restart")
+        c.wait_until(lambda: set(kraft_versions().values()) == {1} or None, timeout=20, interval=0.5,
+                     what="kraft.version 1 after the restart")
+        rows = {r["NodeId"]: r for r in parse_quorum_replication(quorum_tool(c, [(1, "--replication")])[0])}
+        assert {i: rows[i]["DirectoryId"] for i in (1, 2, 3)} == directory_ids, rows
+        create_topic_retrying(c.bootstrap_of(victim), "after-the-upgrade", partitions=1, replication_factor=3,
+                              timeout=30)

@@ -639,6 +639,34 @@ class MessageGen:
         lines.append("")
         return "\n".join(lines)
 
+    def error_code_walkers(self) -> list[str]:
+        """collect_error_codes(value, out) for the message and each of its structs: every ErrorCode field, at every
+        depth (what Kafka's AbstractResponse.errorCounts gathers; a field the decoded version lacks holds 0)."""
+        out = []
+        types = [(self.flat(n), self.structs[n].fields) for n in self.order] + [(self.cpp, self.msg.fields)]
+        for qual, _ in types:
+            out.append(f"[[maybe_unused]] void collect_error_codes(const {qual}& value, std::vector<int16_t>& out);")
+        for qual, fields in types:
+            out.append(f"void collect_error_codes([[maybe_unused]] const {qual}& value, "
+                       "[[maybe_unused]] std::vector<int16_t>& out) {")
+            for f in fields:
+                m = member_name(f.name)
+                nullable = self.nullable_anywhere(f) and f.type != "records"
+                if f.is_struct:
+                    if f.is_array:
+                        each = f"*value.{m}" if nullable else f"value.{m}"
+                        guard = f"if (value.{m}) " if nullable else ""
+                        out.append(f"  {guard}for (const auto& e : {each}) collect_error_codes(e, out);")
+                    elif nullable:
+                        out.append(f"  if (value.{m}) collect_error_codes(*value.{m}, out);")
+                    else:
+                        out.append(f"  collect_error_codes(value.{m}, out);")
+                elif f.type == "int16" and f.name == "ErrorCode":
+                    out.append(f"  out.push_back(value.{m});")
+            out.append("}")
+            out.append("")
+        return out
+
     def samples(self) -> list[str]:
         out = []
         for name in self.order:
@@ -700,6 +728,17 @@ def main() -> int:
            '#include "mala/protocol/message_catalog.h"', '#include "mala/protocol/messages/all_messages.h"', "",
            "namespace mala::protocol {", "", "namespace {", ""]
     for g in gens:
+        if g.msg.kind == "response":
+            cat.extend(g.error_code_walkers())
+            cat.append(f"decode_status error_codes_{g.cpp}(std::span<const uint8_t> in, int16_t version, "
+                       "std::vector<int16_t>& out) {")
+            cat.append(f"  {g.cpp} message;")
+            cat.append("  wire_reader r(in);")
+            cat.append("  const decode_status status = message.decode(r, version);")
+            cat.append("  if (status == decode_status::ok) collect_error_codes(message, out);")
+            cat.append("  return status;")
+            cat.append("}")
+            cat.append("")
         cat.append(f"decode_status round_trip_{g.cpp}(std::span<const uint8_t> in, int16_t version, "
                    "std::vector<uint8_t>* out) {")
         cat.append(f"  {g.cpp} message;")
@@ -721,7 +760,8 @@ def main() -> int:
         flex = m.flexible.low if not m.flexible.is_none() else -1
         cat.append(f'    {{"{m.name}", message_kind::{m.kind}, {key}, {g.cpp}::min_version, {g.cpp}::max_version, '
                    f"{g.cpp}::kafka4_min_version, {flex}, {'true' if m.unstable_latest else 'false'}, "
-                   f"&round_trip_{g.cpp}}},")
+                   f"&round_trip_{g.cpp}, "
+                   f"{('&error_codes_' + g.cpp) if m.kind == 'response' else 'nullptr'}}},")
     cat.append("};")
     cat.append("")
     cat.append("}  // namespace")

@@ -28,9 +28,6 @@ struct controller_options {
   int64_t broker_session_timeout_ms = 9000;              // broker.session.timeout.ms
   bool auto_leader_rebalance = true;                     // auto.leader.rebalance.enable
   int64_t leader_imbalance_check_interval_ms = 300'000;  // leader.imbalance.check.interval.seconds
-  // kraft.version in force: 1 when the voter set lives in the metadata log (controller.quorum.bootstrap
-  // .servers), 0 with static controller.quorum.voters. UpdateFeatures cannot change it.
-  int16_t kraft_version = 1;
 };
 
 }  // namespace mala::controller

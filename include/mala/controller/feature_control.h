@@ -20,6 +20,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -126,9 +127,13 @@ struct feature_update {
 
 // What the quorum controller checks an update against besides the image.
 struct feature_update_context {
-  // kraft.version in force (1 with a KIP-853 voter set, 0 with static voters); UpdateFeatures cannot change
-  // it.
+  // kraft.version in force (1 with a KIP-853 voter set, 0 with static voters).
   int16_t kraft_version = 1;
+  // The Raft quorum's kraft.version upgrade (metadata_log::upgrade_kraft_version, Kafka's
+  // KRaftVersionAccessor.upgradeKRaftVersion), called with the level asked for and ValidateOnly; its refusal
+  // is the update's. Unset: kraft.version cannot be upgraded here.
+  std::function<status(int16_t level, bool validate_only)> upgrade_kraft_version;
+  bool validate_only = false;
 };
 
 // FeatureControlManager.updateFeatures: the FeatureLevelRecords that apply `updates` to `image`, or the
@@ -138,9 +143,11 @@ struct feature_update_context {
 // versions a-b" / "Broker N does not support this feature."), a lower level without a downgrade type
 // ("Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe
 // downgrade."), a higher one with a downgrade type ("Can't downgrade to a newer version."), any
-// metadata.version downgrade, and a change to a feature whose level Mala fixes. An update to the level in
-// force of a fixed feature is accepted and writes nothing. No record is written for a refused request: the
-// caller writes all of them or none.
+// metadata.version downgrade, and a change to a feature whose level Mala fixes. kraft.version 0 to 1 is the
+// quorum's (context.upgrade_kraft_version; its refusal is the update's) and writes a NoOpRecord for the
+// answer to wait on; any kraft.version downgrade is refused. An update to the level in force of a fixed
+// feature is accepted and writes nothing. No record is written for a refused request: the caller writes all
+// of them or none.
 result<record_list> update_features(const metadata::metadata_image& image, int32_t local_node_id,
                                     const std::vector<feature_update>& updates,
                                     const feature_update_context& context);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "mala/common/result.h"
@@ -60,6 +61,17 @@ class metadata_log {
   // LeaderChangeMessage, KRaftVersion/Voters records) are skipped. A record that does not decode is
   // corrupt_message, a record type Mala does not apply unsupported_version.
   virtual status replay(int64_t from_offset, const metadata_replay_callback& callback) const = 0;
+
+  // KIP-853: the quorum's kraft.version (1 when its voters are in the log, 0 with static voters), and its
+  // upgrade (Kafka's KRaftVersionAccessor; raft::replica::upgrade_kraft_version), leader only, `epoch` the
+  // caller's. A log without a quorum (the unit tests' stand-in) is at 1 and refuses an upgrade.
+  virtual int16_t kraft_version() const { return 1; }
+  virtual status upgrade_kraft_version(int32_t epoch, int16_t version, bool validate_only) {
+    (void)epoch;
+    (void)validate_only;
+    return status::error(error_code::invalid_update_version,
+                         "no quorum to upgrade to kraft.version " + std::to_string(version));
+  }
 };
 
 // The partition directory of the metadata log inside a log dir.

@@ -27,6 +27,8 @@ class raft_metadata_log final : public metadata_log {
   result<metadata_append_result> append(
       std::span<const metadata::versioned_metadata_record> records) override;
   status replay(int64_t from_offset, const metadata_replay_callback& callback) const override;
+  int16_t kraft_version() const override;
+  status upgrade_kraft_version(int32_t epoch, int16_t version, bool validate_only) override;
   // Where a replay stopped.
   struct replay_position {
     // The offset after the last whole write or KIP-868 transaction passed: the next from_offset.

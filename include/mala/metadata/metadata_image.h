@@ -191,6 +191,10 @@ class metadata_image {
  public:
   std::string cluster_id;
   int32_t controller_id = -1;
+  // The quorum's kraft.version as this node's Raft replica has it (KIP-853: 1 once the voters are in the
+  // log), set by the metadata loader with controller_id: ApiVersions finalizes it (Kafka's KRaftMetadataCache
+  // .features). -1 without a quorum (images built by hand).
+  int16_t kraft_version = -1;
   std::map<int32_t, broker_registration> brokers;
   // Controller registrations by node id (RegisterControllerRecord / UnregisterControllerRecord).
   std::map<int32_t, controller_registration> controllers;

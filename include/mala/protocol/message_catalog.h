@@ -26,6 +26,9 @@ struct message_info {
   bool latest_version_unstable;
   // Decodes `in` as this message at `version`; on success, and if `out` is given, re-encodes it into *out.
   decode_status (*round_trip)(std::span<const uint8_t> in, int16_t version, std::vector<uint8_t>* out);
+  // Responses only (null otherwise): decodes `in` (the body, without the response header) at `version` and
+  // appends every ErrorCode it holds, at any depth, to `out` (Kafka's AbstractResponse.errorCounts).
+  decode_status (*error_codes)(std::span<const uint8_t> in, int16_t version, std::vector<int16_t>& out);
 };
 
 std::span<const message_info> message_catalog();

@@ -114,6 +114,10 @@ class raft_node {
   // The voter set in effect (kraft.version 1: the latest snapshot's, then the VotersRecords in the log);
   // nullopt with static voters (kraft.version 0).
   std::optional<std::vector<voter_info>> voter_set() const;
+  // kraft.version in effect (replica::kraft_version) and its upgrade (replica::upgrade_kraft_version; the
+  // write goes out like an append's).
+  int16_t kraft_version() const;
+  status upgrade_kraft_version(int32_t epoch, int16_t version, bool validate_only);
   // The voter set a snapshot ending at `offset` carries.
   std::optional<std::vector<voter_info>> voter_set_before(int64_t offset) const;
   // KIP-853 AddRaftVoter / RemoveRaftVoter (replica.h): `done` is called once, on this node's thread, with

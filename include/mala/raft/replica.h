@@ -244,8 +244,21 @@ class replica {
   // listener and supported kraft.version range; the set is appended with its new endpoint and the answer
   // given at once (not waiting for the commit, as Kafka's). `leader_epoch` is the request's
   // CurrentLeaderEpoch.
+  // With static voters (kraft.version 0) nothing is appended: the leader keeps the voter's directory id,
+  // listener and range in memory for this epoch (Kafka's KRaftVersionUpgrade.Voters), for
+  // upgrade_kraft_version.
   void update_voter(int64_t request_id, int32_t leader_epoch, voter_info voter, int16_t min_kraft_version,
                     int16_t max_kraft_version);
+  // kraft.version in effect: 1 once a voter set is in effect (the log's start or a VotersRecord), else 0.
+  int16_t kraft_version() const { return voter_set() ? dynamic_kraft_version : int16_t{0}; }
+  // UpdateFeatures of kraft.version (KafkaRaftClient.upgradeKRaftVersion, LeaderState
+  // .maybeAppendUpgradedKRaftVersion), leader only: from 0 to 1 it appends one write of a KRaftVersionRecord
+  // and a VotersRecord with the static voters as their UpdateRaftVoter requests described them in this epoch;
+  // from then on the voter set is in the log (KIP-853 voter changes work). Refused (nothing appended) unless
+  // every voter reported its directory id and supports version 1. `validate_only`: the checks alone. The
+  // level already in effect is a no-op; a lower one is INVALID_UPDATE_VERSION. `epoch` is the caller's
+  // leader epoch: NOT_LEADER_OR_FOLLOWER when stale.
+  status upgrade_kraft_version(int32_t epoch, int16_t version, bool validate_only);
   // Stores a snapshot of the committed prefix before id.offset (raft_log::write_snapshot); `id.epoch` must be
   // the epoch of entry id.offset - 1. False when id.offset is above the high watermark, outside the log, 0,
   // of the wrong epoch, or the write failed; true (nothing written) when the log already holds that snapshot
@@ -360,6 +373,12 @@ class replica {
   void send_fetch_snapshot(int32_t destination);
   // Follower voter: UpdateRaftVoter to the leader when its entry in the voter set is not local_voter.
   void maybe_send_update_voter();
+  // A static voter's UpdateRaftVoter accepted by this epoch's leader is not sent again in the epoch; any
+  // other answer changes nothing (the entry is checked again after the next period, and a new leader or
+  // epoch reaches this replica through its Fetch answers).
+  void handle_update_voter_response(const update_voter_response& response);
+  // Leader with static voters: _reported_voters for the new epoch (this node's own entry filled in).
+  void start_reported_voters();
   // The snapshot the leader answers `request` with instead of records or a divergence, if any (`end`: the
   // leader's end_offset_for_epoch of the request's last fetched epoch).
   std::optional<offset_and_epoch> snapshot_for_fetch(const fetch_request& request,
@@ -432,6 +451,14 @@ class replica {
     int64_t deadline_ms = 0;
   };
   std::optional<pending_voter_change> _pending_voter_change;
+  // Leader with static voters: the voters as their UpdateRaftVoter requests of this epoch describe them, with
+  // the kraft.version range each supports (a voter not heard from yet: its id alone, range [0, 0]).
+  struct reported_voter {
+    voter_info voter;
+    int16_t min_kraft_version = 0;
+    int16_t max_kraft_version = 0;
+  };
+  std::vector<reported_voter> _reported_voters;
   bool _resign_requested = false;  // leader: it removed itself and the change committed
   uint64_t _random_state = 0;
   int64_t _now_ms = 0;
@@ -456,9 +483,11 @@ class replica {
   int64_t _fetch_deadline_ms = 0;
   int64_t _next_fetch_ms = 0;
   int64_t _update_voter_deadline_ms = 0;  // follower: the next check of its own voter-set entry
-  int32_t _update_voter_sent_epoch = -1;  // static voters: the epoch whose leader was sent one
-  bool _has_fetched = false;              // a successful Fetch from this leader in this epoch
-  bool _leader_resigned = false;          // EndQuorumEpoch or NOT_LEADER_OR_FOLLOWER from it
+  // Static voters: the epoch whose leader accepted this voter's UpdateRaftVoter (NONE, or UNSUPPORTED_VERSION
+  // from a leader that cannot take it); until then it is sent every check (FollowerState.hasUpdatedLeader).
+  int32_t _update_voter_accepted_epoch = -1;
+  bool _has_fetched = false;      // a successful Fetch from this leader in this epoch
+  bool _leader_resigned = false;  // EndQuorumEpoch or NOT_LEADER_OR_FOLLOWER from it
   std::optional<fetch_in_flight> _fetch_in_flight;
   std::optional<snapshot_download> _snapshot_download;  // follower: the snapshot being fetched
 

@@ -34,14 +34,19 @@ void add_api_keys(const handler_table& table, bool controller_listener, bool cli
 // describeFeatures.
 void add_features(const broker_services& services, api_versions_handler::response& out) {
   const auto image = services.metadata ? services.metadata->current() : nullptr;
+  // kraft.version: the quorum's, as the metadata loader last saw it; without one (handler unit tests) what
+  // the configuration implies.
   const bool kip_853_voters = services.config && services.config->quorum_voters().empty();
+  const int16_t kraft_version = image && image->kraft_version >= 0
+                                    ? image->kraft_version
+                                    : static_cast<int16_t>(kip_853_voters ? 1 : 0);
   for (const auto& f : controller::implemented_features) {
     auto& supported = out.supported_features.emplace_back();
     supported.name = std::string(f.name);
     supported.min_version = f.min_level;
     supported.max_version = f.max_level;
     int16_t level = f.fixed_level;
-    if (f.name == controller::kraft_version_feature) level = kip_853_voters ? 1 : 0;
+    if (f.name == controller::kraft_version_feature) level = kraft_version;
     if (level < 0 && image) level = image->feature_level(std::string(f.name));  // finalized in the log
     if (level <= 0) continue;  // a feature at level 0 is not finalized (Kafka leaves it out)
     auto& finalized = out.finalized_features.emplace_back();

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "mala/controller/quorum_controller.h"
 #include "mala/net/coroutine_frame_warning.h"
 #include "mala/net/shard_pool.h"
+#include "mala/protocol/message_catalog.h"
 #include "mala/protocol/wire.h"
 
 namespace mala::broker::handlers {
@@ -74,6 +76,29 @@ std::string host_of(const std::vector<uint8_t>& address) {
 
 }  // namespace
 
+bool response_holds_not_controller(int16_t api_key, int16_t api_version, std::span<const uint8_t> response) {
+  const auto* request = protocol::find_message(api_key, protocol::message_kind::request);
+  const auto* answer = protocol::find_message(api_key, protocol::message_kind::response);
+  if (!request || !answer || !answer->error_codes) return false;
+  // The response header: CorrelationId, and (v1, a flexible request's) its tagged fields.
+  protocol::wire_reader r(response);
+  r.read_int32();
+  if (protocol::is_flexible_version(*request, api_version)) {
+    const uint32_t tags = r.read_tag_count();
+    for (uint32_t i = 0; i < tags && r.ok(); ++i) {
+      r.read_uvarint();
+      r.skip(r.read_uvarint());
+    }
+  }
+  if (!r.ok()) return false;
+  std::vector<int16_t> codes;
+  if (answer->error_codes(response.subspan(response.size() - r.remaining()), api_version, codes) !=
+      protocol::decode_status::ok)
+    return false;
+  const auto not_controller = to_wire(error_code::not_controller);
+  return std::find(codes.begin(), codes.end(), not_controller) != codes.end();
+}
+
 asio::awaitable<std::optional<envelope_handler::response>> envelope_handler::handle_async(
     request_context& ctx, request req, int16_t /*version*/) {
   response resp;
@@ -95,6 +120,7 @@ asio::awaitable<std::optional<envelope_handler::response>> envelope_handler::han
   // The inner header: api key first. Only the admin APIs a broker forwards (never an Envelope again).
   protocol::wire_reader header(req.request_data);
   const int16_t inner_api_key = header.read_int16();
+  const int16_t inner_api_version = header.read_int16();
   if (!header.ok()) co_return fail(error_code::invalid_request, "RequestData holds no request header");
   if (!forwardable(inner_api_key)) {
     co_return fail(error_code::invalid_request,
@@ -105,7 +131,8 @@ asio::awaitable<std::optional<envelope_handler::response>> envelope_handler::han
   // Kafka answers the Envelope itself NOT_CONTROLLER when the inner answer is NOT_CONTROLLER
   // (RequestChannel.buildResponseSend), so that the forwarding broker looks for the new active controller
   // instead of handing the error to its client. A controller that is not the active one answers every
-  // forwardable request so; it is told at once, before the inner request runs.
+  // forwardable request so; it is told at once, before the inner request runs. One that lost the leadership
+  // while the inner request ran finds NOT_CONTROLLER among the inner answer's error codes (below).
   if (auto* controller = ctx.services.controller) {
     auto is_active = [controller] { return controller->active(); };
     bool active = true;
@@ -131,6 +158,9 @@ asio::awaitable<std::optional<envelope_handler::response>> envelope_handler::han
   }
   if (!inner.pieces.empty()) {
     if (auto st = inner.materialize(); !st.ok()) co_return fail(error_code::unknown_server_error, st.message);
+  }
+  if (response_holds_not_controller(inner_api_key, inner_api_version, inner.response)) {
+    co_return fail(error_code::not_controller, "the inner answer is NOT_CONTROLLER");
   }
   resp.error_code = 0;
   resp.response_data = std::move(inner.response);

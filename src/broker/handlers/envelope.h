@@ -10,7 +10,9 @@
 // CreateTopics, configs, ACLs or DescribeQuorum reach a Mala controller.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 
 #include <asio/awaitable.hpp>
 
@@ -39,5 +41,10 @@ struct forwarded_principal {
   std::string name;
 };
 std::optional<forwarded_principal> decode_forwarded_principal(std::span<const uint8_t> bytes);
+
+// Whether an inner answer (`response`: response header and body, of request `api_key` at `api_version`)
+// holds NOT_CONTROLLER in any of its error codes: Kafka's RequestChannel.buildResponseSend then answers the
+// Envelope itself NOT_CONTROLLER. False for bytes that do not decode.
+bool response_holds_not_controller(int16_t api_key, int16_t api_version, std::span<const uint8_t> response);
 
 }  // namespace mala::broker::handlers

@@ -7,6 +7,10 @@
 #include <vector>
 
 #include "handlers/envelope.h"
+#include "mala/common/error_code.h"
+#include "mala/protocol/messages/create_topics_response.h"
+#include "mala/protocol/messages/incremental_alter_configs_response.h"
+#include "mala/protocol/request_header.h"
 
 namespace mala::broker::handlers {
 namespace {
@@ -34,6 +38,43 @@ TEST(envelope, refuses_what_is_not_a_principal) {
   auto huge_name = anonymous;
   huge_name[7] = 0x7f;  // a name longer than the bytes left
   EXPECT_FALSE(decode_forwarded_principal(huge_name));
+}
+
+// Kafka's RequestChannel.buildResponseSend: an inner answer with NOT_CONTROLLER among its error codes (any
+// depth, any version's header) makes the Envelope's own error NOT_CONTROLLER.
+template <typename Response>
+std::vector<uint8_t> framed(const Response& body, int16_t version) {
+  std::vector<uint8_t> out;
+  protocol::wire_writer w(out);
+  protocol::encode_response_header(w, 77, Response::is_flexible(version) ? 1 : 0);
+  body.encode(w, version);
+  return out;
+}
+
+TEST(envelope, finds_not_controller_in_the_inner_answer) {
+  const int16_t not_controller = to_wire(error_code::not_controller);
+  protocol::create_topics_response created;
+  created.topics.resize(2);
+  created.topics[0].name = "a";
+  created.topics[1].name = "b";
+  for (int16_t version : {int16_t{2}, int16_t{7}}) {
+    EXPECT_FALSE(response_holds_not_controller(19, version, framed(created, version))) << version;
+    auto lost = created;
+    lost.topics[1].error_code = not_controller;
+    EXPECT_TRUE(response_holds_not_controller(19, version, framed(lost, version))) << version;
+    auto other = created;
+    other.topics[1].error_code = to_wire(error_code::topic_already_exists);
+    EXPECT_FALSE(response_holds_not_controller(19, version, framed(other, version))) << version;
+  }
+  protocol::incremental_alter_configs_response altered;
+  altered.responses.resize(1);
+  altered.responses[0].error_code = not_controller;
+  EXPECT_TRUE(response_holds_not_controller(44, 1, framed(altered, 1)));
+  // Bytes that are not that answer, and an unknown API: no.
+  auto cut = framed(altered, 1);
+  cut.resize(cut.size() - 3);
+  EXPECT_FALSE(response_holds_not_controller(44, 1, cut));
+  EXPECT_FALSE(response_holds_not_controller(9999, 0, framed(altered, 1)));
 }
 
 }  // namespace

@@ -225,11 +225,10 @@ TEST_F(feature_update_test, features_mala_fixes_are_refused_unless_unchanged) {
   EXPECT_EQ(refusal({"eligible.leader.replicas.version", 0, unsafe_downgrade}),
             "Invalid update version 0 for feature eligible.leader.replicas.version. Mala always has this "
             "feature on at level 1; it cannot be changed.");
-  EXPECT_NE(refusal({"kraft.version", 0, safe_downgrade}).find("cannot be changed with UpdateFeatures"),
-            std::string::npos);
+  EXPECT_EQ(
+      refusal({"kraft.version", 0, safe_downgrade}),
+      "Invalid update version 0 for feature kraft.version. Can't downgrade the version of this feature.");
   _context.kraft_version = 0;
-  EXPECT_NE(refusal({"kraft.version", 1, upgrade}).find("cannot be changed with UpdateFeatures"),
-            std::string::npos);
   // The level in force is accepted and writes nothing (kafka-features upgrade --release-version sends every
   // feature).
   auto same = update({{"group.version", 1, upgrade},
@@ -237,6 +236,41 @@ TEST_F(feature_update_test, features_mala_fixes_are_refused_unless_unchanged) {
                       {"kraft.version", 0, upgrade}});
   ASSERT_TRUE(same.ok()) << same.error().message;
   EXPECT_TRUE(same->empty());
+}
+
+// KIP-853 (FeatureControlManager with KRaftVersionAccessor): kraft.version 0 to 1 is the quorum's upgrade,
+// called with ValidateOnly; a NoOpRecord is the write the answer waits on, and the quorum's refusal is the
+// update's.
+TEST_F(feature_update_test, a_kraft_version_upgrade_is_the_quorums) {
+  _context.kraft_version = 0;
+  EXPECT_NE(refusal({"kraft.version", 1, upgrade}).find("no quorum to upgrade"), std::string::npos);
+  std::vector<std::pair<int16_t, bool>> calls;
+  status answer = status::success();
+  _context.upgrade_kraft_version = [&](int16_t level, bool validate_only) {
+    calls.emplace_back(level, validate_only);
+    return answer;
+  };
+  _context.validate_only = true;
+  auto upgraded = update({{"kraft.version", 1, upgrade}});
+  ASSERT_TRUE(upgraded.ok()) << upgraded.error().message;
+  ASSERT_EQ(upgraded->size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<protocol::no_op_record>(upgraded->front().record));
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0], std::make_pair(int16_t{1}, true));
+
+  answer = status::error(error_code::invalid_update_version, "not all of the voters support it");
+  EXPECT_EQ(refusal({"kraft.version", 1, upgrade}),
+            "Invalid update version 1 for feature kraft.version. not all of the voters support it");
+  answer = status::error(error_code::not_controller, "not the leader");
+  auto moved = update({{"kraft.version", 1, upgrade}});
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.error().code, error_code::not_controller);
+  // Level 0 is in force: nothing asked of the quorum.
+  calls.clear();
+  auto same = update({{"kraft.version", 0, upgrade}});
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(same->empty());
+  EXPECT_TRUE(calls.empty());
 }
 
 TEST_F(feature_update_test, one_refusal_refuses_the_whole_request) {

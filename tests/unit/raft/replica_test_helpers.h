@@ -97,8 +97,18 @@ struct manual_net {
       if (const auto* u = std::get_if<update_voter_request>(&m.message.body)) {
         // The glue serves UpdateRaftVoter through replica::update_voter (the broker handler).
         voter_info v{u->voter_id, u->voter_directory_id, u->listener_name, {u->host, u->port}};
-        members.at(m.to)->raft->update_voter(m.message.correlation_id, u->current_leader_epoch, v,
-                                             u->min_kraft_version, u->max_kraft_version);
+        member& leader = *members.at(m.to);
+        leader.raft->update_voter(m.message.correlation_id, u->current_leader_epoch, v, u->min_kraft_version,
+                                  u->max_kraft_version);
+        collect(m.to);
+        // ... and answers it as the handler does.
+        for (const voter_change_answer& a : leader.answers) {
+          if (a.request_id != m.message.correlation_id) continue;
+          update_voter_response response;
+          response.error_code = a.error;
+          response.current_leader = {leader.raft->leader_id(), leader.raft->epoch()};
+          queue.push_back({m.to, m.from, raft_message{m.message.correlation_id, response}});
+        }
       } else {
         members.at(m.to)->raft->on_message(m.from, m.message);
       }

@@ -328,5 +328,119 @@ TEST(raft_voter_changes, the_voter_set_is_read_back_from_the_log_and_undone_by_t
   EXPECT_EQ(sorted(r.voter_ids()), (std::vector<int32_t>{1, 2, 3}));
 }
 
+// KIP-853 upgrade of a static quorum (Kafka 4.1+: `kafka-features upgrade --feature kraft.version=1`): the
+// voters of controller.quorum.voters send UpdateRaftVoter to each new leader, which keeps their directory
+// ids, endpoints and ranges in memory; once every voter has reported, the leader appends a KRaftVersionRecord
+// and a VotersRecord, and from then on every replica has the voter set (read back from the log after a
+// restart with the same static configuration), and voter changes work.
+struct static_quorum {
+  manual_net net;
+  int64_t now = 0;
+  int32_t leader = -1;
+
+  explicit static_quorum(int16_t node_3_max_kraft_version = 1) {
+    for (int32_t id : {1, 2, 3}) net.add(config(id, id == 3 ? node_3_max_kraft_version : int16_t{1}), {}, {});
+    advance_until([&] {
+      for (int32_t id : {1, 2, 3}) {
+        if (net[id].current_role() == role::leader) leader = id;
+      }
+      return leader > 0;
+    });
+    advance(1000);  // the high watermark passes the leader_change entry
+  }
+  static raft_config config(int32_t id, int16_t max_kraft_version = 1) {
+    raft_config c = test::config_for(id, {1, 2, 3});
+    c.directory_id = directory_of(id);
+    c.local_voter = voter(id);
+    c.max_kraft_version = max_kraft_version;
+    return c;
+  }
+  void advance(int64_t ms) {
+    for (const int64_t end = now + ms; now < end;) {
+      now += 50;
+      for (int32_t id : {1, 2, 3}) net.tick(id, now);
+      net.run();
+    }
+  }
+  template <typename Done>
+  void advance_until(Done done, int64_t limit_ms = 30'000) {
+    for (const int64_t end = now + limit_ms; now < end && !done();) advance(50);
+  }
+  status upgrade(int16_t version, bool validate_only) {
+    auto s = net[leader].upgrade_kraft_version(net[leader].epoch(), version, validate_only);
+    net.collect(leader);
+    net.run();
+    return s;
+  }
+};
+
+TEST(raft_voter_changes, a_static_quorum_is_upgraded_to_kraft_version_1_once_every_voter_reported) {
+  static_quorum q;
+  auto& net = q.net;
+  ASSERT_EQ(net[q.leader].kraft_version(), 0);
+  EXPECT_EQ(net[q.leader].voter_set(), nullptr);
+  // At once: the other voters have not reported yet (their first check comes after 3 fetch timeouts).
+  auto early = q.upgrade(1, true);
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.code, error_code::invalid_update_version);
+  EXPECT_NE(early.message.find("not all of the voters support it"), std::string::npos) << early.message;
+  EXPECT_NE(early.message.find("has not sent UpdateRaftVoter to this leader yet"), std::string::npos)
+      << early.message;
+  // Static voter changes stay refused.
+  net[q.leader].add_voter(1, voter(4));
+  net.collect(q.leader);
+  EXPECT_EQ(net.members.at(q.leader)->answers.back().error, error_code::unsupported_version);
+
+  q.advance_until([&] { return q.upgrade(1, true).ok(); });
+  ASSERT_TRUE(q.upgrade(1, true).ok());
+  EXPECT_EQ(net[q.leader].kraft_version(), 0);            // validation only: nothing appended
+  EXPECT_EQ(q.upgrade(0, false).code, error_code::none);  // the level in effect: a no-op
+  EXPECT_EQ(net[q.leader].upgrade_kraft_version(net[q.leader].epoch() - 1, 1, false).code,
+            error_code::not_leader_or_follower);
+  const int64_t before = net.members.at(q.leader)->log.end_offset();
+  ASSERT_TRUE(q.upgrade(1, false).ok());
+  EXPECT_EQ(net.members.at(q.leader)->log.end_offset(), before + 2);  // KRaftVersionRecord + VotersRecord
+  q.advance(1000);
+  for (int32_t id : {1, 2, 3}) {
+    EXPECT_EQ(net[id].kraft_version(), 1) << "node " << id;
+    const auto* set = net[id].voter_set();
+    ASSERT_NE(set, nullptr) << "node " << id;
+    EXPECT_EQ(*set, voters_of({1, 2, 3})) << "node " << id;
+  }
+  EXPECT_TRUE(q.upgrade(1, false).ok());  // again: a no-op
+  auto down = q.upgrade(0, false);
+  EXPECT_EQ(down.code, error_code::invalid_update_version);
+  EXPECT_NE(down.message.find("downgrade"), std::string::npos) << down.message;
+
+  // A voter change now works: node 2 (or 1) removed.
+  const int32_t removed = q.leader == 2 ? 1 : 2;
+  net[q.leader].remove_voter(7, removed, directory_of(removed));
+  net.collect(q.leader);
+  net.run();
+  q.advance_until([&] { return net.members.at(q.leader)->answers.back().request_id == 7; });
+  EXPECT_EQ(net.members.at(q.leader)->answers.back().error, error_code::none);
+  EXPECT_EQ(net[q.leader].voter_ids().size(), 2u);
+
+  // Restarted with the same static configuration, a replica reads the voter set back from its log.
+  memory_raft_log copy;
+  const auto& log = net.members.at(q.leader)->log;
+  copy.append(log.read(log.start_offset(), 10'000));
+  replica restarted(static_quorum::config(q.leader), copy,
+                    quorum_state{net[q.leader].epoch(), q.leader, no_voter}, q.now);
+  EXPECT_EQ(restarted.kraft_version(), 1);
+  EXPECT_EQ(restarted.voter_ids().size(), 2u);
+}
+
+TEST(raft_voter_changes, a_kraft_version_upgrade_needs_every_voter_to_support_it) {
+  static_quorum q(/*node_3_max_kraft_version=*/0);
+  q.advance(10'000);                         // every voter reported
+  const auto refused = q.upgrade(1, false);  // node 3 (the leader or a follower) supports only 0
+  EXPECT_EQ(refused.code, error_code::invalid_update_version);
+  EXPECT_NE(refused.message.find("not all of the voters support it (voter 3 supports [0, 0])"),
+            std::string::npos)
+      << refused.message;
+  EXPECT_EQ(q.net[q.leader].kraft_version(), 0);
+}
+
 }  // namespace
 }  // namespace mala::raft
