@@ -30,19 +30,14 @@ status corrupt(std::string why) {
 }
 
 template <typename Message>
-result<Message> decode_control_value(std::span<const uint8_t> value, int16_t expected_version,
-                                     std::string_view what) {
-  protocol::wire_reader r(value);
-  const int16_t version = r.read_int16();
-  if (!r.ok()) return corrupt(std::string(what) + " too short");
-  if (version != expected_version) {
-    return corrupt(std::string(what) + " of unsupported version " + std::to_string(version));
+result<Message> read_control_value(std::span<const uint8_t> value, int16_t expected_version,
+                                   std::string_view what) {
+  auto m = protocol::decode_control_value<Message>(value, expected_version);
+  if (!m) return corrupt(std::string(what) + " does not decode");
+  if (m->version_ != expected_version) {
+    return corrupt(std::string(what) + " of unsupported version " + std::to_string(m->version_));
   }
-  Message m;
-  if (m.decode(r, version) != protocol::decode_status::ok || r.remaining() != 0) {
-    return corrupt(std::string(what) + " does not decode");
-  }
-  return m;
+  return std::move(*m);
 }
 
 // One batch of the snapshot: offsets continue the previous batch, the epoch is the snapshot's.
@@ -77,7 +72,7 @@ result<std::vector<uint8_t>> build_snapshot_payload(const metadata::metadata_ima
   header.version_ = snapshot_header_version;
   header.last_contained_log_timestamp = timestamp_ms;
   const auto header_key = storage::control_record_key(snapshot_header_control_type);
-  const auto header_value = protocol::encode_versioned(header, snapshot_header_version);
+  const auto header_value = protocol::encode_control_value(header, snapshot_header_version);
   std::vector<storage::metadata_batch_record> header_batch{
       {std::span<const uint8_t>(header_key), header_value}};
   for (const auto& r : raft_records) header_batch.push_back({std::span<const uint8_t>(r.key), r.value});
@@ -113,7 +108,7 @@ result<std::vector<uint8_t>> build_snapshot_payload(const metadata::metadata_ima
   protocol::snapshot_footer_record footer;
   footer.version_ = snapshot_footer_version;
   const auto footer_key = storage::control_record_key(snapshot_footer_control_type);
-  const auto footer_value = protocol::encode_versioned(footer, snapshot_footer_version);
+  const auto footer_value = protocol::encode_control_value(footer, snapshot_footer_version);
   const storage::metadata_batch_record footer_record{std::span<const uint8_t>(footer_key), footer_value};
   if (auto st = append_batch(out, std::span(&footer_record, 1), timestamp_ms, true, next_offset, id.epoch,
                              max_batch_bytes);
@@ -167,8 +162,8 @@ result<snapshot_header> load_snapshot_payload(
       if (!header) {
         if (type != snapshot_header_control_type)
           return corrupt("the first batch is not a SnapshotHeaderRecord");
-        auto h = decode_control_value<protocol::snapshot_header_record>(*value, snapshot_header_version,
-                                                                        "SnapshotHeaderRecord");
+        auto h = read_control_value<protocol::snapshot_header_record>(*value, snapshot_header_version,
+                                                                      "SnapshotHeaderRecord");
         if (!h.ok()) return h.error();
         if (h->version_ != snapshot_header_version)
           return corrupt("SnapshotHeaderRecord of an unknown version");
@@ -179,8 +174,8 @@ result<snapshot_header> load_snapshot_payload(
         return corrupt(where + ": control record of type " + (type ? std::to_string(*type) : "?") +
                        " inside the snapshot");
       }
-      auto f = decode_control_value<protocol::snapshot_footer_record>(*value, snapshot_footer_version,
-                                                                      "SnapshotFooterRecord");
+      auto f = read_control_value<protocol::snapshot_footer_record>(*value, snapshot_footer_version,
+                                                                    "SnapshotFooterRecord");
       if (!f.ok()) return f.error();
       if (f->version_ != snapshot_footer_version)
         return corrupt("SnapshotFooterRecord of an unknown version");

@@ -50,8 +50,9 @@ std::vector<control_record> voter_set_control_records(std::span<const voter_info
     record.voters.push_back(std::move(voter));
   }
   return {
-      {key_of(kraft_version_control_type), protocol::encode_versioned(version, kraft_version_record_version)},
-      {key_of(kraft_voters_control_type), protocol::encode_versioned(record, voters_record_version)},
+      {key_of(kraft_version_control_type),
+       protocol::encode_control_value(version, kraft_version_record_version)},
+      {key_of(kraft_voters_control_type), protocol::encode_control_value(record, voters_record_version)},
   };
 }
 
@@ -61,9 +62,9 @@ result<std::vector<uint8_t>> bootstrap_checkpoint(std::span<const voter_info> vo
   protocol::snapshot_footer_record footer;
   // RecordsSnapshotWriter: the header and the kraft records in the first control batch, the footer alone.
   std::vector<std::vector<control_record>> batches(2);
-  batches[0].push_back({key_of(snapshot_header_type), protocol::encode_versioned(header, 0)});
+  batches[0].push_back({key_of(snapshot_header_type), protocol::encode_control_value(header, 0)});
   for (auto& r : voter_set_control_records(voters)) batches[0].push_back(std::move(r));
-  batches[1].push_back({key_of(snapshot_footer_type), protocol::encode_versioned(footer, 0)});
+  batches[1].push_back({key_of(snapshot_footer_type), protocol::encode_control_value(footer, 0)});
 
   std::vector<uint8_t> out;
   int64_t next_offset = 0;
@@ -85,15 +86,11 @@ std::vector<uint8_t> encode_voters_record(std::span<const voter_info> voters) {
 }
 
 result<std::vector<voter_info>> decode_voters_record(std::span<const uint8_t> value) {
-  protocol::wire_reader r(value);
-  const int16_t version = r.read_int16();
-  protocol::voters_record decoded;
-  if (!r.ok() || version != voters_record_version ||
-      decoded.decode(r, version) != protocol::decode_status::ok || r.remaining() != 0) {
+  const auto decoded = protocol::decode_control_value<protocol::voters_record>(value, voters_record_version);
+  if (!decoded || decoded->version_ != voters_record_version)
     return corrupt("a VotersRecord does not decode");
-  }
   std::vector<voter_info> voters;
-  for (const auto& v : decoded.voters) {
+  for (const auto& v : decoded->voters) {
     voter_info info;
     info.id = v.voter_id;
     info.directory_id = v.voter_directory_id;

@@ -243,3 +243,90 @@ def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
         for m in malas.values():
             m.stop()
         kafka.stop()
+
+
+def test_kafka_features_upgrades_the_kraft_version_of_a_mixed_static_quorum(tmp_path):
+    """KIP-853's upgrade of a static quorum (Kafka 4.1+) with Kafka and Mala voters: a 3-node Kafka 4.4 cluster on
+    controller.quorum.voters, two of its nodes then running Mala on their dirs. `kafka-features upgrade --feature
+    kraft.version=1` succeeds once every voter, of either kind, has reported its directory id to the leader through
+    UpdateRaftVoter; a Mala leader writes the KRaftVersionRecord and VotersRecord and the Kafka voter reads them
+    (Kafka writing them for Mala to read is covered by Mala's unit test of the bytes Kafka 4.4 wrote): every node
+    finalizes kraft.version 1 and `kafka-metadata-quorum describe --replication` shows each voter's
+    directory id (its meta.properties'). The quorum goes on after its leader restarts."""
+    kafka = ApacheKafkaCluster(tmp_path, 3, extra_config=THREE_NODES).start()
+    bs = kafka.bootstrap
+    malas = {}
+    try:
+        down = kafka.nodes[0].tool(FEATURE_TOOL, "--bootstrap-server", bs, "downgrade", "--feature",
+                                   "share.version=0", "--feature", "streams.version=0")
+        assert down.returncode == 0, down.stdout + down.stderr
+        for node in kafka.nodes[1:]:
+            node.stop()
+            malas[node.node_id] = MalaOnDir(node.config_path, node.port).start()
+        bootstraps = [kafka.nodes[0].bootstrap] + [m.bootstrap for m in malas.values()]
+        # A Mala node leads the upgrade (the Kafka node restarted while the quorum elects one): Kafka reads the
+        # records Mala writes. The leader restarted afterwards, either kind may lead with the voters of the log.
+        kafka.nodes[0].stop()
+        kafka.nodes[0].launch()
+        kafka.nodes[0].wait_serving()
+        status = kafka.nodes[0].tool(QUORUM_TOOL, "--bootstrap-server", bs, "describe", "--status")
+        leader = int(re.search(r"LeaderId:\s+(\d+)", status.stdout).group(1))
+        print("quorum leader before the upgrade:", "mala" if leader in malas else "kafka", leader)
+        assert leader in malas, status.stdout
+
+        deadline, attempts = time.monotonic() + 90, []
+        while True:
+            out = kafka.nodes[0].tool(FEATURE_TOOL, "--bootstrap-server", bs, "upgrade", "--feature",
+                                      "kraft.version=1")
+            attempts.append(out.stdout.strip())
+            if out.returncode == 0:
+                break
+            assert time.monotonic() < deadline, attempts
+            time.sleep(2)
+        print("kafka-features upgrade attempts:", attempts)
+        assert "kraft.version was upgraded to 1." in out.stdout, out.stdout + out.stderr
+
+        def finalized_everywhere():
+            for b in bootstraps:
+                described = kafka.nodes[0].tool(FEATURE_TOOL, "--bootstrap-server", b, "describe")
+                if not re.search(r"Feature: kraft.version\s.*FinalizedVersionLevel: 1\s", described.stdout):
+                    return False
+            return True
+        deadline = time.monotonic() + 30
+        while not finalized_everywhere():
+            assert time.monotonic() < deadline, "kraft.version 1 not finalized on every node"
+            time.sleep(1)
+
+        directory_ids = {n.node_id: re.search(r"^directory\.id=(\S+)$", (n.dir / "data" / "meta.properties")
+                                              .read_text(), re.M)[1] for n in kafka.nodes}
+        for b in bootstraps:
+            replication = kafka.nodes[0].tool(QUORUM_TOOL, "--bootstrap-server", b, "describe", "--replication")
+            assert replication.returncode == 0, replication.stdout + replication.stderr
+            rows = {int(cells[0]): cells[1] for cells in (line.split() for line in replication.stdout.splitlines()[1:])
+                    if cells}
+            assert rows == directory_ids, (b, replication.stdout)
+
+        # The leader restarts: the quorum elects another and commits a new topic; kraft.version stays 1.
+        status = kafka.nodes[0].tool(QUORUM_TOOL, "--bootstrap-server", bs, "describe", "--status")
+        leader = int(re.search(r"LeaderId:\s+(\d+)", status.stdout).group(1))
+        print("quorum leader after the upgrade:", "mala" if leader in malas else "kafka", leader)
+        if leader in malas:
+            malas[leader].stop()
+            malas[leader].start()
+        else:
+            kafka.nodes[0].stop()
+            kafka.nodes[0].launch()
+            kafka.nodes[0].wait_serving()
+        admin_call(bootstraps[1], "create_topics", [NewTopic("after-the-upgrade", 3, 3)])
+        in_sync_everywhere(bootstraps[2], "after-the-upgrade", 3)
+        assert finalized_everywhere()
+    except BaseException:
+        for m in malas.values():
+            print(f"--- mala {m.config_path.parent.name}\n{m.log_tail(60)}")
+        for n in kafka.nodes:
+            print(f"--- {n.dir.name}\n{n.log_tail(30)}")
+        raise
+    finally:
+        for m in malas.values():
+            m.stop()
+        kafka.stop()

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -54,9 +56,51 @@ TEST(voter_set, the_kraft_records_carry_version_one_and_every_voter) {
   const auto records = voter_set_control_records(voters);
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(storage::control_record_type(records[0].key), kraft_version_control_type);
-  // MessageUtil.toByteBuffer: the schema version (0), then Version (0) and KRaftVersion (1), then no tags.
-  EXPECT_EQ(records[0].value, (std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0}));
+  // MessageUtil.toByteBuffer (no version prefix): Version (0) and KRaftVersion (1), then no tags, as Kafka
+  // 4.4 wrote it when it upgraded a static quorum (below).
+  EXPECT_EQ(records[0].value, (std::vector<uint8_t>{0, 0, 0, 1, 0}));
   EXPECT_EQ(storage::control_record_type(records[1].key), kraft_voters_control_type);
+  auto back = decode_voters_record(records[1].value);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, voters);
+}
+
+std::vector<uint8_t> from_hex(std::string_view hex) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<uint8_t>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  return out;
+}
+
+// The VotersRecord Kafka 4.4 appended when `kafka-features upgrade --feature kraft.version=1` upgraded a
+// static quorum of one Kafka and two Mala voters (taken from its __cluster_metadata-0 segment): Mala reads
+// it. And the values Mala wrote before 2026-12-07, with an extra int16 version prefix, still read back.
+TEST(voter_set, kafkas_voters_record_and_malas_older_framing_both_decode) {
+  const auto kafkas = from_hex(
+      "000004000000018ffaab30335e943fbb8136ab9d7429b0020b434f4e54524f4c4c45520a3132372e302e302e3185ef00000000"
+      "010000"
+      "000000021a9b72a3fe25b41bb0ae4f053b973a19020b434f4e54524f4c4c45520a3132372e302e302e31b9e100000000010000"
+      "000000"
+      "0330b5f8d73d604fc4f31d0f528db6efb5020b434f4e54524f4c4c45520a3132372e302e302e31e2a70000000001000000");
+  auto voters = decode_voters_record(kafkas);
+  ASSERT_TRUE(voters.ok()) << voters.error().message;
+  ASSERT_EQ(voters->size(), 3u);
+  EXPECT_EQ((*voters)[0].id, 1);
+  EXPECT_EQ((*voters)[0].listener_name, "CONTROLLER");
+  EXPECT_EQ((*voters)[0].endpoint.host, "127.0.0.1");
+  EXPECT_EQ((*voters)[0].endpoint.port, 0x85ef);
+  EXPECT_EQ((*voters)[2].id, 3);
+  EXPECT_FALSE((*voters)[2].directory_id.is_zero());
+  EXPECT_EQ(encode_voters_record(*voters), kafkas);  // and Mala writes the same bytes
+
+  std::vector<uint8_t> older = {0, 0};
+  older.insert(older.end(), kafkas.begin(), kafkas.end());
+  auto again = decode_voters_record(older);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *voters);
+  auto cut = kafkas;
+  cut.pop_back();
+  EXPECT_FALSE(decode_voters_record(cut).ok());
 }
 
 TEST(voter_set, a_snapshot_without_kraft_records_has_no_voter_set_and_garbage_is_refused) {
