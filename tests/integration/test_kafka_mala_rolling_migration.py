@@ -157,6 +157,13 @@ def wait_assigned(kafka, topic):
         time.sleep(2)
 
 
+def print_log_tails(kafka, malas):
+    for m in malas.values():
+        print(f"--- mala {m.config_path.parent.name}\n{m.log_tail(60)}")
+    for n in kafka.nodes:
+        print(f"--- {n.dir.name}\n{n.log_tail(30)}")
+
+
 def under_load(seconds, producer):
     start = producer.sent
     time.sleep(seconds)
@@ -231,10 +238,7 @@ def test_rolling_migration_kafka_to_mala_and_back_under_load(tmp_path):
         assert len(producer.acked) == producer.sent
         assert reader.read >= len(numbers) // 2
     except BaseException:
-        for m in malas.values():
-            print(f"--- mala {m.config_path.parent.name}\n{m.log_tail(60)}")
-        for n in kafka.nodes:
-            print(f"--- {n.dir.name}\n{n.log_tail(30)}")
+        print_log_tails(kafka, malas)
         raise
     finally:
         for th in (reader, producer):
@@ -321,10 +325,7 @@ def test_kafka_features_upgrades_the_kraft_version_of_a_mixed_static_quorum(tmp_
         in_sync_everywhere(bootstraps[2], "after-the-upgrade", 3)
         assert finalized_everywhere()
     except BaseException:
-        for m in malas.values():
-            print(f"--- mala {m.config_path.parent.name}\n{m.log_tail(60)}")
-        for n in kafka.nodes:
-            print(f"--- {n.dir.name}\n{n.log_tail(30)}")
+        print_log_tails(kafka, malas)
         raise
     finally:
         for m in malas.values():
