@@ -37,10 +37,12 @@ def kafka_cluster_id() -> str:
 
 class ApacheKafkaNode:
     def __init__(self, work_dir: Path, extra_config=None, node_id=1, port=None, controller_port=None, voters=None,
-                 cluster_id=None, log_dirs=1):
+                 cluster_id=None, log_dirs=1, standalone=False):
         """One combined-mode node; alone by default, or node `node_id` of the quorum `voters`
         ("id@host:port,...") formatted with `cluster_id` (ApacheKafkaCluster). `log_dirs` log dirs: data (which
-        also holds the metadata log), then data-2, data-3..."""
+        also holds the metadata log), then data-2, data-3... `standalone` (KIP-853): no controller.quorum.voters but
+        controller.quorum.bootstrap.servers, formatted with `kafka-storage format --standalone` (kraft.version 1,
+        the node the only voter of the voter set its bootstrap checkpoint holds)."""
         self.dir = work_dir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.node_id = node_id
@@ -65,6 +67,10 @@ class ApacheKafkaNode:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
         }
+        self.standalone = standalone
+        if standalone:
+            del config["controller.quorum.voters"]
+            config["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{self.controller_port}"
         config.update(extra_config or {})
         self.log_dirs = config["log.dirs"]
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
@@ -84,7 +90,8 @@ class ApacheKafkaNode:
     def format(self):
         """kafka-storage format of the data dir."""
         fmt = subprocess.run(self._java("-Xmx256m", STORAGE_TOOL, "format", "-t", self.cluster_id or kafka_cluster_id(),
-                                        "-c", str(self.config_path)), capture_output=True, text=True, timeout=180)
+                                        "-c", str(self.config_path), *(["--standalone"] if self.standalone else [])),
+                             capture_output=True, text=True, timeout=180)
         if fmt.returncode != 0:
             pytest.fail(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}\n{fmt.stderr}")
 

@@ -28,6 +28,7 @@ from in_place import (FEATURE_TOOL, THREE_NODES, MalaOnDir, admin_call, commit, 
                       in_sync_everywhere, produce)
 
 DUMP_TOOL = "org.apache.kafka.tools.DumpLogSegments"  # kafka-dump-log.sh
+QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"  # kafka-metadata-quorum.sh
 AUTHORIZER = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
@@ -229,6 +230,65 @@ def test_three_kafka_nodes_to_three_mala_nodes_and_back(tmp_path):
     except BaseException:
         for n in kafka.nodes:
             print(n.log_tail(40))
+        raise
+    finally:
+        kafka.stop()
+
+
+def test_a_kafka_standalone_dynamic_quorum_dir_to_mala_and_back(tmp_path):
+    """KIP-853 in place: Kafka formatted with `kafka-storage format --standalone` (kraft.version 1, its voter set in
+    the bootstrap checkpoint, controller.quorum.bootstrap.servers in its config). Mala starts on that dir, reads
+    Kafka's checkpoint (SnapshotHeader, KRaftVersion and Voters records as Kafka writes them) and leads the quorum
+    as its one voter, with Kafka's directory id, at kraft.version 1; Kafka's dump of the metadata log decodes every
+    record (Mala's LeaderChange among them), and Kafka starts again on the dir, the same voter at kraft.version 1."""
+    kafka = ApacheKafkaNode(tmp_path, standalone=True)
+    kafka.start()
+    bs = kafka.bootstrap
+    try:
+        admin_call(bs, "create_topics", [NewTopic("orders", 3, 1)])
+        produce(bs, "orders", 1000, 0)
+        down = kafka.tool(FEATURE_TOOL, "--bootstrap-server", bs, "downgrade", "--feature", "share.version=0",
+                          "--feature", "streams.version=0")
+        assert down.returncode == 0, down.stdout + down.stderr
+        kafka_orders = contents(bs, "orders", 3)
+    finally:
+        kafka.stop()
+    directory_id = re.search(r"^directory\.id=(\S+)$", (tmp_path / "data" / "meta.properties").read_text(), re.M)[1]
+
+    def kraft_version_1_and_the_one_voter():
+        features = kafka.tool(FEATURE_TOOL, "--bootstrap-server", bs, "describe")
+        assert re.search(r"Feature: kraft.version\s.*FinalizedVersionLevel: 1\s", features.stdout), features.stdout
+        replication = kafka.tool(QUORUM_TOOL, "--bootstrap-server", bs, "describe", "--replication")
+        rows = [line.split() for line in replication.stdout.splitlines()[1:] if line.strip()]
+        assert [(r[0], r[1], r[-1]) for r in rows] == [("1", directory_id, "Leader")], replication.stdout
+
+    mala = MalaOnDir(kafka.config_path, kafka.port).start()
+    try:
+        assert digest(contents(bs, "orders", 3)) == digest(kafka_orders)
+        kraft_version_1_and_the_one_voter()
+        produce(bs, "orders", 200, 1000)
+        admin_call(bs, "create_topics", [NewTopic("made-by-mala", 1, 1)])
+        produce(bs, "made-by-mala", 100, 0)
+        mala_orders = contents(bs, "orders", 3)
+        assert len(mala_orders) == 1200
+    except BaseException:
+        print(mala.log_tail(80))
+        raise
+    finally:
+        mala.stop()
+    segment = max((tmp_path / "data" / "__cluster_metadata-0").glob("*.log"))
+    dump = kafka.tool(DUMP_TOOL, "--cluster-metadata-decoder", "--files", str(segment))
+    assert dump.returncode == 0 and "Exception" not in dump.stdout + dump.stderr, dump.stdout[-2000:] + dump.stderr
+    assert 'KRaftVersion {"version":0,"kRaftVersion":1}' in dump.stdout, dump.stdout[-3000:]
+    assert dump.stdout.count('LeaderChange: {"version":0,"leaderId":1,') >= 2, dump.stdout[-3000:]  # Mala's too
+
+    kafka.start(format_storage=False)
+    try:
+        assert contents(bs, "orders", 3) == mala_orders
+        assert len(contents(bs, "made-by-mala", 1)) == 100
+        kraft_version_1_and_the_one_voter()
+    except BaseException:
+        print(kafka.log_tail(80))
         raise
     finally:
         kafka.stop()
