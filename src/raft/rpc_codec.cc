@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "mala/protocol/messages/leader_change_message.h"
+#include "mala/protocol/versioned_message.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/protocol/wire.h"
 #include "mala/storage/metadata_partition.h"
@@ -122,7 +123,7 @@ std::vector<uint8_t> encoded_leader_change(int32_t leader_id) {
   protocol::leader_change_message m;
   m.version_ = 0;  // ControlRecordUtils.LEADER_CHANGE_CURRENT_VERSION
   m.leader_id = leader_id;
-  return encode_body(m, 0);
+  return protocol::encode_control_value(m, 0);
 }
 
 }  // namespace
@@ -134,7 +135,7 @@ std::vector<uint8_t> leader_change_payload(int32_t leader_id, std::span<const in
   m.leader_id = leader_id;
   for (int32_t id : voters) m.voters.push_back({id});
   for (int32_t id : granting_voters) m.granting_voters.push_back({id});
-  return encode_body(m, 0);
+  return protocol::encode_control_value(m, 0);
 }
 
 uuid metadata_topic_id() {
