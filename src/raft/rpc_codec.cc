@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "mala/protocol/messages/leader_change_message.h"
-#include "mala/protocol/versioned_message.h"
 #include "mala/protocol/record_batch.h"
+#include "mala/protocol/versioned_message.h"
 #include "mala/protocol/wire.h"
 #include "mala/storage/metadata_partition.h"
 
