@@ -1,6 +1,7 @@
 #include "mala/storage/log_manager.h"
 
 #include "file_io.h"
+#include "log_manager_impl.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -28,8 +29,6 @@ namespace mala::storage {
 
 namespace {
 
-namespace fs = std::filesystem;
-
 // What Kafka (3.7+, KIP-966) writes into .kafka_cleanshutdown: Jackson's encoding of {version, brokerEpoch}.
 std::string clean_shutdown_contents(int64_t broker_epoch) {
   return "{\"version\":0,\"brokerEpoch\":" + std::to_string(broker_epoch) + "}";
@@ -51,43 +50,6 @@ std::optional<int64_t> parse_clean_shutdown_epoch(std::string_view text) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epoch);
   if (ec != std::errc{} || end == text.data()) return std::nullopt;
   return epoch;
-}
-
-// Absolute, without "." / ".." and without a trailing separator, so that paths given by callers of
-// mark_offline() compare equal to the configured ones.
-fs::path normalize_dir(const fs::path& dir) {
-  std::error_code ec;
-  auto absolute = fs::absolute(dir, ec);
-  auto normal = (ec ? dir : absolute).lexically_normal();
-  if (!normal.has_filename() && normal.has_parent_path() && normal != normal.root_path())
-    normal = normal.parent_path();
-  return normal;
-}
-
-// An empty file made durable with its directory entry.
-status create_synced_marker(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) return detail::io_error("cannot create", path, errno);
-  const int synced = detail::sync_file(fd, path);
-  const int error = errno;
-  ::close(fd);
-  if (synced != 0) return detail::io_error("cannot sync", path, error);
-  return detail::fsync_dir(path.parent_path());
-}
-
-// Kafka's name for a partition dir waiting for deletion: "<topic>-<partition>.<uuid, 32 hex digits>-delete",
-// the topic cut so that the name stays within the 255-byte file name limit (LocalLog.logDeleteDirName).
-std::string delete_dir_name(const topic_partition& tp) {
-  auto id = uuid::random();
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string unique;
-  for (auto byte : id.bytes) {
-    unique += hex[byte >> 4];
-    unique += hex[byte & 0xf];
-  }
-  auto suffix = "-" + std::to_string(tp.partition) + "." + unique + std::string(delete_dir_suffix);
-  auto topic_length = std::min(tp.topic.size(), size_t{255} - suffix.size());
-  return tp.topic.substr(0, topic_length) + suffix;
 }
 
 int64_t steady_ms() {
@@ -133,287 +95,48 @@ void run_in_pools(int32_t threads, const std::vector<size_t>& group_sizes,
   for (auto& thread : pool) thread.join();
 }
 
-// Removes "-delete" directories off the calling threads (a deleted topic can hold gigabytes), and first
-// settles what the renames of removed logs left to do: `settle` runs on this thread with the log dirs of the
-// removals taken in one turn (the durable rename, then the checkpoints that no longer name the partitions),
-// so that a shard removing a replica does no fsync and writes no checkpoint.
-class background_deleter {
- public:
-  using settle_function = std::function<void(const std::set<size_t>& log_dirs)>;
-  background_deleter(std::shared_ptr<spdlog::logger> log, settle_function settle)
-      : _log(std::move(log)), _settle(std::move(settle)) {}
-  ~background_deleter() { stop(); }
-
-  // `log_dir`: the index of the log dir a removed log was renamed in (none: a leftover found at start-up).
-  void enqueue(fs::path dir, std::optional<size_t> log_dir = std::nullopt) {
-    {
-      std::lock_guard lock(_mutex);
-      _queue.push_back({std::move(dir), log_dir});
-      if (!_thread.joinable()) {
-        try {
-          _thread = std::thread([this] { run(); });
-        } catch (const std::system_error&) {
-          // No thread: do it now rather than leave it (a leftover would also be retried at the next start).
-          auto job = std::move(_queue.back());
-          _queue.pop_back();
-          if (job.log_dir) _settle({*job.log_dir});
-          remove(job.path);
-          return;
-        }
-      }
-    }
-    _wake.notify_one();
-  }
-
-  // Finishes the queued work and joins the thread.
-  void stop() {
-    {
-      std::lock_guard lock(_mutex);
-      _stopping = true;
-    }
-    _wake.notify_one();
-    if (_thread.joinable()) _thread.join();
-    std::lock_guard lock(_mutex);
-    _stopping = false;
-  }
-
- private:
-  struct job {
-    fs::path path;
-    std::optional<size_t> log_dir;
-  };
-
-  void run() {
-    std::unique_lock lock(_mutex);
-    while (true) {
-      _wake.wait(lock, [this] { return _stopping || !_queue.empty(); });
-      if (_queue.empty()) return;  // stopping, nothing left
-      // Everything queued goes in one turn: one directory sync and one checkpoint pair per log dir, however
-      // many partitions a topic deletion removed.
-      std::deque<job> turn;
-      turn.swap(_queue);
-      lock.unlock();
-      std::set<size_t> log_dirs;
-      for (const auto& j : turn) {
-        if (j.log_dir) log_dirs.insert(*j.log_dir);
-      }
-      if (!log_dirs.empty()) _settle(log_dirs);
-      for (const auto& j : turn) remove(j.path);
-      lock.lock();
-    }
-  }
-
-  void remove(const fs::path& dir) {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    if (ec) {
-      // Left for the next start-up, which removes every "-delete" dir it finds.
-      _log->warn("Cannot delete {}: {}", dir.string(), ec.message());
-    } else {
-      _log->info("Deleted log directory {}", dir.string());
-    }
-  }
-
-  std::shared_ptr<spdlog::logger> _log;
-  settle_function _settle;
-  std::mutex _mutex;
-  std::condition_variable _wake;
-  std::deque<job> _queue;
-  bool _stopping = false;
-  std::thread _thread;
-};
-
 }  // namespace
 
-struct log_manager::impl {
-  struct dir_state {
-    fs::path path;
-    bool online = true;
-    std::string error;
-    int32_t partitions = 0;  // kept up to date: create() balances on it
-  };
-  struct log_entry {
-    std::unique_ptr<partition_log> log;
-    size_t dir = 0;
-  };
+namespace log_manager_detail {
 
-  log_manager_options options;
-  std::shared_ptr<spdlog::logger> log = subsystem_logger("storage");
-  // Guards dirs, logs and retired: the shards create, remove and look up logs, and a log's I/O failure takes
-  // its dir offline, from any shard. Recursive: a failure inside a locked call (retention, a checkpoint)
-  // takes the dir offline under the same lock. Never taken on the data path (a replica holds its log).
-  mutable std::recursive_mutex mutex;
-  std::vector<dir_state> dirs;
-  std::map<topic_partition, log_entry> logs;
-  // KIP-113: the future logs of replicas moving to another dir (AlterReplicaLogDirs), and the dirs asked for
-  // replicas not created yet (used by their create()).
-  std::map<topic_partition, log_entry> futures;
-  std::map<topic_partition, size_t> preferred_dirs;
-  // replication-offset-checkpoint as found at start-up: each partition's last checkpointed high watermark.
-  std::map<topic_partition, int64_t> checkpointed_high_watermarks;
-  // Logs of dirs taken offline, closed: kept alive until the manager goes so that the partition_log pointers
-  // callers still hold stay valid (they learn of the failure from dirs() / metadata, not from a crash).
-  std::vector<std::unique_ptr<partition_log>> retired;
-  // Partitions whose log was in a dir that went offline: reported as offline replicas through metadata.
-  // Guarded: Metadata handlers on every shard ask is_offline() while a failing append on the home shard adds
-  // to it.
-  mutable std::mutex offline_mutex;
-  std::set<topic_partition> offline;
-  // Whether `offline` has anything: the data path asks is_offline for every partition of every request, and
-  // must take no lock that every shard shares while every dir is online.
-  std::atomic<bool> any_offline{false};
-  std::function<void(const fs::path&, const std::vector<topic_partition>&)> offline_listener;
-  std::function<void(const topic_partition&, std::function<void()>)> run_on_owner;
-  load_report report;
-  background_deleter deleter{log, [this](const std::set<size_t>& log_dirs) { settle_removals(log_dirs); }};
-  // The logs' file work off the shards (a roll's standby segment, renames, index trims).
-  std::shared_ptr<file_worker> worker = std::make_shared<file_worker>();
-  bool shut_down = false;
+// Absolute, without "." / ".." and without a trailing separator, so that paths given by callers of
+// mark_offline() compare equal to the configured ones.
+fs::path normalize_dir(const fs::path& dir) {
+  std::error_code ec;
+  auto absolute = fs::absolute(dir, ec);
+  auto normal = (ec ? dir : absolute).lexically_normal();
+  if (!normal.has_filename() && normal.has_parent_path() && normal != normal.root_path())
+    normal = normal.parent_path();
+  return normal;
+}
 
-  std::optional<size_t> find_dir(const fs::path& path) const {
-    auto normal = normalize_dir(path);
-    for (size_t i = 0; i < dirs.size(); ++i) {
-      if (dirs[i].path == normal) return i;
-    }
-    return std::nullopt;
+// An empty file made durable with its directory entry.
+status create_synced_marker(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return detail::io_error("cannot create", path, errno);
+  const int synced = detail::sync_file(fd, path);
+  const int error = errno;
+  ::close(fd);
+  if (synced != 0) return detail::io_error("cannot sync", path, error);
+  return detail::fsync_dir(path.parent_path());
+}
+
+// Kafka's name for a partition dir waiting for deletion: "<topic>-<partition>.<uuid, 32 hex digits>-delete",
+// the topic cut so that the name stays within the 255-byte file name limit (LocalLog.logDeleteDirName).
+std::string delete_dir_name(const topic_partition& tp) {
+  auto id = uuid::random();
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string unique;
+  for (auto byte : id.bytes) {
+    unique += hex[byte >> 4];
+    unique += hex[byte & 0xf];
   }
+  auto suffix = "-" + std::to_string(tp.partition) + "." + unique + std::string(delete_dir_suffix);
+  auto topic_length = std::min(tp.topic.size(), size_t{255} - suffix.size());
+  return tp.topic.substr(0, topic_length) + suffix;
+}
 
-  // Kafka's LogManager.handleLogDirFailure: the dir's logs stop without touching their files again (only
-  // descriptors and mappings are released), its partitions become offline replicas, and the listener (the
-  // replica manager) stops them.
-  void take_offline(size_t d, const std::string& error) {
-    std::lock_guard guard(mutex);
-    auto& dir = dirs[d];
-    if (!dir.online) return;
-    dir.online = false;
-    dir.error = error;
-    std::vector<topic_partition> stopped;
-    const std::string reason = "log dir " + dir.path.string() + " is offline: " + error;
-    // A log stops on the shard that owns it (it may be appending there right now); it stays alive in
-    // `retired` for the pointers its replica still holds.
-    auto retire = [this, &reason](std::map<topic_partition, log_entry>& from, auto it) {
-      partition_log* stopping = it->second.log.get();
-      auto stop = [stopping, reason] {
-        stopping->mark_offline(reason);
-        (void)stopping->close();
-      };
-      if (run_on_owner) {
-        run_on_owner(it->first, std::move(stop));
-      } else {
-        stop();
-      }
-      retired.push_back(std::move(it->second.log));
-      return from.erase(it);
-    };
-    for (auto it = logs.begin(); it != logs.end();) {
-      if (it->second.dir != d) {
-        ++it;
-        continue;
-      }
-      stopped.push_back(it->first);
-      it = retire(logs, it);
-    }
-    // Moves into the dir stop (their future logs are released like its logs), and so do moves out of it:
-    // their future logs stay on disk for the next load (the owning shard may be appending to them now).
-    for (auto it = futures.begin(); it != futures.end();) {
-      if (it->second.dir == d || std::find(stopped.begin(), stopped.end(), it->first) != stopped.end()) {
-        it = retire(futures, it);
-      } else {
-        ++it;
-      }
-    }
-    {
-      std::lock_guard lock(offline_mutex);
-      offline.insert(stopped.begin(), stopped.end());
-      any_offline.store(!offline.empty(), std::memory_order_release);
-    }
-    dir.partitions = 0;
-    log->error("Log dir {} is offline ({} partitions stop being served): {}", dir.path.string(),
-               stopped.size(), error);
-    if (auto listener = offline_listener) listener(dir.path, stopped);
-  }
-
-  // Closes a future log and deletes its dir in the background (errors closing do not matter).
-  status remove_future(const topic_partition& tp) {
-    auto it = futures.find(tp);
-    if (it == futures.end()) return status::success();
-    const size_t d = it->second.dir;
-    auto doomed = std::move(it->second.log);
-    futures.erase(it);
-    const auto from = doomed->dir();
-    (void)doomed->close(file_sync::later);  // its data is thrown away
-    retired.push_back(std::move(doomed));   // the owning shard may still hold it until it hears
-    if (!dirs[d].online) return status::success();
-    const auto to = dirs[d].path / delete_dir_name(tp);
-    if (::rename(from.c_str(), to.c_str()) != 0) {
-      auto error = detail::io_error("cannot rename " + from.string() + " to", to, errno);
-      take_offline(d, error.message);
-      return error;
-    }
-    log->info("Future log of {} in {} removed", partition_dir_name(tp.topic, tp.partition),
-              dirs[d].path.string());
-    deleter.enqueue(to, d);
-    return status::success();
-  }
-
-  // An I/O error inside one of the dir's logs takes the whole dir offline (Kafka's LogDirFailureChannel).
-  // The manager outlives its logs, retired ones included.
-  void watch(partition_log& partition, size_t d) {
-    partition.set_failure_listener([this, d](const status& error) { take_offline(d, error.message); });
-  }
-
-  std::map<size_t, offset_checkpoint> offsets_by_dir(bool recovery_points) const {
-    std::map<size_t, offset_checkpoint> by_dir;
-    for (size_t d = 0; d < dirs.size(); ++d) {
-      if (dirs[d].online) by_dir[d];  // a dir with no partitions left gets an empty checkpoint
-    }
-    for (const auto& [tp, entry] : logs) {
-      by_dir[entry.dir][tp] = recovery_points ? entry.log->recovery_point() : entry.log->log_start_offset();
-    }
-    return by_dir;
-  }
-
-  status write_checkpoint(size_t d, bool recovery_points, const offset_checkpoint& offsets) {
-    auto file = recovery_points ? recovery_point_checkpoint_file : log_start_offset_checkpoint_file;
-    auto written = write_offset_checkpoint(dirs[d].path / file, offsets);
-    if (!written.ok()) {
-      take_offline(d, "cannot write " + std::string(file) + ": " + written.message);
-      return status::error(error_code::kafka_storage_error, written.message);
-    }
-    return status::success();
-  }
-
-  status checkpoint(bool recovery_points, std::optional<size_t> only_dir = std::nullopt) {
-    status first;
-    for (const auto& [d, offsets] : offsets_by_dir(recovery_points)) {
-      if (only_dir && d != *only_dir) continue;
-      if (!dirs[d].online) continue;
-      auto written = write_checkpoint(d, recovery_points, offsets);
-      if (!written.ok() && first.ok()) first = written;
-    }
-    return first;
-  }
-
-  status load();
-
-  // On the deleter's thread, after removals renamed logs in `log_dirs`: each dir synced so that the renames
-  // are durable, then its checkpoints rewritten without the removed partitions (a crash must not bring a
-  // deleted partition back, nor give a later log of the same name the removed one's recovery point). After
-  // shutdown() the final checkpoints and the file system sync have done both.
-  void settle_removals(const std::set<size_t>& log_dirs) {
-    std::lock_guard guard(mutex);
-    if (shut_down) return;
-    for (size_t d : log_dirs) {
-      if (!dirs[d].online) continue;
-      if (auto synced = detail::fsync_dir(dirs[d].path); !synced.ok()) {
-        take_offline(d, synced.message);
-        continue;
-      }
-      (void)checkpoint(true, d);
-      (void)checkpoint(false, d);
-    }
-  }
-};
+}  // namespace log_manager_detail
 
 status log_manager::impl::load() {
   auto start = steady_ms();
@@ -876,166 +599,6 @@ status log_manager::remove(const topic_partition& tp) {
   // (settle_removals), before it deletes the files.
   m.deleter.enqueue(to, d);
   return status::success();
-}
-
-std::optional<size_t> log_manager::dir_index(const fs::path& dir) const {
-  std::lock_guard guard(_impl->mutex);
-  return _impl->find_dir(dir);
-}
-
-std::optional<size_t> log_manager::dir_index_of(const topic_partition& tp) const {
-  std::lock_guard guard(_impl->mutex);
-  auto it = _impl->logs.find(tp);
-  if (it == _impl->logs.end()) return std::nullopt;
-  return it->second.dir;
-}
-
-std::optional<size_t> log_manager::future_dir_index_of(const topic_partition& tp) const {
-  std::lock_guard guard(_impl->mutex);
-  auto it = _impl->futures.find(tp);
-  if (it == _impl->futures.end()) return std::nullopt;
-  return it->second.dir;
-}
-
-bool log_manager::dir_online(size_t index) const {
-  std::lock_guard guard(_impl->mutex);
-  return index < _impl->dirs.size() && _impl->dirs[index].online;
-}
-
-void log_manager::set_preferred_dir(const topic_partition& tp, size_t index) {
-  std::lock_guard guard(_impl->mutex);
-  if (index < _impl->dirs.size()) _impl->preferred_dirs[tp] = index;
-}
-
-result<partition_log*> log_manager::create_future(const topic_partition& tp, size_t index,
-                                                  const log_config& config) {
-  std::lock_guard guard(_impl->mutex);
-  auto& m = *_impl;
-  if (m.shut_down) return status::error(error_code::kafka_storage_error, "log manager is shut down");
-  auto current = m.logs.find(tp);
-  if (current == m.logs.end() || index >= m.dirs.size() || current->second.dir == index) {
-    return status::error(error_code::replica_not_available,
-                         partition_dir_name(tp.topic, tp.partition) + " has no log in another dir to move");
-  }
-  if (!m.dirs[index].online) {
-    return status::error(error_code::kafka_storage_error,
-                         "log dir " + m.dirs[index].path.string() + " is offline");
-  }
-  if (auto future = m.futures.find(tp); future != m.futures.end()) {
-    if (future->second.dir == index) return future->second.log.get();
-    m.remove_future(tp);
-  }
-  log_open_options open_options;
-  if (auto stored = read_partition_metadata(current->second.log->dir()); stored.ok() && stored->has_value())
-    open_options.topic_id = **stored;
-  open_options.clock_ms = m.options.clock_ms;
-  open_options.worker = m.worker;
-  auto name = delete_dir_name(tp);  // <topic>-<partition>.<uuid>-delete: the same unique part
-  name.replace(name.size() - delete_dir_suffix.size(), delete_dir_suffix.size(), future_dir_suffix);
-  auto path = m.dirs[index].path / name;
-  auto opened = partition_log::open(path, tp, config, open_options);
-  if (!opened.ok()) {
-    if (opened.error().code == error_code::kafka_storage_error)
-      m.take_offline(index, "cannot create " + path.string() + ": " + opened.error().message);
-    return opened.error();
-  }
-  auto* raw = opened->get();
-  m.watch(*raw, index);
-  m.futures[tp] = impl::log_entry{std::move(*opened), index};
-  m.log->info("Created future log for {} in {} (moving it from {})",
-              partition_dir_name(tp.topic, tp.partition), m.dirs[index].path.string(),
-              m.dirs[current->second.dir].path.string());
-  return raw;
-}
-
-partition_log* log_manager::get_future(const topic_partition& tp) const {
-  std::lock_guard guard(_impl->mutex);
-  auto it = _impl->futures.find(tp);
-  return it == _impl->futures.end() ? nullptr : it->second.log.get();
-}
-
-status log_manager::remove_future(const topic_partition& tp) {
-  std::lock_guard guard(_impl->mutex);
-  return _impl->remove_future(tp);
-}
-
-result<partition_log*> log_manager::promote_future(const topic_partition& tp) {
-  std::lock_guard guard(_impl->mutex);
-  auto& m = *_impl;
-  auto current = m.logs.find(tp);
-  auto future = m.futures.find(tp);
-  if (current == m.logs.end() || future == m.futures.end()) {
-    return status::error(error_code::replica_not_available,
-                         partition_dir_name(tp.topic, tp.partition) + " has no future log to swap in");
-  }
-  const size_t from = current->second.dir;
-  const size_t to = future->second.dir;
-  auto& moved = *future->second.log;
-  if (auto st = moved.close(); !st.ok()) {
-    m.remove_future(tp);
-    return st;
-  }
-  const int64_t recovery_point = moved.recovery_point();
-  const int64_t log_start_offset = moved.log_start_offset();
-  const auto future_path = moved.dir();
-  auto& replaced = *current->second.log;
-  if (auto st = replaced.close(); !st.ok()) {
-    m.remove_future(tp);
-    return st;
-  }
-  const auto replaced_path = replaced.dir();
-  // Kept (closed) for the pointers still held to them; the partition takes the new log at once.
-  m.retired.push_back(std::move(current->second.log));
-  m.retired.push_back(std::move(future->second.log));
-  m.logs.erase(current);
-  m.futures.erase(future);
-  --m.dirs[from].partitions;
-
-  // The future log is complete: marked so (synced), then the replaced log goes first. A stop between the
-  // renames leaves the marked future log alone, which the next load makes the partition's log (two
-  // <topic>-<partition> dirs would refuse to load); an unmarked one is a copy cut short, and goes.
-  if (auto st = create_synced_marker(future_path / swap_ready_file); !st.ok()) {
-    m.take_offline(to, st.message);
-    return st;
-  }
-  const auto deleted = m.dirs[from].path / delete_dir_name(tp);
-  if (::rename(replaced_path.c_str(), deleted.c_str()) != 0) {
-    auto error = detail::io_error("cannot rename " + replaced_path.string() + " to", deleted, errno);
-    m.take_offline(from, error.message);
-    return error;
-  }
-  m.deleter.enqueue(deleted, from);
-  const auto canonical = m.dirs[to].path / partition_dir_name(tp.topic, tp.partition);
-  if (::rename(future_path.c_str(), canonical.c_str()) != 0) {
-    auto error = detail::io_error("cannot rename " + future_path.string() + " to", canonical, errno);
-    m.take_offline(to, error.message);
-    return error;
-  }
-  if (auto synced = detail::fsync_dir(m.dirs[to].path); !synced.ok()) {
-    m.take_offline(to, synced.message);
-    return synced;
-  }
-  log_open_options open_options;
-  open_options.recovery_point = recovery_point;
-  open_options.log_start_offset = log_start_offset;
-  open_options.clean_shutdown = true;  // closed just now, everything synced
-  open_options.clock_ms = m.options.clock_ms;
-  open_options.worker = m.worker;
-  auto opened = partition_log::open(canonical, tp, m.options.defaults, open_options);
-  if (!opened.ok()) {
-    m.take_offline(to, "cannot open " + canonical.string() + ": " + opened.error().message);
-    return opened.error();
-  }
-  ::unlink((canonical / swap_ready_file).c_str());
-  auto* raw = opened->get();
-  raw->update_config(replaced.config());
-  m.watch(*raw, to);
-  m.logs[tp] = impl::log_entry{std::move(*opened), to};
-  ++m.dirs[to].partitions;
-  m.log->info("The future log of {} replaced its log: moved from {} to {}",
-              partition_dir_name(tp.topic, tp.partition), m.dirs[from].path.string(),
-              m.dirs[to].path.string());
-  return raw;
 }
 
 status log_manager::checkpoint_recovery_points() {
