@@ -58,7 +58,7 @@ status index_file::map(int fd, int64_t length) {
   _length = length;
   _max_entries = static_cast<int32_t>(length / _entry_size);
   // A shrunk file lost its blocks past the new end.
-  _reserved = std::min(_reserved, length);
+  set_reserved(std::min(reserved(), length), true);
   if (length == 0) return status::success();  // mmap cannot map nothing; an empty index needs no bytes
   void* p = ::mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
@@ -125,7 +125,9 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
     _entries = static_cast<int32_t>((end - 1) / entry_size + 1);
   }
   // Bytes holding entries were written, so they have blocks; the zeros after them may be sparse.
-  _reserved = int64_t{_entries} * entry_size;
+  set_reserved(int64_t{_entries} * entry_size, true);
+  _device = st.st_dev;
+  _inode = st.st_ino;
 
   if (created || preallocate) {
     int64_t target = std::max(round_down(max_index_size, entry_size), int64_t{_entries} * entry_size);
@@ -142,18 +144,58 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
   return status::success();
 }
 
+void index_file::set_reserved(int64_t bytes, bool new_generation) {
+  uint64_t word = _reservation->word.load();
+  for (;;) {
+    const uint64_t generation = (word >> 32) + (new_generation ? 1 : 0);
+    const uint64_t next = (generation << 32) | static_cast<uint64_t>(std::max<int64_t>(bytes, 0));
+    if (_reservation->word.compare_exchange_weak(word, next)) return;
+  }
+}
+
 status index_file::reserve(int32_t n) {
   const int64_t needed = std::min<int64_t>(int64_t{n} * _entry_size, _length);
-  if (needed <= _reserved) return status::success();
-  const int64_t from = _reserved / page_size * page_size;
+  const int64_t reserved_now = reserved();
+  if (needed <= reserved_now) return status::success();
+  const int64_t from = reserved_now / page_size * page_size;
   const int64_t to = std::min(_length, (needed + reserve_step - 1) / reserve_step * reserve_step);
   int fd = ::open(_path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return detail::io_error("cannot open index", _path, errno);
   fd_guard guard(fd);
   if (detail::reserve_blocks(fd, from, to - from, _path) != 0)
     return detail::io_error("cannot allocate space for index", _path, errno);
-  _reserved = to;
+  // A job of reservation_ahead() may have counted more meanwhile: the count only grows here.
+  uint64_t word = _reservation->word.load();
+  while (static_cast<int64_t>(word & 0xffffffffu) < to &&
+         !_reservation->word.compare_exchange_weak(
+             word, (word & ~uint64_t{0xffffffffu}) | static_cast<uint64_t>(to))) {
+  }
   return status::success();
+}
+
+std::function<void()> index_file::reservation_ahead() {
+  const int64_t reserved_now = reserved();
+  if (reserved_now >= _length || reserved_now - int64_t{_entries} * _entry_size >= reserve_step / 2)
+    return {};
+  if (_reservation->job_pending.exchange(true)) return {};
+  const uint64_t generation = _reservation->word.load() >> 32;
+  const int64_t from = reserved_now / page_size * page_size;
+  const int64_t to = std::min(_length, (reserved_now + reserve_step) / reserve_step * reserve_step);
+  return [state = _reservation, path = _path, from, to, generation, device = _device, inode = _inode] {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+      fd_guard guard(fd);
+      struct stat st {};
+      if (::fstat(fd, &st) == 0 && st.st_dev == device && st.st_ino == inode &&
+          detail::reserve_blocks(fd, from, to - from, path) == 0) {
+        uint64_t word = state->word.load();
+        while ((word >> 32) == generation && static_cast<int64_t>(word & 0xffffffffu) < to &&
+               !state->word.compare_exchange_weak(word, (generation << 32) | static_cast<uint64_t>(to))) {
+        }
+      }
+    }
+    state->job_pending.store(false);
+  };
 }
 
 void index_file::truncate_to_entries(int32_t n) {
@@ -183,7 +225,7 @@ status index_file::resize(int64_t bytes) {
 int64_t index_file::trim_later() {
   _length = int64_t{_entries} * _entry_size;
   _max_entries = _entries;
-  _reserved = std::min(_reserved, _length);
+  set_reserved(std::min(reserved(), _length), true);
   return _length;
 }
 

@@ -1,12 +1,18 @@
 // Internal to the storage library: the memory-mapped, fixed-entry-size file under offset_index and time_index
 // (Kafka's AbstractIndex). It owns the mapping and the entry count; the typed indexes interpret the entries.
-// Touched only by the owning shard, like the indexes built on it.
+// Touched only by the owning shard, like the indexes built on it; a reservation_ahead() job runs on another
+// thread and shares only the reserved count with it.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
+
+#include <sys/types.h>
 
 #include "mala/common/result.h"
 
@@ -64,8 +70,15 @@ class index_file {
   status reserve(int32_t n);
   // Whether reserve(n) has nothing to do (it opens the file by name otherwise).
   bool reserved_for(int32_t n) const {
-    return std::min<int64_t>(int64_t{n} * _entry_size, _length) <= _reserved;
+    return std::min<int64_t>(int64_t{n} * _entry_size, _length) <= reserved();
   }
+  // The job that reserves the next step ahead of the entries, to run off the shard (the file worker), so that
+  // an active segment's appends find their index slots backed and open no file: given when less than half a
+  // step is reserved above the entries and no such job is on its way, else empty. The job counts its blocks
+  // only if the file it opened by name is still this index's (same inode) and the index has not been
+  // resized, trimmed or reopened since it was made; when it fails (a full disk) the count stays, and
+  // reserve() on the shard reports the error as before.
+  std::function<void()> reservation_ahead();
   // The caller has written slot(entries()); count it.
   void push_entry() { ++_entries; }
   // Drops entries from n on, zeroing their slots.
@@ -94,8 +107,18 @@ class index_file {
   int32_t _max_index_size = 0;
   int32_t _entries = 0;
   int32_t _max_entries = 0;
-  // Bytes from the start of the file known to be backed by disk blocks (written entries, or reserved).
-  int64_t _reserved = 0;
+  // Bytes from the start of the file known to be backed by disk blocks (written entries, or reserved), with
+  // a generation in the high 32 bits that every shrink or remap advances: a reservation_ahead() job made
+  // before one counts nothing. Shared with those jobs (an index may go before its job runs).
+  struct reservation_state {
+    std::atomic<uint64_t> word{0};
+    std::atomic<bool> job_pending{false};
+  };
+  int64_t reserved() const { return static_cast<int64_t>(_reservation->word.load() & 0xffffffffu); }
+  void set_reserved(int64_t bytes, bool new_generation);
+  std::shared_ptr<reservation_state> _reservation = std::make_shared<reservation_state>();
+  dev_t _device = 0;
+  ino_t _inode = 0;
   bool _misaligned_on_open = false;
 };
 

@@ -1109,6 +1109,14 @@ bool log_segment::time_roll_within(int64_t lead_ms, int64_t now_ms, int64_t roll
   return waited > s.config.segment_ms - rolling_jitter_ms - lead_ms;
 }
 
+std::vector<std::function<void()>> log_segment::index_reservations_ahead() {
+  std::vector<std::function<void()>> jobs;
+  if (_impl->closed) return jobs;
+  if (auto job = _impl->offsets->reservation_ahead()) jobs.push_back(std::move(job));
+  if (auto job = _impl->times->reservation_ahead()) jobs.push_back(std::move(job));
+  return jobs;
+}
+
 bool log_segment::past_half_of_size_bounds() const {
   const impl& s = *_impl;
   if (s.size >= int64_t{s.config.segment_bytes} / 2) return true;

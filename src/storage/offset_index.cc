@@ -103,6 +103,10 @@ status offset_index::append(int64_t offset, int64_t position) {
   return status::success();
 }
 
+std::function<void()> offset_index::reservation_ahead() {
+  return _impl->file.reservation_ahead();
+}
+
 bool offset_index::next_entry_reserved() const {
   return _impl->file.reserved_for(_impl->file.entries() + 1);
 }

@@ -699,6 +699,9 @@ result<append_result> partition_log::impl::append(std::span<uint8_t> leader_reco
   if (as_leader && config.log_append_time) out.log_append_time = now;
   last_append_ms = clock();
   ask_for_standby_if_near(false, set_max_timestamp);
+  if (worker) {
+    for (auto& job : segment.index_reservations_ahead()) worker->post(std::move(job));
+  }
   return out;
 }
 

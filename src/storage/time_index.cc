@@ -98,6 +98,10 @@ status time_index::maybe_append(int64_t timestamp, int64_t offset, bool skip_ful
   return status::success();
 }
 
+std::function<void()> time_index::reservation_ahead() {
+  return _impl->file.reservation_ahead();
+}
+
 bool time_index::next_entry_reserved() const {
   return _impl->file.reserved_for(_impl->file.entries() + 1);
 }

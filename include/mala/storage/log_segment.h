@@ -260,6 +260,9 @@ class log_segment {
   // offset range): when its log prepares the standby segment it will roll to. For segment.ms see
   // time_roll_within(): only a log appended to shortly before its roll by age asks then.
   bool past_half_of_size_bounds() const;
+  // The jobs that reserve disk blocks for the next index slots ahead of the appends (index_file::
+  // reservation_ahead), for the file worker to run: an active segment's appends then open no index file.
+  std::vector<std::function<void()>> index_reservations_ahead();
   // Whether should_roll() would roll this segment for its age (segment.ms) within lead_ms: a log appended to
   // often prepares its standby for a time roll too.
   bool time_roll_within(int64_t lead_ms, int64_t now_ms, int64_t rolling_jitter_ms,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -42,6 +43,8 @@ class offset_index {
   // a batch, so that a failed append leaves nothing behind.
   status reserve_next();
   bool next_entry_reserved() const;  // reserve_next() would not touch the file
+  // index_file::reservation_ahead(): the job that reserves the next slots off the shard, or empty.
+  std::function<void()> reservation_ahead();
   bool is_full() const;
   int32_t entries() const;
   int32_t max_entries() const;  // slots in the current file length

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -36,6 +37,8 @@ class time_index {
   // As offset_index::reserve_next.
   status reserve_next();
   bool next_entry_reserved() const;  // reserve_next() would not touch the file
+  // index_file::reservation_ahead(): the job that reserves the next slots off the shard, or empty.
+  std::function<void()> reservation_ahead();
   // Kafka's TimeIndex.isFull: one slot short of the file, keeping the last one for the roll entry.
   bool is_full() const;
   int32_t entries() const;

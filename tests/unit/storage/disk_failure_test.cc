@@ -8,14 +8,17 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mala/protocol/record_batch.h"
+#include "mala/storage/file_worker.h"
 #include "mala/storage/io_faults.h"
 #include "mala/storage/log_manager.h"
 #include "mala/storage/log_segment.h"
@@ -349,6 +352,45 @@ TEST_F(disk_failure_test, index_pages_are_allocated_ahead_of_their_entries) {
   // file system without fallocate leaves it sparse: then only the first check holds.)
   EXPECT_GT(st.st_blocks, 0);
   EXPECT_LE(st.st_blocks * 512, 256 * 1024);
+}
+
+// With a file worker the blocks for the next index slots are reserved there, ahead of the appends: the shard
+// opens no index file to reserve while appending.
+TEST_F(disk_failure_test, the_file_worker_reserves_index_slots_ahead_of_the_appends) {
+  _config.index_interval_bytes = 0;  // an offset index entry for every batch after the first
+  _config.segment_index_bytes = 1 << 20;
+  auto worker = std::make_shared<file_worker>();
+  auto o = options(true);
+  o.worker = worker;
+  auto opened = partition_log::open(_dir, {"orders", 0}, _config, o);
+  ASSERT_TRUE(opened.ok()) << opened.error().message;
+  auto log = std::move(*opened);
+  auto wait_for_worker = [&] {
+    for (int i = 0; i < 1000 && worker->pending() > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(worker->pending(), 0u);
+  };
+  // 7,000 entries of 8 bytes: past half of the first 64 KiB step, so the worker reserved the next one.
+  for (int i = 0; i < 7000; ++i) {
+    append_ok(*log, make_batch(1));
+    if (i % 500 == 0) wait_for_worker();
+  }
+  wait_for_worker();
+  {
+    // The disk is full from here on: the worker's reservations fail quietly. 6,000 more entries cross the
+    // first step (8,192 entries), where the shard would have reserved itself, and come within half a step of
+    // the second, where the worker tries again; the shard needs nothing up to 16,384 entries.
+    scoped_faults faults({{io_operation::allocate, ".index", ENOSPC}});
+    for (int i = 0; i < 6000; ++i) append_ok(*log, make_batch(1));
+    EXPECT_FALSE(log->is_offline());
+    wait_for_worker();
+    EXPECT_GT(faults.failed(), 0);  // the worker tried to reserve further ahead
+  }
+  EXPECT_EQ(log->log_end_offset(), 13000);
+  EXPECT_EQ(batch_offsets(*log).size(), 13000u);
+  struct stat st {};
+  ASSERT_EQ(::stat(segment(0, offset_index_suffix).c_str(), &st), 0);
+  EXPECT_GE(st.st_blocks * 512, 13000 * 8);
 }
 
 TEST_F(disk_failure_test, failed_fsync_takes_the_log_offline) {
