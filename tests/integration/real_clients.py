@@ -193,10 +193,11 @@ def rdkafka_produce(bootstrap, topic, records, timeout=60, **conf):
     return results
 
 
-def rdkafka_consume(bootstrap, topic, partition_offsets, count=None, timeout=30, **conf):
+def rdkafka_consume(bootstrap, topic, partition_offsets, count=None, timeout=30, ends=None, **conf):
     """Reads with a confluent-kafka consumer using assign() (no group): partition_offsets = {partition: start}.
-    Stops after `count` records, or (count None) once every partition reached the high watermark it had at the
-    start. Returns [(partition, offset, key, value)] in arrival order. Fails on consumer errors or the deadline."""
+    Stops after `count` records, or (count None) once every partition reached `ends` ({partition: offset}),
+    by default the high watermark it had at the start. Returns [(partition, offset, key, value)] in arrival
+    order. Fails on consumer errors or the deadline."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mala-it-unused", "enable.auto.commit": False,
@@ -204,8 +205,8 @@ def rdkafka_consume(bootstrap, topic, partition_offsets, count=None, timeout=30,
                          "auto.offset.reset": "earliest",
                          **conf})
     try:
-        ends = {}
-        if count is None:
+        ends = dict(ends or {})
+        if count is None and not ends:
             for p in partition_offsets:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
                 ends[p] = high
