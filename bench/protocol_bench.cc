@@ -15,6 +15,7 @@
 #include "mala/protocol/messages/metadata_response.h"
 #include "mala/protocol/record_batch.h"
 #include "mala/protocol/request_header.h"
+#include "mala/protocol/versioned_message.h"
 #include "mala/protocol/wire.h"
 
 namespace {
@@ -87,15 +88,6 @@ metadata_response make_metadata_response() {
   return response;
 }
 
-template <typename Message>
-std::vector<uint8_t> encode(const Message& message, int16_t version) {
-  std::vector<uint8_t> out;
-  out.reserve(message.encoded_size(version));
-  wire_writer w(out);
-  message.encode(w, version);
-  return out;
-}
-
 void set_counters(benchmark::State& state, size_t bytes_per_item) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes_per_item));
@@ -117,7 +109,7 @@ void bm_request_header_decode_v2(benchmark::State& state) {
 }
 
 void bm_metadata_request_decode_v12(benchmark::State& state) {
-  const auto bytes = encode(make_metadata_request(), metadata_version);
+  const auto bytes = encode_message(make_metadata_request(), metadata_version);
   for (auto _ : state) {
     wire_reader r(bytes);
     metadata_request request;
@@ -145,7 +137,7 @@ void bm_metadata_response_encode_v12(benchmark::State& state) {
 }
 
 void bm_metadata_response_decode_v12(benchmark::State& state) {
-  const auto bytes = encode(make_metadata_response(), metadata_version);
+  const auto bytes = encode_message(make_metadata_response(), metadata_version);
   for (auto _ : state) {
     wire_reader r(bytes);
     metadata_response response;

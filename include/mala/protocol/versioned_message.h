@@ -24,10 +24,9 @@ std::vector<uint8_t> encode_versioned(const Message& message, int16_t version) {
   return out;
 }
 
-// A control record's value (KRaftVersionRecord, VotersRecord, SnapshotHeaderRecord, SnapshotFooterRecord,
-// LeaderChangeMessage) as Kafka's MemoryRecordsBuilder writes it: the message at `version`, no prefix.
+// The message alone at `version`, no prefix (Kafka's MessageUtil.toByteBuffer).
 template <typename Message>
-std::vector<uint8_t> encode_control_value(const Message& message, int16_t version) {
+std::vector<uint8_t> encode_message(const Message& message, int16_t version) {
   std::vector<uint8_t> out;
   out.reserve(message.encoded_size(version));
   wire_writer w(out);
@@ -35,6 +34,12 @@ std::vector<uint8_t> encode_control_value(const Message& message, int16_t versio
   return out;
 }
 
+// A control record's value (KRaftVersionRecord, VotersRecord, SnapshotHeaderRecord, SnapshotFooterRecord,
+// LeaderChangeMessage) as Kafka's MemoryRecordsBuilder writes it: the message at `version`, no prefix.
+template <typename Message>
+std::vector<uint8_t> encode_control_value(const Message& message, int16_t version) {
+  return encode_message(message, version);
+}
 // Reads a control record's value at `version` (ControlRecordUtils); nullopt unless it decodes exactly. Mala
 // before 2026-12-07 wrote the KRaftVersion, Voters and snapshot header/footer records with an extra int16
 // version prefix: such values are read too, so that the logs and snapshots it wrote still load.
