@@ -127,9 +127,9 @@ struct partition_log::impl {
   // requests, faster than the worker makes one.
   static constexpr int64_t busy_segment_ms = 10 * 60 * 1000;
   // A roll by age (segment.ms) due within this long (at most half of segment.ms) asks for the standby too:
-  // a log appended to at least this often finds it ready when its time roll comes. A log idle for longer
-  // rolls in place at its next append; one that went idle after asking gives its standby back at a
-  // retention pass once it had no append for longer than busy_segment_ms (discard_standby_if_idle).
+  // at an append, and at a retention pass for a log idle since (ask_for_standby_if_roll_by_age_near), which
+  // keeps it until its next append. A log that went idle after asking near a roll by size gives its standby
+  // back at a retention pass once it had no append for longer than busy_segment_ms (discard_standby_if_idle).
   static constexpr int64_t time_roll_lead_ms = 60 * 1000;
 
   void ask_for_standby_if_near(bool busy = false, int64_t batch_max_timestamp = -1) {
@@ -138,6 +138,25 @@ struct partition_log::impl {
     if (!busy && !active().past_half_of_size_bounds() &&
         !active().time_roll_within(lead, clock(), rolling_jitter_ms, batch_max_timestamp))
       return;
+    ask_for_standby();
+  }
+
+  // Whether the active segment's roll by age (segment.ms) is due within the lead: its next append rolls it.
+  bool roll_by_age_near(int64_t now_ms) const {
+    const int64_t lead = std::min(time_roll_lead_ms, config.segment_ms / 2);
+    return active().time_roll_within(lead, now_ms, rolling_jitter_ms);
+  }
+
+  // At a retention pass: a log whose roll by age is near asks for its standby then, however long ago it was
+  // appended to, and keeps it until its next append rolls (discard_standby_if_idle spares it), so that a log
+  // appended to rarely rolls by age without creating a file on the shard too. The roll itself stays at the
+  // append, as Kafka's.
+  void ask_for_standby_if_roll_by_age_near(int64_t now_ms) {
+    if (!worker || standby || offline() || closed || !roll_by_age_near(now_ms)) return;
+    ask_for_standby();
+  }
+
+  void ask_for_standby() {
     if (!worker->take_standby_place()) return;
     standby = std::make_shared<standby_slot>();
     standby_asked_ms = clock();
@@ -179,7 +198,8 @@ struct partition_log::impl {
   // for another log. Called by the periodic retention pass; the log asks again when appends resume.
   void discard_standby_if_idle() {
     const int64_t now = clock();
-    if (!standby || now - standby_asked_ms <= busy_segment_ms || now - last_append_ms <= busy_segment_ms)
+    if (!standby || now - standby_asked_ms <= busy_segment_ms || now - last_append_ms <= busy_segment_ms ||
+        roll_by_age_near(now))
       return;
     worker->post([slot = standby, places = worker.get()] {
       {

@@ -106,6 +106,7 @@ result<int32_t> partition_log::apply_retention(int64_t now_ms, int64_t high_wate
   auto& m = *_impl;
   // The log manager takes the dir offline for a failed retention itself (it is iterating its logs here).
   if (m.offline()) return m.failure;
+  m.ask_for_standby_if_roll_by_age_near(now_ms);
   m.discard_standby_if_idle();
   int32_t removed = 0;
   auto run = [&](const std::vector<int64_t>& bases, const char* reason) -> status {

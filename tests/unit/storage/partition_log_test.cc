@@ -1144,13 +1144,37 @@ TEST_F(partition_log_test, a_log_appended_to_often_has_its_standby_ready_for_its
   EXPECT_EQ(log->segment_count(), 2u);
   EXPECT_EQ(log->standby_rolls(), 1);
   ASSERT_TRUE(wait_until_idle(*worker));
-  // A log idle past its roll time holds no standby: it rolls in place at its next append.
+  // A log idle past its roll time holds no standby until a retention pass asks for one; without a pass it
+  // rolls in place at its next append.
   EXPECT_TRUE(files_with_suffix(".standby").empty());
   _now += 20 * 60 * 1000;
   append(*log, make_batch(1, _now));
   EXPECT_EQ(log->segment_count(), 3u);
   EXPECT_EQ(log->standby_rolls(), 1);
   EXPECT_EQ(read_all(*log).size(), 5u);
+
+  // Idle again: the retention pass within a minute of the roll by age asks for the standby, and the passes
+  // after it keep it however long the log stays idle; the next append rolls to it.
+  ASSERT_TRUE(wait_until_idle(*worker));
+  _now += 8 * 60 * 1000;
+  ASSERT_TRUE(log->apply_retention(_now, log->log_end_offset()).ok());
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_TRUE(files_with_suffix(".standby").empty());  // the roll by age is two minutes away
+  _now += 90 * 1000;
+  ASSERT_TRUE(log->apply_retention(_now, log->log_end_offset()).ok());
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_EQ(files_with_suffix(".standby").size(), 4u);
+  for (int pass = 0; pass < 12; ++pass) {
+    _now += 5 * 60 * 1000;
+    ASSERT_TRUE(log->apply_retention(_now, log->log_end_offset()).ok());
+  }
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_EQ(files_with_suffix(".standby").size(), 4u);  // an hour idle: kept
+  EXPECT_EQ(log->segment_count(), 3u);                  // and no roll without an append
+  append(*log, make_batch(1, _now));
+  EXPECT_EQ(log->segment_count(), 4u);
+  EXPECT_EQ(log->standby_rolls(), 2);
+  EXPECT_EQ(read_all(*log).size(), 6u);
 }
 
 TEST_F(partition_log_test, a_log_idle_for_minutes_gives_its_standby_back_at_a_retention_pass) {
