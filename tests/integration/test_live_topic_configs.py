@@ -211,9 +211,11 @@ def test_index_interval_bytes_spaces_the_next_index_entries(node):
     alter_topic(node.bootstrap, topic, {"segment.ms": 1000})
     time.sleep(1.5)
     produce_batches(1)
-    indexes = segment_files(node, topic, ".index")
-    assert len(indexes) == 2, indexes
-    assert 30 * 8 <= indexes[0][1] <= 31 * 8, indexes
+    # The file worker renames the segment the roll adopted and trims the rolled one's index, just after.
+    def rolled_and_trimmed():
+        indexes = segment_files(node, topic, ".index")
+        return indexes if len(indexes) == 2 and 30 * 8 <= indexes[0][1] <= 31 * 8 else None
+    wait_until(rolled_and_trimmed, 10, "two segments, the first one's index trimmed to its 30 entries")
 
 
 def test_retention_ms_lowered_deletes_old_segments(node):
