@@ -134,17 +134,15 @@ struct partition_log::impl {
 
   void ask_for_standby_if_near(bool busy = false, int64_t batch_max_timestamp = -1) {
     if (!worker || standby || offline() || closed) return;
-    const int64_t lead = std::min(time_roll_lead_ms, config.segment_ms / 2);
-    if (!busy && !active().past_half_of_size_bounds() &&
-        !active().time_roll_within(lead, clock(), rolling_jitter_ms, batch_max_timestamp))
+    if (!busy && !active().past_half_of_size_bounds() && !roll_by_age_near(clock(), batch_max_timestamp))
       return;
     ask_for_standby();
   }
 
   // Whether the active segment's roll by age (segment.ms) is due within the lead: its next append rolls it.
-  bool roll_by_age_near(int64_t now_ms) const {
+  bool roll_by_age_near(int64_t now_ms, int64_t batch_max_timestamp = -1) const {
     const int64_t lead = std::min(time_roll_lead_ms, config.segment_ms / 2);
-    return active().time_roll_within(lead, now_ms, rolling_jitter_ms);
+    return active().time_roll_within(lead, now_ms, rolling_jitter_ms, batch_max_timestamp);
   }
 
   // At a retention pass: a log whose roll by age is near asks for its standby then, however long ago it was
