@@ -77,9 +77,24 @@ def partition_dir(node, topic, partition=0) -> Path:
     return Path(node.log_dir) / f"{topic}-{partition}"
 
 
-def segment_files(node, topic, suffix=".log", partition=0):
-    """[(name, size)] of the partition's live segment files, oldest first (.deleted ones excluded)."""
+def segment_files(node, topic, suffix=".log", partition=0, settle=10):
+    """[(name, size)] of the partition's live segment files, oldest first (.deleted ones excluded). A roll
+    adopts the standby segment the file worker made and appends to it at once; the worker gives its files
+    their names just after. Waits (up to `settle` s) until no standby holding data is left under its
+    standby name."""
     d = partition_dir(node, topic, partition)
+
+    def adopted_standby_pending():
+        for p in d.iterdir():
+            try:
+                if p.name.endswith(".log.standby") and p.stat().st_size > 0:
+                    return True
+            except FileNotFoundError:
+                continue  # renamed meanwhile
+        return False
+    deadline = time.monotonic() + settle
+    while adopted_standby_pending() and time.monotonic() < deadline:
+        time.sleep(0.05)
     return sorted((p.name, p.stat().st_size) for p in d.iterdir() if p.name.endswith(suffix))
 
 
