@@ -144,6 +144,14 @@ status index_file::open(const std::filesystem::path& path, int32_t entry_size, i
   return status::success();
 }
 
+// Raises the reserved count to `to`, unless the index moved to another generation meanwhile.
+void index_file::raise_reserved(reservation_state& state, uint64_t generation, int64_t to) {
+  uint64_t word = state.word.load();
+  while ((word >> 32) == generation && static_cast<int64_t>(word & 0xffffffffu) < to &&
+         !state.word.compare_exchange_weak(word, (generation << 32) | static_cast<uint64_t>(to))) {
+  }
+}
+
 void index_file::set_reserved(int64_t bytes, bool new_generation) {
   uint64_t word = _reservation->word.load();
   for (;;) {
@@ -165,11 +173,7 @@ status index_file::reserve(int32_t n) {
   if (detail::reserve_blocks(fd, from, to - from, _path) != 0)
     return detail::io_error("cannot allocate space for index", _path, errno);
   // A job of reservation_ahead() may have counted more meanwhile: the count only grows here.
-  uint64_t word = _reservation->word.load();
-  while (static_cast<int64_t>(word & 0xffffffffu) < to &&
-         !_reservation->word.compare_exchange_weak(
-             word, (word & ~uint64_t{0xffffffffu}) | static_cast<uint64_t>(to))) {
-  }
+  raise_reserved(*_reservation, _reservation->word.load() >> 32, to);
   return status::success();
 }
 
@@ -188,10 +192,7 @@ std::function<void()> index_file::reservation_ahead() {
       struct stat st {};
       if (::fstat(fd, &st) == 0 && st.st_dev == device && st.st_ino == inode &&
           detail::reserve_blocks(fd, from, to - from, path) == 0) {
-        uint64_t word = state->word.load();
-        while ((word >> 32) == generation && static_cast<int64_t>(word & 0xffffffffu) < to &&
-               !state->word.compare_exchange_weak(word, (generation << 32) | static_cast<uint64_t>(to))) {
-        }
+        raise_reserved(*state, generation, to);
       }
     }
     state->job_pending.store(false);

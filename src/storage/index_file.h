@@ -116,6 +116,7 @@ class index_file {
   };
   int64_t reserved() const { return static_cast<int64_t>(_reservation->word.load() & 0xffffffffu); }
   void set_reserved(int64_t bytes, bool new_generation);
+  static void raise_reserved(reservation_state& state, uint64_t generation, int64_t to);
   std::shared_ptr<reservation_state> _reservation = std::make_shared<reservation_state>();
   dev_t _device = 0;
   ino_t _inode = 0;
