@@ -162,6 +162,21 @@ void node::open_replicas() {
       _config.shards() > 0 ? static_cast<size_t>(_config.shards()) : net::shard_pool::default_shard_count();
   _shards = std::make_unique<net::shard_pool>(shard_count);
   _placement = replication::replica_placement(_shards->size());
+  // The logs loaded from disk are placed now, balanced by count, before any shard touches them; the metadata
+  // publisher places the replicas new to this node.
+  {
+    size_t loaded = 0;
+    for (const auto& tp : _logs->partitions()) {
+      _placement.place(tp);
+      ++loaded;
+    }
+    if (_shards->size() > 1 && loaded > 0) {
+      std::string spread;
+      for (const size_t count : _placement.placed_per_shard())
+        spread += (spread.empty() ? "" : ", ") + std::to_string(count);
+      _log->info("{} log(s) loaded, placed over the shards (internal topics on shard 0): {}", loaded, spread);
+    }
+  }
   for (size_t shard = 0; shard < _shards->size(); ++shard) {
     auto replica_options = replica_manager_options_from(_config);
     replica_options.shard = static_cast<int>(shard);

@@ -324,7 +324,8 @@ void metadata_publisher::publish_latest() {
                              (any_retry && retry.count({name, p.partition}));
         if (!changed) continue;
         resolve();
-        by_shard[shard_of(name, p.partition)].push_back(
+        // A replica new to this node (or loaded from disk) is placed now, on the shard with the fewest.
+        by_shard[_placement.place({name, p.partition}) % by_shard.size()].push_back(
             {&name, &topic, &p, log_config, min_isr, topic_throttled});
       }
     }
@@ -506,6 +507,19 @@ void metadata_publisher::apply_slice(const std::shared_ptr<apply_job>& job, size
 
 void metadata_publisher::finish(const apply_job& job) {
   for (const auto& failed : job.failed) _failed.insert(failed.begin(), failed.end());
+  // The replicas removed give their places back, unless the image hosts them again (a topic re-created
+  // under its name) or their log is still here (its removal failed: it stays where it is).
+  for (const auto& removed : job.removed_by_shard) {
+    for (const auto& tp : removed) {
+      const auto* topic = job.image->topics.get(tp.topic);
+      if (topic && tp.partition >= 0 && static_cast<size_t>(tp.partition) < topic->partitions.size() &&
+          topic->partitions[static_cast<size_t>(tp.partition)].partition == tp.partition &&
+          hosts(topic->partitions[static_cast<size_t>(tp.partition)], _node_id))
+        continue;
+      if (_logs && (_logs->get(tp) || _logs->get_future(tp))) continue;
+      _placement.release(tp);
+    }
+  }
   _cache.publish(job.image);
   if (_published_listener) _published_listener(job.image);
 }

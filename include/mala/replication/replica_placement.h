@@ -3,22 +3,32 @@
 // follower fetcher, the ISR changes, retention and flushes, the metadata publisher) hops to that shard first.
 // The one lookup every per-partition path goes through.
 //
-// The placement is a pure function of the partition and the shard count, so every thread computes it without
-// a table or a lock, and a partition stays on its shard for as long as the process runs:
+// Partitions are placed by this node, balanced by the count it hosts on each shard (issue 20):
 // - one shard: shard 0;
 // - the internal topics of the coordinators (names starting with "__": __consumer_offsets,
 //   __transaction_state) live on the home shard, shard 0, with the coordinators that append to and replay
-//   them;
-// - every other partition: (hash of the topic name + partition) modulo the shard count, so the partitions of
-//   one topic go round-robin over the shards starting at a shard that depends on the topic (balanced by
-//   partition count within each topic, and across topics by the hash).
+//   them; they are not counted;
+// - every other partition is placed when its log is loaded at start-up or when the metadata first gives
+//   this node a replica of it, on the shard with the fewest partitions placed (ties go round-robin), and
+//   stays there until its log is removed (release()). Balancing what this node hosts, not the cluster's
+//   partition numbers: a node holding every other partition of a topic still spreads them over all its
+//   shards;
+// - a partition never placed (this node has no log of it: a request for a partition hosted elsewhere) gets
+//   (hash of the topic + partition) modulo the shard count, where it finds no replica.
 //
-// Threads: pure; any thread.
+// Threads: shard_of() from any thread, without a lock: it reads the placement's table generation (written
+// only when a table is replaced) and probes an open addressing table of 64-bit partition hashes that the
+// thread holds since its last lookup. place() and release() from one thread at a time (the home shard's
+// metadata publisher, or the node before its shards run): they write the table in place; a table past half
+// full is replaced by a new one, and the old one is freed once no thread holds it. Copies share one
+// placement.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 #include "mala/storage/segment_files.h"
 
@@ -29,24 +39,24 @@ using storage::topic_partition;
 class replica_placement {
  public:
   replica_placement() = default;  // one shard
-  explicit replica_placement(size_t shard_count) : _shard_count(shard_count == 0 ? 1 : shard_count) {}
+  explicit replica_placement(size_t shard_count);
 
-  size_t shard_count() const { return _shard_count; }
+  size_t shard_count() const { return _state ? _shard_count : 1; }
   size_t shard_of(const topic_partition& tp) const { return shard_of(tp.topic, tp.partition); }
-  size_t shard_of(std::string_view topic, int32_t partition) const {
-    if (_shard_count == 1 || topic.starts_with("__")) return 0;
-    // FNV-1a of the name: stable across runs and platforms (std::hash is neither promised).
-    uint64_t hash = 14695981039346656037ull;
-    for (const char c : topic) {
-      hash ^= static_cast<uint8_t>(c);
-      hash *= 1099511628211ull;
-    }
-    return static_cast<size_t>((hash + static_cast<uint64_t>(static_cast<uint32_t>(partition))) %
-                               _shard_count);
-  }
+  size_t shard_of(std::string_view topic, int32_t partition) const;
+
+  // Places the partition if it is not placed yet (see above); returns its shard.
+  size_t place(const topic_partition& tp);
+  // The partition's log is gone: its count is given back and shard_of() falls back to the hash until it is
+  // placed again.
+  void release(const topic_partition& tp);
+  // The partitions placed on each shard (internal topics not counted). From the placing thread.
+  std::vector<size_t> placed_per_shard() const;
 
  private:
+  struct state;
   size_t _shard_count = 1;
+  std::shared_ptr<state> _state;  // null with one shard
 };
 
 }  // namespace mala::replication

@@ -125,6 +125,7 @@ class shard_node_test : public ::testing::TestWithParam<size_t> {
         l.state = {p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr, 1};
         if (name == "small") l.log_config.max_message_bytes = 200;
         l.state.leader_throttled = name == "throttled";
+        _placement.place({name, p.partition});  // as the metadata publisher does
         auto applied = replicas_of(name, p.partition).apply_leadership(l);
         ASSERT_TRUE(applied.ok()) << applied.error().message;
       }
