@@ -48,10 +48,9 @@ struct candidate {
 
 struct log_cleaning::impl {
   impl(net::shard_pool& pool, storage::log_manager& l, const node_config& config,
-       replication::replica_placement p, std::vector<replication::replica_manager*> r)
+       std::vector<replication::replica_manager*> r)
       : shards(pool),
         logs(l),
-        placement(p),
         replicas(std::move(r)),
         enabled(config.get_bool("log.cleaner.enable").value_or(true)),
         threads(std::max(0, config.get_int("log.cleaner.threads").value_or(1))),
@@ -66,7 +65,6 @@ struct log_cleaning::impl {
 
   net::shard_pool& shards;
   storage::log_manager& logs;
-  replication::replica_placement placement;
   std::vector<replication::replica_manager*> replicas;  // by shard
   bool enabled;
   int threads;
@@ -264,10 +262,10 @@ struct log_cleaning::impl {
       auto swap = std::make_shared<storage::cleaned_log>(std::move(*cleaned));
       std::optional<status> swapped = status::success();
       for (size_t g = 0; g < swap->groups.size(); ++g) {
-        swapped = on_shard(chosen->shard, [this, tp, swap, g]() -> status {
+        swapped = on_shard(chosen->shard, [this, tp, swap, g, shard = chosen->shard]() -> status {
           storage::cleaned_log one;
           one.groups.push_back(std::move(swap->groups[g]));
-          auto* r = chosen_replicas(tp);
+          auto* r = shard < replicas.size() ? replicas[shard] : nullptr;  // the shard this runs on
           auto* p = r ? r->get(tp) : nullptr;
           status st = p ? p->log().replace_with_cleaned(one)
                         : status::error(error_code::unknown_topic_or_partition, "the log is gone");
@@ -281,8 +279,8 @@ struct log_cleaning::impl {
         for (auto& renames : swap->swap_renames) {
           if (auto st = renames->finish(); !st.ok()) {
             log->error("{}-{}: the cleaned segments' renames failed: {}", tp.topic, tp.partition, st.message);
-            on_shard(chosen->shard, [this, tp, st] {
-              auto* r = chosen_replicas(tp);
+            on_shard(chosen->shard, [this, tp, st, shard = chosen->shard] {
+              auto* r = shard < replicas.size() ? replicas[shard] : nullptr;
               if (auto* p = r ? r->get(tp) : nullptr) p->log().mark_failed(st);
               return 0;
             });
@@ -324,17 +322,11 @@ struct log_cleaning::impl {
           s.bytes_read, s.map_bytes_read, s.bytes_written, s.records_removed);
     }
   }
-
-  replication::replica_manager* chosen_replicas(const topic_partition& tp) {
-    const size_t shard = placement.shard_of(tp);
-    return shard < replicas.size() ? replicas[shard] : nullptr;
-  }
 };
 
 log_cleaning::log_cleaning(net::shard_pool& shards, storage::log_manager& logs, const node_config& config,
-                           replication::replica_placement placement,
                            std::vector<replication::replica_manager*> replicas_by_shard)
-    : _impl(std::make_unique<impl>(shards, logs, config, placement, std::move(replicas_by_shard))) {}
+    : _impl(std::make_unique<impl>(shards, logs, config, std::move(replicas_by_shard))) {}
 
 log_cleaning::~log_cleaning() {
   stop();

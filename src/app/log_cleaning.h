@@ -17,7 +17,6 @@
 #include "mala/common/config.h"
 #include "mala/net/shard_pool.h"
 #include "mala/replication/replica_manager.h"
-#include "mala/replication/replica_placement.h"
 #include "mala/storage/log_manager.h"
 
 namespace mala::app {
@@ -25,7 +24,6 @@ namespace mala::app {
 class log_cleaning {
  public:
   log_cleaning(net::shard_pool& shards, storage::log_manager& logs, const node_config& config,
-               replication::replica_placement placement,
                std::vector<replication::replica_manager*> replicas_by_shard);
   ~log_cleaning();
   // Starts the threads (log.cleaner.enable).

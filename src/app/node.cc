@@ -195,7 +195,11 @@ void node::open_replicas() {
   _logs->set_offline_listener(
       [this](const std::filesystem::path& dir, const std::vector<storage::topic_partition>& partitions) {
         for (const auto& tp : partitions) {
-          run_on_owner(tp, [this, tp] { _replicas[_placement.shard_of(tp)]->mark_offline({tp}); });
+          const size_t owner = _placement.shard_of(tp);
+          run_on_owner(tp, [this, tp, owner] {
+            const int here = current_shard();  // the shard it was posted to (the owner when posted)
+            _replicas[here >= 0 ? static_cast<size_t>(here) : owner]->mark_offline({tp});
+          });
         }
         // KIP-858: the controller hears of it in the next heartbeat, moves the dir's leaderships and takes
         // its replicas out of the ISRs.
@@ -373,6 +377,7 @@ status node::open_quorum(const quorum_bootstrap& bootstrap) {
   raft_options.client = _controller_client;
   raft_options.initial_voters = std::move(initial.value());
   raft_options.directory_id = _metadata_dir_id;
+  raft_options.file_worker = _logs->worker();
   raft_options.config.local_voter = local_voter(_config, _metadata_dir_id);
   auto opened_raft = raft::raft_node::open(_shards->context(0), std::move(raft_options));
   if (!opened_raft) {
@@ -622,7 +627,7 @@ void node::open_server() {
   _maintenance =
       std::make_unique<log_maintenance>(*_shards, *_logs, _config, _placement, replicas_by_shard());
   _maintenance->time_flushes_into(_metrics->log_flush_time());
-  _cleaning = std::make_unique<log_cleaning>(*_shards, *_logs, _config, _placement, replicas_by_shard());
+  _cleaning = std::make_unique<log_cleaning>(*_shards, *_logs, _config, replicas_by_shard());
   if (!_metrics_endpoints.empty()) {
     broker::metrics_exporter_options exporter_options;
     exporter_options.broker_role = _lifecycle != nullptr;

@@ -107,6 +107,19 @@ void memory_raft_log::delete_before(int64_t offset) {
   std::erase_if(_snapshots, [&](const snapshot& s) { return s.id.offset < offset; });
 }
 
+void memory_raft_log::store_snapshot(offset_and_epoch id, std::vector<uint8_t> payload) {
+  std::erase_if(_stored, [&](const snapshot& s) { return s.id == id; });
+  _stored.push_back(snapshot{id, std::move(payload)});
+}
+
+bool memory_raft_log::install_stored_snapshot(offset_and_epoch id) {
+  const auto it = std::find_if(_stored.begin(), _stored.end(), [&](const snapshot& s) { return s.id == id; });
+  if (it == _stored.end()) return false;
+  std::vector<uint8_t> payload = std::move(it->payload);
+  _stored.erase(it);
+  return install_snapshot(id, payload);
+}
+
 bool memory_raft_log::install_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) {
   if (id.offset < 0 || id.epoch < 0) return false;
   _entries.clear();

@@ -112,7 +112,8 @@ std::optional<snapshot_file> parse_snapshot_file_name(std::string_view name) {
 
 result<std::unique_ptr<partition_raft_log>> partition_raft_log::open(
     const std::filesystem::path& metadata_log_dir, partition_raft_log_options options) {
-  auto log = storage::open_metadata_partition(metadata_log_dir, options.clock_ms, options.segments);
+  auto log =
+      storage::open_metadata_partition(metadata_log_dir, options.clock_ms, options.segments, options.worker);
   if (!log.ok()) return log.error();
   auto raft_log = std::make_unique<partition_raft_log>(std::move(*log), std::move(options));
   if (!raft_log->failure().ok()) return raft_log->failure();
@@ -362,7 +363,12 @@ namespace mala::raft {
 // ---------------------------------------------------------------------------------------------------------------
 // Snapshots (KIP-630; Kafka's KafkaMetadataLog and FileRawSnapshotWriter/Reader).
 
-void partition_raft_log::remove_snapshot_file(const fs::path& path) const {
+void partition_raft_log::remove_snapshot_file_later(fs::path path) const {
+  if (!_run_file_work) return remove_snapshot_file(path);
+  _run_file_work([path = std::move(path)] { remove_snapshot_file(path); });
+}
+
+void partition_raft_log::remove_snapshot_file(const fs::path& path) {
   std::error_code ec;
   fs::remove(path, ec);
   if (ec) {
@@ -443,7 +449,7 @@ void partition_raft_log::prune_snapshots() {
     if (keep) {
       kept.push_back(id);
     } else {
-      remove_snapshot_file(_log->dir() / snapshot_file_name(id));
+      remove_snapshot_file_later(_log->dir() / snapshot_file_name(id));
     }
   }
   _snapshots = std::move(kept);
@@ -565,7 +571,7 @@ bool partition_raft_log::write_snapshot(offset_and_epoch id, std::span<const uin
 bool partition_raft_log::adopt_snapshot_file(offset_and_epoch id) {
   switch (check_new_snapshot(id)) {
     case new_snapshot::refused:
-      remove_snapshot_file(_log->dir() / snapshot_file_name(id));
+      remove_snapshot_file_later(_log->dir() / snapshot_file_name(id));
       return false;
     case new_snapshot::held:
       return true;
@@ -618,7 +624,24 @@ bool partition_raft_log::install_snapshot(offset_and_epoch id, std::span<const u
   }
   // Every other snapshot describes a log that is gone (KafkaMetadataLog.forgetSnapshotsBefore).
   for (const auto& other : _snapshots) {
-    if (other != id) remove_snapshot_file(_log->dir() / snapshot_file_name(other));
+    if (other != id) remove_snapshot_file_later(_log->dir() / snapshot_file_name(other));
+  }
+  _snapshots = {id};
+  _log->delete_expired_files(_clock_ms());
+  return true;
+}
+
+bool partition_raft_log::install_stored_snapshot(offset_and_epoch id) {
+  if (!_failure.ok()) return false;
+  // The snapshot file is durable (the glue synced it before calling): from here on a crash leaves a log
+  // behind the snapshot, which open() restarts at it, so neither the truncation nor the new empty segment
+  // is synced here; the next flush syncs them with the entries that follow.
+  if (auto st = _log->truncate_fully_and_start_at(id.offset); !st.ok()) {
+    fail(st);
+    return false;
+  }
+  for (const auto& other : _snapshots) {
+    if (other != id) remove_snapshot_file_later(_log->dir() / snapshot_file_name(other));
   }
   _snapshots = {id};
   _log->delete_expired_files(_clock_ms());

@@ -174,6 +174,7 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
       voter_changes.erase(it);
       respond(std::move(answer));
     }
+    if (fx.snapshot_to_store) store_snapshot(std::move(*fx.snapshot_to_store));
     const bool needs_persistence = fx.quorum_state_to_persist || !fx.log_operations.empty();
     if (fx.quorum_state_to_persist) state_to_write = *fx.quorum_state_to_persist;
     if (!fx.log_operations.empty()) {
@@ -198,6 +199,25 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
       held.push_back(std::move(step));
     }
     start_job();
+  }
+
+  // A snapshot downloaded from the leader: its file is written and synced on the blocking thread (behind any
+  // persistence job posted before), then the replica installs it on this thread.
+  void store_snapshot(effects::snapshot_file file) {
+    asio::post(blocking, [weak = weak_from_this(), &io = io, dir = log->dir(), file = std::move(file)] {
+      status written = partition_raft_log::write_snapshot_file_in(dir, file.id, file.payload);
+      asio::post(io, [weak, id = file.id, written = std::move(written)] {
+        auto self = weak.lock();
+        if (!self) return;
+        if (!written.ok()) {
+          self->logger->error("snapshot {}-{} fetched from the leader not stored: {}", id.offset, id.epoch,
+                              written.message);
+        }
+        self->node.tick(steady_now_ms());
+        self->node.snapshot_stored(id, written.ok());
+        self->step_done();
+      });
+    });
   }
 
   // Starts the next persistence job when none runs and one is due.
@@ -435,6 +455,7 @@ raft_node::~raft_node() {
 result<std::unique_ptr<raft_node>> raft_node::open(asio::io_context& io, raft_node_options options) {
   partition_raft_log_options log_options;
   log_options.segments = options.segments;
+  log_options.worker = options.file_worker;
   auto log = partition_raft_log::open(options.metadata_log_dir, std::move(log_options));
   if (!log.ok()) return log.error();
   // KIP-853: a freshly formatted controller's log starts with the bootstrap checkpoint naming the initial
@@ -489,10 +510,15 @@ result<std::unique_ptr<raft_node>> raft_node::open(asio::io_context& io, raft_no
     }
   }
   options.config.bootstrap_servers = static_cast<int32_t>(options.bootstrap_servers.size());
+  // A snapshot fetched from the leader is written and synced on the blocking thread, not on this one.
+  options.config.glue_stores_snapshots = true;
   auto state_file = quorum_state_file::in_dir((*log)->dir(), options.config.voters);
   auto persisted = state_file.read();
   if (!persisted.ok()) return persisted.error();
   auto i = std::make_shared<impl>(io, std::move(options), std::move(*log), std::move(state_file), *persisted);
+  // Snapshot files are deleted on the thread that writes them, in order with the writes.
+  i->log->set_file_work_runner(
+      [&blocking = i->blocking](std::function<void()> work) { asio::post(blocking, std::move(work)); });
   // A restart from a persisted state may have effects (a single voter elects itself at construction).
   i->step_done();
   return std::unique_ptr<raft_node>(new raft_node(std::move(i)));

@@ -262,8 +262,11 @@ int64_t replica::next_deadline_ms() const {
     case role::candidate:
       return _backoff_until_ms >= 0 ? _backoff_until_ms : _election_deadline_ms;
     case role::follower: {
-      int64_t next =
-          std::min(_fetch_deadline_ms, _fetch_in_flight ? _fetch_in_flight->deadline_ms : _next_fetch_ms);
+      // While the glue stores a downloaded snapshot no fetch is due: only the fetch timeout.
+      const bool storing = _snapshot_download && _snapshot_download->storing;
+      int64_t next = std::min(_fetch_deadline_ms, _fetch_in_flight ? _fetch_in_flight->deadline_ms
+                                                  : storing        ? _fetch_deadline_ms
+                                                                   : _next_fetch_ms);
       if (_is_voter && _config.local_voter) next = std::min(next, _update_voter_deadline_ms);
       return next;
     }
@@ -849,6 +852,7 @@ void replica::handle_fetch_response(int32_t from, int64_t correlation_id, const 
 void replica::maybe_send_fetch() {
   if (_fetch_in_flight || _now_ms < _next_fetch_ms) return;
   if (_role == role::follower) {
+    if (_snapshot_download && _snapshot_download->storing) return;  // until the glue stored it
     if (_snapshot_download) {
       send_fetch_snapshot(_leader_id);
     } else {

@@ -159,21 +159,51 @@ void replica::handle_fetch_snapshot_response(int32_t from, int64_t correlation_i
       abandon();
       return;
     }
+    if (_config.glue_stores_snapshots) {
+      // The glue writes and syncs the file away from this thread; nothing goes to the leader meanwhile.
+      download.storing = true;
+      download.voters = std::move(snapshot_voters);
+      _effects.snapshot_to_store = effects::snapshot_file{id, std::move(download.bytes)};
+      download.bytes.clear();
+      return;
+    }
     if (!_log.install_snapshot(id, download.bytes)) {
       abandon();
       return;
     }
-    if (snapshot_voters) _base_voter_set = std::move(*snapshot_voters);
-    _voter_history.clear();
-    refresh_voters();
-    _snapshot_download.reset();
-    _flushed_end_offset = id.offset;  // install_snapshot is durable on return
-    _effects.snapshot_installed = id;
-    // The snapshot is of a committed prefix: the high watermark is at least its end (Kafka's follower takes
-    // the log's high watermark, which install moved to the log start).
-    set_high_watermark(id.offset);
+    finish_snapshot_install(id, std::move(snapshot_voters));
   }
   maybe_send_fetch();
+}
+
+bool replica::snapshot_stored(offset_and_epoch id, bool stored) {
+  if (_role != role::follower || !_snapshot_download || !_snapshot_download->storing ||
+      _snapshot_download->id != id) {
+    return false;
+  }
+  if (!stored || !_log.install_stored_snapshot(id)) {
+    // Start over with a Fetch: the leader names the snapshot it holds now.
+    _snapshot_download.reset();
+    _next_fetch_ms = _now_ms + _config.retry_backoff_ms;
+    maybe_send_fetch();
+    return stored;  // a stored file the log refused stays for the next start to judge
+  }
+  finish_snapshot_install(id, std::move(_snapshot_download->voters));
+  maybe_send_fetch();
+  return true;
+}
+
+void replica::finish_snapshot_install(offset_and_epoch id,
+                                      std::optional<std::vector<voter_info>> snapshot_voters) {
+  if (snapshot_voters) _base_voter_set = std::move(*snapshot_voters);
+  _voter_history.clear();
+  refresh_voters();
+  _snapshot_download.reset();
+  _flushed_end_offset = id.offset;  // the snapshot is durable once installed
+  _effects.snapshot_installed = id;
+  // The snapshot is of a committed prefix: the high watermark is at least its end (Kafka's follower takes
+  // the log's high watermark, which install moved to the log start).
+  set_high_watermark(id.offset);
 }
 
 void replica::send_fetch_snapshot(int32_t destination) {

@@ -35,7 +35,10 @@ uint64_t partition_key(std::string_view topic, int32_t partition) {
   return x == 0 ? 1 : x;
 }
 
-constexpr uint8_t unplaced = 0xff;  // a key whose partitions were all released
+constexpr uint8_t unplaced = 0xff;  // a slot without a shard
+// Set on the shard of a key whose partitions were all released: lookups still find that shard, and placing
+// the key again takes it back.
+constexpr uint8_t released_flag = 0x80;
 constexpr size_t min_capacity = 1024;
 
 struct topic_partition_hash {
@@ -106,7 +109,7 @@ struct replica_placement::state {
       for (size_t i = 0; i < table->capacity(); ++i) {
         const uint64_t key = table->keys[i].load(std::memory_order_relaxed);
         const uint8_t shard = table->shards[i].load(std::memory_order_relaxed);
-        if (key == 0 || shard == unplaced) continue;
+        if (key == 0 || shard == unplaced || (shard & released_flag) != 0) continue;
         const size_t at = grown->slot_of(key);
         grown->shards[at].store(shard, std::memory_order_relaxed);
         grown->keys[at].store(key, std::memory_order_relaxed);
@@ -121,7 +124,7 @@ struct replica_placement::state {
 
 replica_placement::replica_placement(size_t shard_count) : _shard_count(shard_count == 0 ? 1 : shard_count) {
   if (_shard_count == 1) return;
-  _shard_count = std::min<size_t>(_shard_count, unplaced);
+  _shard_count = std::min<size_t>(_shard_count, released_flag - 1);
   _state = std::make_shared<state>();
   _state->counts.assign(_shard_count, 0);
   _state->make_room();
@@ -137,7 +140,7 @@ size_t replica_placement::shard_of(std::string_view topic, int32_t partition) co
   const size_t at = table.slot_of(key);
   if (table.keys[at].load(std::memory_order_acquire) == key) {
     const uint8_t shard = table.shards[at].load(std::memory_order_acquire);
-    if (shard != unplaced) return shard;
+    if (shard != unplaced) return shard & ~released_flag;
   }
   return static_cast<size_t>((topic_hash(topic) + static_cast<uint64_t>(static_cast<uint32_t>(partition))) %
                              _shard_count);
@@ -156,7 +159,12 @@ size_t replica_placement::place(const topic_partition& tp) {
   uint8_t shard = t.keys[at].load(std::memory_order_relaxed) == key
                       ? t.shards[at].load(std::memory_order_relaxed)
                       : unplaced;
-  if (shard == unplaced) {
+  if (shard != unplaced && (shard & released_flag) != 0) {
+    // Placed before and released: back on its shard (whatever may still be in flight for the partition's
+    // previous life went there).
+    shard &= ~released_flag;
+    t.shards[at].store(shard, std::memory_order_release);
+  } else if (shard == unplaced) {
     // The least loaded shard, searched from the one after the last chosen.
     size_t best = s.next % _shard_count;
     for (size_t i = 1; i < _shard_count; ++i) {
@@ -190,7 +198,8 @@ void replica_placement::release(const topic_partition& tp) {
   if (shard < s.counts.size() && s.counts[shard] > 0) --s.counts[shard];
   if (--s.key_users[key] == 0) {
     s.key_users.erase(key);
-    t.shards[at].store(unplaced, std::memory_order_release);  // the key stays: probes go past it
+    // The key and its shard stay (lookups of the partition still lead there) until a table replaces this one.
+    t.shards[at].store(static_cast<uint8_t>(shard | released_flag), std::memory_order_release);
   }
 }
 

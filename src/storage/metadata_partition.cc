@@ -33,8 +33,10 @@ std::filesystem::path metadata_partition_dir(const std::filesystem::path& metada
 
 result<std::unique_ptr<partition_log>> open_metadata_partition(const std::filesystem::path& metadata_log_dir,
                                                                std::function<int64_t()> clock_ms,
-                                                               metadata_segment_settings segments) {
+                                                               metadata_segment_settings segments,
+                                                               std::shared_ptr<file_worker> worker) {
   log_open_options options;
+  options.worker = std::move(worker);
   options.clean_shutdown = false;
   options.recovery_point = 0;
   options.clock_ms = clock_ms ? std::move(clock_ms) : std::function<int64_t()>(system_clock_ms);

@@ -134,6 +134,10 @@ class raft_log {
   // Replaces the whole log by a snapshot fetched from the leader: every entry is removed, the snapshot is
   // stored (durably) and start_offset() == end_offset() == id.offset, last_fetched_epoch() == id.epoch.
   virtual bool install_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) = 0;
+  // install_snapshot() for a snapshot whose file the glue already wrote and synced (away from the replica's
+  // thread): the log takes it as its latest snapshot and replaces every entry by it. False when the log
+  // cannot (no stored snapshot `id`, or the log failed).
+  virtual bool install_stored_snapshot(offset_and_epoch id) = 0;
 };
 
 // The log in memory, with a per-epoch index (the leader epoch cache) so end_offset_for_epoch is a short scan,
@@ -160,6 +164,10 @@ class memory_raft_log final : public raft_log {
   bool write_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;
   void delete_before(int64_t offset) override;
   bool install_snapshot(offset_and_epoch id, std::span<const uint8_t> payload) override;
+  // What a glue's file write is for this log: the payload of snapshot `id`, held apart until
+  // install_stored_snapshot(id) takes it.
+  void store_snapshot(offset_and_epoch id, std::vector<uint8_t> payload);
+  bool install_stored_snapshot(offset_and_epoch id) override;
 
   // The entries held, from start_offset().
   const std::vector<log_entry>& entries() const { return _entries; }
@@ -186,6 +194,7 @@ class memory_raft_log final : public raft_log {
   std::vector<log_entry> _entries;   // from _start_offset
   std::vector<epoch_start> _epochs;  // ascending epochs of the held entries, each with its first offset held
   std::vector<snapshot> _snapshots;  // ascending ids
+  std::vector<snapshot> _stored;     // store_snapshot(), not installed yet
 };
 
 }  // namespace mala::raft

@@ -68,6 +68,9 @@ inline constexpr int16_t leader_change_control_type = storage::leader_change_con
 struct partition_raft_log_options {
   std::function<int64_t()> clock_ms;  // batch timestamps and segment rolling; the system clock when unset
   storage::metadata_segment_settings segments;  // metadata.log.segment.bytes / .ms
+  // The node's file worker (storage::log_manager's): the log's rolls, segment deletions and index
+  // reservations run there, not on the shard the Raft node runs on. Null (tests): in place.
+  std::shared_ptr<storage::file_worker> worker;
 };
 
 class partition_raft_log final : public raft_log {
@@ -105,6 +108,16 @@ class partition_raft_log final : public raft_log {
   static status write_snapshot_file_in(const std::filesystem::path& dir, offset_and_epoch id,
                                        std::span<const uint8_t> payload);
   bool adopt_snapshot_file(offset_and_epoch id);
+  // install_snapshot in two halves, the same way: write_snapshot_file_in(dir(), id, payload) from any thread,
+  // then this on the log's thread, which replaces the log by the stored snapshot without syncing anything
+  // (the next flush syncs the new empty segment; a crash before it leaves a log behind the snapshot, which
+  // open() restarts at the snapshot).
+  bool install_stored_snapshot(offset_and_epoch id) override;
+  // Where the log's snapshot files are deleted: the thread that writes them (raft_node's blocking thread),
+  // so that a deletion never comes after a later write of the same file. Unset: in place.
+  void set_file_work_runner(std::function<void(std::function<void()>)> run) {
+    _run_file_work = std::move(run);
+  }
   // The snapshots held, oldest first.
   const std::vector<offset_and_epoch>& snapshots() const { return _snapshots; }
 
@@ -141,9 +154,12 @@ class partition_raft_log final : public raft_log {
   // Deletes the snapshots no longer needed: all but the newest and, while the log holds its offset, the one
   // before it.
   void prune_snapshots();
-  void remove_snapshot_file(const std::filesystem::path& path) const;
+  static void remove_snapshot_file(const std::filesystem::path& path);
+  // remove_snapshot_file through the file work runner, when set.
+  void remove_snapshot_file_later(std::filesystem::path path) const;
 
   std::unique_ptr<storage::partition_log> _log;
+  std::function<void(std::function<void()>)> _run_file_work;
   std::function<int64_t()> _clock_ms;
   mutable status _failure;
   bool _closed = false;

@@ -65,6 +65,8 @@ struct raft_node_options {
   std::optional<std::vector<voter_info>> initial_voters;
   std::filesystem::path metadata_log_dir;
   storage::metadata_segment_settings segments;  // metadata.log.segment.bytes / .ms
+  // The log manager's file worker: the metadata log's file work runs there (partition_raft_log_options).
+  std::shared_ptr<storage::file_worker> file_worker;
   int32_t tick_interval_ms = 10;
   // The node's connections through the controller listener: TLS when it is SSL or SASL_SSL, SASL when it is
   // SASL_PLAINTEXT or SASL_SSL.

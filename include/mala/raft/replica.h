@@ -88,7 +88,10 @@
 // through raft_log::install_snapshot (durable on return), reports `effects::snapshot_installed` (the glue
 // reloads its state machine from it), takes the snapshot's end offset as its high watermark if that is
 // higher, and fetches on from there (KafkaRaftClient.handleFetchSnapshotResponse). Leaving the follower state
-// abandons a partial download.
+// abandons a partial download. With `raft_config::glue_stores_snapshots` the glue writes and syncs the
+// downloaded snapshot's file itself, away from this thread (`effects::snapshot_to_store`), and calls
+// snapshot_stored(); the follower sends nothing to the leader meanwhile, and then installs it through
+// raft_log::install_stored_snapshot.
 //
 // The persisted quorum state survives a restart together with the log: a restarted replica is constructed
 // from both; everything else (votes received, follower progress, the high watermark) is rebuilt.
@@ -127,7 +130,10 @@ struct raft_config {
   int32_t fetch_max_wait_ms = 500;                 // KafkaRaftClient's fetchMaxWaitMs (long poll)
   int32_t fetch_max_entries = 512;                 // entries per Fetch response (Kafka bounds bytes instead)
   int32_t fetch_snapshot_max_bytes = 1024 * 1024;  // FetchSnapshot MaxBytes: the chunk a follower asks for
-  uint64_t random_seed = 0;                        // election jitter and backoff; the only randomness
+  // A downloaded snapshot is handed to the glue to store (effects::snapshot_to_store, then snapshot_stored())
+  // rather than written through raft_log::install_snapshot on this thread.
+  bool glue_stores_snapshots = false;
+  uint64_t random_seed = 0;  // election jitter and backoff; the only randomness
   // KIP-853 (kraft.version 1): the voter set at the start of the log (the latest snapshot's, or the
   // bootstrap checkpoint's); VotersRecords in the log change it. `voters` is then ignored. nullopt: static
   // voters (kraft.version 0).
@@ -181,12 +187,19 @@ struct effects {
   // the glue reloads its state machine from log().read_snapshot(id). Log operations of the same event come
   // after it; a glue that takes effects less often than once per event sees at most one install per batch.
   std::optional<offset_and_epoch> snapshot_installed;
+  // With raft_config::glue_stores_snapshots: a snapshot downloaded whole, for the glue to write and sync as
+  // the log's snapshot file `id` (off this thread), then to call snapshot_stored(id, ...).
+  struct snapshot_file {
+    offset_and_epoch id;
+    std::vector<uint8_t> payload;
+  };
+  std::optional<snapshot_file> snapshot_to_store;
   std::vector<voter_change_answer> voter_change_answers;
   bool voters_changed = false;  // the voter set in effect changed (the glue learns the new voters' endpoints)
 
   bool empty() const {
     return !quorum_state_to_persist && log_operations.empty() && messages.empty() && !high_watermark &&
-           !snapshot_installed && voter_change_answers.empty() && !voters_changed;
+           !snapshot_installed && !snapshot_to_store && voter_change_answers.empty() && !voters_changed;
   }
 };
 
@@ -270,6 +283,12 @@ class replica {
   // Drops the entries before the latest snapshot (raft_log::delete_before). Replicas that need them get the
   // snapshot instead. No-op without a snapshot.
   void delete_before_snapshot();
+  // The glue stored the snapshot file of effects::snapshot_to_store (durably, or not: `stored` false). If
+  // this replica still waits for it, the snapshot is installed (raft_log::install_stored_snapshot) and the
+  // follower fetches on from its end, or, not stored, the download starts over. False when nothing waited for
+  // it (the follower state was left meanwhile): the file is then a snapshot the log does not know, which a
+  // restart adopts as a crash between the two steps.
+  bool snapshot_stored(offset_and_epoch id, bool stored);
 
   effects take_effects();
   // The next time tick() has something to do.
@@ -322,7 +341,12 @@ class replica {
   struct snapshot_download {
     offset_and_epoch id;
     std::vector<uint8_t> bytes;  // received so far, from position 0
+    // Downloaded whole and handed to the glue to store (glue_stores_snapshots), with the voter set it holds.
+    bool storing = false;
+    std::optional<std::vector<voter_info>> voters;
   };
+  // The installed snapshot's bookkeeping, once the log holds it (both ways of storing it).
+  void finish_snapshot_install(offset_and_epoch id, std::optional<std::vector<voter_info>> snapshot_voters);
 
   // transitions
   void become_unattached(int32_t epoch, int32_t voted_id);

@@ -9,10 +9,13 @@
 //   __transaction_state) live on the home shard, shard 0, with the coordinators that append to and replay
 //   them; they are not counted;
 // - every other partition is placed when its log is loaded at start-up or when the metadata first gives
-//   this node a replica of it, on the shard with the fewest partitions placed (ties go round-robin), and
-//   stays there until its log is removed (release()). Balancing what this node hosts, not the cluster's
-//   partition numbers: a node holding every other partition of a topic still spreads them over all its
-//   shards;
+//   this node a replica of it, on the shard with the fewest partitions placed (ties go round-robin).
+//   Balancing what this node hosts, not the cluster's partition numbers: a node holding every other
+//   partition of a topic still spreads them over all its shards;
+// - a partition whose log is removed is released: its count is given back, but lookups still lead to its
+//   shard (a request or task in flight for it finds nothing there), and placing it again (a topic re-created
+//   under its name) takes it back there. Released partitions are dropped only when a full table is
+//   replaced; code that hopped to a partition's shard uses that shard's replicas, never a second lookup;
 // - a partition never placed (this node has no log of it: a request for a partition hosted elsewhere) gets
 //   (hash of the topic + partition) modulo the shard count, where it finds no replica.
 //
@@ -47,8 +50,7 @@ class replica_placement {
 
   // Places the partition if it is not placed yet (see above); returns its shard.
   size_t place(const topic_partition& tp);
-  // The partition's log is gone: its count is given back and shard_of() falls back to the hash until it is
-  // placed again.
+  // The partition's log is gone: its count is given back (see above).
   void release(const topic_partition& tp);
   // The partitions placed on each shard (internal topics not counted). From the placing thread.
   std::vector<size_t> placed_per_shard() const;

@@ -47,10 +47,12 @@ std::filesystem::path metadata_partition_dir(const std::filesystem::path& metada
 // Opens (creating when absent) <metadata_log_dir>/__cluster_metadata-0 and recovers it with a full scan:
 // writers flush before they acknowledge, so at most a torn last batch is found and cut (it was never
 // acknowledged), and no checkpoint a crash may have left behind is trusted. `clock_ms` may be empty (system
-// clock).
+// clock). `worker`: where the log's file work runs off the shard (the log manager's: standby segments for
+// rolls, renames and deletions of removed segments, index reservations); null: in place.
 result<std::unique_ptr<partition_log>> open_metadata_partition(const std::filesystem::path& metadata_log_dir,
                                                                std::function<int64_t()> clock_ms = {},
-                                                               metadata_segment_settings segments = {});
+                                                               metadata_segment_settings segments = {},
+                                                               std::shared_ptr<file_worker> worker = nullptr);
 
 // One record of a metadata batch: a null key for metadata records (MetadataRecordSerde), the control record
 // key (ControlRecordType: version, type) for control records.

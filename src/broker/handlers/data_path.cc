@@ -1,5 +1,6 @@
 #include "handlers/data_path.h"
 
+#include "mala/common/current_shard.h"
 #include "mala/net/request_meter.h"
 
 namespace mala::broker::handlers {
@@ -90,7 +91,11 @@ result<replication::partition*> hosted_partition(const broker_services& services
     return status::error(error_code::kafka_storage_error,
                          name() + ": the log dir of this replica is offline");
   }
-  auto* replicas = services.replicas_on(services.shard_of(topic, partition));
+  // The handler runs on the shard it hopped to for this partition: that shard's replicas, not a second lookup
+  // (a partition removed meanwhile may be placed elsewhere by now). Off the shards (unit tests): the owner.
+  const int here = current_shard();
+  auto* replicas =
+      services.replicas_on(here >= 0 ? static_cast<size_t>(here) : services.shard_of(topic, partition));
   replication::partition* p = replicas ? replicas->get({topic, partition}) : nullptr;
   if (!p) {
     return status::error(error_code::not_leader_or_follower,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -641,6 +642,47 @@ TEST_F(partition_raft_log_snapshot_test, install_replaces_a_log_with_entries) {
   EXPECT_EQ(log->end_offset(), 52);
   EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{50, 4}));
   EXPECT_EQ(log->read(50, 10).size(), 2u);
+}
+
+// The two halves raft_node uses for a snapshot fetched from the leader: the file written and synced from
+// another thread, then installed without any file work on the log's thread; the older snapshot's file is
+// deleted through the file work runner (the writing thread), not in place.
+TEST_F(partition_raft_log_snapshot_test,
+       a_stored_snapshot_is_installed_and_older_files_go_through_the_runner) {
+  {
+    auto log = open_small_segments();
+    ASSERT_TRUE(log);
+    std::vector<std::function<void()>> file_work;
+    log->set_file_work_runner([&](std::function<void()> work) { file_work.push_back(std::move(work)); });
+    fill(*log, {1, 1, 1, 2, 2, 2, 2, 2, 2, 2});
+    ASSERT_TRUE(log->write_snapshot({3, 1}, payload(1)));
+    ASSERT_TRUE(log->flush().ok());
+    std::thread writer([&] {
+      ASSERT_TRUE(partition_raft_log::write_snapshot_file_in(log->dir(), {60, 4}, payload(7, 3000)).ok());
+    });
+    writer.join();
+    ASSERT_TRUE(log->install_stored_snapshot({60, 4}));
+    EXPECT_EQ(log->start_offset(), 60);
+    EXPECT_EQ(log->end_offset(), 60);
+    EXPECT_EQ(log->last_fetched_epoch(), 4);
+    EXPECT_EQ(log->snapshots(), (std::vector<offset_and_epoch>{{60, 4}}));
+    EXPECT_EQ(log->read_snapshot({60, 4}), payload(7, 3000));
+    // The older snapshot's file waits for the runner.
+    EXPECT_TRUE(std::filesystem::exists(partition_dir() / snapshot_file_name({3, 1})));
+    EXPECT_FALSE(file_work.empty());
+    for (auto& work : file_work) work();
+    EXPECT_FALSE(std::filesystem::exists(partition_dir() / snapshot_file_name({3, 1})));
+    const log_entry e{60, 5, entry_type::leader_change, {}};
+    log->append(std::span<const log_entry>(&e, 1));
+    EXPECT_EQ(log->end_offset(), 61);
+    ASSERT_TRUE(log->close().ok());
+  }
+  auto log = open_small_segments();
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(log->failure().ok()) << log->failure().message;
+  EXPECT_EQ(log->start_offset(), 60);
+  EXPECT_EQ(log->end_offset(), 61);
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{60, 4}));
 }
 
 TEST_F(partition_raft_log_snapshot_test, a_log_behind_the_snapshot_restarts_at_its_end) {

@@ -255,6 +255,31 @@ TEST(raft_snapshots, a_follower_fetches_the_snapshot_in_chunks_and_installs_it) 
   }
 }
 
+// Snapshot 8-1 ({1, 2, 3}) in one chunk from leader 1 in epoch 1.
+fetch_snapshot_response whole_snapshot_8_1() {
+  fetch_snapshot_response whole;
+  whole.snapshot_id = {8, 1};
+  whole.size = 3;
+  whole.position = 0;
+  whole.bytes = {1, 2, 3};
+  whole.current_leader = {1, 1};
+  return whole;
+}
+
+// What a follower shows once snapshot 8-1 ({1, 2, 3}) is installed: the effects of that step (the install,
+// the high watermark at its end, a Fetch from there) and its log starting at the snapshot.
+void expect_installed_8_1(const effects& e, const memory_raft_log& log) {
+  EXPECT_EQ(e.snapshot_installed, (offset_and_epoch{8, 1}));
+  EXPECT_EQ(e.high_watermark, 8);
+  EXPECT_EQ(log.start_offset(), 8);
+  EXPECT_EQ(log.read_snapshot({8, 1}), (std::vector<uint8_t>{1, 2, 3}));
+  ASSERT_EQ(e.messages.size(), 1u);
+  const auto* next = std::get_if<fetch_request>(&e.messages[0].message.body);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->fetch_offset, 8);
+  EXPECT_EQ(next->last_fetched_epoch, 1);
+}
+
 // A chunk that does not continue the download makes the follower start over with a Fetch; a completed
 // download installs the snapshot, moves the high watermark to its end (above what the leader's last Fetch
 // answer said) and fetching goes on from there.
@@ -298,23 +323,67 @@ TEST(raft_snapshots, a_chunk_at_the_wrong_position_restarts_with_a_fetch) {
   f2.on_message(1, raft_message{e.messages[0].message.correlation_id, with_snapshot});
   e = f2.take_effects();
   ASSERT_EQ(e.messages.size(), 1u);
-  fetch_snapshot_response whole;
-  whole.snapshot_id = {8, 1};
-  whole.size = 3;
-  whole.position = 0;
-  whole.bytes = {1, 2, 3};
-  whole.current_leader = {1, 1};
+  const fetch_snapshot_response whole = whole_snapshot_8_1();
   f2.on_message(1, raft_message{e.messages[0].message.correlation_id, whole});
-  e = f2.take_effects();
-  EXPECT_EQ(e.snapshot_installed, (offset_and_epoch{8, 1}));
-  EXPECT_EQ(e.high_watermark, 8);
-  EXPECT_EQ(log2.start_offset(), 8);
-  EXPECT_EQ(log2.read_snapshot({8, 1}), (std::vector<uint8_t>{1, 2, 3}));
+  expect_installed_8_1(f2.take_effects(), log2);
+}
+
+// With glue_stores_snapshots the downloaded snapshot goes to the glue (effects::snapshot_to_store) and the
+// follower sends nothing and installs nothing until snapshot_stored(): installed then, fetching on from its
+// end; a store that failed starts over with a Fetch; an answer for a download the follower left is refused.
+TEST(raft_snapshots, the_glue_stores_a_downloaded_snapshot_before_the_follower_installs_it) {
+  raft_config config = config_for(2, {1, 2, 3}, 7);
+  config.glue_stores_snapshots = true;
+  memory_raft_log log2;
+  replica f2(config, log2, quorum_state{1, 1, no_voter}, 0);
+  effects e = f2.take_effects();
   ASSERT_EQ(e.messages.size(), 1u);
-  const auto* next = std::get_if<fetch_request>(&e.messages[0].message.body);
-  ASSERT_TRUE(next);
-  EXPECT_EQ(next->fetch_offset, 8);
-  EXPECT_EQ(next->last_fetched_epoch, 1);
+  fetch_response with_snapshot;
+  with_snapshot.current_leader = {1, 1};
+  with_snapshot.high_watermark = 2;
+  with_snapshot.snapshot_id = offset_and_epoch{8, 1};
+  const fetch_snapshot_response whole = whole_snapshot_8_1();
+  // A Fetch answered with the snapshot id, then the snapshot in one chunk: handed to the glue.
+  auto download = [&](int64_t fetch_correlation) {
+    f2.on_message(1, raft_message{fetch_correlation, with_snapshot});
+    effects asked = f2.take_effects();
+    EXPECT_EQ(asked.messages.size(), 1u);
+    if (asked.messages.empty()) return effects{};
+    f2.on_message(1, raft_message{asked.messages[0].message.correlation_id, whole});
+    return f2.take_effects();
+  };
+
+  e = download(e.messages[0].message.correlation_id);
+  ASSERT_TRUE(e.snapshot_to_store);
+  EXPECT_EQ(e.snapshot_to_store->id, (offset_and_epoch{8, 1}));
+  EXPECT_EQ(e.snapshot_to_store->payload, (std::vector<uint8_t>{1, 2, 3}));
+  EXPECT_FALSE(e.snapshot_installed);
+  EXPECT_TRUE(e.messages.empty());
+  EXPECT_EQ(log2.start_offset(), 0);  // the log is untouched meanwhile
+  // Nothing is fetched while the glue stores it, and no tick is due before the fetch timeout.
+  f2.tick(500);
+  EXPECT_TRUE(f2.take_effects().messages.empty());
+  EXPECT_GE(f2.next_deadline_ms(), 2000);
+
+  // The store failed: the download starts over with a Fetch.
+  EXPECT_FALSE(f2.snapshot_stored({8, 1}, false));
+  e = f2.take_effects();
+  EXPECT_FALSE(e.snapshot_installed);
+  if (e.messages.empty()) {
+    f2.tick(1000);
+    e = f2.take_effects();
+  }
+  ASSERT_EQ(e.messages.size(), 1u);
+  ASSERT_TRUE(std::holds_alternative<fetch_request>(e.messages[0].message.body));
+
+  // Stored: installed, the high watermark at its end, fetching on from there.
+  e = download(e.messages[0].message.correlation_id);
+  ASSERT_TRUE(e.snapshot_to_store);
+  log2.store_snapshot(e.snapshot_to_store->id, e.snapshot_to_store->payload);
+  EXPECT_FALSE(f2.snapshot_stored({9, 1}, true));  // not the one it waits for
+  EXPECT_TRUE(f2.snapshot_stored({8, 1}, true));
+  expect_installed_8_1(f2.take_effects(), log2);
+  EXPECT_FALSE(f2.snapshot_stored({8, 1}, true));  // nothing waits for it any more
 }
 
 }  // namespace

@@ -57,21 +57,24 @@ TEST(replica_placement, a_partition_keeps_its_shard_until_released) {
   EXPECT_EQ(placement.place({"orders", 0}), first);
   EXPECT_EQ(placement.placed_per_shard(), (std::vector<size_t>{3, 3, 3, 3}));
 
-  // Released: the count is given back, and a partition never placed (or released) gets the hash
-  // fallback, the same on every call and every copy.
+  // Released: the count is given back, but lookups still lead to its shard (tasks in flight for it go
+  // there). A partition never placed gets the hash fallback, the same on every call and every copy.
   placement.release({"orders", 0});
   placement.release({"other", 0});
   EXPECT_EQ(placement.placed_per_shard(), (std::vector<size_t>{2, 3, 3, 2}));
   const replica_placement copy = placement;
-  EXPECT_EQ(copy.shard_of("orders", 0), placement.shard_of("orders", 0));
+  EXPECT_EQ(copy.shard_of("orders", 0), first);
+  EXPECT_EQ(copy.shard_of("other", 0), 0u);
   EXPECT_EQ(copy.shard_of("unknown", 5), placement.shard_of("unknown", 5));
   EXPECT_LT(copy.shard_of("unknown", 5), 4u);
   placement.release({"never-placed", 0});  // nothing to give back
   EXPECT_EQ(placement.placed_per_shard(), (std::vector<size_t>{2, 3, 3, 2}));
 
-  // Placed again: on a shard with the fewest, the next one round.
-  EXPECT_EQ(placement.place({"orders", 0}), 0u);
-  EXPECT_EQ(copy.shard_of("orders", 0), 0u);
+  // Placed again (a topic re-created under its name): back on its shard; a new partition goes to the
+  // fewest.
+  EXPECT_EQ(placement.place({"orders", 0}), first);
+  EXPECT_EQ(placement.place({"new", 0}), 0u);
+  EXPECT_EQ(placement.placed_per_shard(), (std::vector<size_t>{3, 3, 3, 3}));
 }
 
 // Topics created and deleted over and over: the table is replaced as released keys fill it, and every
