@@ -186,7 +186,7 @@ bool replica::snapshot_stored(offset_and_epoch id, bool stored) {
     _snapshot_download.reset();
     _next_fetch_ms = _now_ms + _config.retry_backoff_ms;
     maybe_send_fetch();
-    return stored;  // a stored file the log refused stays for the next start to judge
+    return false;  // a stored file the log refused stays, for the next start to judge as a crash would
   }
   finish_snapshot_install(id, std::move(_snapshot_download->voters));
   maybe_send_fetch();

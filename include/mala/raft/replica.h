@@ -285,9 +285,10 @@ class replica {
   void delete_before_snapshot();
   // The glue stored the snapshot file of effects::snapshot_to_store (durably, or not: `stored` false). If
   // this replica still waits for it, the snapshot is installed (raft_log::install_stored_snapshot) and the
-  // follower fetches on from its end, or, not stored, the download starts over. False when nothing waited for
-  // it (the follower state was left meanwhile): the file is then a snapshot the log does not know, which a
-  // restart adopts as a crash between the two steps.
+  // follower fetches on from its end, or, not stored (or refused by the log), the download starts over.
+  // Returns whether it was installed. A stored file not installed (nothing waited for it any more: the
+  // follower state was left meanwhile) is a snapshot the log does not know, which the next start judges as
+  // it does one a crash left between the two steps.
   bool snapshot_stored(offset_and_epoch id, bool stored);
 
   effects take_effects();
