@@ -202,14 +202,17 @@ struct log_maintenance::impl {
         auto files = plog.flush_work(now);
         if (files.empty()) continue;
         const int64_t upto = plog.log_end_offset();
-        asio::post(blocking, [this, shard, tp, files = std::move(files), upto] {
+        // The answer goes to this log only: a KIP-113 swap may have given the replica another one meanwhile.
+        const storage::partition_log* flushed = &plog;
+        asio::post(blocking, [this, shard, tp, files = std::move(files), upto, flushed] {
           const auto started = std::chrono::steady_clock::now();
           for (const auto& f : files) {
             if (auto st = f->sync(); !st.ok()) {
               log->error("fsync of {} failed: {}", f->path(), st.message);
-              asio::post(timers[shard]->context, [this, shard, tp, st] {
+              asio::post(timers[shard]->context, [this, shard, tp, st, flushed] {
                 auto* owner = replicas_on(shard);
-                if (auto* p = owner ? owner->get(tp) : nullptr) p->log().mark_failed(st);
+                auto* p = owner ? owner->get(tp) : nullptr;
+                if (p && &p->log() == flushed) p->log().mark_failed(st);
               });
               return;
             }
@@ -219,9 +222,10 @@ struct log_maintenance::impl {
                                                           std::chrono::steady_clock::now() - started)
                                                           .count()));
           }
-          asio::post(timers[shard]->context, [this, shard, tp, upto] {
+          asio::post(timers[shard]->context, [this, shard, tp, upto, flushed] {
             auto* owner = replicas_on(shard);
-            if (auto* p = owner ? owner->get(tp) : nullptr) p->log().mark_flushed(upto);
+            auto* p = owner ? owner->get(tp) : nullptr;
+            if (p && &p->log() == flushed) p->log().mark_flushed(upto);
           });
         });
       }

@@ -1,9 +1,11 @@
 // KIP-113: moving a replica's log to another log dir of the node (AlterReplicaLogDirs), as Kafka's
 // ReplicaManager.alterReplicaLogDirs and ReplicaAlterLogDirsThread do it. The log manager makes an empty
 // "future" log in the target dir; the owning shard copies the partition's batches into it a slice at a time
-// (the replica keeps serving from its log meanwhile), follows the log's truncations and log start offset,
-// and once the future log has caught up swaps it in: no append can come between the last copy and the swap,
-// both run in one step of the shard.
+// (the replica keeps serving from its log meanwhile), follows the log's truncations and log start offset.
+// Once the future log has caught up, the log manager's file worker moves it in beside the log (synced,
+// marked, renamed <topic>-<partition>, opened there again) while the replica appends on; once it has caught
+// up again, the swap commits: no append can come between the last copy and the commit, both run in one step
+// of the shard, and the commit is one rename there.
 #include <algorithm>
 #include <chrono>
 
@@ -115,13 +117,22 @@ bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log
                                          int64_t& budget) {
   auto log = subsystem_logger("replication");
   partition* p = get(tp);
-  storage::partition_log* future = _logs.get_future(tp);
   auto give_up = [&](const std::string& why) {
     log->warn("{}: the move to another log dir stops: {}", describe(tp), why);
-    if (future) (void)_logs.remove_future(tp);
+    (void)_logs.remove_future(tp);
     return true;
   };
   if (!p) return give_up("the replica is gone");
+  if (move.at == log_move::stage::moving_in) {
+    auto moved_in = _logs.finish_move_in(tp);
+    if (!moved_in) return give_up(moved_in.error().message);
+    if (!*moved_in) return false;  // the worker is still at it
+    if (auto st = move.producers->move_to((*moved_in)->dir()); !st.ok()) return give_up(st.message);
+    move.at = log_move::stage::moved_in;
+    log->info("{}: the future log moved in beside the log, as {}; the copy takes what came meanwhile",
+              describe(tp), (*moved_in)->dir().string());
+  }
+  storage::partition_log* future = _logs.get_future(tp);
   if (!future) return give_up("the future log is gone (its log dir failed?)");
   storage::partition_log& current = p->log();
   if (current.is_offline() || future->is_offline()) return give_up("a log is offline");
@@ -196,7 +207,14 @@ bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log
   }
   if (future->log_end_offset() != current.log_end_offset()) return false;
 
-  // Caught up: the swap, in this same step (no append comes between).
+  // Caught up. The first time, the file worker moves the future log in beside the log (its syncs and
+  // renames off the shard) while the replica serves on; the copy then catches up with what came meanwhile.
+  if (move.at == log_move::stage::copying) {
+    if (auto st = _logs.begin_move_in(tp); !st.ok()) return give_up(st.message);
+    move.at = log_move::stage::moving_in;
+    return false;
+  }
+  // Then the swap's commit, in this same step (no append comes between).
   const int64_t end = current.log_end_offset();
   auto replaced = _logs.promote_future(tp);
   if (!replaced) {

@@ -179,11 +179,11 @@ std::vector<log_dir_description> replica_manager::describe_log_dirs(
   for (const auto& [tp, move] : _moves) {
     if (wanted && !wanted->count(tp)) continue;
     if (owned && !owned(tp)) continue;
-    const auto* future = _logs.get_future(tp);
+    const auto future = _logs.describe_future(tp);
     const auto* log = _logs.get(tp);
     if (!future || !log) continue;
-    futures[absolute_path(future->dir().parent_path())][tp.topic][tp.partition] = {
-        future->size_bytes(), std::max<int64_t>(0, log->log_end_offset() - future->log_end_offset())};
+    futures[absolute_path(future->dir.parent_path())][tp.topic][tp.partition] = {
+        future->size_bytes, std::max<int64_t>(0, log->log_end_offset() - future->log_end_offset)};
   }
   std::vector<log_dir_description> out;
   for (const auto& dir : _logs.dirs()) {

@@ -136,6 +136,12 @@ std::string delete_dir_name(const topic_partition& tp) {
   return tp.topic.substr(0, topic_length) + suffix;
 }
 
+std::string future_dir_name(const topic_partition& tp) {
+  auto name = delete_dir_name(tp);  // <topic>-<partition>.<uuid>-delete: the same unique part
+  name.replace(name.size() - delete_dir_suffix.size(), delete_dir_suffix.size(), future_dir_suffix);
+  return name;
+}
+
 }  // namespace log_manager_detail
 
 status log_manager::impl::load() {
@@ -160,6 +166,9 @@ status log_manager::impl::load() {
   // interrupted, and goes; a future log without one is the log a stop caught half-way through its swap (the
   // current one already renamed for deletion), and becomes the partition's log.
   std::set<topic_partition> current_logs;
+  // How many dirs hold a <topic>-<partition> of each: two when a stop came between a future log's move-in
+  // and the commit of its swap (see promote_future).
+  std::map<topic_partition, int> canonical_dirs;
   struct interrupted_move {
     topic_partition tp;
     fs::path path;
@@ -171,7 +180,10 @@ status log_manager::impl::load() {
     std::error_code list_ec;
     for (fs::directory_iterator it(dir.path, list_ec); !list_ec && it != fs::directory_iterator();
          it.increment(list_ec)) {
-      if (auto tp = parse_partition_dir_name(it->path().filename().string())) current_logs.insert(*tp);
+      if (auto tp = parse_partition_dir_name(it->path().filename().string())) {
+        current_logs.insert(*tp);
+        ++canonical_dirs[*tp];
+      }
     }
   }
 
@@ -278,6 +290,27 @@ status log_manager::impl::load() {
       if (!tp) {
         log->debug("Ignoring {} in log dir {}: not a <topic>-<partition> directory", name, dir.path.string());
         continue;
+      }
+      if (std::error_code marker_ec; fs::exists(path / swap_ready_file, marker_ec)) {
+        const auto partition = partition_dir_name(tp->topic, tp->partition);
+        if (canonical_dirs[*tp] > 1) {
+          // A future log moved in beside the log, and a stop came before the swap's commit: a copy, whose
+          // move goes on.
+          auto future_path = dir.path / future_dir_name(*tp);
+          if (::rename(path.c_str(), future_path.c_str()) != 0) {
+            take_offline(
+                d, detail::io_error("cannot rename " + path.string() + " to", future_path, errno).message);
+            break;
+          }
+          ::unlink((future_path / swap_ready_file).c_str());
+          log->warn("{} in {} is the copy of a move a stop interrupted before its swap: it goes on from {}",
+                    partition, dir.path.string(), future_path.filename().string());
+          interrupted_moves.push_back({*tp, future_path, d, load.clean_shutdown});
+          continue;
+        }
+        // The swap's commit was the last thing the stop let through: this is the log.
+        log->warn("{} in {} is the log: a stop came right after its swap", partition, dir.path.string());
+        ::unlink((path / swap_ready_file).c_str());
       }
       // The KRaft metadata log (__cluster_metadata-0) belongs to the controller's metadata log, not to the
       // partitions this manager serves, as in Kafka (its LogManager skips the metadata topic's dir).
@@ -678,6 +711,11 @@ status log_manager::shutdown(int64_t broker_epoch) {
     m.log->info("Shutting down the log manager");
     // A move not finished is left on disk; the next load removes it (the move starts over when asked again).
     for (auto& [tp, entry] : m.futures) {
+      if (!m.take_moved_in(entry)) {
+        // The worker finishes it below (worker->stop()) and leaves it on disk for the next load.
+        impl::abandon_move_in(entry, true);
+        continue;
+      }
       (void)entry.log->close(file_sync::later);
       m.retired.push_back(std::move(entry.log));
     }

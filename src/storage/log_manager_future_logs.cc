@@ -3,6 +3,7 @@
 // log_manager.cc; the shared state in log_manager_impl.h.
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -56,7 +57,7 @@ result<partition_log*> log_manager::create_future(const topic_partition& tp, siz
                          "log dir " + m.dirs[index].path.string() + " is offline");
   }
   if (auto future = m.futures.find(tp); future != m.futures.end()) {
-    if (future->second.dir == index) return future->second.log.get();
+    if (future->second.dir == index && m.take_moved_in(future->second)) return future->second.log.get();
     m.remove_future(tp);
   }
   log_open_options open_options;
@@ -64,9 +65,7 @@ result<partition_log*> log_manager::create_future(const topic_partition& tp, siz
     open_options.topic_id = **stored;
   open_options.clock_ms = m.options.clock_ms;
   open_options.worker = m.worker;
-  auto name = delete_dir_name(tp);  // <topic>-<partition>.<uuid>-delete: the same unique part
-  name.replace(name.size() - delete_dir_suffix.size(), delete_dir_suffix.size(), future_dir_suffix);
-  auto path = m.dirs[index].path / name;
+  auto path = m.dirs[index].path / future_dir_name(tp);
   auto opened = partition_log::open(path, tp, config, open_options);
   if (!opened.ok()) {
     if (opened.error().code == error_code::kafka_storage_error)
@@ -93,82 +92,163 @@ status log_manager::remove_future(const topic_partition& tp) {
   return _impl->remove_future(tp);
 }
 
+namespace {
+
+// On the file worker: the first half of the swap (log_manager::begin_move_in). Takes no manager lock: a stop
+// holds it while it waits for the worker.
+void move_in(const std::shared_ptr<log_manager_detail::move_in_job>& job,
+             std::shared_ptr<partition_log> future, const fs::path& canonical, log_open_options open_options,
+             const std::shared_ptr<spdlog::logger>& log, log_manager_detail::background_deleter& deleter) {
+  const auto tp = future->partition();
+  const auto config = future->config();
+  fs::path at = future->dir();
+  auto moved = [&]() -> result<std::unique_ptr<partition_log>> {
+    if (auto st = future->close(); !st.ok()) return st;  // synced
+    open_options.recovery_point = future->recovery_point();
+    open_options.log_start_offset = future->log_start_offset();
+    open_options.clean_shutdown = true;
+    future.reset();
+    if (auto st = create_synced_marker(at / swap_ready_file); !st.ok()) return st;
+    if (::rename(at.c_str(), canonical.c_str()) != 0)
+      return detail::io_error("cannot rename " + at.string() + " to", canonical, errno);
+    at = canonical;
+    if (auto st = detail::fsync_dir(canonical.parent_path()); !st.ok()) return st;
+    return partition_log::open(canonical, tp, config, open_options);
+  }();
+  std::lock_guard guard(job->mutex);
+  if (job->abandoned) {
+    if (moved.ok()) (void)(*moved)->close(file_sync::later);
+    if (job->keep_on_disk) return;  // the next load resumes the move from the files
+    const auto deleted = canonical.parent_path() / delete_dir_name(tp);
+    if (::rename(at.c_str(), deleted.c_str()) == 0) {
+      deleter.enqueue(deleted);
+    } else {
+      log->warn("cannot remove the abandoned future log {}: {}", at.string(), std::strerror(errno));
+    }
+    return;
+  }
+  job->done = true;
+  if (!moved.ok()) {
+    job->error = moved.error();
+    return;
+  }
+  job->reopened = std::move(*moved);
+}
+
+}  // namespace
+
+status log_manager::begin_move_in(const topic_partition& tp) {
+  std::lock_guard guard(_impl->mutex);
+  auto& m = *_impl;
+  auto future = m.futures.find(tp);
+  if (future == m.futures.end() || !future->second.log || !m.logs.contains(tp)) {
+    return status::error(error_code::replica_not_available,
+                         partition_dir_name(tp.topic, tp.partition) + " has no future log to move in");
+  }
+  const size_t to = future->second.dir;
+  if (!m.dirs[to].online) {
+    return status::error(error_code::kafka_storage_error,
+                         "log dir " + m.dirs[to].path.string() + " is offline");
+  }
+  auto job = std::make_shared<log_manager_detail::move_in_job>();
+  std::shared_ptr<partition_log> moving(std::move(future->second.log));
+  job->dir = moving->dir();
+  job->size_bytes = moving->size_bytes();
+  job->log_end_offset = moving->log_end_offset();
+  future->second.moving_in = job;
+  // Its failures are the job's now: the worker never takes the manager's lock.
+  moving->set_failure_listener({});
+  log_open_options open_options;
+  open_options.clock_ms = m.options.clock_ms;
+  open_options.worker = m.worker;
+  auto canonical = m.dirs[to].path / partition_dir_name(tp.topic, tp.partition);
+  m.worker->post([job, moving = std::move(moving), canonical = std::move(canonical),
+                  open_options = std::move(open_options), log = m.log, &deleter = m.deleter]() mutable {
+    move_in(job, std::move(moving), canonical, std::move(open_options), log, deleter);
+  });
+  return status::success();
+}
+
+result<partition_log*> log_manager::finish_move_in(const topic_partition& tp) {
+  std::lock_guard guard(_impl->mutex);
+  auto& m = *_impl;
+  auto future = m.futures.find(tp);
+  if (future == m.futures.end()) {
+    return status::error(error_code::replica_not_available,
+                         partition_dir_name(tp.topic, tp.partition) + " has no future log");
+  }
+  if (m.take_moved_in(future->second)) return future->second.log.get();
+  const auto job = future->second.moving_in;
+  status failure;
+  {
+    std::lock_guard job_guard(job->mutex);
+    if (!job->done) return static_cast<partition_log*>(nullptr);
+    failure = job->error;
+  }
+  const size_t to = future->second.dir;
+  m.futures.erase(future);
+  if (failure.code == error_code::kafka_storage_error) {
+    m.take_offline(to, "cannot move the future log of " + partition_dir_name(tp.topic, tp.partition) +
+                           " in: " + failure.message);
+  }
+  return failure;
+}
+
+std::optional<log_manager::future_description> log_manager::describe_future(const topic_partition& tp) const {
+  std::lock_guard guard(_impl->mutex);
+  auto it = _impl->futures.find(tp);
+  if (it == _impl->futures.end()) return std::nullopt;
+  if (const auto* log = it->second.log.get())
+    return future_description{log->dir(), log->size_bytes(), log->log_end_offset()};
+  const auto& job = *it->second.moving_in;
+  return future_description{job.dir, job.size_bytes, job.log_end_offset};
+}
+
 result<partition_log*> log_manager::promote_future(const topic_partition& tp) {
   std::lock_guard guard(_impl->mutex);
   auto& m = *_impl;
   auto current = m.logs.find(tp);
   auto future = m.futures.find(tp);
-  if (current == m.logs.end() || future == m.futures.end()) {
-    return status::error(error_code::replica_not_available,
-                         partition_dir_name(tp.topic, tp.partition) + " has no future log to swap in");
+  const auto name = partition_dir_name(tp.topic, tp.partition);
+  if (current == m.logs.end() || future == m.futures.end() || !m.take_moved_in(future->second) ||
+      future->second.log->dir() != m.dirs[future->second.dir].path / name) {
+    return status::error(error_code::replica_not_available, name + " has no moved-in future log to swap in");
   }
   const size_t from = current->second.dir;
   const size_t to = future->second.dir;
-  auto& moved = *future->second.log;
-  if (auto st = moved.close(); !st.ok()) {
-    m.remove_future(tp);
-    return st;
-  }
-  const int64_t recovery_point = moved.recovery_point();
-  const int64_t log_start_offset = moved.log_start_offset();
-  const auto future_path = moved.dir();
-  auto& replaced = *current->second.log;
-  if (auto st = replaced.close(); !st.ok()) {
-    m.remove_future(tp);
-    return st;
-  }
-  const auto replaced_path = replaced.dir();
-  // Kept (closed) for the pointers still held to them; the partition takes the new log at once.
-  m.retired.push_back(std::move(current->second.log));
-  m.retired.push_back(std::move(future->second.log));
-  m.logs.erase(current);
-  m.futures.erase(future);
-  --m.dirs[from].partitions;
-
-  // The future log is complete: marked so (synced), then the replaced log goes first. A stop between the
-  // renames leaves the marked future log alone, which the next load makes the partition's log (two
-  // <topic>-<partition> dirs would refuse to load); an unmarked one is a copy cut short, and goes.
-  if (auto st = create_synced_marker(future_path / swap_ready_file); !st.ok()) {
-    m.take_offline(to, st.message);
-    return st;
-  }
+  // The commit: the replaced log's dir goes. A stop from here on loads the moved-in log (see load()).
+  const auto replaced_path = current->second.log->dir();
   const auto deleted = m.dirs[from].path / delete_dir_name(tp);
   if (::rename(replaced_path.c_str(), deleted.c_str()) != 0) {
     auto error = detail::io_error("cannot rename " + replaced_path.string() + " to", deleted, errno);
     m.take_offline(from, error.message);
     return error;
   }
-  m.deleter.enqueue(deleted, from);
-  const auto canonical = m.dirs[to].path / partition_dir_name(tp.topic, tp.partition);
-  if (::rename(future_path.c_str(), canonical.c_str()) != 0) {
-    auto error = detail::io_error("cannot rename " + future_path.string() + " to", canonical, errno);
-    m.take_offline(to, error.message);
-    return error;
-  }
-  if (auto synced = detail::fsync_dir(m.dirs[to].path); !synced.ok()) {
-    m.take_offline(to, synced.message);
-    return synced;
-  }
-  log_open_options open_options;
-  open_options.recovery_point = recovery_point;
-  open_options.log_start_offset = log_start_offset;
-  open_options.clean_shutdown = true;  // closed just now, everything synced
-  open_options.clock_ms = m.options.clock_ms;
-  open_options.worker = m.worker;
-  auto opened = partition_log::open(canonical, tp, m.options.defaults, open_options);
-  if (!opened.ok()) {
-    m.take_offline(to, "cannot open " + canonical.string() + ": " + opened.error().message);
-    return opened.error();
-  }
-  ::unlink((canonical / swap_ready_file).c_str());
-  auto* raw = opened->get();
-  raw->update_config(replaced.config());
-  m.watch(*raw, to);
-  m.logs[tp] = impl::log_entry{std::move(*opened), to};
+  auto replaced = std::move(current->second.log);
+  replaced->set_failure_listener({});
+  auto* moved = future->second.log.get();
+  moved->update_config(replaced->config());
+  current->second = impl::log_entry{std::move(future->second.log), to, nullptr};
+  m.futures.erase(future);
+  --m.dirs[from].partitions;
   ++m.dirs[to].partitions;
-  m.log->info("The future log of {} replaced its log: moved from {} to {}",
-              partition_dir_name(tp.topic, tp.partition), m.dirs[from].path.string(),
+  // Kept (closed by the worker) for the pointers still held to it.
+  partition_log* closing = replaced.get();
+  m.retired.push_back(std::move(replaced));
+  m.worker->post([closing, from_dir = m.dirs[from].path, to_dir = m.dirs[to].path,
+                  marker = moved->dir() / swap_ready_file, log = m.log] {
+    (void)closing->close(file_sync::later);  // its data goes
+    auto synced = detail::fsync_dir(from_dir);
+    if (synced.ok()) {
+      ::unlink(marker.c_str());
+      synced = detail::fsync_dir(to_dir);
+    }
+    // A failed sync leaves what the next load sorts out: the marker says which log a stop keeps.
+    if (!synced.ok()) log->warn("the swap of a moved log is not durable yet: {}", synced.message);
+  });
+  m.deleter.enqueue(deleted, from);
+  m.log->info("The future log of {} replaced its log: moved from {} to {}", name, m.dirs[from].path.string(),
               m.dirs[to].path.string());
-  return raw;
+  return moved;
 }
 }  // namespace mala::storage

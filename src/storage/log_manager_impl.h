@@ -42,6 +42,25 @@ status create_synced_marker(const fs::path& path);
 // Kafka's name for a partition dir waiting for deletion: "<topic>-<partition>.<uuid, 32 hex digits>-delete",
 // the topic cut so that the name stays within the 255-byte file name limit (LocalLog.logDeleteDirName).
 std::string delete_dir_name(const topic_partition& tp);
+// The same with the "-future" suffix: the dir of a log moving here from another log dir (KIP-113).
+std::string future_dir_name(const topic_partition& tp);
+
+// KIP-113: a future log the file worker moves in beside the partition's log (begin_move_in). The worker
+// fills it in and never takes the manager's lock; the owning shard takes the reopened log from it
+// (finish_move_in). An entry removed first abandons it: the worker then deletes what it moved in, or, for
+// a stop or a failed dir, leaves it for the next load (keep_on_disk).
+struct move_in_job {
+  std::mutex mutex;
+  bool done = false;
+  bool abandoned = false;
+  bool keep_on_disk = false;
+  status error;
+  std::unique_ptr<partition_log> reopened;
+  // What the future log held when it left the shard (DescribeLogDirs meanwhile).
+  fs::path dir;
+  int64_t size_bytes = 0;
+  int64_t log_end_offset = 0;
+};
 
 // Removes "-delete" directories off the calling threads (a deleted topic can hold gigabytes), and first
 // settles what the renames of removed logs left to do: `settle` runs on this thread with the log dirs of the
@@ -137,6 +156,7 @@ class background_deleter {
 
 using log_manager_detail::background_deleter;
 using log_manager_detail::delete_dir_name;
+using log_manager_detail::future_dir_name;
 using log_manager_detail::normalize_dir;
 namespace fs = std::filesystem;
 
@@ -150,6 +170,8 @@ struct log_manager::impl {
   struct log_entry {
     std::unique_ptr<partition_log> log;
     size_t dir = 0;
+    // Futures only: set (and `log` null) while the file worker moves the future log in.
+    std::shared_ptr<log_manager_detail::move_in_job> moving_in;
   };
 
   log_manager_options options;
@@ -207,6 +229,10 @@ struct log_manager::impl {
     // A log stops on the shard that owns it (it may be appending there right now); it stays alive in
     // `retired` for the pointers its replica still holds.
     auto retire = [this, &reason](std::map<topic_partition, log_entry>& from, auto it) {
+      if (!take_moved_in(it->second)) {
+        abandon_move_in(it->second, true);
+        return from.erase(it);
+      }
       partition_log* stopping = it->second.log.get();
       auto stop = [stopping, reason] {
         stopping->mark_offline(reason);
@@ -249,9 +275,35 @@ struct log_manager::impl {
   }
 
   // Closes a future log and deletes its dir in the background (errors closing do not matter).
+  // A future log the worker moved in goes back into its entry (true, also for an entry not moving in); false
+  // while the worker is still at it, or when it failed (the entry has no log then).
+  bool take_moved_in(log_entry& entry) {
+    if (!entry.moving_in) return entry.log != nullptr;
+    std::lock_guard guard(entry.moving_in->mutex);
+    if (!entry.moving_in->done || !entry.moving_in->reopened) return false;
+    entry.log = std::move(entry.moving_in->reopened);
+    entry.moving_in.reset();
+    watch(*entry.log, entry.dir);
+    return true;
+  }
+  // The worker's move-in is no longer wanted; see move_in_job.
+  static void abandon_move_in(log_entry& entry, bool keep_on_disk) {
+    if (!entry.moving_in) return;
+    std::lock_guard guard(entry.moving_in->mutex);
+    entry.moving_in->abandoned = true;
+    entry.moving_in->keep_on_disk = keep_on_disk;
+  }
+
   status remove_future(const topic_partition& tp) {
     auto it = futures.find(tp);
     if (it == futures.end()) return status::success();
+    if (!take_moved_in(it->second)) {
+      abandon_move_in(it->second, false);
+      futures.erase(it);
+      log->info("Future log of {} removed while it was being moved in",
+                partition_dir_name(tp.topic, tp.partition));
+      return status::success();
+    }
     const size_t d = it->second.dir;
     auto doomed = std::move(it->second.log);
     futures.erase(it);

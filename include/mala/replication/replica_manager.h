@@ -144,6 +144,9 @@ class replica_manager {
   struct log_move {
     // The future log's producer state: its aborted transactions go to the future log's .txnindex.
     std::unique_ptr<storage::producer_state_manager> producers;
+    // copying -> (caught up) moving_in, the file worker moving it in beside the log -> moved_in, copying on
+    // -> (caught up again) the swap's commit (storage::log_manager::begin_move_in, promote_future).
+    enum class stage { copying, moving_in, moved_in } at = stage::copying;
   };
   void cancel_move(const storage::topic_partition& tp);
   // A future log the log manager loaded at start-up (a move a stop interrupted) goes on once its replica is

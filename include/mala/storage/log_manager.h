@@ -90,12 +90,29 @@ class log_manager {
   partition_log* get_future(const topic_partition& tp) const;
   // Closes the future log and deletes it in the background (the move is cancelled).
   status remove_future(const topic_partition& tp);
-  // The future log caught up: it becomes the partition's log (Kafka's replaceCurrentWithFutureLog). Both
-  // logs are closed with their data synced, the current one's dir is renamed -delete (removed in the
-  // background), the future's renamed <topic>-<partition>, and the log is opened there again. The returned
-  // log replaces both: pointers to them stay valid (closed) but must not be used. A failed rename or open
-  // takes its dir offline; then the partition has no log here until the node restarts (the next load
-  // finishes the swap from the files).
+  // KIP-113's swap (Kafka's replaceCurrentWithFutureLog) in two steps, so that the owning shard syncs
+  // nothing. First, once the future log has caught up, begin_move_in(): the file worker closes it with its
+  // data synced, marks it complete (a synced mala-swap-ready file), renames its dir <topic>-<partition>
+  // beside the partition's log in the other dir, syncs that dir and opens the log there again. Meanwhile
+  // get_future() is null, describe_future() gives what it held, and the partition appends on to its log.
+  // finish_move_in() is null while the worker is at it, then the future log at its new path (the copy goes
+  // on from its end), or the failure (the future log is gone; an I/O error takes its dir offline). A stop
+  // meanwhile leaves two <topic>-<partition> dirs, the marked one a copy the next load resumes.
+  status begin_move_in(const topic_partition& tp);
+  result<partition_log*> finish_move_in(const topic_partition& tp);
+  struct future_description {
+    std::filesystem::path dir;
+    int64_t size_bytes = 0;
+    int64_t log_end_offset = 0;
+  };
+  std::optional<future_description> describe_future(const topic_partition& tp) const;
+  // Then, once the moved-in future log has caught up again, in the same step as that last copy, the commit:
+  // one rename on the calling shard, the partition's log dir to <topic>-<partition>.<uuid>-delete (removed
+  // in the background). The future log is the partition's log from then on and is returned; the replaced
+  // one is closed by the worker (a pointer to it stays valid but must not be used), which then syncs the old
+  // dir, removes the marker and syncs the new dir. A stop before those syncs leaves the marked log alone, or
+  // both logs with the marked one a copy: the next load takes the one the renames that reached the disk
+  // say. A failed rename takes the old dir offline.
   result<partition_log*> promote_future(const topic_partition& tp);
 
   status checkpoint_recovery_points();

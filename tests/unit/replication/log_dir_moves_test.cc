@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
 #include <vector>
 
 #include "mala/replication/replica_manager.h"
@@ -60,6 +62,61 @@ class log_dir_moves_test : public ::testing::Test {
     return read.ok() && read->data ? read->data->size : 0;
   }
   fs::path dir(const char* name) const { return _root / name; }
+  // The replica of orders-0, leading, with `batches` batches of `records` records.
+  static partition* leader_with_batches(replica_manager& m, int batches, int records) {
+    EXPECT_TRUE(m.apply_leadership(leader_of("orders", 0)).ok());
+    auto* p = m.get({"orders", 0});
+    for (int i = 0; p && i < batches; ++i) {
+      auto batch = make_batch(records);
+      EXPECT_TRUE(p->append(batch, 1).ok());
+    }
+    return p;
+  }
+  // orders-0 as leader_with_batches() makes it, moving from the dir holding it to the other one.
+  struct started_move {
+    partition* p = nullptr;
+    fs::path source;
+    fs::path target;
+  };
+  started_move start_move(replica_manager& m, int batches, int records) {
+    started_move out;
+    out.p = leader_with_batches(m, batches, records);
+    const size_t from = *_logs->dir_index_of({"orders", 0});
+    out.source = dir(from == 0 ? "a" : "b");
+    out.target = dir(from == 0 ? "b" : "a");
+    EXPECT_EQ(m.alter_log_dir({"orders", 0}, out.target), error_code::none);
+    return out;
+  }
+  // A future log of `tp` in dir `to` made by hand, holding what the log holds (up to 1 MiB).
+  storage::partition_log* copied_future_log(const storage::topic_partition& tp, size_t to) {
+    auto future = _logs->create_future(tp, to, _logs->get(tp)->config());
+    EXPECT_TRUE(future.ok());
+    if (!future.ok()) return nullptr;
+    auto* current = _logs->get(tp);
+    auto read = current->read(0, 1 << 20, current->log_end_offset(), true);
+    EXPECT_TRUE(read.ok() && read->data);
+    if (!read.ok() || !read->data) return nullptr;
+    auto bytes = read->data->file->read(read->data->position, read->data->size);
+    EXPECT_TRUE(bytes.ok() && (*future)->append_as_follower(*bytes).ok());
+    return *future;
+  }
+  // Copies slices until the move is over (the file worker moves the future log in between).
+  static void move_to_the_end(replica_manager& m, int64_t slice) {
+    for (int turns = 0; m.moving() && turns < 100000; ++turns) {
+      m.copy_to_future_logs(slice);
+      std::this_thread::yield();
+    }
+  }
+  void wait_for_the_worker() {
+    for (int i = 0; _logs->worker()->pending() > 0 && i < 10000; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Holds the file worker until the returned promise is set.
+  std::shared_ptr<std::promise<void>> hold_the_worker() {
+    auto gate = std::make_shared<std::promise<void>>();
+    _logs->worker()->post([opened = gate->get_future().share()] { opened.wait(); });
+    return gate;
+  }
 
   static inline const uuid topic_id = uuid::random();
   fs::path _root;
@@ -101,15 +158,14 @@ TEST_F(log_dir_moves_test, a_log_moves_with_the_batches_appended_during_the_copy
     ASSERT_TRUE(p->append(batch, 1).ok());
   }
   EXPECT_EQ(m.get(tp), p);
-  int turns = 0;
-  while (m.copy_to_future_logs(200) > 0 && m.moving() && ++turns < 1000) {
-  }
+  move_to_the_end(m, 200);
   EXPECT_FALSE(m.moving());
   EXPECT_EQ(_logs->dir_index_of(tp), from == 0 ? 1u : 0u);
   EXPECT_EQ(&p->log(), _logs->get(tp));
   EXPECT_EQ(p->log().dir(), target / "orders-0");
   EXPECT_EQ(p->log_end_offset(), 106);
   EXPECT_FALSE(fs::exists(dir(from == 0 ? "a" : "b") / "orders-0"));
+  wait_for_the_worker();
   EXPECT_FALSE(fs::exists(target / "orders-0" / storage::swap_ready_file));
   EXPECT_GT(bytes_of(p->log()), 0);
   auto read = p->log().read(0, 64 << 20, p->log_end_offset(), true);
@@ -139,9 +195,10 @@ TEST_F(log_dir_moves_test, a_large_log_moves_in_slices) {
   }
   ASSERT_EQ(m.alter_log_dir(tp, dir(*_logs->dir_index_of(tp) == 0 ? "b" : "a")), error_code::none);
   int turns = 0;
-  while ((m.copy_to_future_logs(4 << 20), m.moving()) && ++turns < 100) {
+  while ((m.copy_to_future_logs(4 << 20), m.moving()) && ++turns < 100000) {
     auto batch = make_batch(3);
     ASSERT_TRUE(p->append(batch, 1).ok());
+    std::this_thread::yield();
   }
   EXPECT_FALSE(m.moving());
   EXPECT_GT(turns, 3);
@@ -159,12 +216,8 @@ TEST_F(log_dir_moves_test, a_replica_not_hosted_yet_is_created_in_the_dir_asked_
 TEST_F(log_dir_moves_test, a_truncation_during_the_move_is_followed) {
   replica_manager m(*_logs, options());
   const storage::topic_partition tp{"orders", 0};
-  ASSERT_TRUE(m.apply_leadership(leader_of("orders", 0)).ok());
-  auto* p = m.get(tp);
-  for (int i = 0; i < 10; ++i) {
-    auto batch = make_batch(3);
-    ASSERT_TRUE(p->append(batch, 1).ok());
-  }
+  auto* p = leader_with_batches(m, 10, 3);
+  ASSERT_NE(p, nullptr);
   const size_t from = *_logs->dir_index_of(tp);
   ASSERT_EQ(m.alter_log_dir(tp, dir(from == 0 ? "b" : "a")), error_code::none);
   m.copy_to_future_logs(300);  // a few batches copied, then the log loses its tail
@@ -178,7 +231,7 @@ TEST_F(log_dir_moves_test, a_truncation_during_the_move_is_followed) {
   follower.state.isr = {self, 2};
   ASSERT_TRUE(m.apply_leadership(follower).ok());
   ASSERT_TRUE(p->truncate_to(6).ok());
-  while (m.moving()) m.copy_to_future_logs(1 << 20);
+  move_to_the_end(m, 1 << 20);
   EXPECT_EQ(_logs->dir_index_of(tp), from == 0 ? 1u : 0u);
   EXPECT_EQ(p->log_end_offset(), 6);
   EXPECT_EQ(p->log().log_end_offset(), 6);
@@ -208,27 +261,21 @@ TEST_F(log_dir_moves_test, a_stop_leaves_a_move_to_start_over_and_a_swap_to_fini
     replica_manager m(*_logs, options());
     ASSERT_TRUE(m.apply_leadership(leader_of("orders", 0)).ok());
     EXPECT_TRUE(m.moving());
-    while (m.moving()) m.copy_to_future_logs(1 << 20);
+    move_to_the_end(m, 1 << 20);
     EXPECT_EQ(_logs->dir_index_of(tp), to);
     EXPECT_EQ(m.get(tp)->log_end_offset(), 4);
     // And back, to leave the log in `from` for what follows.
     ASSERT_EQ(m.alter_log_dir(tp, dir(from == 0 ? "a" : "b")), error_code::none);
-    while (m.moving()) m.copy_to_future_logs(1 << 20);
+    move_to_the_end(m, 1 << 20);
     ASSERT_EQ(_logs->dir_index_of(tp), from);
     ASSERT_TRUE(m.remove_partition(tp, false).ok());
   }
 
   // A stop between a swap's renames: the marked future log is all there is, and becomes the log.
-  auto future = _logs->create_future(tp, to, _logs->get(tp)->config());
-  ASSERT_TRUE(future.ok());
-  auto* current = _logs->get(tp);
-  auto read = current->read(0, 1 << 20, current->log_end_offset(), true);
-  ASSERT_TRUE(read.ok() && read->data);
-  auto bytes = read->data->file->read(read->data->position, read->data->size);
-  ASSERT_TRUE(bytes.ok());
-  ASSERT_TRUE((*future)->append_as_follower(*bytes).ok());
-  const fs::path future_path = (*future)->dir();
-  const fs::path current_path = current->dir();
+  auto* future = copied_future_log(tp, to);
+  ASSERT_NE(future, nullptr);
+  const fs::path future_path = future->dir();
+  const fs::path current_path = _logs->get(tp)->dir();
   ASSERT_TRUE(_logs->shutdown().ok());
   _logs.reset();
   std::ofstream(future_path / storage::swap_ready_file).close();
@@ -237,6 +284,126 @@ TEST_F(log_dir_moves_test, a_stop_leaves_a_move_to_start_over_and_a_swap_to_fini
   EXPECT_EQ(_logs->dir_index_of(tp), to);
   EXPECT_EQ(_logs->get(tp)->log_end_offset(), 4);
   EXPECT_FALSE(fs::exists(future_path));
+}
+
+TEST_F(log_dir_moves_test, the_future_log_moves_in_off_the_shard_while_the_replica_appends_on) {
+  replica_manager m(*_logs, options());
+  const storage::topic_partition tp{"orders", 0};
+  const auto [p, source, target] = start_move(m, 20, 5);
+  ASSERT_NE(p, nullptr);
+  auto* old_log = &p->log();
+
+  // The copy catches up; the worker (held) has the future log to move in, and the replica appends on.
+  auto gate = hold_the_worker();
+  m.copy_to_future_logs(1 << 20);
+  EXPECT_TRUE(m.moving());
+  EXPECT_EQ(_logs->get_future(tp), nullptr);
+  EXPECT_EQ(_logs->finish_move_in(tp).value(), nullptr);
+  for (int i = 0; i < 3; ++i) {
+    auto batch = make_batch(2);
+    ASSERT_TRUE(p->append(batch, 1).ok());
+  }
+  EXPECT_EQ(m.copy_to_future_logs(1 << 20), 0);
+  EXPECT_EQ(&p->log(), old_log);
+  auto described = m.describe_log_dirs(std::nullopt);
+  const auto& future_dir = described[source == dir("a") ? 1 : 0];
+  ASSERT_EQ(future_dir.future_logs.count("orders"), 1u);
+  EXPECT_EQ(future_dir.future_logs.at("orders").at(0).offset_lag, 6);
+
+  // Moved in: beside the log in the other dir, marked; the copy then takes what came meanwhile, and the
+  // commit swaps the logs.
+  gate->set_value();
+  wait_for_the_worker();
+  EXPECT_TRUE(fs::exists(target / "orders-0" / storage::swap_ready_file));
+  EXPECT_TRUE(fs::exists(source / "orders-0"));
+  move_to_the_end(m, 1 << 20);
+  EXPECT_FALSE(m.moving());
+  EXPECT_EQ(p->log().dir(), target / "orders-0");
+  EXPECT_EQ(p->log_end_offset(), 106);
+  EXPECT_FALSE(fs::exists(source / "orders-0"));
+  wait_for_the_worker();
+  EXPECT_FALSE(fs::exists(target / "orders-0" / storage::swap_ready_file));
+  auto batch = make_batch(1);
+  ASSERT_TRUE(p->append(batch, 1).ok());
+  EXPECT_EQ(p->log_end_offset(), 107);
+  EXPECT_EQ(p->log().read(0, 64 << 20, 107, true).value().log_end_offset, 107);
+}
+
+TEST_F(log_dir_moves_test, a_move_cancelled_while_its_future_log_moves_in_leaves_nothing_behind) {
+  replica_manager m(*_logs, options());
+  const storage::topic_partition tp{"orders", 0};
+  const auto [p, source, target] = start_move(m, 1, 5);
+  ASSERT_NE(p, nullptr);
+  auto gate = hold_the_worker();
+  m.copy_to_future_logs(1 << 20);
+  ASSERT_EQ(_logs->get_future(tp), nullptr);
+  // Back to where it is: the move stops.
+  EXPECT_EQ(m.alter_log_dir(tp, source), error_code::none);
+  EXPECT_FALSE(m.moving());
+  EXPECT_FALSE(_logs->describe_future(tp).has_value());
+  gate->set_value();
+  wait_for_the_worker();
+  EXPECT_FALSE(fs::exists(target / "orders-0"));
+  for (int i = 0; i < 1000; ++i) {
+    bool left = false;
+    for (const auto& e : fs::directory_iterator(target))
+      left = left || e.path().filename().string().starts_with("orders-0");
+    if (!left) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (const auto& e : fs::directory_iterator(target))
+    EXPECT_FALSE(e.path().filename().string().starts_with("orders-0")) << e.path();
+  EXPECT_EQ(p->log().dir(), source / "orders-0");
+  EXPECT_EQ(p->log_end_offset(), 5);
+}
+
+TEST_F(log_dir_moves_test, a_stop_between_the_move_in_and_the_commit_loads_the_log_and_its_copy) {
+  const storage::topic_partition tp{"orders", 0};
+  {
+    replica_manager m(*_logs, options());
+    ASSERT_TRUE(m.apply_leadership(leader_of("orders", 0)).ok());
+    auto batch = make_batch(4);
+    ASSERT_TRUE(m.get(tp)->append(batch, 1).ok());
+    ASSERT_TRUE(m.remove_partition(tp, false).ok());
+  }
+  const size_t from = *_logs->dir_index_of(tp);
+  const size_t to = from == 0 ? 1 : 0;
+  const fs::path source = _logs->get(tp)->dir().parent_path();
+  auto* future = copied_future_log(tp, to);
+  ASSERT_NE(future, nullptr);
+  ASSERT_TRUE(_logs->begin_move_in(tp).ok());
+  wait_for_the_worker();
+  auto moved_in = _logs->finish_move_in(tp);
+  ASSERT_TRUE(moved_in.ok() && *moved_in);
+  const fs::path target = (*moved_in)->dir().parent_path();
+  EXPECT_EQ((*moved_in)->dir(), target / "orders-0");
+  ASSERT_TRUE(_logs->shutdown().ok());
+  _logs.reset();
+
+  // Two orders-0, the marked one a copy: the log stays where it was, and the copy is a future log again.
+  open_logs();
+  EXPECT_EQ(_logs->dir_index_of(tp), from);
+  EXPECT_EQ(_logs->get(tp)->log_end_offset(), 4);
+  ASSERT_NE(_logs->get_future(tp), nullptr);
+  EXPECT_EQ(_logs->future_dir_index_of(tp), to);
+  EXPECT_EQ(_logs->get_future(tp)->log_end_offset(), 4);
+  EXPECT_FALSE(fs::exists(target / "orders-0"));
+  const fs::path copy = _logs->get_future(tp)->dir();
+  EXPECT_FALSE(fs::exists(copy / storage::swap_ready_file));
+
+  // The same moved in again, and a stop right after the commit's rename: the marked log is all there is.
+  ASSERT_TRUE(_logs->begin_move_in(tp).ok());
+  wait_for_the_worker();
+  ASSERT_TRUE(_logs->finish_move_in(tp).ok());
+  ASSERT_TRUE(_logs->shutdown().ok());
+  _logs.reset();
+  fs::rename(source / "orders-0", source / "orders-0.0123456789abcdef0123456789abcdef-delete");
+  ASSERT_TRUE(fs::exists(target / "orders-0" / storage::swap_ready_file));
+  open_logs();
+  EXPECT_EQ(_logs->dir_index_of(tp), to);
+  EXPECT_EQ(_logs->get(tp)->log_end_offset(), 4);
+  EXPECT_EQ(_logs->get_future(tp), nullptr);
+  EXPECT_FALSE(fs::exists(target / "orders-0" / storage::swap_ready_file));
 }
 
 }  // namespace
