@@ -8,6 +8,7 @@
 // of the shard, and the commit is one rename there.
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "mala/common/logging.h"
 #include "mala/protocol/record_batch.h"
@@ -99,6 +100,33 @@ void replica_manager::resume_move(const storage::topic_partition& tp) {
   (void)_logs.remove_future(tp);
 }
 
+result<bool> replica_manager::future_synced(log_move& move, storage::partition_log& future, int64_t needed,
+                                            int64_t now) {
+  if (move.synced || future.recovery_point() >= needed) return true;
+  if (!move.syncing) {
+    auto work = future.sync_all_work(now);
+    if (!work) return work.error();
+    move.syncing = std::make_shared<log_move::sync_round>();
+    move.syncing->end_offset = work->end_offset;
+    std::thread([round = move.syncing, files = std::move(work->files)] {
+      for (const auto& f : files) {
+        if (!f->sync().ok()) {
+          round->ok = false;
+          break;
+        }
+      }
+      round->done.store(true, std::memory_order_release);
+    }).detach();
+    return false;
+  }
+  if (!move.syncing->done.load(std::memory_order_acquire)) return false;
+  auto round = std::move(move.syncing);
+  if (!round->ok) return status::error(error_code::kafka_storage_error, "cannot sync the future log");
+  future.mark_flushed(round->end_offset);
+  move.synced = true;
+  return true;
+}
+
 int64_t replica_manager::copy_to_future_logs(int64_t max_bytes) {
   check_shard();
   int64_t budget = max_bytes;
@@ -157,6 +185,9 @@ bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log
               describe(tp), agreed);
     if (auto st = future->truncate_to(agreed); !st.ok()) return give_up(st.message);
     if (auto st = move.producers->reload(*future, now); !st.ok()) return give_up(st.message);
+    // A sync under way covered what was cut: the offsets written again are not synced by it.
+    move.syncing.reset();
+    move.synced = false;
   }
   // Its log start offset follows the log's (retention, DeleteRecords).
   const int64_t start = current.log_start_offset();
@@ -207,14 +238,26 @@ bool replica_manager::copy_to_future_log(const storage::topic_partition& tp, log
   }
   if (future->log_end_offset() != current.log_end_offset()) return false;
 
-  // Caught up. The first time, the file worker moves the future log in beside the log (its syncs and
-  // renames off the shard) while the replica serves on; the copy then catches up with what came meanwhile.
+  // Caught up. First its data is synced off the shard (the copy goes on meanwhile), so that the move-in's
+  // close has little left to sync; then the file worker moves the future log in beside the log (its syncs
+  // and renames off the shard) while the replica serves on, and the copy catches up with what came meanwhile.
   if (move.at == log_move::stage::copying) {
+    auto synced = future_synced(move, *future, future->log_end_offset(), now);
+    if (!synced) return give_up(synced.error().message);
+    if (!*synced) return false;
     if (auto st = _logs.begin_move_in(tp); !st.ok()) return give_up(st.message);
     move.at = log_move::stage::moving_in;
+    move.synced = false;
     return false;
   }
-  // Then the swap's commit, in this same step (no append comes between).
+  // Then the swap's commit, in this same step (no append comes between). What the log had synced must be
+  // synced in the future log first: once the commit's rename is on disk, a power loss keeps only the future
+  // log. One round (appends synced meanwhile are synced by the worker right after the commit).
+  if (!move.synced && future->recovery_point() < current.recovery_point()) {
+    auto synced = future_synced(move, *future, current.recovery_point(), now);
+    if (!synced) return give_up(synced.error().message);
+    if (!*synced) return false;
+  }
   const int64_t end = current.log_end_offset();
   auto replaced = _logs.promote_future(tp);
   if (!replaced) {

@@ -111,14 +111,22 @@ fs::path normalize_dir(const fs::path& dir) {
 }
 
 // An empty file made durable with its directory entry.
-status create_synced_marker(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) return detail::io_error("cannot create", path, errno);
-  const int synced = detail::sync_file(fd, path);
-  const int error = errno;
-  ::close(fd);
-  if (synced != 0) return detail::io_error("cannot sync", path, error);
-  return detail::fsync_dir(path.parent_path());
+status create_swap_marker(const fs::path& dir) {
+  const auto path = dir / swap_ready_file;
+  const auto stamp = std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+  if (auto st = write_file_atomically(path, stamp); !st.ok()) return st;
+  return status::success();
+}
+
+std::optional<int64_t> read_swap_marker(const fs::path& dir) {
+  auto read = detail::read_file_if_exists(dir / swap_ready_file, 64);
+  if (!read.ok() || !read->has_value()) return std::nullopt;
+  int64_t stamp = 0;
+  const auto& text = **read;
+  std::from_chars(text.data(), text.data() + text.size(), stamp);
+  return stamp;
 }
 
 // Kafka's name for a partition dir waiting for deletion: "<topic>-<partition>.<uuid, 32 hex digits>-delete",
@@ -166,9 +174,6 @@ status log_manager::impl::load() {
   // interrupted, and goes; a future log without one is the log a stop caught half-way through its swap (the
   // current one already renamed for deletion), and becomes the partition's log.
   std::set<topic_partition> current_logs;
-  // How many dirs hold a <topic>-<partition> of each: two when a stop came between a future log's move-in
-  // and the commit of its swap (see promote_future).
-  std::map<topic_partition, int> canonical_dirs;
   struct interrupted_move {
     topic_partition tp;
     fs::path path;
@@ -176,15 +181,28 @@ status log_manager::impl::load() {
     bool clean_shutdown = false;
   };
   std::vector<interrupted_move> interrupted_moves;
+  std::map<topic_partition, std::vector<fs::path>> canonical_paths;
   for (const auto& dir : dirs) {
     std::error_code list_ec;
     for (fs::directory_iterator it(dir.path, list_ec); !list_ec && it != fs::directory_iterator();
          it.increment(list_ec)) {
       if (auto tp = parse_partition_dir_name(it->path().filename().string())) {
         current_logs.insert(*tp);
-        ++canonical_dirs[*tp];
+        canonical_paths[*tp].push_back(it->path());
       }
     }
+  }
+  // Of two <topic>-<partition> dirs of one partition, the one with the newest swap marker is a future log
+  // moved in beside the log, whose swap a stop cut short before its commit (promote_future): a copy.
+  std::set<fs::path> moved_in_copies;
+  for (const auto& [tp, paths] : canonical_paths) {
+    if (paths.size() < 2) continue;
+    std::optional<std::pair<int64_t, fs::path>> newest;
+    for (const auto& path : paths) {
+      auto stamp = read_swap_marker(path);
+      if (stamp && (!newest || *stamp > newest->first)) newest.emplace(*stamp, path);
+    }
+    if (newest) moved_in_copies.insert(newest->second);
   }
 
   for (size_t d = 0; d < dirs.size(); ++d) {
@@ -263,8 +281,13 @@ status log_manager::impl::load() {
       auto tp = parse_partition_dir_name(name);
       if (auto moving = parse_suffixed_partition_dir_name(name, future_dir_suffix)) {
         if (current_logs.contains(*moving)) {
-          // A move a stop interrupted: the future log is loaded after the logs, and the copy goes on.
-          interrupted_moves.push_back({*moving, path, d, load.clean_shutdown});
+          // A move a stop interrupted: the future log is loaded after the logs, and the copy goes on (a
+          // marker its move-in wrote goes: the move-in is done again). A dir renamed here just now may be
+          // listed again.
+          ::unlink((path / swap_ready_file).c_str());
+          const bool listed = std::any_of(interrupted_moves.begin(), interrupted_moves.end(),
+                                          [&](const interrupted_move& m) { return m.path == path; });
+          if (!listed) interrupted_moves.push_back({*moving, path, d, load.clean_shutdown});
           continue;
         }
         std::error_code marker_ec;
@@ -293,7 +316,7 @@ status log_manager::impl::load() {
       }
       if (std::error_code marker_ec; fs::exists(path / swap_ready_file, marker_ec)) {
         const auto partition = partition_dir_name(tp->topic, tp->partition);
-        if (canonical_dirs[*tp] > 1) {
+        if (moved_in_copies.contains(path)) {
           // A future log moved in beside the log, and a stop came before the swap's commit: a copy, whose
           // move goes on.
           auto future_path = dir.path / future_dir_name(*tp);
@@ -308,8 +331,10 @@ status log_manager::impl::load() {
           interrupted_moves.push_back({*tp, future_path, d, load.clean_shutdown});
           continue;
         }
-        // The swap's commit was the last thing the stop let through: this is the log.
-        log->warn("{} in {} is the log: a stop came right after its swap", partition, dir.path.string());
+        // The swap's commit was the last thing the stop let through (or an earlier swap's marker stayed):
+        // this is the log.
+        log->warn("{} in {} is the log: a stop came after its swap, before the swap's marker was removed",
+                  partition, dir.path.string());
         ::unlink((path / swap_ready_file).c_str());
       }
       // The KRaft metadata log (__cluster_metadata-0) belongs to the controller's metadata log, not to the
@@ -429,7 +454,8 @@ status log_manager::impl::load() {
   // partition or dir did not load, or that does not open, goes.
   for (const auto& move : interrupted_moves) {
     auto current = logs.find(move.tp);
-    const bool wanted = dirs[move.dir].online && current != logs.end() && current->second.dir != move.dir;
+    const bool wanted = dirs[move.dir].online && current != logs.end() && current->second.dir != move.dir &&
+                        !futures.contains(move.tp);
     std::optional<result<std::unique_ptr<partition_log>>> opened;
     if (wanted) {
       log_open_options open_options;
@@ -492,7 +518,8 @@ result<std::unique_ptr<log_manager>> log_manager::open(log_manager_options optio
 
 log_manager::~log_manager() {
   // No flush, no checkpoints, no marker: destroying without shutdown() is what a crash looks like to the next
-  // start.
+  // start. The worker's jobs end first: they use the manager's deleter.
+  if (_impl) _impl->worker->stop();
   if (_impl) _impl->deleter.stop();
 }
 

@@ -2,6 +2,7 @@
 // created in the target dir, looked up, removed, and promoted over the current log. The rest is in
 // log_manager.cc; the shared state in log_manager_impl.h.
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -10,8 +11,6 @@
 #include "log_manager_impl.h"
 
 namespace mala::storage {
-
-using log_manager_detail::create_synced_marker;
 
 std::optional<size_t> log_manager::dir_index(const fs::path& dir) const {
   std::lock_guard guard(_impl->mutex);
@@ -84,7 +83,8 @@ result<partition_log*> log_manager::create_future(const topic_partition& tp, siz
 partition_log* log_manager::get_future(const topic_partition& tp) const {
   std::lock_guard guard(_impl->mutex);
   auto it = _impl->futures.find(tp);
-  return it == _impl->futures.end() ? nullptr : it->second.log.get();
+  if (it == _impl->futures.end() || !_impl->take_moved_in(it->second)) return nullptr;
+  return it->second.log.get();
 }
 
 status log_manager::remove_future(const topic_partition& tp) {
@@ -95,25 +95,34 @@ status log_manager::remove_future(const topic_partition& tp) {
 namespace {
 
 // On the file worker: the first half of the swap (log_manager::begin_move_in). Takes no manager lock: a stop
-// holds it while it waits for the worker.
+// holds it while it waits for the worker. An abandoned job stops at the next step it has not begun.
 void move_in(const std::shared_ptr<log_manager_detail::move_in_job>& job,
              std::shared_ptr<partition_log> future, const fs::path& canonical, log_open_options open_options,
              const std::shared_ptr<spdlog::logger>& log, log_manager_detail::background_deleter& deleter) {
   const auto tp = future->partition();
   const auto config = future->config();
   fs::path at = future->dir();
+  auto abandoned = [&] {
+    std::lock_guard guard(job->mutex);
+    return job->abandoned;
+  };
   auto moved = [&]() -> result<std::unique_ptr<partition_log>> {
     if (auto st = future->close(); !st.ok()) return st;  // synced
     open_options.recovery_point = future->recovery_point();
     open_options.log_start_offset = future->log_start_offset();
     open_options.clean_shutdown = true;
     future.reset();
-    if (auto st = create_synced_marker(at / swap_ready_file); !st.ok()) return st;
+    if (abandoned()) return status::error(error_code::replica_not_available, "abandoned");
+    if (auto st = create_swap_marker(at); !st.ok()) return st;
+    if (abandoned()) return status::error(error_code::replica_not_available, "abandoned");
     if (::rename(at.c_str(), canonical.c_str()) != 0)
       return detail::io_error("cannot rename " + at.string() + " to", canonical, errno);
     at = canonical;
     if (auto st = detail::fsync_dir(canonical.parent_path()); !st.ok()) return st;
-    return partition_log::open(canonical, tp, config, open_options);
+    auto opened = partition_log::open(canonical, tp, config, open_options);
+    // Its descriptors are opened again by the shard that takes it, in that shard's list of open files.
+    if (opened) (*opened)->release_descriptors();
+    return opened;
   }();
   std::lock_guard guard(job->mutex);
   if (job->abandoned) {
@@ -121,7 +130,7 @@ void move_in(const std::shared_ptr<log_manager_detail::move_in_job>& job,
     if (job->keep_on_disk) return;  // the next load resumes the move from the files
     const auto deleted = canonical.parent_path() / delete_dir_name(tp);
     if (::rename(at.c_str(), deleted.c_str()) == 0) {
-      deleter.enqueue(deleted);
+      deleter.enqueue(deleted, job->log_dir);
     } else {
       log->warn("cannot remove the abandoned future log {}: {}", at.string(), std::strerror(errno));
     }
@@ -152,12 +161,15 @@ status log_manager::begin_move_in(const topic_partition& tp) {
   }
   auto job = std::make_shared<log_manager_detail::move_in_job>();
   std::shared_ptr<partition_log> moving(std::move(future->second.log));
+  job->log_dir = to;
   job->dir = moving->dir();
   job->size_bytes = moving->size_bytes();
   job->log_end_offset = moving->log_end_offset();
   future->second.moving_in = job;
-  // Its failures are the job's now: the worker never takes the manager's lock.
+  // Its failures are the job's now: the worker never takes the manager's lock. Its descriptors leave this
+  // shard's list of open files, which this thread alone may change.
   moving->set_failure_listener({});
+  moving->release_descriptors();
   log_open_options open_options;
   open_options.clock_ms = m.options.clock_ms;
   open_options.worker = m.worker;
@@ -224,27 +236,40 @@ result<partition_log*> log_manager::promote_future(const topic_partition& tp) {
     m.take_offline(from, error.message);
     return error;
   }
+  // The replaced log's files go: it is closed here without touching them (offline: descriptors and
+  // mappings only), and kept for the pointers still held to it.
   auto replaced = std::move(current->second.log);
   replaced->set_failure_listener({});
+  replaced->mark_offline("replaced by the log moved to " + m.dirs[to].path.string());
+  (void)replaced->close();
   auto* moved = future->second.log.get();
   moved->update_config(replaced->config());
+  m.retired.push_back(std::move(replaced));
   current->second = impl::log_entry{std::move(future->second.log), to, nullptr};
   m.futures.erase(future);
   --m.dirs[from].partitions;
   ++m.dirs[to].partitions;
-  // Kept (closed by the worker) for the pointers still held to it.
-  partition_log* closing = replaced.get();
-  m.retired.push_back(std::move(replaced));
-  m.worker->post([closing, from_dir = m.dirs[from].path, to_dir = m.dirs[to].path,
+  // Off the shard: what the moved log holds unsynced (a power loss once the rename above is on disk keeps
+  // only it), then the rename made durable, then the marker goes.
+  std::vector<std::shared_ptr<const segment_file>> unsynced;
+  const int64_t now = m.options.clock_ms ? m.options.clock_ms()
+                                         : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count();
+  if (auto work = moved->sync_all_work(now); work.ok()) unsynced = std::move(work->files);
+  m.worker->post([unsynced = std::move(unsynced), from_dir = m.dirs[from].path, to_dir = m.dirs[to].path,
                   marker = moved->dir() / swap_ready_file, log = m.log] {
-    (void)closing->close(file_sync::later);  // its data goes
-    auto synced = detail::fsync_dir(from_dir);
+    status synced;
+    for (const auto& f : unsynced) {
+      if (synced = f->sync(); !synced.ok()) break;
+    }
+    if (synced.ok()) synced = detail::fsync_dir(from_dir);
     if (synced.ok()) {
       ::unlink(marker.c_str());
       synced = detail::fsync_dir(to_dir);
     }
-    // A failed sync leaves what the next load sorts out: the marker says which log a stop keeps.
-    if (!synced.ok()) log->warn("the swap of a moved log is not durable yet: {}", synced.message);
+    // A failed sync leaves the marker: the next load takes the marked log unless a newer copy is marked.
+    if (!synced.ok()) log->error("the swap of a moved log is not durable yet: {}", synced.message);
   });
   m.deleter.enqueue(deleted, from);
   m.log->info("The future log of {} replaced its log: moved from {} to {}", name, m.dirs[from].path.string(),

@@ -36,8 +36,12 @@ namespace fs = std::filesystem;
 // mark_offline() compare equal to the configured ones.
 fs::path normalize_dir(const fs::path& dir);
 
-// An empty file made durable with its directory entry.
-status create_synced_marker(const fs::path& path);
+// KIP-113's mala-swap-ready, made durable with its directory entry: it holds when it was written (ns since
+// the epoch), so that of two marked <topic>-<partition> dirs of one partition the newer one is the copy (a
+// marker left behind by an earlier swap is older than any a later move writes).
+status create_swap_marker(const fs::path& dir);
+// A swap marker's time; 0 for one without it (written by an older version), nullopt when there is none.
+std::optional<int64_t> read_swap_marker(const fs::path& dir);
 
 // Kafka's name for a partition dir waiting for deletion: "<topic>-<partition>.<uuid, 32 hex digits>-delete",
 // the topic cut so that the name stays within the 255-byte file name limit (LocalLog.logDeleteDirName).
@@ -56,6 +60,7 @@ struct move_in_job {
   bool keep_on_disk = false;
   status error;
   std::unique_ptr<partition_log> reopened;
+  size_t log_dir = 0;  // the index of the dir it moves into
   // What the future log held when it left the shard (DescribeLogDirs meanwhile).
   fs::path dir;
   int64_t size_bytes = 0;
@@ -155,9 +160,11 @@ class background_deleter {
 }  // namespace log_manager_detail
 
 using log_manager_detail::background_deleter;
+using log_manager_detail::create_swap_marker;
 using log_manager_detail::delete_dir_name;
 using log_manager_detail::future_dir_name;
 using log_manager_detail::normalize_dir;
+using log_manager_detail::read_swap_marker;
 namespace fs = std::filesystem;
 
 struct log_manager::impl {

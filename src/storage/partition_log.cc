@@ -455,6 +455,12 @@ void partition_log::set_failure_listener(std::function<void(const status& error)
 status partition_log::handle_io_error(const status& error) {
   return _impl->fail(error);
 }
+void partition_log::release_descriptors() {
+  auto& m = *_impl;
+  for (auto& [base, segment] : m.segments) (void)segment->release_descriptor();
+  for (auto& pending : m.pending_deletes) (void)pending.segment->release_descriptor();
+}
+
 void partition_log::mark_offline(const std::string& reason) {
   auto& m = *_impl;
   if (m.offline()) return;

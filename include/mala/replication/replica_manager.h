@@ -9,6 +9,8 @@
 // shared between shards; storage::log_manager, which creates and removes the logs, locks for itself.
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -144,10 +146,23 @@ class replica_manager {
   struct log_move {
     // The future log's producer state: its aborted transactions go to the future log's .txnindex.
     std::unique_ptr<storage::producer_state_manager> producers;
-    // copying -> (caught up) moving_in, the file worker moving it in beside the log -> moved_in, copying on
-    // -> (caught up again) the swap's commit (storage::log_manager::begin_move_in, promote_future).
+    // copying -> (caught up) its data synced off the shard, the copy going on -> (caught up again)
+    // moving_in, the file worker moving it in beside the log -> moved_in, copying on -> (caught up again, and
+    // synced as far as the log is) the swap's commit (storage::log_manager::begin_move_in, promote_future).
     enum class stage { copying, moving_in, moved_in } at = stage::copying;
+    // A sync of the future log's data running off the shard (a thread of its own: a large log's first sync
+    // must not hold up the file worker's other work), and whether one finished at this stage.
+    struct sync_round {
+      std::atomic<bool> done{false};
+      bool ok = true;
+      int64_t end_offset = 0;
+    };
+    std::shared_ptr<sync_round> syncing;
+    bool synced = false;
   };
+  // The future log synced up to at least `needed` (a sync round started off the shard when it is not): true
+  // once it is; an error when a sync failed.
+  result<bool> future_synced(log_move& move, storage::partition_log& future, int64_t needed, int64_t now);
   void cancel_move(const storage::topic_partition& tp);
   // A future log the log manager loaded at start-up (a move a stop interrupted) goes on once its replica is
   // created here (Kafka resumes it the same way).

@@ -234,6 +234,10 @@ class partition_log {
   // is fsynced and the recovery point moves to the log end offset: the caller syncs the file system
   // (detail::sync_file_system) before it checkpoints that recovery point.
   status close(file_sync sync = file_sync::now);
+  // Closes the .log descriptors this thread holds open for the log's segments (log_segment::
+  // release_descriptor): before the log is handed to another thread, and by a thread that opened the log for
+  // another (the next use opens them again, in the using thread's list of open files).
+  void release_descriptors();
   // Deletes the whole partition directory (topic deletion).
   status delete_all();
 

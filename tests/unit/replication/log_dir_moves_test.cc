@@ -100,6 +100,13 @@ class log_dir_moves_test : public ::testing::Test {
     EXPECT_TRUE(bytes.ok() && (*future)->append_as_follower(*bytes).ok());
     return *future;
   }
+  // Copies until the future log went to the (held) file worker to be moved in: its data synced first.
+  void copy_until_the_worker_has_it(replica_manager& m, const storage::topic_partition& tp) {
+    for (int i = 0; i < 10000 && _logs->get_future(tp) != nullptr; ++i) {
+      m.copy_to_future_logs(1 << 20);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
   // Copies slices until the move is over (the file worker moves the future log in between).
   static void move_to_the_end(replica_manager& m, int64_t slice) {
     for (int turns = 0; m.moving() && turns < 100000; ++turns) {
@@ -295,7 +302,7 @@ TEST_F(log_dir_moves_test, the_future_log_moves_in_off_the_shard_while_the_repli
 
   // The copy catches up; the worker (held) has the future log to move in, and the replica appends on.
   auto gate = hold_the_worker();
-  m.copy_to_future_logs(1 << 20);
+  copy_until_the_worker_has_it(m, tp);
   EXPECT_TRUE(m.moving());
   EXPECT_EQ(_logs->get_future(tp), nullptr);
   EXPECT_EQ(_logs->finish_move_in(tp).value(), nullptr);
@@ -310,6 +317,10 @@ TEST_F(log_dir_moves_test, the_future_log_moves_in_off_the_shard_while_the_repli
   ASSERT_EQ(future_dir.future_logs.count("orders"), 1u);
   EXPECT_EQ(future_dir.future_logs.at("orders").at(0).offset_lag, 6);
 
+  // The log syncs what came meanwhile: the commit waits until the future log has it synced too.
+  ASSERT_TRUE(old_log->flush().ok());
+  ASSERT_EQ(old_log->recovery_point(), 106);
+
   // Moved in: beside the log in the other dir, marked; the copy then takes what came meanwhile, and the
   // commit swaps the logs.
   gate->set_value();
@@ -320,6 +331,7 @@ TEST_F(log_dir_moves_test, the_future_log_moves_in_off_the_shard_while_the_repli
   EXPECT_FALSE(m.moving());
   EXPECT_EQ(p->log().dir(), target / "orders-0");
   EXPECT_EQ(p->log_end_offset(), 106);
+  EXPECT_EQ(p->log().recovery_point(), 106);
   EXPECT_FALSE(fs::exists(source / "orders-0"));
   wait_for_the_worker();
   EXPECT_FALSE(fs::exists(target / "orders-0" / storage::swap_ready_file));
@@ -335,7 +347,7 @@ TEST_F(log_dir_moves_test, a_move_cancelled_while_its_future_log_moves_in_leaves
   const auto [p, source, target] = start_move(m, 1, 5);
   ASSERT_NE(p, nullptr);
   auto gate = hold_the_worker();
-  m.copy_to_future_logs(1 << 20);
+  copy_until_the_worker_has_it(m, tp);
   ASSERT_EQ(_logs->get_future(tp), nullptr);
   // Back to where it is: the move stops.
   EXPECT_EQ(m.alter_log_dir(tp, source), error_code::none);
@@ -379,8 +391,11 @@ TEST_F(log_dir_moves_test, a_stop_between_the_move_in_and_the_commit_loads_the_l
   EXPECT_EQ((*moved_in)->dir(), target / "orders-0");
   ASSERT_TRUE(_logs->shutdown().ok());
   _logs.reset();
+  // The log also holds a marker an earlier swap left (older than the copy's).
+  std::ofstream(source / "orders-0" / storage::swap_ready_file) << "1";
 
-  // Two orders-0, the marked one a copy: the log stays where it was, and the copy is a future log again.
+  // Two orders-0, the newest marked one a copy: the log stays where it was (its stale marker goes), and
+  // the copy is a future log again.
   open_logs();
   EXPECT_EQ(_logs->dir_index_of(tp), from);
   EXPECT_EQ(_logs->get(tp)->log_end_offset(), 4);
@@ -388,6 +403,7 @@ TEST_F(log_dir_moves_test, a_stop_between_the_move_in_and_the_commit_loads_the_l
   EXPECT_EQ(_logs->future_dir_index_of(tp), to);
   EXPECT_EQ(_logs->get_future(tp)->log_end_offset(), 4);
   EXPECT_FALSE(fs::exists(target / "orders-0"));
+  EXPECT_FALSE(fs::exists(source / "orders-0" / storage::swap_ready_file));
   const fs::path copy = _logs->get_future(tp)->dir();
   EXPECT_FALSE(fs::exists(copy / storage::swap_ready_file));
 
