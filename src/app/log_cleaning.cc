@@ -260,28 +260,34 @@ struct log_cleaning::impl {
       // checkpoint stays where it was (the groups already in are compacted correctly; the next round goes
       // over them again).
       auto swap = std::make_shared<storage::cleaned_log>(std::move(*cleaned));
+      // The log the groups went into: a failed rename is its failure only (a KIP-113 swap may have given the
+      // replica another log since).
+      auto swapped_into = std::make_shared<const storage::partition_log*>(nullptr);
       std::optional<status> swapped = status::success();
       for (size_t g = 0; g < swap->groups.size(); ++g) {
-        swapped = on_shard(chosen->shard, [this, tp, swap, g, shard = chosen->shard]() -> status {
-          storage::cleaned_log one;
-          one.groups.push_back(std::move(swap->groups[g]));
-          auto* r = shard < replicas.size() ? replicas[shard] : nullptr;  // the shard this runs on
-          auto* p = r ? r->get(tp) : nullptr;
-          status st = p ? p->log().replace_with_cleaned(one)
-                        : status::error(error_code::unknown_topic_or_partition, "the log is gone");
-          // A refused group goes back, to be deleted off the shard with the later ones.
-          if (!one.groups.empty()) swap->groups[g] = std::move(one.groups.front());
-          for (auto& renames : one.swap_renames) swap->swap_renames.push_back(std::move(renames));
-          return st;
-        });
+        swapped =
+            on_shard(chosen->shard, [this, tp, swap, g, swapped_into, shard = chosen->shard]() -> status {
+              storage::cleaned_log one;
+              one.groups.push_back(std::move(swap->groups[g]));
+              auto* r = shard < replicas.size() ? replicas[shard] : nullptr;  // the shard this runs on
+              auto* p = r ? r->get(tp) : nullptr;
+              if (p) *swapped_into = &p->log();
+              status st = p ? p->log().replace_with_cleaned(one)
+                            : status::error(error_code::unknown_topic_or_partition, "the log is gone");
+              // A refused group goes back, to be deleted off the shard with the later ones.
+              if (!one.groups.empty()) swap->groups[g] = std::move(one.groups.front());
+              for (auto& renames : one.swap_renames) swap->swap_renames.push_back(std::move(renames));
+              return st;
+            });
         if (!swapped) break;
         // The renames of what the shard swapped in (a log without a file worker did them itself).
         for (auto& renames : swap->swap_renames) {
           if (auto st = renames->finish(); !st.ok()) {
             log->error("{}-{}: the cleaned segments' renames failed: {}", tp.topic, tp.partition, st.message);
-            on_shard(chosen->shard, [this, tp, st, shard = chosen->shard] {
+            on_shard(chosen->shard, [this, tp, st, swapped_into, shard = chosen->shard] {
               auto* r = shard < replicas.size() ? replicas[shard] : nullptr;
-              if (auto* p = r ? r->get(tp) : nullptr) p->log().mark_failed(st);
+              auto* p = r ? r->get(tp) : nullptr;
+              if (p && &p->log() == *swapped_into) p->log().mark_failed(st);
               return 0;
             });
             swapped = st;
