@@ -204,6 +204,7 @@ struct raft_node::impl : std::enable_shared_from_this<impl> {
   // A snapshot downloaded from the leader: its file is written and synced on the blocking thread (behind any
   // persistence job posted before), then the replica installs it on this thread.
   void store_snapshot(effects::snapshot_file file) {
+    log->prepare_snapshot_install();
     asio::post(blocking, [weak = weak_from_this(), &io = io, dir = log->dir(), file = std::move(file)] {
       status written = partition_raft_log::write_snapshot_file_in(dir, file.id, file.payload);
       asio::post(io, [weak, id = file.id, written = std::move(written)] {

@@ -174,6 +174,18 @@ struct partition_log::impl {
     });
   }
 
+  // The standby the worker made, as the segment at `base_offset` (its renames left to the worker), or
+  // nullptr when none is ready.
+  std::unique_ptr<log_segment> adopt_standby_at(int64_t base_offset) {
+    auto next = take_standby();
+    if (!next) return nullptr;
+    next->update_config(config);
+    auto renames = next->adopt_as(dir, base_offset);
+    worker->post([renames] { renames->run(); });
+    ++standbys_adopted;
+    return next;
+  }
+
   // The standby if the worker made it (never waits for it), else nullptr.
   std::unique_ptr<log_segment> take_standby() {
     if (!standby) return nullptr;
@@ -298,12 +310,8 @@ struct partition_log::impl {
     } else if (auto st = old.on_roll(); !st.ok()) {
       return storage_error(tp, "cannot roll segment: " + st.message);
     }
-    if (auto next = take_standby()) {
-      next->update_config(config);
-      auto renames = next->adopt_as(dir, base_offset);
-      worker->post([renames] { renames->run(); });
+    if (auto next = adopt_standby_at(base_offset)) {
       segments.emplace(base_offset, std::move(next));
-      ++standbys_adopted;
       new_jitter();
       dir_sync_pending = true;
       subsystem_logger("storage")->debug("{}: rolled to the standby segment at offset {}", describe(tp),

@@ -75,9 +75,14 @@ status partition_log::impl::truncate_fully_and_start_at(int64_t offset) {
     if (auto st = m.schedule_delete(std::move(node.mapped()), now); !st.ok() && first_error.ok())
       first_error = st;
   }
-  auto segment = m.create_segment(offset);
-  if (!segment) return segment.error();
-  m.segments.emplace(offset, std::move(*segment));
+  // The new empty segment: the standby the worker made if one is ready (prepare_standby()), else made here.
+  if (auto standby = m.adopt_standby_at(offset)) {
+    m.segments.emplace(offset, std::move(standby));
+  } else {
+    auto segment = m.create_segment(offset);
+    if (!segment) return segment.error();
+    m.segments.emplace(offset, std::move(*segment));
+  }
   m.log_start_offset = offset;
   m.log_end_offset = offset;
   m.recovery_point = offset;
@@ -86,6 +91,12 @@ status partition_log::impl::truncate_fully_and_start_at(int64_t offset) {
   m.new_jitter();
   if (auto st = m.epochs.clear(); !st.ok()) return storage_error(m.tp, st.message);
   return first_error;
+}
+
+void partition_log::prepare_standby() {
+  auto& m = *_impl;
+  if (!m.worker || m.standby || m.offline() || m.closed) return;
+  m.ask_for_standby();
 }
 
 status partition_log::increment_log_start_offset(int64_t offset, int64_t high_watermark) {

@@ -113,6 +113,9 @@ class partition_raft_log final : public raft_log {
   // (the next flush syncs the new empty segment; a crash before it leaves a log behind the snapshot, which
   // open() restarts at the snapshot).
   bool install_stored_snapshot(offset_and_epoch id) override;
+  // A snapshot is about to be stored for install_stored_snapshot(): the file worker makes the empty segment
+  // the install starts the log with meanwhile, so that the install creates no file on this thread.
+  void prepare_snapshot_install() { _log->prepare_standby(); }
   // Where the log's snapshot files are deleted: the thread that writes them (raft_node's blocking thread),
   // so that a deletion never comes after a later write of the same file. Unset: in place.
   void set_file_work_runner(std::function<void(std::function<void()>)> run) {

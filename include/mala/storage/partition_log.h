@@ -174,8 +174,12 @@ class partition_log {
   // Replication: drop everything at or after `offset` (segments, index entries, aborted-transaction entries,
   // epoch cache entries).
   status truncate_to(int64_t offset);
-  // Delete every segment and restart empty at `offset` (a follower far behind the leader's log start).
+  // Delete every segment and restart empty at `offset` (a follower far behind the leader's log start). The
+  // new segment is the standby the file worker made if one is ready.
   status truncate_fully_and_start_at(int64_t offset);
+  // Asks the file worker for a standby segment now, if the log has none (and a worker): for a caller that
+  // knows a truncate_fully_and_start_at() is coming (a Raft follower storing a snapshot it fetched).
+  void prepare_standby();
   // DeleteRecords / retention: raise the log start offset (never past the high watermark passed by the
   // caller).
   status increment_log_start_offset(int64_t offset, int64_t high_watermark);

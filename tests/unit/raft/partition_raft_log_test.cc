@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -21,6 +22,7 @@
 #include "mala/raft/quorum_state_file.h"
 #include "mala/raft/replica.h"
 #include "mala/raft/voter_set.h"
+#include "mala/storage/file_worker.h"
 #include "mala/storage/metadata_partition.h"
 
 namespace mala::raft {
@@ -359,11 +361,13 @@ TEST_F(partition_raft_log_test, single_voter_replica_survives_a_restart_on_stora
 class partition_raft_log_snapshot_test : public partition_raft_log_test {
  protected:
   // The metadata partition with segments small enough that a few entries fill one.
-  std::unique_ptr<partition_raft_log> open_small_segments() {
+  std::unique_ptr<partition_raft_log> open_small_segments(
+      std::shared_ptr<storage::file_worker> worker = nullptr) {
     storage::log_config config = storage::metadata_log_config();
     config.segment_bytes = 300;
     storage::log_open_options options;
     options.clock_ms = [] { return int64_t{1'700'000'000'000}; };
+    options.worker = std::move(worker);
     auto log = storage::partition_log::open(storage::metadata_partition_dir(_dir),
                                             {std::string(storage::metadata_topic_name), 0}, config, options);
     EXPECT_TRUE(log.ok()) << (log.ok() ? "" : log.error().message);
@@ -683,6 +687,36 @@ TEST_F(partition_raft_log_snapshot_test,
   EXPECT_EQ(log->start_offset(), 60);
   EXPECT_EQ(log->end_offset(), 61);
   EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{60, 4}));
+}
+
+TEST_F(partition_raft_log_snapshot_test, a_prepared_install_starts_the_log_with_the_workers_standby_segment) {
+  auto worker = std::make_shared<storage::file_worker>();
+  {
+    auto log = open_small_segments(worker);
+    ASSERT_TRUE(log);
+    fill(*log, {1, 1, 1, 2});
+    ASSERT_TRUE(log->flush().ok());
+    const int64_t adopted = log->partition().standby_rolls();
+    log->prepare_snapshot_install();
+    for (int i = 0; i < 5000 && worker->pending() > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(partition_raft_log::write_snapshot_file_in(log->dir(), {50, 3}, payload(5, 500)).ok());
+    ASSERT_TRUE(log->install_stored_snapshot({50, 3}));
+    EXPECT_EQ(log->partition().standby_rolls(), adopted + 1);  // no segment file made on this thread
+    EXPECT_EQ(log->start_offset(), 50);
+    EXPECT_EQ(log->end_offset(), 50);
+    const log_entry e{50, 4, entry_type::leader_change, {}};
+    log->append(std::span<const log_entry>(&e, 1));
+    ASSERT_TRUE(log->flush().ok());
+    ASSERT_TRUE(log->close().ok());
+  }
+  worker->stop();
+  auto log = open_small_segments();
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(log->failure().ok()) << log->failure().message;
+  EXPECT_EQ(log->start_offset(), 50);
+  EXPECT_EQ(log->end_offset(), 51);
+  EXPECT_EQ(log->latest_snapshot(), (offset_and_epoch{50, 3}));
 }
 
 TEST_F(partition_raft_log_snapshot_test, a_log_behind_the_snapshot_restarts_at_its_end) {
