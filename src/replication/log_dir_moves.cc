@@ -8,6 +8,8 @@
 // of the shard, and the commit is one rename there.
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <system_error>
 #include <thread>
 
 #include "mala/common/logging.h"
@@ -108,7 +110,7 @@ result<bool> replica_manager::future_synced(log_move& move, storage::partition_l
     if (!work) return work.error();
     move.syncing = std::make_shared<log_move::sync_round>();
     move.syncing->end_offset = work->end_offset;
-    std::thread([round = move.syncing, files = std::move(work->files)] {
+    std::function<void()> sync = [round = move.syncing, files = std::move(work->files)] {
       for (const auto& f : files) {
         if (!f->sync().ok()) {
           round->ok = false;
@@ -116,7 +118,12 @@ result<bool> replica_manager::future_synced(log_move& move, storage::partition_l
         }
       }
       round->done.store(true, std::memory_order_release);
-    }).detach();
+    };
+    try {
+      std::thread(sync).detach();
+    } catch (const std::system_error&) {
+      _logs.worker()->post(std::move(sync));  // no thread to be had: the file worker does it
+    }
     return false;
   }
   if (!move.syncing->done.load(std::memory_order_acquire)) return false;
