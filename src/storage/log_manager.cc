@@ -738,9 +738,8 @@ status log_manager::shutdown(int64_t broker_epoch) {
     m.log->info("Shutting down the log manager");
     // A move not finished is left on disk; the next load removes it (the move starts over when asked again).
     for (auto& [tp, entry] : m.futures) {
-      if (!m.take_moved_in(entry)) {
+      if (!m.take_or_abandon_move_in(entry, true)) {
         // The worker finishes it below (worker->stop()) and leaves it on disk for the next load.
-        impl::abandon_move_in(entry, true);
         continue;
       }
       (void)entry.log->close(file_sync::later);

@@ -197,6 +197,11 @@ result<partition_log*> log_manager::finish_move_in(const topic_partition& tp) {
     if (!job->done) return static_cast<partition_log*>(nullptr);
     failure = job->error;
   }
+  // Done since the first look: it holds the reopened log.
+  if (failure.ok()) {
+    if (m.take_moved_in(future->second)) return future->second.log.get();
+    failure = status::error(error_code::kafka_storage_error, "the moved-in future log did not open");
+  }
   const size_t to = future->second.dir;
   m.futures.erase(future);
   if (failure.code == error_code::kafka_storage_error) {

@@ -236,10 +236,7 @@ struct log_manager::impl {
     // A log stops on the shard that owns it (it may be appending there right now); it stays alive in
     // `retired` for the pointers its replica still holds.
     auto retire = [this, &reason](std::map<topic_partition, log_entry>& from, auto it) {
-      if (!take_moved_in(it->second)) {
-        abandon_move_in(it->second, true);
-        return from.erase(it);
-      }
+      if (!take_or_abandon_move_in(it->second, true)) return from.erase(it);
       partition_log* stopping = it->second.log.get();
       auto stop = [stopping, reason] {
         stopping->mark_offline(reason);
@@ -293,19 +290,25 @@ struct log_manager::impl {
     watch(*entry.log, entry.dir);
     return true;
   }
-  // The worker's move-in is no longer wanted; see move_in_job.
-  static void abandon_move_in(log_entry& entry, bool keep_on_disk) {
-    if (!entry.moving_in) return;
-    std::lock_guard guard(entry.moving_in->mutex);
-    entry.moving_in->abandoned = true;
-    entry.moving_in->keep_on_disk = keep_on_disk;
+  // The entry's log is no longer wanted as it is: true with the log taken if the worker's move-in is done with
+  // it; false if the worker failed it, or is still at it (then the move-in is abandoned, see move_in_job).
+  bool take_or_abandon_move_in(log_entry& entry, bool keep_on_disk) {
+    if (!entry.moving_in) return entry.log != nullptr;
+    {
+      std::lock_guard guard(entry.moving_in->mutex);
+      if (!entry.moving_in->done) {
+        entry.moving_in->abandoned = true;
+        entry.moving_in->keep_on_disk = keep_on_disk;
+        return false;
+      }
+    }
+    return take_moved_in(entry);  // done stays done: its log, or none if it failed
   }
 
   status remove_future(const topic_partition& tp) {
     auto it = futures.find(tp);
     if (it == futures.end()) return status::success();
-    if (!take_moved_in(it->second)) {
-      abandon_move_in(it->second, false);
+    if (!take_or_abandon_move_in(it->second, false)) {
       futures.erase(it);
       log->info("Future log of {} removed while it was being moved in",
                 partition_dir_name(tp.topic, tp.partition));
