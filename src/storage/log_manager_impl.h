@@ -290,8 +290,9 @@ struct log_manager::impl {
     watch(*entry.log, entry.dir);
     return true;
   }
-  // The entry's log is no longer wanted as it is: true with the log taken if the worker's move-in is done with
-  // it; false if the worker failed it, or is still at it (then the move-in is abandoned, see move_in_job).
+  // The entry's log is no longer wanted as it is: true with the log taken if the worker's move-in is done
+  // with it; false if the worker failed it, or is still at it (then the move-in is abandoned, see
+  // move_in_job).
   bool take_or_abandon_move_in(log_entry& entry, bool keep_on_disk) {
     if (!entry.moving_in) return entry.log != nullptr;
     {
