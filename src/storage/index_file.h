@@ -59,6 +59,8 @@ class index_file {
   int32_t entries() const { return _entries; }
   int32_t max_entries() const { return _max_entries; }
   int64_t length() const { return _length; }
+  // Whether resize(bytes) has nothing to do.
+  bool sized_for(int64_t bytes) const;
   int32_t max_index_size() const { return _max_index_size; }
   bool misaligned_on_open() const { return _misaligned_on_open; }
   const std::string& path() const { return _path; }

@@ -285,6 +285,8 @@ struct log_segment::impl {
   // Work on these files left to the file worker, oldest first (renames of an adopted standby, index trims):
   // run here first by every use of a file by name (settle()).
   mutable std::vector<std::shared_ptr<deferred_file_work>> deferred;
+  // The cut of truncate_to_later(), until an append made sure it ran.
+  std::shared_ptr<deferred_file_work> cut;
 
   int64_t size = 0;
   int64_t next_offset = 0;
@@ -588,6 +590,11 @@ status log_segment::append(std::span<const uint8_t> batch, const appended_batch&
 
   // The index entries this batch will add get their disk blocks first: once the data is written, the append
   // must not fail half-way.
+  if (s.cut) {
+    // The truncation's cut first, here if the worker has not got to it: it must not cut this batch.
+    auto cut = std::move(s.cut);
+    if (auto r = cut->finish(); !r.ok()) return r;
+  }
   const bool index_due = s.bytes_since_last_index_entry > s.config.index_interval_bytes;
   if (index_due && !s.deferred.empty() &&
       (!s.offsets->next_entry_reserved() || !s.times->next_entry_reserved())) {
@@ -708,6 +715,40 @@ result<int64_t> log_segment::truncate_to(int64_t offset) {
   }
   s.load_tail();
   return removed;
+}
+
+result<std::shared_ptr<deferred_file_work>> log_segment::truncate_to_later(int64_t offset) {
+  impl& s = *_impl;
+  if (s.closed || !s.offsets->sized_for(s.config.segment_index_bytes) ||
+      !s.times->sized_for(s.config.segment_index_bytes) || (!s.txns->loaded() && !s.deferred.empty())) {
+    return std::shared_ptr<deferred_file_work>();
+  }
+  if (auto r = s.txns->load(); !r.ok()) return r;
+  const auto cut = s.locate(offset);
+  if (!cut) return std::shared_ptr<deferred_file_work>();
+  // Entries of the batch being cut go too, even those for its offsets below `offset`.
+  const int64_t cut_offset = std::min(offset, cut->header.base_offset);
+  s.offsets->truncate_to(cut_offset);
+  s.times->truncate_to(cut_offset);
+  auto work = std::make_shared<deferred_file_work>();
+  work->_before = s.deferred;  // renames of an adopted standby, .txnindex writes: before the cut
+  work->_trims.push_back({s.log_path, cut->position});
+  // Kafka's LogSegment.truncateTo: aborted transactions whose marker is cut go with it.
+  if (auto txn_length = s.txns->truncate_to_later(cut_offset))
+    work->_trims.push_back({s.txns->path(), *txn_length});
+  s.size = cut->position;
+  if (s.size == 0) {
+    s.created_ms = s.now();
+    s.rolling_timestamp = -1;
+  }
+  s.load_tail();
+  s.deferred.push_back(work);
+  s.cut = work;
+  return work;
+}
+
+bool log_segment::cut_pending() const {
+  return _impl->cut && !_impl->cut->result_if_done();
 }
 
 status log_segment::check_indexes() const {
@@ -1075,14 +1116,14 @@ void deferred_file_work::run_locked() {
     const int fd = ::open(t.path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) {
       if (errno == ENOENT) continue;  // the segment went meanwhile (deleted, replaced by a clean)
-      _result = detail::io_error("cannot open index", t.path, errno);
+      _result = detail::io_error("cannot open", t.path, errno);
       return;
     }
     const int cut = detail::truncate_file(fd, t.length, t.path);
     const int err = errno;
     ::close(fd);
     if (cut != 0) {
-      _result = detail::io_error("cannot trim index", t.path, err);
+      _result = detail::io_error("cannot cut", t.path, err);
       return;
     }
   }

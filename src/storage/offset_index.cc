@@ -151,6 +151,10 @@ status offset_index::trim_to_entries() {
   return _impl->file.resize(int64_t{_impl->file.entries()} * offset_index_entry_size);
 }
 
+bool offset_index::sized_for(int32_t max_index_size) const {
+  return _impl->file.sized_for(max_index_size);
+}
+
 status offset_index::resize(int32_t max_index_size) {
   return _impl->file.resize(max_index_size);
 }

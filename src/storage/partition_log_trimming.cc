@@ -31,6 +31,30 @@ status partition_log::impl::truncate_to(int64_t offset) {
     return status::success();
   }
   if (m.segments.begin()->first > offset) return truncate_fully_and_start_at(offset);
+  // The log ends where the last kept batch does (the batch holding `offset` goes whole).
+  auto cut_at_active_end = [&m] {
+    m.log_end_offset = m.active().next_offset();
+    m.log_start_offset = std::min(m.log_start_offset.load(), m.log_end_offset);
+    m.recovery_point = std::min(m.recovery_point.load(), m.log_end_offset);
+    m.flush_pending_offset = std::min(m.flush_pending_offset, m.log_end_offset);
+    if (auto st = m.epochs.truncate_from_end(m.log_end_offset); !st.ok())
+      return storage_error(m.tp, st.message);
+    m.new_jitter();
+    return status::success();
+  };
+  // A cut inside the active segment (a follower's divergent tail, the usual truncation): the batches go now,
+  // the file cuts on the file worker. Every state a crash can leave before it ran is a prefix of the log as
+  // it was (the next append runs the cut first), which the follower truncates again.
+  if (m.worker && m.segments.rbegin()->first <= offset) {
+    auto later = m.active().truncate_to_later(offset);
+    if (!later)
+      return storage_error(m.tp, "cannot truncate segment " + offset_file_stem(m.active().base_offset()) +
+                                     ": " + later.error().message);
+    if (*later) {
+      m.post_logging_failure(std::move(*later), "cut the log at its truncation");
+      return cut_at_active_end();
+    }
+  }
 
   const int64_t now = m.clock();
   status first_error;
@@ -49,15 +73,13 @@ status partition_log::impl::truncate_to(int64_t offset) {
     return storage_error(m.tp, st.message);
   if (auto st = last.times().resize(m.config.segment_index_bytes); !st.ok())
     return storage_error(m.tp, st.message);
-  // truncate_to drops the whole batch holding `offset`: the log ends where the last kept batch does.
-  m.log_end_offset = last.next_offset();
-  m.log_start_offset = std::min(m.log_start_offset.load(), m.log_end_offset);
-  m.recovery_point = std::min(m.recovery_point.load(), m.log_end_offset);
-  m.flush_pending_offset = std::min(m.flush_pending_offset, m.log_end_offset);
-  if (auto st = m.epochs.truncate_from_end(m.log_end_offset); !st.ok())
-    return storage_error(m.tp, st.message);
-  m.new_jitter();
+  if (auto st = cut_at_active_end(); !st.ok()) return st;
   return first_error;
+}
+
+bool partition_log::truncation_pending() const {
+  const auto& m = *_impl;
+  return !m.segments.empty() && m.active().cut_pending();
 }
 
 status partition_log::truncate_fully_and_start_at(int64_t offset) {

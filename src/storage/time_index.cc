@@ -146,6 +146,10 @@ status time_index::trim_to_entries() {
   return _impl->file.resize(int64_t{_impl->file.entries()} * time_index_entry_size);
 }
 
+bool time_index::sized_for(int32_t max_index_size) const {
+  return _impl->file.sized_for(max_index_size);
+}
+
 status time_index::resize(int32_t max_index_size) {
   return _impl->file.resize(max_index_size);
 }

@@ -137,6 +137,16 @@ status transaction_index::truncate_to(int64_t offset) {
   return status::success();
 }
 
+std::optional<int64_t> transaction_index::truncate_to_later(int64_t offset) {
+  size_t keep = _entries.size();
+  while (keep > 0 && _entries[keep - 1].last_offset >= offset) --keep;
+  if (keep == _entries.size()) return std::nullopt;
+  _entries.resize(keep);
+  _file_entries = static_cast<int64_t>(keep);
+  _dirty = true;
+  return static_cast<int64_t>(keep * aborted_txn_entry_size);
+}
+
 result<bool> transaction_index::collect(int64_t fetch_offset, int64_t upper_bound,
                                         std::vector<aborted_txn>& out) {
   if (auto st = load(); !st.ok()) return st;

@@ -109,7 +109,7 @@ class deferred_file_work {
     std::string to;
     bool may_be_missing = false;  // a .txnindex Kafka never wrote
   };
-  struct trim_step {
+  struct trim_step {  // an index trimmed at a roll, or a .log or .txnindex cut by a truncation
     std::string path;
     int64_t length = 0;
   };
@@ -240,6 +240,14 @@ class log_segment {
   status check_indexes() const;
   // Drops every batch at or after `offset` (the batch containing it included); returns the bytes removed.
   result<int64_t> truncate_to(int64_t offset);
+  // truncate_to() of the active segment with its file work left to the file worker (the returned job, to
+  // post there): the batches go now for every reader, the .log and .txnindex are cut by the job. The next
+  // append runs the job first if the worker has not (a byte written at the cut must not be cut after).
+  // Null when there is nothing to cut, or when the cut needs the files by name now (indexes to regrow, a
+  // .txnindex not read yet with renames pending): truncate_to() then does it.
+  result<std::shared_ptr<deferred_file_work>> truncate_to_later(int64_t offset);
+  // A cut of truncate_to_later() the worker has not finished.
+  bool cut_pending() const;
   // Rescans the .log from the start: validates framing and CRC batch by batch, cuts at the first invalid
   // batch, and rebuilds both indexes. A batch is invalid when it is cut short, fails validate_batch() (CRC
   // included), or its offsets go backwards or leave the segment's 32-bit relative range (the base offset is

@@ -59,6 +59,8 @@ class offset_index {
   // resize() rounds down to whole entries and never drops entries.
   status trim_to_entries();
   status resize(int32_t max_index_size);
+  // Whether resize(max_index_size) has nothing to do.
+  bool sized_for(int32_t max_index_size) const;
   status flush();
   // Kafka's sanity check: entries sorted and the last entry's offset >= base offset; file size a multiple
   // of 8. corrupt_message when it fails.

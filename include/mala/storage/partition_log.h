@@ -172,8 +172,12 @@ class partition_log {
                                                                 int64_t upper_bound) const;
 
   // Replication: drop everything at or after `offset` (segments, index entries, aborted-transaction entries,
-  // epoch cache entries).
+  // epoch cache entries). A cut inside the active segment leaves its file work to the file worker: the log
+  // ends at once for every reader, and the next append runs the cut first if the worker has not.
   status truncate_to(int64_t offset);
+  // The file worker has not yet cut the files of the last truncation: an append now would cut them itself
+  // (a follower's fetcher waits instead).
+  bool truncation_pending() const;
   // Delete every segment and restart empty at `offset` (a follower far behind the leader's log start). The
   // new segment is the standby the file worker made if one is ready.
   status truncate_fully_and_start_at(int64_t offset);

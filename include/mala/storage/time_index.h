@@ -51,6 +51,8 @@ class time_index {
   void truncate_all();
   status trim_to_entries();
   status resize(int32_t max_index_size);
+  // Whether resize(max_index_size) has nothing to do.
+  bool sized_for(int32_t max_index_size) const;
   status flush();
   // Kafka's sanity check: timestamps increasing (so the last >= the first), offsets >= base offset and
   // non-decreasing, file size a multiple of 12. corrupt_message when it fails.

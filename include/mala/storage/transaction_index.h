@@ -88,6 +88,10 @@ class transaction_index {
   result<std::optional<entry_write>> prepare_append(const aborted_txn& txn);
   // Drops the entries whose lastOffset >= offset (Kafka's truncateTo).
   status truncate_to(int64_t offset);
+  // truncate_to() without touching the file: the entries must be loaded. The length the file is to be cut to
+  // later (off the shard), or nullopt when no entry goes.
+  std::optional<int64_t> truncate_to_later(int64_t offset);
+  bool loaded() const { return _loaded; }
   // Kafka's collectAbortedTxns: the entries with lastOffset >= fetch_offset and firstOffset < upper_bound,
   // added to `out`. True once an entry's lastStableOffset >= upper_bound was seen: no later segment can hold
   // an entry that matters to this range.

@@ -316,6 +316,8 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
           loop->delayed.erase(d);
         }
       }
+      // The file worker is cutting the log's files after a truncation: the next append would wait for it.
+      if (p->log().truncation_pending()) continue;
       uuid topic_id = p->topic_id();
       if (topic_id == uuid{}) {
         const auto* t = image->find_topic(tp.topic);

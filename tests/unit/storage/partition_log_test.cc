@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <random>
 #include <set>
@@ -1124,6 +1125,88 @@ TEST_F(partition_log_test, a_roll_adopts_the_standby_segment_the_file_worker_mad
   ASSERT_TRUE(reopened);
   EXPECT_EQ(static_cast<size_t>(reopened->log_end_offset()), total);
   EXPECT_EQ(read_all(*reopened).size(), total);
+}
+
+// Holds `worker` until the returned promise is set.
+std::shared_ptr<std::promise<void>> hold(file_worker& worker) {
+  auto gate = std::make_shared<std::promise<void>>();
+  worker.post([opened = gate->get_future().share()] { opened.wait(); });
+  return gate;
+}
+
+TEST_F(partition_log_test, a_truncation_inside_the_active_segment_cuts_its_file_on_the_file_worker) {
+  auto worker = std::make_shared<file_worker>();
+  auto log = open_with_worker(worker);
+  for (int i = 0; i < 5; ++i) append(*log, make_batch(2), i < 3 ? 1 : 2);
+  const auto segment = _dir / "00000000000000000000.log";
+  const auto full_size = fs::file_size(segment);
+  const auto batch_size = static_cast<uintmax_t>(make_batch(2).size());
+  ASSERT_TRUE(wait_until_idle(*worker));
+
+  auto gate = hold(*worker);
+  ASSERT_TRUE(log->truncate_to(6).ok());
+  // Gone for every reader at once; the file keeps its bytes until the worker cuts it.
+  EXPECT_EQ(log->log_end_offset(), 6);
+  EXPECT_EQ(log->epochs().entries(), (std::vector<epoch_entry>{{1, 0}}));
+  EXPECT_EQ(read_all(*log).size(), 3u);
+  EXPECT_FALSE(read_ok(*log, 6).data.has_value());
+  EXPECT_TRUE(log->truncation_pending());
+  EXPECT_EQ(fs::file_size(segment), full_size);
+
+  // What a crash now leaves on disk is the log as it was before the truncation.
+  const auto copy = _root / "copy" / "orders-0";
+  fs::create_directories(copy);
+  for (const auto& entry : fs::directory_iterator(_dir))
+    fs::copy(entry.path(), copy / entry.path().filename());
+  {
+    auto recovered = partition_log::open(copy, {"orders", 0}, _config, options(false, 0));
+    ASSERT_TRUE(recovered.ok()) << recovered.error().message;
+    EXPECT_EQ((*recovered)->log_end_offset(), 10);
+  }
+
+  gate->set_value();
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_FALSE(log->truncation_pending());
+  EXPECT_EQ(fs::file_size(segment), 3 * batch_size);
+  EXPECT_EQ(append(*log, make_batch(1), 3).first_offset, 6);
+  EXPECT_EQ(read_all(*log).size(), 4u);
+  ASSERT_TRUE(log->close().ok());
+  log.reset();
+  auto reopened = open_with_worker(worker);
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(reopened->log_end_offset(), 7);
+  EXPECT_EQ(read_all(*reopened).size(), 4u);
+}
+
+TEST_F(partition_log_test, an_append_before_the_worker_cut_the_truncated_file_cuts_it_first) {
+  auto worker = std::make_shared<file_worker>();
+  auto log = open_with_worker(worker);
+  for (int i = 0; i < 5; ++i) append(*log, make_batch(2), 1);
+  const auto segment = _dir / "00000000000000000000.log";
+  const auto batch_size = static_cast<uintmax_t>(make_batch(2).size());
+  ASSERT_TRUE(wait_until_idle(*worker));
+
+  auto gate = hold(*worker);
+  ASSERT_TRUE(log->truncate_to(4).ok());
+  EXPECT_TRUE(log->truncation_pending());
+  // The follower's next batches: written where the cut ends, after the cut (run here).
+  auto follower_batch = make_batch(3);
+  proto::stamp_base_offset(follower_batch, 4);
+  proto::stamp_partition_leader_epoch(follower_batch, 2);
+  ASSERT_TRUE(log->append_as_follower(follower_batch).ok());
+  EXPECT_FALSE(log->truncation_pending());
+  EXPECT_EQ(fs::file_size(segment), 2 * batch_size + follower_batch.size());
+  gate->set_value();
+  ASSERT_TRUE(wait_until_idle(*worker));
+  // The worker found the cut done: the new batch stays.
+  EXPECT_EQ(fs::file_size(segment), 2 * batch_size + follower_batch.size());
+  EXPECT_EQ(log->log_end_offset(), 7);
+  EXPECT_EQ(read_all(*log).size(), 3u);
+  ASSERT_TRUE(log->close().ok());
+  log.reset();
+  auto reopened = open_with_worker(worker);
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(reopened->log_end_offset(), 7);
 }
 
 TEST_F(partition_log_test, a_log_appended_to_often_has_its_standby_ready_for_its_time_roll) {
