@@ -894,6 +894,15 @@ status log_segment::on_roll() {
 std::shared_ptr<deferred_file_work> log_segment::on_roll_deferred(status& error) {
   impl& s = *_impl;
   error = status::success();
+  if (s.cut) {
+    // A truncation's cut not run yet (a roll by age at the first append after it): run here, before the next
+    // segment takes the offsets its stale tail still holds on disk.
+    auto cut = std::move(s.cut);
+    if (auto r = cut->finish(); !r.ok()) {
+      error = r;
+      return nullptr;
+    }
+  }
   if (s.max_timestamp.timestamp >= 0) {
     if (!s.times->next_entry_reserved()) {
       if (auto r = s.settle(); !r.ok()) {

@@ -1209,6 +1209,29 @@ TEST_F(partition_log_test, an_append_before_the_worker_cut_the_truncated_file_cu
   EXPECT_EQ(reopened->log_end_offset(), 7);
 }
 
+TEST_F(partition_log_test, a_roll_right_after_a_truncation_cuts_the_old_segment_first) {
+  auto worker = std::make_shared<file_worker>();
+  _config.segment_ms = 1000;
+  auto log = open_with_worker(worker);
+  for (int i = 0; i < 4; ++i) append(*log, make_batch(2), 1);
+  const auto batch_size = static_cast<uintmax_t>(make_batch(2).size());
+  ASSERT_TRUE(wait_until_idle(*worker));
+  auto gate = hold(*worker);
+  ASSERT_TRUE(log->truncate_to(4).ok());
+  ASSERT_TRUE(log->truncation_pending());
+  // The next append rolls by age: the new segment starts at 4, which the old file must no longer hold.
+  _now += 2000;
+  append(*log, make_batch(1, start_ms + 2000), 2);
+  EXPECT_EQ(log->segment_count(), 2u);
+  EXPECT_EQ(fs::file_size(_dir / "00000000000000000000.log"), 2 * batch_size);
+  EXPECT_TRUE(fs::exists(_dir / "00000000000000000004.log") || !files_with_suffix(".standby").empty());
+  gate->set_value();
+  ASSERT_TRUE(wait_until_idle(*worker));
+  EXPECT_EQ(fs::file_size(_dir / "00000000000000000000.log"), 2 * batch_size);
+  EXPECT_EQ(read_all(*log).size(), 3u);
+  EXPECT_EQ(log->log_end_offset(), 5);
+}
+
 TEST_F(partition_log_test, a_log_appended_to_often_has_its_standby_ready_for_its_time_roll) {
   auto worker = std::make_shared<file_worker>();
   _config.segment_ms = 10 * 60 * 1000;
