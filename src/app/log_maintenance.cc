@@ -203,8 +203,11 @@ struct log_maintenance::impl {
         if (files.empty()) continue;
         const int64_t upto = plog.log_end_offset();
         // The answer goes to this log only: a KIP-113 swap may have given the replica another one meanwhile.
+        // Its recovery point moves only if no truncation came in between (the sync may have missed what was
+        // written again at the cut offsets).
         const storage::partition_log* flushed = &plog;
-        asio::post(blocking, [this, shard, tp, files = std::move(files), upto, flushed] {
+        const uint64_t token = plog.flush_token();
+        asio::post(blocking, [this, shard, tp, files = std::move(files), upto, flushed, token] {
           const auto started = std::chrono::steady_clock::now();
           for (const auto& f : files) {
             if (auto st = f->sync(); !st.ok()) {
@@ -222,10 +225,10 @@ struct log_maintenance::impl {
                                                           std::chrono::steady_clock::now() - started)
                                                           .count()));
           }
-          asio::post(timers[shard]->context, [this, shard, tp, upto, flushed] {
+          asio::post(timers[shard]->context, [this, shard, tp, upto, flushed, token] {
             auto* owner = replicas_on(shard);
             auto* p = owner ? owner->get(tp) : nullptr;
-            if (p && &p->log() == flushed) p->log().mark_flushed(upto);
+            if (p && &p->log() == flushed) p->log().mark_flushed_if_current(upto, token);
           });
         });
       }

@@ -985,6 +985,14 @@ void partition_log::mark_failed(const status& error) {
   (void)_impl->fail(error);
 }
 
+uint64_t partition_log::flush_token() const {
+  return _impl->flush_token;
+}
+
+void partition_log::mark_flushed_if_current(int64_t offset, uint64_t token) {
+  if (token == _impl->flush_token) mark_flushed(offset);
+}
+
 void partition_log::mark_flushed(int64_t offset) {
   auto& m = *_impl;
   if (m.offline()) return;

@@ -65,6 +65,12 @@ struct partition_log::impl {
   std::atomic<int64_t> log_start_offset = 0;
   int64_t log_end_offset = 0;
   std::atomic<int64_t> recovery_point = 0;
+  // See flush_token(): new at every truncation.
+  uint64_t flush_token = new_flush_token();
+  static uint64_t new_flush_token() {
+    static std::atomic<uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
   log_recovery_report report;
   // The active segment came from disk, its indexes sized by the config given to open(): the log manager opens
   // the logs it finds at start-up with the broker defaults, before the metadata names their topics' configs.

@@ -33,6 +33,7 @@ status partition_log::impl::truncate_to(int64_t offset) {
   if (m.segments.begin()->first > offset) return truncate_fully_and_start_at(offset);
   // The log ends where the last kept batch does (the batch holding `offset` goes whole).
   auto cut_at_active_end = [&m] {
+    m.flush_token = impl::new_flush_token();
     m.log_end_offset = m.active().next_offset();
     m.log_start_offset = std::min(m.log_start_offset.load(), m.log_end_offset);
     m.recovery_point = std::min(m.recovery_point.load(), m.log_end_offset);
@@ -105,6 +106,7 @@ status partition_log::impl::truncate_fully_and_start_at(int64_t offset) {
     if (!segment) return segment.error();
     m.segments.emplace(offset, std::move(*segment));
   }
+  m.flush_token = new_flush_token();
   m.log_start_offset = offset;
   m.log_end_offset = offset;
   m.recovery_point = offset;

@@ -231,6 +231,11 @@ class partition_log {
   };
   result<sync_work> sync_all_work(int64_t now_ms);
   void mark_flushed(int64_t offset);
+  // A value no other log of the process has, replaced by every truncation: a flush handed out before it may
+  // have synced bytes a truncation cut and missed the ones written since at the same offsets.
+  uint64_t flush_token() const;
+  // mark_flushed() unless the token changed since the work was handed out (nor the log: tokens are unique).
+  void mark_flushed_if_current(int64_t offset, uint64_t token);
   // File work done off the shard failed: the log goes offline. A sync of the work handed out (the data it
   // covered may never be durable; also found by the next flush_work() through the file's error, unless its
   // descriptor was closed since), or a cleaner swap's renames.

@@ -764,6 +764,29 @@ TEST_F(partition_log_test, flush_raises_the_recovery_point) {
   EXPECT_EQ(log->recovery_point(), 4);
 }
 
+TEST_F(partition_log_test, a_background_flush_from_before_a_truncation_does_not_raise_the_recovery_point) {
+  _config.flush_messages = 1;
+  auto log = open();
+  for (int i = 0; i < 3; ++i) append(*log, make_batch(2), 1);
+  auto files = log->flush_work(_now);
+  ASSERT_FALSE(files.empty());
+  const int64_t upto = log->log_end_offset();
+  const uint64_t token = log->flush_token();
+  // Meanwhile (the syncs run on another thread): a truncation, and other batches at the cut offsets.
+  ASSERT_TRUE(log->truncate_to(2).ok());
+  auto again = make_batch(4);
+  proto::stamp_base_offset(again, 2);
+  proto::stamp_partition_leader_epoch(again, 2);
+  ASSERT_TRUE(log->append_as_follower(again).ok());
+  EXPECT_NE(log->flush_token(), token);
+  log->mark_flushed_if_current(upto, token);
+  EXPECT_EQ(log->recovery_point(), 0);  // the batches at 2..5 may not be synced
+  // A flush handed out after the truncation counts.
+  ASSERT_FALSE(log->flush_work(_now).empty());
+  log->mark_flushed_if_current(log->log_end_offset(), log->flush_token());
+  EXPECT_EQ(log->recovery_point(), 6);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Reopening and recovery.
 
