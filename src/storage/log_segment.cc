@@ -732,7 +732,7 @@ result<std::shared_ptr<deferred_file_work>> log_segment::truncate_to_later(int64
   s.times->truncate_to(cut_offset);
   auto work = std::make_shared<deferred_file_work>();
   work->_before = s.deferred;  // renames of an adopted standby, .txnindex writes: before the cut
-  work->_trims.push_back({s.log_path, cut->position});
+  work->_trims.push_back({s.log_path, cut->position, true});
   // Kafka's LogSegment.truncateTo: aborted transactions whose marker is cut go with it.
   if (auto txn_length = s.txns->truncate_to_later(cut_offset))
     work->_trims.push_back({s.txns->path(), *txn_length});
@@ -1122,9 +1122,14 @@ void deferred_file_work::run_locked() {
       _result = detail::io_error("cannot delete", path, errno);
   }
   for (const auto& t : _trims) {
+    if (t.truncation && !earlier_failure.ok()) {
+      // The file may not be under this name: appends after the cut would leave the stale tail behind them.
+      _result = earlier_failure;
+      return;
+    }
     const int fd = ::open(t.path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) {
-      if (errno == ENOENT) continue;  // the segment went meanwhile (deleted, replaced by a clean)
+      if (errno == ENOENT && !t.truncation) continue;  // the segment went meanwhile (deleted, a clean)
       _result = detail::io_error("cannot open", t.path, errno);
       return;
     }

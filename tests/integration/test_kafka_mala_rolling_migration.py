@@ -124,7 +124,14 @@ def admin_and_transactions_across(writer, reader, name):
     resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
         ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
     admin_call(writer, "incremental_alter_configs", [resource])
-    [described] = admin_call(reader, "describe_configs", [ConfigResource(ConfigResource.Type.TOPIC, name)])
+    # The reader answers from its own metadata, which follows the controller's log a moment later (a Kafka
+    # broker too): the change must show there within seconds.
+    deadline = time.monotonic() + 15
+    while True:
+        [described] = admin_call(reader, "describe_configs", [ConfigResource(ConfigResource.Type.TOPIC, name)])
+        if described["retention.ms"].value == "3600000" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert described["retention.ms"].value == "3600000"
 
     producer = Producer({"bootstrap.servers": writer, "transactional.id": f"{name}-writer", "log_level": 0})

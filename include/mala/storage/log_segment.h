@@ -112,6 +112,7 @@ class deferred_file_work {
   struct trim_step {  // an index trimmed at a roll, or a .log or .txnindex cut by a truncation
     std::string path;
     int64_t length = 0;
+    bool truncation = false;  // a live file's cut: it must exist, after the work before it succeeded
   };
   void run_locked();
   std::mutex _mutex;

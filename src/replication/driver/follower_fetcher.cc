@@ -38,6 +38,8 @@ using steady_clock = std::chrono::steady_clock;
 constexpr int16_t fetch_version = proto::fetch_request::max_version;
 // ListOffsets v9 (flexible; v10 only adds TimeoutMs).
 constexpr int16_t list_offsets_version = 9;
+// How long a truncated partition waits for the file worker's cut before its fetch goes on without it.
+constexpr auto truncation_cut_wait = std::chrono::milliseconds(50);
 
 std::string describe(const topic_partition& tp) {
   return tp.topic + "-" + std::to_string(tp.partition);
@@ -138,6 +140,9 @@ struct follower_fetcher::loop_state {
   }
   // Partitions answered with a retriable error: not fetched again before this time.
   std::map<topic_partition, steady_clock::time_point> delayed;
+  // Partitions whose truncation the file worker is cutting: left out until it is done, or until this time
+  // (the worker may be busy with longer jobs; the append then makes the cut itself).
+  std::map<topic_partition, steady_clock::time_point> cutting;
   // FENCED_LEADER_EPOCH: our leader epoch is older than the leader's; skipped until the metadata gives this
   // replica another epoch (Kafka's onPartitionFenced removes it until the next leader change).
   std::map<topic_partition, int32_t> fenced;
@@ -316,8 +321,13 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
           loop->delayed.erase(d);
         }
       }
-      // The file worker is cutting the log's files after a truncation: the next append would wait for it.
-      if (p->log().truncation_pending()) continue;
+      // The file worker is cutting the log's files after a truncation: the next append would make the cut
+      // on this shard. Left out for a short while for the worker to do it.
+      if (p->log().truncation_pending()) {
+        auto [cut, added] = loop->cutting.try_emplace(tp, now + truncation_cut_wait);
+        if (now < cut->second) continue;
+      }
+      if (!loop->cutting.empty()) loop->cutting.erase(tp);
       uuid topic_id = p->topic_id();
       if (topic_id == uuid{}) {
         const auto* t = image->find_topic(tp.topic);
