@@ -122,18 +122,14 @@ status transaction_index::append(const aborted_txn& txn) {
 
 status transaction_index::truncate_to(int64_t offset) {
   if (auto st = load(); !st.ok()) return st;
-  size_t keep = _entries.size();
-  while (keep > 0 && _entries[keep - 1].last_offset >= offset) --keep;
-  if (keep == _entries.size()) return status::success();
+  const auto length = truncate_to_later(offset);
+  if (!length) return status::success();
   const int fd = ::open(_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return detail::io_error("cannot open", _path, errno);
-  const int truncated = detail::truncate_file(fd, static_cast<int64_t>(keep * aborted_txn_entry_size), _path);
+  const int truncated = detail::truncate_file(fd, *length, _path);
   const int err = errno;
   ::close(fd);
   if (truncated != 0) return detail::io_error("cannot truncate", _path, err);
-  _entries.resize(keep);
-  _file_entries = static_cast<int64_t>(keep);
-  _dirty = true;
   return status::success();
 }
 
