@@ -534,6 +534,10 @@ TEST_F(log_dir_failure_test, io_error_in_one_log_takes_its_dir_offline_and_the_o
     auto bytes = make_batch(3);
     ASSERT_TRUE(log->append_as_leader(bytes, 0).ok());
   }
+  // The file work of the creations done first (a write of t-2's failing would take d1 offline in its name).
+  for (int i = 0; i < 2000 && manager->worker()->pending() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(manager->worker()->pending(), 0u);
   {
     scoped_faults faults({{io_operation::write, (_root / "d1").string() + "/", ENOSPC, 17}});
     auto bytes = make_batch(2);
