@@ -206,15 +206,17 @@ void index_file::truncate_to_entries(int32_t n) {
   _entries = n;
 }
 
+int64_t index_file::resized_length(int64_t bytes) const {
+  return std::max(round_down(std::max<int64_t>(bytes, 0), _entry_size), int64_t{_entries} * _entry_size);
+}
+
 bool index_file::sized_for(int64_t bytes) const {
-  return std::max(round_down(std::max<int64_t>(bytes, 0), _entry_size), int64_t{_entries} * _entry_size) ==
-         _length;
+  return resized_length(bytes) == _length;
 }
 
 status index_file::resize(int64_t bytes) {
-  if (sized_for(bytes)) return status::success();
-  const int64_t target =
-      std::max(round_down(std::max<int64_t>(bytes, 0), _entry_size), int64_t{_entries} * _entry_size);
+  const int64_t target = resized_length(bytes);
+  if (target == _length) return status::success();
   int fd = ::open(_path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return detail::io_error("cannot open index", _path, errno);
   fd_guard guard(fd);

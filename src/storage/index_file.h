@@ -61,6 +61,8 @@ class index_file {
   int64_t length() const { return _length; }
   // Whether resize(bytes) has nothing to do.
   bool sized_for(int64_t bytes) const;
+  // The length resize(bytes) gives the file: whole entries, never fewer than it holds.
+  int64_t resized_length(int64_t bytes) const;
   int32_t max_index_size() const { return _max_index_size; }
   bool misaligned_on_open() const { return _misaligned_on_open; }
   const std::string& path() const { return _path; }
