@@ -324,8 +324,8 @@ asio::awaitable<void> follower_fetcher::fetch_from(int32_t leader, int32_t fetch
       // The file worker is cutting the log's files after a truncation: the next append would make the cut
       // on this shard. Left out for a short while for the worker to do it.
       if (p->log().truncation_pending()) {
-        auto [cut, added] = loop->cutting.try_emplace(tp, now + truncation_cut_wait);
-        if (now < cut->second) continue;
+        const auto waits_until = loop->cutting.try_emplace(tp, now + truncation_cut_wait).first->second;
+        if (now < waits_until) continue;
       }
       if (!loop->cutting.empty()) loop->cutting.erase(tp);
       uuid topic_id = p->topic_id();
